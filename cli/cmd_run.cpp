@@ -1,0 +1,116 @@
+// `sparge run [FILE]`: predict + sparse attention + dense reference + metrics per head, with a table,
+// and optional exports (masks v1, JSON/CSV report).
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <iostream>
+
+#include "commands.h"
+#include "format.h"
+#include "run_options.h"
+#include "sparge/core/capture.h"
+#include "sparge/core/error.h"
+#include "sparge/core/exports.h"
+#include "sparge/kernels/engine_factory.h"
+
+namespace sparge::cli {
+namespace {
+
+bool endsWith(const std::string& s, const std::string& suffix) {
+  return s.size() >= suffix.size() && s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
+}
+
+// Dense attention work in FLOP: 4·B·H·Nq·Nkv·D (QKᵀ and PV), halved when causal.
+double denseFlops(const core::EntryInfo& e) {
+  const double f = 4.0 * double(e.batch) * double(e.headsQ) * double(e.tokensQ) * double(e.tokensKV) *
+                   double(e.headDim);
+  return e.causal ? f / 2.0 : f;
+}
+
+void printEntry(const core::EntryResult& r, bool perHead) {
+  const auto& e = r.info;
+  std::printf("\nentry %s  [B=%lld Hq=%lld Hkv=%lld Nq=%lld Nkv=%lld D=%lld%s]  geometry %s  engine %s\n",
+              e.name.c_str(), (long long)e.batch, (long long)e.headsQ, (long long)e.headsKV, (long long)e.tokensQ,
+              (long long)e.tokensKV, (long long)e.headDim, e.causal ? " causal" : "",
+              r.config.geometry.label().c_str(), r.engine.c_str());
+  if (perHead) {
+    Table t({"head", "θ", "τ/topk", "λ", "stage1", "pv-skip", "total", "total(area)", "L1", "cos"});
+    for (const core::HeadResult& h : r.heads) {
+      const auto& p = h.params;
+      std::string sel = p.mode == core::SelectMode::Cdf ? "τ " + fmtNum(p.tau, 3) : "k " + fmtNum(p.topk, 3);
+      std::string head = (e.batch > 1 ? "b" + std::to_string(h.batch) + " " : "") + std::to_string(h.head);
+      t.row({head + (p.dense ? " (dense)" : ""), fmtNum(p.theta, 3), sel, fmtNum(p.lambda, 1),
+             fmtPct(h.sparsity.stage1()), fmtPct(h.sparsity.pvSkipRate()), fmtPct(h.sparsity.total()),
+             fmtPct(h.sparsity.totalArea()), fmtNum(h.error.l1(), 5), fmtNum(h.error.cosSim(), 6)});
+    }
+    t.print(std::cout);
+  }
+  std::printf("all heads: stage1 %s  pv-skip %s  total %s (by token area %s)  L1 %.5f  cos %.6f  rmse %.3g\n",
+              fmtPct(r.sparsity.stage1()).c_str(), fmtPct(r.sparsity.pvSkipRate()).c_str(),
+              fmtPct(r.sparsity.total()).c_str(), fmtPct(r.sparsity.totalArea()).c_str(), r.error.l1(),
+              r.error.cosSim(), r.error.rmse());
+  const auto& tm = r.times;
+  std::printf("time (%s clock): predict %.1f ms  sparse %.1f ms  reference %s  metrics %.1f ms  total %.1f ms\n",
+              tm.clock.c_str(), tm.predictMs, tm.sparseMs,
+              tm.referenceCached ? "cached" : (fmtNum(tm.referenceMs, 1) + " ms").c_str(), tm.metricsMs, tm.totalMs);
+  if (!tm.referenceCached && tm.referenceMs > 0)
+    std::printf("dense reference: %.1f GFLOP in %.1f ms = %.1f GFLOP/s\n", denseFlops(e) / 1e9, tm.referenceMs,
+                denseFlops(e) / (tm.referenceMs * 1e6));
+  for (const std::string& w : r.warnings) std::fprintf(stderr, "warning: entry %s: %s\n", e.name.c_str(), w.c_str());
+}
+
+}  // namespace
+
+void registerRun(CLI::App& app, Action& action) {
+  auto* cmd = app.add_subcommand("run", "Run SpargeAttn on captured entries: masks, PV skips, error vs dense");
+  auto o = std::make_shared<RunCommandOptions>();
+  cmd->add_option("file", o->file, "Capture file (.h5); default: the bundled sample capture");
+  cmd->add_option("--entry", o->entries, "Entry to run (repeatable); default: all entries");
+  addMethodOptions(*cmd, *o);
+  cmd->add_option("--masks", o->masksPath, "Write masks v1 (.h5)");
+  cmd->add_option("--report", o->reportPath, "Write the report (.json, or .csv)");
+  cmd->add_flag("--summary-only", o->summaryOnly, "Print only the per-entry summary line, not the per-head table");
+  cmd->callback([&action, o] {
+    action = [o] {
+      const std::string path = o->file.empty() ? defaultCapturePath() : o->file;
+      core::CaptureReader reader(path);
+      std::vector<std::string> names = o->entries;
+      if (names.empty())
+        for (const auto& e : reader.entries()) names.push_back(e.name);
+      for (const auto& n : names) reader.entry(n);  // fail early on a misspelt entry
+
+      engines::EngineSelection sel = engines::makeEngine(core::parseEngineChoice(o->engine), o->threads);
+      if (!sel.message.empty()) std::fprintf(stderr, "note: %s\n", sel.message.c_str());
+      std::vector<core::EntryResult> results;
+      const auto t0 = std::chrono::steady_clock::now();
+      for (const std::string& name : names) {
+        std::vector<core::NonFiniteReport> nonFinite;
+        auto entry = std::make_shared<core::EntryData>(core::loadEntry(reader, name, &nonFinite));
+        for (const auto& nf : nonFinite)
+          std::fprintf(stderr, "warning: %s:/entries/%s/%s batch %lld head %lld holds %lld NaN/Inf values\n",
+                       path.c_str(), name.c_str(), core::toString(nf.tensor), (long long)nf.batch,
+                       (long long)nf.head, (long long)nf.count);
+        core::RunConfig config = makeRunConfig(*o, entry->info, path);
+        sel.engine->setEntry(entry);
+        core::RunOptions ro;
+        ro.heads = o->heads;
+        results.push_back(sel.engine->run(config, ro));
+        printEntry(results.back(), !o->summaryOnly);
+      }
+      const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+      std::printf("\n%zu entries in %.2f s\n", results.size(), seconds);
+      if (!o->masksPath.empty()) {
+        core::writeMasks(o->masksPath, results);
+        std::printf("masks written to %s\n", o->masksPath.c_str());
+      }
+      if (!o->reportPath.empty()) {
+        if (endsWith(o->reportPath, ".csv")) core::writeReportCsv(o->reportPath, results);
+        else core::writeReportJson(o->reportPath, results, path);
+        std::printf("report written to %s\n", o->reportPath.c_str());
+      }
+      return 0;
+    };
+  });
+}
+
+}  // namespace sparge::cli

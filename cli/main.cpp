@@ -1,0 +1,56 @@
+// sparge: the headless command line of Sparge Studio (info, run, synth, tune, bench).
+#include <cstdio>
+#include <iostream>
+
+#include "commands.h"
+#include "sparge/core/engine.h"
+#include "sparge/core/error.h"
+
+namespace sparge::cli {
+// Subcommands that live in other issues' files may be absent from a build; weak references let main
+// register whatever was linked in.
+__attribute__((weak)) void registerTune(CLI::App& app, Action& action);
+__attribute__((weak)) void registerBench(CLI::App& app, Action& action);
+
+std::string defaultCapturePath() {
+#ifdef SPARGE_SAMPLE_CAPTURE
+  return SPARGE_SAMPLE_CAPTURE;
+#else
+  return "captures/sample.h5";
+#endif
+}
+}  // namespace sparge::cli
+
+int main(int argc, char** argv) {
+  using namespace sparge::cli;
+  CLI::App app{"sparge — SpargeAttn sparsity explorer (headless). Run `sparge <command> --help` for details."};
+  app.require_subcommand(1);
+  app.set_version_flag("--version", "sparge 0.1.0");
+  Action action;
+  registerInfo(app, action);
+  registerRun(app, action);
+  registerSynth(app, action);
+  if (registerTune) registerTune(app, action);
+  if (registerBench) registerBench(app, action);
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::CallForHelp& e) {
+    return app.exit(e);
+  } catch (const CLI::CallForAllHelp& e) {
+    return app.exit(e);
+  } catch (const CLI::CallForVersion& e) {
+    return app.exit(e);
+  } catch (const CLI::ParseError& e) {
+    app.exit(e);
+    return 2;  // usage error
+  }
+  try {
+    return action ? action() : 2;
+  } catch (const sparge::core::Cancelled&) {
+    std::cerr << "sparge: cancelled\n";
+    return 130;
+  } catch (const std::exception& e) {
+    std::cerr << "sparge: error: " << e.what() << "\n";
+    return 1;
+  }
+}

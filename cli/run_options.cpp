@@ -1,0 +1,50 @@
+#include "run_options.h"
+
+#include "sparge/core/error.h"
+
+namespace sparge::cli {
+
+void addMethodOptions(CLI::App& cmd, RunCommandOptions& o) {
+  cmd.add_option("--theta", o.theta, "θ, simthreshd1: blocks with self-similarity <= θ are forced on")
+      ->capture_default_str();
+  auto* tau = cmd.add_option("--tau", o.tau, "τ, cdfthreshd: keep blocks while the pooled CDF <= τ (default 0.98)");
+  auto* topk = cmd.add_option("--topk", o.topk, "Top-k mode: fraction of K blocks kept per row, in (0, 1]");
+  tau->excludes(topk);
+  cmd.add_option("--lambda", o.lambda, "λ, pvthreshd: skip PV when the row maxima rise by <= -λ (base 2)")
+      ->capture_default_str();
+  cmd.add_option("--block", o.block, "Tile geometry Q×K tokens: 128x64 (sm80/sm89) or 64x128 (sm90)")
+      ->capture_default_str();
+  cmd.add_flag("--no-smooth-k", o.noSmoothK, "Do not subtract the K token mean before pooling");
+  cmd.add_flag("--sink", o.sink, "Attention sink: K block 0 always on");
+  cmd.add_flag("--dense", o.dense, "Compute every valid block (is_sparse = false), no PV skip");
+  cmd.add_option("--engine", o.engine, "auto | cpu | cuda")->capture_default_str();
+  cmd.add_option("--threads", o.threads, "CPU engine threads (0 = all cores)")->capture_default_str();
+  cmd.add_option("--heads", o.heads, "Only these query heads (comma separated)")->delimiter(',');
+}
+
+core::RunConfig makeRunConfig(const RunCommandOptions& o, const core::EntryInfo& entry, const std::string&) {
+  core::RunConfig c;
+  c.geometry = core::Geometry::parse(o.block);
+  c.smoothK = !o.noSmoothK;
+  c.sink = o.sink;
+  core::HeadParams& p = c.defaults;
+  p.theta = o.theta;
+  p.lambda = o.lambda;
+  p.dense = o.dense;
+  if (o.topk) {
+    p.mode = core::SelectMode::TopK;
+    p.topk = *o.topk;
+    core::validate(p, "--topk");
+  } else {
+    p.mode = core::SelectMode::Cdf;
+    p.tau = o.tau.value_or(0.98);
+    core::validate(p, "--theta/--tau/--lambda");
+  }
+  for (int64_t h : o.heads)
+    if (h < 0 || h >= entry.headsQ)
+      throw Error("--heads", "head " + std::to_string(h) + " does not exist in entry " + entry.name + " (it has " +
+                                 std::to_string(entry.headsQ) + " query heads)");
+  return c;
+}
+
+}  // namespace sparge::cli

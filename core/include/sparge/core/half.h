@@ -1,0 +1,66 @@
+// float <-> IEEE half (fp16) and float <-> bfloat16 conversions, round-to-nearest-even.
+#pragma once
+
+#include <bit>
+#include <cstdint>
+
+namespace sparge::core {
+
+// fp16 bits -> float. Exact for every input (subnormals, ±0, ±inf; NaN payloads are kept).
+inline float halfToFloat(uint16_t h) {
+  const uint32_t sign = static_cast<uint32_t>(h & 0x8000u) << 16;
+  const uint32_t exp = (h >> 10) & 0x1fu;
+  const uint32_t mant = h & 0x3ffu;
+  if (exp == 0) {
+    // Zero or subnormal: mant * 2^-24 is exact in float (mant < 2^10).
+    const float mag = static_cast<float>(mant) * 0x1p-24f;
+    return sign ? -mag : mag;
+  }
+  if (exp == 31) return std::bit_cast<float>(sign | 0x7f800000u | (mant << 13));  // inf / NaN
+  return std::bit_cast<float>(sign | ((exp + 112u) << 23) | (mant << 13));
+}
+
+// float -> fp16 bits, round-to-nearest-even; overflow gives ±inf, NaN stays NaN (quiet).
+inline uint16_t floatToHalf(float f) {
+  const uint32_t x = std::bit_cast<uint32_t>(f);
+  const uint16_t sign = static_cast<uint16_t>((x >> 16) & 0x8000u);
+  const uint32_t a = x & 0x7fffffffu;
+  if (a >= 0x7f800000u) {
+    if (a == 0x7f800000u) return sign | 0x7c00u;
+    return static_cast<uint16_t>(sign | 0x7e00u | ((a >> 13) & 0x3ffu));
+  }
+  // 65520 is the halfway point between 65504 (odd mantissa) and 2^16: ties go to the even one, inf.
+  if (a >= 0x477ff000u) return sign | 0x7c00u;
+  if (a < 0x38800000u) {  // below 2^-14: the result is subnormal (or zero)
+    const uint32_t e = a >> 23;
+    if (e < 102) return sign;  // < 2^-25 rounds to zero (2^-25 itself is a tie, handled below)
+    const uint32_t m = (a & 0x7fffffu) | 0x800000u;
+    const uint32_t shift = 126 - e;  // value = m * 2^(e-150); result unit is 2^-24
+    uint32_t r = m >> shift;
+    const uint32_t rem = m & ((1u << shift) - 1);
+    const uint32_t halfway = 1u << (shift - 1);
+    if (rem > halfway || (rem == halfway && (r & 1u))) ++r;  // may carry into the smallest normal: fine
+    return static_cast<uint16_t>(sign | r);
+  }
+  const uint32_t r = a - 0x38000000u;  // rebias the exponent from 127 to 15
+  uint32_t h = r >> 13;
+  const uint32_t rem = r & 0x1fffu;
+  if (rem > 0x1000u || (rem == 0x1000u && (h & 1u))) ++h;
+  return static_cast<uint16_t>(sign | h);
+}
+
+inline float bf16ToFloat(uint16_t b) { return std::bit_cast<float>(static_cast<uint32_t>(b) << 16); }
+
+// float -> bfloat16 bits, round-to-nearest-even; NaN stays NaN (quiet), overflow gives ±inf.
+inline uint16_t floatToBf16(float f) {
+  const uint32_t x = std::bit_cast<uint32_t>(f);
+  if ((x & 0x7fffffffu) > 0x7f800000u) return static_cast<uint16_t>((x >> 16) | 0x0040u);
+  const uint32_t rounded = x + 0x7fffu + ((x >> 16) & 1u);
+  return static_cast<uint16_t>(rounded >> 16);
+}
+
+// The float nearest to `f` that fp16 / bfloat16 can represent (what storing it would give).
+inline float roundToHalf(float f) { return halfToFloat(floatToHalf(f)); }
+inline float roundToBf16(float f) { return bf16ToFloat(floatToBf16(f)); }
+
+}  // namespace sparge::core

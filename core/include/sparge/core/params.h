@@ -1,0 +1,43 @@
+// Method parameters: per-head thresholds (θ, τ or top-k, λ) and the run-wide configuration.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "sparge/core/types.h"
+
+namespace sparge::core {
+
+enum class SelectMode { Cdf, TopK };
+
+// SpargeAttn's per-head hyperparameters, indexed by query head. Defaults are the CDF API's
+// (spas_sage2_attn_meansim_cuda): θ = 0.6, τ = 0.98, λ = 50.
+struct HeadParams {
+  double theta = 0.6;           // simthreshd1: K/Q blocks with self-similarity <= θ are forced on
+  SelectMode mode = SelectMode::Cdf;
+  double tau = 0.98;            // cdfthreshd (CDF mode): keep blocks while cdf <= τ
+  double topk = 0.5;            // topk (top-k mode): fraction of all K blocks kept per row
+  double lambda = 50.0;         // pvthreshd: skip PV when max(rowmax_new - m_old) <= -λ (base 2)
+  bool dense = false;           // is_sparse == false: compute every valid block, no PV skip
+
+  bool operator==(const HeadParams&) const = default;
+};
+
+// Checks ranges (θ finite, τ in [0, 1], top-k in (0, 1], λ >= 0 and finite); throws sparge::Error
+// naming `where` (for example "--tau" or "params.json: entry l0 head 3").
+void validate(const HeadParams& p, const std::string& where);
+
+struct RunConfig {
+  Geometry geometry = kGeometry128x64;
+  bool smoothK = true;  // subtract the per-head K token mean before pooling (SpargeAttn default)
+  bool sink = false;    // attention sink: K block 0 always on
+  HeadParams defaults;  // used for every head without an override
+  // Per-query-head overrides; empty, or size Hq (entries equal to `defaults` mean "no override").
+  std::vector<HeadParams> perHead;
+
+  const HeadParams& forHead(int64_t qHead) const {
+    return qHead < static_cast<int64_t>(perHead.size()) ? perHead[qHead] : defaults;
+  }
+};
+
+}  // namespace sparge::core

@@ -1,0 +1,84 @@
+// Tuned-parameter JSON (DESIGN.md "Tuned parameters"): writing tuner results, reading and validating
+// them, and mapping a file onto RunConfig::perHead for an entry (`sparge run --params`).
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "sparge/core/params.h"
+#include "sparge/core/tuner.h"
+#include "sparge/core/types.h"
+
+namespace sparge::core {
+
+inline constexpr int kParamsVersion = 1;
+
+// One head as stored in the file.
+struct ParamsHead {
+  int64_t head = 0;
+  HeadParams params;           // θ, τ or top-k, λ; dense = !is_sparse
+  bool isSparse = true;
+  double stage1Sparsity = 0;   // achieved, as measured by the tuner
+  double totalSparsity = 0;
+  double l1 = 0;
+};
+
+// One group: a single entry, or the entries of one layer tuned together.
+struct ParamsGroup {
+  std::string name;
+  std::vector<std::string> entries;
+  std::optional<int64_t> layer;
+  int64_t headsQ = 0;
+  bool complete = true;           // false: tuning was interrupted, only `heads` were finished
+  std::vector<ParamsHead> heads;  // ordered by head, unique
+};
+
+struct ParamsFile {
+  int version = kParamsVersion;
+  std::string capture;   // provenance (may be empty)
+  std::string engine;
+  SelectMode mode = SelectMode::Cdf;
+  double l1 = 0, l2 = 0;
+  bool tunePv = true;
+  Geometry geometry = kGeometry128x64;
+  bool smoothK = true;
+  bool sink = false;
+  std::vector<ParamsGroup> groups;
+};
+
+// Converts tuner output (finished heads only) to the file model.
+ParamsFile toParamsFile(const TuneResult& result, const std::string& capturePath);
+
+// JSON text. With `traceSource` (the TuneResult the file came from), each head also gets its θ points
+// and probe trace under "trace" (large; for inspection only; ignored by parseParams).
+std::string paramsToJson(const ParamsFile& file, const TuneResult* traceSource = nullptr);
+// Writes atomically (temp file + rename).
+void writeParams(const std::string& path, const ParamsFile& file, const TuneResult* traceSource = nullptr);
+
+// Parses and validates everything; errors are sparge::Error with where = "<source>:<json path>"
+// (for example "p.json:/groups/0/heads/3/cdfthreshd") for bad values, missing keys, wrong types,
+// duplicate or out-of-range heads, an unknown version or mode.
+ParamsFile parseParams(const std::string& text, const std::string& source);
+ParamsFile readParams(const std::string& path);
+
+// The group for an entry: matched by entry name first, else by `layer` (when given); nullptr if none.
+const ParamsGroup* findGroup(const ParamsFile& file, const std::string& entryName,
+                             std::optional<int64_t> layer);
+
+// Per-query-head parameters for an entry with `headsQ` heads. Throws sparge::Error (naming `source`)
+// when no group matches or the group's head count differs. Heads missing from an incomplete group
+// get `fallback` and one line in `warnings` (if given).
+std::vector<HeadParams> headParamsFor(const ParamsFile& file, const std::string& source,
+                                      const std::string& entryName, std::optional<int64_t> layer,
+                                      int64_t headsQ, const HeadParams& fallback = HeadParams{},
+                                      std::vector<std::string>* warnings = nullptr);
+
+// What `sparge run --params` does: sets config.perHead for `info` and, because tuned values are only
+// meaningful under the settings they were tuned with, config.geometry / smoothK / sink from the file
+// (a warning is added for each one that changes the caller's value). Missing heads get config.defaults.
+void applyParams(const ParamsFile& file, const std::string& source, const EntryInfo& info,
+                 RunConfig& config, std::vector<std::string>* warnings = nullptr);
+
+}  // namespace sparge::core

@@ -1,0 +1,52 @@
+// Stage 1 of SpargeAttn on the CPU (SPARGE_SPEC.md §3): block statistics, selection, final mask.
+// Split in two so that a parameter change re-runs only the cheap selection: BlockStats depend on the
+// data, the geometry and smooth_k only (not on θ, τ, top-k), so the tuner and the GUI cache them.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "sparge/core/params.h"
+#include "sparge/core/types.h"
+
+namespace sparge::core {
+
+// θ-independent statistics of one (batch, query head).
+struct BlockStats {
+  int nq = 0, nk = 0;
+  Geometry geometry;
+  bool causal = false;
+  std::vector<float> selfSimQ;  // [nq] s = ||mean unit vector||², NaN for partial or zero-row blocks
+  std::vector<float> selfSimK;  // [nk]
+  // [nq * nk] compressed scores half(half(pool_q · pool_kᵀ) · D^-0.5), before any masking.
+  std::vector<float> scores;
+};
+
+// Inputs are row-major [Nq, D] and [Nkv, D] float32 holding values of `inputType` (the stage mirrors
+// SpargeAttn's half-precision rounding; float32 captures are treated as float16, as upstream casts).
+BlockStats computeBlockStats(const float* q, int64_t nQ, const float* k, int64_t nKv, int64_t d,
+                             DType inputType, const Geometry& geometry, bool smoothK, bool causal);
+
+// Causal validity of block (i, j) under top-left alignment (query t sees keys <= t): true when the
+// block holds at least one valid token pair. Non-causal: always true.
+bool blockValid(int i, int j, const Geometry& g, int64_t nQ, int64_t nKv, bool causal);
+// Number of valid token pairs in block (i, j).
+double blockValidArea(int i, int j, const Geometry& g, int64_t nQ, int64_t nKv, bool causal);
+
+struct Stage1Mask {
+  std::vector<uint8_t> mask;        // [nq * nk], 1 = selected
+  std::vector<uint8_t> reasons;     // [nq * nk], BlockReason bits
+  std::vector<float> pooledProb;    // [nq * nk], P̂ = softmax of the masked scores (half-rounded)
+  std::vector<uint8_t> similarQ;    // [nq]
+  std::vector<uint8_t> similarK;    // [nk]
+};
+
+// Selection and the final map M in the order of §3.4: forced columns/rows, top-CDF or top-k
+// selection, causal, sink. `params.dense` selects every valid block.
+Stage1Mask selectBlocks(const BlockStats& stats, const HeadParams& params, bool sink, int64_t nQ,
+                        int64_t nKv);
+
+// Delta-encoded LUT of §3.5 for one row of the mask: lut[0] absolute, then differences.
+void encodeLutRow(const uint8_t* maskRow, int nk, int32_t* lut, int32_t* validCount);
+
+}  // namespace sparge::core

@@ -1,0 +1,33 @@
+// Seeded synthetic captures with known attention structure (local segments + a sink), for tests,
+// benchmarks and demos when no real capture is at hand.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include "sparge/core/capture.h"
+
+namespace sparge::core {
+
+struct SynthSpec {
+  std::string name = "synthetic";
+  int64_t batch = 1;
+  int64_t headsQ = 4;
+  int64_t headsKV = 4;
+  int64_t tokensQ = 1024;
+  int64_t tokensKV = 1024;
+  int64_t headDim = 64;
+  int64_t headDimV = 64;
+  bool causal = false;
+  DType dtype = DType::Float16;
+  Layout layout = Layout::HND;
+  int64_t segment = 256;   // tokens per "topic": queries attend mostly inside their own segment
+  int64_t sinkTokens = 16; // the first tokens carry a direction every query shares
+  double sharpness = 1.0;  // scales the logit gap; head h gets sharpness * (0.3 + 0.7 h / (H - 1))
+  uint64_t seed = 1;
+};
+
+// Builds the entry in memory (values rounded to `dtype`, so writing and re-reading is exact).
+EntryData makeSyntheticEntry(const SynthSpec& spec);
+
+}  // namespace sparge::core

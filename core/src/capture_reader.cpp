@@ -1,0 +1,540 @@
+// Capture format v1 reader: validates all metadata at open time, reads tensor data lazily per head.
+#include <algorithm>
+#include <array>
+#include <charconv>
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <sstream>
+
+#include "hdf5_util.h"
+#include "sparge/core/capture.h"
+#include "sparge/core/error.h"
+#include "sparge/core/half.h"
+
+namespace sparge::core {
+namespace {
+
+constexpr const char* kVersionAttr = "sparge_capture_version";
+constexpr int kSupportedVersion = 1;
+constexpr const char* kAcceptedDtypes =
+    "use float16, float32, or bfloat16 stored as uint16 with the dataset attribute dtype = \"bfloat16\"";
+constexpr const char* kFixCorrupt = "re-create the capture or copy it again";
+
+// How the raw values of a dataset are read and converted.
+enum class Storage { Half, BFloat16, Float32 };
+
+struct DatasetMeta {
+  Storage storage = Storage::Float32;
+  bool bigEndian = false;          // 16-bit data is read raw, so we swap bytes ourselves
+  std::array<hsize_t, 4> dims{};   // as stored (HND or NHD)
+  int64_t batch = 0, heads = 0, tokens = 0, dim = 0;
+};
+
+std::string shapeText(const hsize_t* dims, int rank) {
+  std::string s = "[";
+  for (int i = 0; i < rank; ++i) s += (i ? ", " : "") + std::to_string(dims[i]);
+  return s + "]";
+}
+
+std::string describeType(hid_t type) {
+  const size_t bits = H5Tget_size(type) * 8;
+  switch (H5Tget_class(type)) {
+    case H5T_INTEGER:
+      return std::string(H5Tget_sign(type) == H5T_SGN_NONE ? "uint" : "int") + std::to_string(bits);
+    case H5T_FLOAT: return "float" + std::to_string(bits);
+    case H5T_STRING: return "string";
+    case H5T_COMPOUND: return "compound";
+    case H5T_ENUM: return "enum (bool?)";
+    case H5T_ARRAY: return "array";
+    case H5T_VLEN: return "variable-length";
+    default: return "an unsupported type";
+  }
+}
+
+// Natural order: "l2" before "l10"; digit runs compare by value, everything else by character.
+bool naturalLess(const std::string& a, const std::string& b) {
+  size_t i = 0, j = 0;
+  while (i < a.size() && j < b.size()) {
+    const bool da = std::isdigit(static_cast<unsigned char>(a[i]));
+    const bool db = std::isdigit(static_cast<unsigned char>(b[j]));
+    if (da && db) {
+      size_t ie = i, je = j;
+      while (ie < a.size() && std::isdigit(static_cast<unsigned char>(a[ie]))) ++ie;
+      while (je < b.size() && std::isdigit(static_cast<unsigned char>(b[je]))) ++je;
+      size_t is = i, js = j;
+      while (is + 1 < ie && a[is] == '0') ++is;
+      while (js + 1 < je && b[js] == '0') ++js;
+      const size_t la = ie - is, lb = je - js;
+      if (la != lb) return la < lb;
+      const int c = a.compare(is, la, b, js, lb);
+      if (c != 0) return c < 0;
+      i = ie;
+      j = je;
+    } else {
+      if (a[i] != b[j]) return static_cast<unsigned char>(a[i]) < static_cast<unsigned char>(b[j]);
+      ++i;
+      ++j;
+    }
+  }
+  if ((a.size() - i) != (b.size() - j)) return (a.size() - i) < (b.size() - j);
+  return a < b;  // "l01" vs "l1": any fixed tie-break
+}
+
+herr_t collectLinkName(hid_t, const char* name, const H5L_info_t*, void* data) {
+  static_cast<std::vector<std::string>*>(data)->push_back(name);
+  return 0;
+}
+
+herr_t collectAttrName(hid_t, const char* name, const H5A_info_t*, void* data) {
+  static_cast<std::vector<std::string>*>(data)->push_back(name);
+  return 0;
+}
+
+std::string numberText(double d) {
+  char buf[64];
+  auto res = std::to_chars(buf, buf + sizeof buf, d);
+  return std::string(buf, res.ptr);
+}
+
+// Text of a string or numeric root attribute (arrays of numbers as "[a, b]"); nullopt otherwise.
+std::optional<std::string> attributeText(hid_t attr) {
+  if (auto s = h5::readString(attr)) return s;
+  h5::Handle type = h5::datatype(H5Aget_type(attr));
+  if (!type) return std::nullopt;
+  const H5T_class_t cls = H5Tget_class(type.get());
+  if (cls != H5T_INTEGER && cls != H5T_FLOAT && cls != H5T_ENUM) return std::nullopt;
+  const int64_t n = h5::elementCount(attr);
+  if (n == 1) {
+    if (cls == H5T_FLOAT) {
+      if (auto d = h5::readNumber(attr)) return numberText(*d);
+    } else if (auto i = h5::readInteger(attr)) {
+      return std::to_string(*i);
+    }
+    return std::nullopt;
+  }
+  if (n < 1 || n > 64 || cls == H5T_ENUM) return std::nullopt;
+  std::string out = "[";
+  if (cls == H5T_INTEGER) {
+    std::vector<int64_t> v(static_cast<size_t>(n));
+    if (H5Aread(attr, H5T_NATIVE_INT64, v.data()) < 0) return std::nullopt;
+    for (size_t i = 0; i < v.size(); ++i) out += (i ? ", " : "") + std::to_string(v[i]);
+  } else {
+    std::vector<double> v(static_cast<size_t>(n));
+    if (H5Aread(attr, H5T_NATIVE_DOUBLE, v.data()) < 0) return std::nullopt;
+    for (size_t i = 0; i < v.size(); ++i) out += (i ? ", " : "") + numberText(v[i]);
+  }
+  return out + "]";
+}
+
+std::string withDetail(const std::string& problem) {
+  const std::string detail = h5::lastErrorDetail();
+  return detail.empty() ? problem : problem + " (HDF5: " + detail + ")";
+}
+
+}  // namespace
+
+struct CaptureReader::Impl {
+  struct EntryMeta {
+    std::array<DatasetMeta, 3> ds;  // q, k, v
+  };
+  struct OpenDataset {
+    size_t entry;
+    int tensor;
+    h5::Handle ds;
+  };
+
+  std::string path;
+  int version = 0;
+  h5::Handle file;
+  std::vector<EntryInfo> infos;
+  std::vector<EntryMeta> metas;
+  std::map<std::string, size_t> index;
+  std::vector<std::pair<std::string, std::string>> rootAttrs;
+  // The last few datasets read stay open so that HDF5's chunk cache survives consecutive head reads
+  // (it matters for files whose chunks span several heads, e.g. h5py's automatic chunking).
+  mutable std::vector<OpenDataset> openDatasets;
+
+  [[noreturn]] void fail(const std::string& h5path, const std::string& problem) const {
+    throw Error(path + ":" + h5path, problem);
+  }
+
+  void openFile();
+  void readVersion();
+  void readRootAttributes();
+  void readEntries();
+  EntryInfo readEntry(const std::string& name, EntryMeta& meta);
+  DatasetMeta inspectDataset(hid_t group, const std::string& groupPath, const char* name, Layout layout);
+  hid_t dataset(size_t entryIndex, Tensor tensor) const;
+};
+
+void CaptureReader::Impl::openFile() {
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  const fs::file_status st = fs::status(path, ec);
+  if (!fs::exists(st)) throw Error(path, "file not found — check the path");
+  if (fs::is_directory(st)) throw Error(path, "is a folder, not a capture file — pass the .h5 file itself");
+  {
+    std::ifstream probe(path, std::ios::binary);
+    if (!probe) throw Error(path, "cannot read the file — check its permissions");
+  }
+  const htri_t isHdf5 = H5Fis_hdf5(path.c_str());
+  if (isHdf5 < 0) throw Error(path, withDetail("cannot read the file") + " — check its permissions");
+  if (isHdf5 == 0) {
+    throw Error(path, fs::file_size(path, ec) == 0
+                          ? "the file is empty, not an HDF5 capture — re-create the capture"
+                          : "not an HDF5 file — a capture is an HDF5 file (see captures/FORMAT.md)");
+  }
+  file = h5::file(H5Fopen(path.c_str(), H5F_ACC_RDONLY, H5P_DEFAULT));
+  if (!file) fail("/", withDetail("file is truncated or corrupt: HDF5 cannot open it") + " — " + kFixCorrupt);
+}
+
+void CaptureReader::Impl::readVersion() {
+  const htri_t has = H5Aexists(file.get(), kVersionAttr);
+  if (has < 0) fail("/", withDetail("file is truncated or corrupt: root attributes unreadable") + " — " + kFixCorrupt);
+  if (has == 0) {
+    fail("/", std::string("missing root attribute ") + kVersionAttr +
+                  " — not a Sparge capture; add the attribute (= 1) as shown in captures/FORMAT.md");
+  }
+  h5::Handle attr = h5::attribute(H5Aopen(file.get(), kVersionAttr, H5P_DEFAULT));
+  std::optional<int64_t> v = attr ? h5::readInteger(attr.get()) : std::nullopt;
+  if (!v) fail("/", std::string("root attribute ") + kVersionAttr + " is not an integer — set it to the integer 1");
+  if (*v != kSupportedVersion) {
+    fail("/", "unknown capture version " + std::to_string(*v) + " (" + kVersionAttr +
+                  ") — this build reads version 1 only; use a matching Sparge Studio or re-export as version 1");
+  }
+  version = static_cast<int>(*v);
+}
+
+void CaptureReader::Impl::readRootAttributes() {
+  std::vector<std::string> names;
+  hsize_t idx = 0;
+  if (H5Aiterate2(file.get(), H5_INDEX_NAME, H5_ITER_INC, &idx, collectAttrName, &names) < 0) return;
+  for (const std::string& name : names) {
+    h5::Handle attr = h5::attribute(H5Aopen(file.get(), name.c_str(), H5P_DEFAULT));
+    if (!attr) continue;
+    if (auto text = attributeText(attr.get())) rootAttrs.emplace_back(name, *text);
+  }
+}
+
+void CaptureReader::Impl::readEntries() {
+  const htri_t has = H5Lexists(file.get(), "entries", H5P_DEFAULT);
+  if (has < 0) fail("/entries", withDetail("file is truncated or corrupt") + " — " + kFixCorrupt);
+  if (has == 0) {
+    fail("/entries", "no /entries group — a capture keeps one group per attention call under /entries "
+                     "(see captures/FORMAT.md)");
+  }
+  h5::Handle entries = h5::group(H5Gopen2(file.get(), "entries", H5P_DEFAULT));
+  if (!entries) fail("/entries", withDetail("/entries is not a group") + " — make /entries a group of entry groups");
+  std::vector<std::string> names;
+  hsize_t idx = 0;
+  if (H5Literate(entries.get(), H5_INDEX_NAME, H5_ITER_INC, &idx, collectLinkName, &names) < 0) {
+    fail("/entries", withDetail("file is truncated or corrupt: cannot list entries") + " — " + kFixCorrupt);
+  }
+  if (names.empty()) fail("/entries", "no entries — add at least one group /entries/<name> with q, k, v");
+  std::sort(names.begin(), names.end(), naturalLess);
+  for (const std::string& name : names) {
+    EntryMeta meta;
+    EntryInfo info = readEntry(name, meta);
+    index[name] = infos.size();
+    infos.push_back(std::move(info));
+    metas.push_back(meta);
+  }
+}
+
+DatasetMeta CaptureReader::Impl::inspectDataset(hid_t group, const std::string& groupPath, const char* name,
+                                                Layout layout) {
+  const std::string dsPath = groupPath + "/" + name;
+  const htri_t has = H5Lexists(group, name, H5P_DEFAULT);
+  if (has < 0) fail(dsPath, withDetail("file is truncated or corrupt") + " — " + kFixCorrupt);
+  if (has == 0) fail(dsPath, std::string("missing dataset ") + name + " — every entry needs datasets q, k and v");
+  h5::Handle ds = h5::dataset(H5Dopen2(group, name, H5P_DEFAULT));
+  if (!ds) {
+    fail(dsPath, withDetail("cannot open it as a dataset") +
+                     " — q, k and v must be datasets; if they are, the file is truncated or corrupt");
+  }
+  h5::Handle space = h5::dataspace(H5Dget_space(ds.get()));
+  const int rank = space ? H5Sget_simple_extent_ndims(space.get()) : -1;
+  if (rank < 0) fail(dsPath, withDetail("file is truncated or corrupt: shape unreadable") + " — " + kFixCorrupt);
+  hsize_t dims[H5S_MAX_RANK] = {};
+  H5Sget_simple_extent_dims(space.get(), dims, nullptr);
+  const char* shapeHelp = layout == Layout::HND ? "[B, H, N, D] (layout HND)" : "[B, N, H, D] (layout NHD)";
+  if (rank != 4) {
+    fail(dsPath, "wrong rank " + std::to_string(rank) + " (shape " + shapeText(dims, rank) +
+                     ") — q, k and v must have rank 4: " + shapeHelp);
+  }
+  for (int i = 0; i < 4; ++i) {
+    if (dims[i] == 0) {
+      fail(dsPath, "zero-size dimension (shape " + shapeText(dims, 4) + ", " + shapeHelp +
+                       ") — every dimension must be at least 1");
+    }
+  }
+
+  DatasetMeta m;
+  std::copy(dims, dims + 4, m.dims.begin());
+  m.batch = static_cast<int64_t>(dims[0]);
+  m.heads = static_cast<int64_t>(layout == Layout::HND ? dims[1] : dims[2]);
+  m.tokens = static_cast<int64_t>(layout == Layout::HND ? dims[2] : dims[1]);
+  m.dim = static_cast<int64_t>(dims[3]);
+
+  h5::Handle type = h5::datatype(H5Dget_type(ds.get()));
+  if (!type) fail(dsPath, withDetail("file is truncated or corrupt: dtype unreadable") + " — " + kFixCorrupt);
+  const H5T_class_t cls = H5Tget_class(type.get());
+  const size_t size = H5Tget_size(type.get());
+  m.bigEndian = H5Tget_order(type.get()) == H5T_ORDER_BE;
+  const std::string typeName = describeType(type.get());
+  if (cls == H5T_FLOAT && size == 4) {
+    m.storage = Storage::Float32;
+  } else if (cls == H5T_FLOAT && size == 2) {
+    size_t spos = 0, epos = 0, esize = 0, mpos = 0, msize = 0;
+    H5Tget_fields(type.get(), &spos, &epos, &esize, &mpos, &msize);
+    if (esize == 5 && msize == 10) {
+      m.storage = Storage::Half;
+    } else if (esize == 8 && msize == 7) {
+      m.storage = Storage::BFloat16;  // a native 16-bit float type with bfloat16's fields
+    } else {
+      fail(dsPath, "unsupported 16-bit float format — " + std::string(kAcceptedDtypes));
+    }
+  } else if (cls == H5T_INTEGER && size == 2) {
+    // bfloat16 has no HDF5 type: its bits are stored as uint16 (int16 is accepted too: same bits).
+    std::optional<std::string> tag;
+    if (H5Aexists(ds.get(), "dtype") > 0) {
+      h5::Handle attr = h5::attribute(H5Aopen(ds.get(), "dtype", H5P_DEFAULT));
+      if (attr) tag = h5::readString(attr.get());
+      if (!tag) fail(dsPath, "attribute dtype is not a string — set it to \"bfloat16\"");
+    }
+    if (!tag) {
+      fail(dsPath, "unsupported dtype " + typeName + " without the dataset attribute dtype = \"bfloat16\" — " +
+                       kAcceptedDtypes);
+    }
+    if (*tag != "bfloat16") {
+      fail(dsPath, "unsupported dtype " + typeName + " with attribute dtype = \"" + *tag + "\" — " +
+                       kAcceptedDtypes);
+    }
+    m.storage = Storage::BFloat16;
+  } else {
+    fail(dsPath, "unsupported dtype " + typeName + " — " + kAcceptedDtypes);
+  }
+  return m;
+}
+
+EntryInfo CaptureReader::Impl::readEntry(const std::string& name, EntryMeta& meta) {
+  const std::string groupPath = "/entries/" + name;
+  h5::Handle g = h5::group(H5Gopen2(file.get(), groupPath.c_str(), H5P_DEFAULT));
+  if (!g) {
+    fail(groupPath, withDetail("not a group") +
+                        " — every member of /entries must be a group holding q, k, v (or the file is corrupt)");
+  }
+  EntryInfo info;
+  info.name = name;
+
+  if (H5Aexists(g.get(), "layout") > 0) {
+    h5::Handle attr = h5::attribute(H5Aopen(g.get(), "layout", H5P_DEFAULT));
+    std::optional<std::string> s = attr ? h5::readString(attr.get()) : std::nullopt;
+    std::string upper = s.value_or("");
+    for (char& c : upper) c = static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
+    if (s && upper == "HND") {
+      info.layout = Layout::HND;
+    } else if (s && upper == "NHD") {
+      info.layout = Layout::NHD;
+    } else {
+      fail(groupPath, "attribute layout " + (s ? "= \"" + *s + "\"" : std::string("is not a string")) +
+                          " — use \"HND\" ([B, H, N, D], the default) or \"NHD\" ([B, N, H, D])");
+    }
+  }
+
+  const DatasetMeta q = inspectDataset(g.get(), groupPath, "q", info.layout);
+  const DatasetMeta k = inspectDataset(g.get(), groupPath, "k", info.layout);
+  const DatasetMeta v = inspectDataset(g.get(), groupPath, "v", info.layout);
+  const std::string qPath = groupPath + "/q", kPath = groupPath + "/k", vPath = groupPath + "/v";
+  auto num = [](int64_t x) { return std::to_string(x); };
+
+  if (k.storage != q.storage) fail(kPath, "dtype differs from q's — store q, k and v in one dtype");
+  if (v.storage != q.storage) fail(vPath, "dtype differs from q's — store q, k and v in one dtype");
+  if (k.batch != q.batch) fail(kPath, "mismatched batch: B = " + num(k.batch) + " but q has B = " + num(q.batch) + " — q, k and v must have the same B");
+  if (v.batch != q.batch) fail(vPath, "mismatched batch: B = " + num(v.batch) + " but q has B = " + num(q.batch) + " — q, k and v must have the same B");
+  if (k.dim != q.dim) fail(kPath, "mismatched head dim: D = " + num(k.dim) + " but q has D = " + num(q.dim) + " — q and k must have the same D");
+  if (v.heads != k.heads) fail(vPath, "mismatched heads: v has " + num(v.heads) + " heads but k has " + num(k.heads) + " — k and v must have the same number of heads");
+  if (v.tokens != k.tokens) fail(vPath, "mismatched tokens: v has N = " + num(v.tokens) + " but k has N = " + num(k.tokens) + " — k and v must have the same N");
+  if (q.heads % k.heads != 0) {
+    fail(kPath, "q has Hq = " + num(q.heads) + " heads, not a multiple of k's Hkv = " + num(k.heads) +
+                    " — GQA needs Hq to be a multiple of Hkv");
+  }
+
+  info.batch = q.batch;
+  info.headsQ = q.heads;
+  info.headsKV = k.heads;
+  info.tokensQ = q.tokens;
+  info.tokensKV = k.tokens;
+  info.headDim = q.dim;
+  info.headDimV = v.dim;
+  info.dtype = q.storage == Storage::Half ? DType::Float16
+               : q.storage == Storage::BFloat16 ? DType::BFloat16 : DType::Float32;
+
+  auto intAttr = [&](const char* attrName) -> std::optional<int64_t> {
+    const htri_t has = H5Aexists(g.get(), attrName);
+    if (has < 0) fail(groupPath, withDetail("file is truncated or corrupt") + " — " + kFixCorrupt);
+    if (has == 0) return std::nullopt;
+    h5::Handle attr = h5::attribute(H5Aopen(g.get(), attrName, H5P_DEFAULT));
+    std::optional<int64_t> val = attr ? h5::readInteger(attr.get()) : std::nullopt;
+    if (!val) fail(groupPath, std::string("attribute ") + attrName + " is not a single integer or bool — store it as an int");
+    return val;
+  };
+  info.causal = intAttr("causal").value_or(0) != 0;
+  info.layer = intAttr("layer");
+  info.step = intAttr("step");
+
+  info.scale = 1.0 / std::sqrt(static_cast<double>(info.headDim));
+  if (H5Aexists(g.get(), "scale") > 0) {
+    h5::Handle attr = h5::attribute(H5Aopen(g.get(), "scale", H5P_DEFAULT));
+    std::optional<double> s = attr ? h5::readNumber(attr.get()) : std::nullopt;
+    if (!s || !std::isfinite(*s) || *s <= 0) {
+      fail(groupPath, "attribute scale " + (s ? "= " + numberText(*s) : std::string("is not a single number")) +
+                          " — it must be a positive finite float (omit it for 1/sqrt(D))");
+    }
+    info.scale = *s;
+    info.scaleFromFile = true;
+  }
+
+  meta.ds = {q, k, v};
+  return info;
+}
+
+hid_t CaptureReader::Impl::dataset(size_t entryIndex, Tensor tensor) const {
+  const int t = static_cast<int>(tensor);
+  for (const OpenDataset& o : openDatasets) {
+    if (o.entry == entryIndex && o.tensor == t) return o.ds.get();
+  }
+  const std::string dsPath = "/entries/" + infos[entryIndex].name + "/" + toString(tensor);
+  h5::Handle dapl = h5::plist(H5Pcreate(H5P_DATASET_ACCESS));
+  H5Pset_chunk_cache(dapl.get(), 12421, 32u << 20, 0.75);
+  h5::Handle ds = h5::dataset(H5Dopen2(file.get(), dsPath.c_str(), dapl.get()));
+  if (!ds) fail(dsPath, withDetail("cannot open the dataset: file is truncated or corrupt") + " — " + kFixCorrupt);
+  if (openDatasets.size() >= 3) openDatasets.erase(openDatasets.begin());
+  openDatasets.push_back({entryIndex, t, std::move(ds)});
+  return openDatasets.back().ds.get();
+}
+
+CaptureReader::CaptureReader(const std::string& path) : impl_(std::make_unique<Impl>()) {
+  std::lock_guard lock(h5::mutex());
+  h5::silenceErrors();
+  impl_->path = path;
+  impl_->openFile();
+  impl_->readVersion();
+  impl_->readRootAttributes();
+  impl_->readEntries();
+}
+
+CaptureReader::~CaptureReader() {
+  std::lock_guard lock(h5::mutex());
+  impl_.reset();
+}
+
+const std::string& CaptureReader::path() const { return impl_->path; }
+int CaptureReader::version() const { return impl_->version; }
+const std::vector<EntryInfo>& CaptureReader::entries() const { return impl_->infos; }
+
+const EntryInfo& CaptureReader::entry(const std::string& name) const {
+  auto it = impl_->index.find(name);
+  if (it == impl_->index.end()) {
+    std::string names;
+    for (size_t i = 0; i < impl_->infos.size() && i < 20; ++i) names += (i ? ", " : "") + impl_->infos[i].name;
+    if (impl_->infos.size() > 20) names += ", ...";
+    impl_->fail("/entries/" + name, "no such entry — the capture has: " + names);
+  }
+  return impl_->infos[it->second];
+}
+
+const std::vector<std::pair<std::string, std::string>>& CaptureReader::rootAttributes() const {
+  return impl_->rootAttrs;
+}
+
+std::vector<float> CaptureReader::readHead(const std::string& entryName, Tensor tensor, int64_t batch,
+                                           int64_t head) const {
+  std::lock_guard lock(h5::mutex());
+  const EntryInfo& info = entry(entryName);
+  const size_t entryIndex = impl_->index.at(entryName);
+  const DatasetMeta& m = impl_->metas[entryIndex].ds[static_cast<size_t>(tensor)];
+  const std::string dsPath = "/entries/" + entryName + "/" + toString(tensor);
+  if (batch < 0 || batch >= info.batch) {
+    impl_->fail(dsPath, "batch index " + std::to_string(batch) + " out of range [0, " + std::to_string(info.batch) +
+                            ") — pick a batch item the capture has");
+  }
+  if (head < 0 || head >= m.heads) {
+    impl_->fail(dsPath, "head index " + std::to_string(head) + " out of range [0, " + std::to_string(m.heads) +
+                            ") — " + (tensor == Tensor::Q ? "query heads" : "KV heads") + " of this entry");
+  }
+
+  const hid_t ds = impl_->dataset(entryIndex, tensor);
+  const auto n = static_cast<hsize_t>(m.tokens), d = static_cast<hsize_t>(m.dim);
+  const auto b = static_cast<hsize_t>(batch), h = static_cast<hsize_t>(head);
+  std::array<hsize_t, 4> start{}, count{};
+  if (info.layout == Layout::HND) {
+    start = {b, h, 0, 0};
+    count = {1, 1, n, d};
+  } else {
+    start = {b, 0, h, 0};
+    count = {1, n, 1, d};
+  }
+  const std::string where = "reading batch " + std::to_string(batch) + " head " + std::to_string(head) + " failed";
+  h5::Handle fileSpace = h5::dataspace(H5Dget_space(ds));
+  if (!fileSpace ||
+      H5Sselect_hyperslab(fileSpace.get(), H5S_SELECT_SET, start.data(), nullptr, count.data(), nullptr) < 0) {
+    impl_->fail(dsPath, withDetail(where + ": file is truncated or corrupt") + " — " + kFixCorrupt);
+  }
+  const hsize_t total = n * d;
+  // The memory space has the selection's own 4-D shape: with a differently shaped (1-D) one, HDF5
+  // maps chunks element by element, which made chunked reads ~20x slower.
+  h5::Handle memSpace = h5::dataspace(H5Screate_simple(4, count.data(), nullptr));
+
+  std::vector<float> out(total);
+  if (m.storage == Storage::Float32) {
+    if (H5Dread(ds, H5T_NATIVE_FLOAT, memSpace.get(), fileSpace.get(), H5P_DEFAULT, out.data()) < 0) {
+      impl_->fail(dsPath, withDetail(where + ": file is truncated or corrupt") + " — " + kFixCorrupt);
+    }
+    return out;
+  }
+  // Raw 16-bit read: the memory type is the file type itself, so HDF5 converts nothing (its own
+  // half->float path is ~45x slower than ours).
+  std::vector<uint16_t> raw(total);
+  h5::Handle fileType = h5::datatype(H5Dget_type(ds));
+  if (!fileType || H5Dread(ds, fileType.get(), memSpace.get(), fileSpace.get(), H5P_DEFAULT, raw.data()) < 0) {
+    impl_->fail(dsPath, withDetail(where + ": file is truncated or corrupt") + " — " + kFixCorrupt);
+  }
+  if (m.bigEndian) {
+    for (uint16_t& x : raw) x = static_cast<uint16_t>((x >> 8) | (x << 8));
+  }
+  if (m.storage == Storage::Half) {
+    for (hsize_t i = 0; i < total; ++i) out[i] = halfToFloat(raw[i]);
+  } else {
+    for (hsize_t i = 0; i < total; ++i) out[i] = bf16ToFloat(raw[i]);
+  }
+  return out;
+}
+
+EntryData loadEntry(const CaptureReader& reader, const std::string& entryName,
+                    std::vector<NonFiniteReport>* nonFinite) {
+  EntryData data;
+  data.info = reader.entry(entryName);
+  const EntryInfo& in = data.info;
+  data.q.resize(static_cast<size_t>(in.batch * in.headsQ * in.tokensQ * in.headDim));
+  data.k.resize(static_cast<size_t>(in.batch * in.headsKV * in.tokensKV * in.headDim));
+  data.v.resize(static_cast<size_t>(in.batch * in.headsKV * in.tokensKV * in.headDimV));
+  auto load = [&](Tensor t, std::vector<float>& dst, int64_t heads, int64_t perHead) {
+    for (int64_t b = 0; b < in.batch; ++b) {
+      for (int64_t h = 0; h < heads; ++h) {
+        const std::vector<float> head = reader.readHead(entryName, t, b, h);
+        const auto bad = std::count_if(head.begin(), head.end(), [](float x) { return !std::isfinite(x); });
+        if (bad > 0 && nonFinite) nonFinite->push_back({b, h, t, static_cast<int64_t>(bad)});
+        std::copy(head.begin(), head.end(), dst.begin() + (b * heads + h) * perHead);
+      }
+    }
+  };
+  load(Tensor::Q, data.q, in.headsQ, in.tokensQ * in.headDim);
+  load(Tensor::K, data.k, in.headsKV, in.tokensKV * in.headDim);
+  load(Tensor::V, data.v, in.headsKV, in.tokensKV * in.headDimV);
+  return data;
+}
+
+}  // namespace sparge::core

@@ -1,0 +1,217 @@
+// Masks v1 writer, JSON and CSV reports.
+#include "sparge/core/exports.h"
+
+#include <cmath>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <sstream>
+
+#include "hdf5_util.h"
+#include "sparge/core/atomic_file.h"
+#include "sparge/core/error.h"
+
+namespace sparge::core {
+namespace {
+
+bool sameParamsForAllHeads(const EntryResult& r) {
+  for (const HeadResult& h : r.heads)
+    if (!(h.params == r.heads.front().params)) return false;
+  return true;
+}
+
+void check(bool ok, const std::string& where, const std::string& what) {
+  if (!ok) throw Error(where, what + " " + h5::lastErrorDetail());
+}
+
+void writeUint8(hid_t group, const std::string& name, const std::vector<uint8_t>& data, const hsize_t dims[4],
+                const std::string& where) {
+  h5::Handle space = h5::dataspace(H5Screate_simple(4, dims, nullptr));
+  h5::Handle props = h5::plist(H5Pcreate(H5P_DATASET_CREATE));
+  const hsize_t chunk[4] = {1, 1, dims[2], dims[3]};
+  H5Pset_chunk(props.get(), 4, chunk);
+  H5Pset_deflate(props.get(), 4);
+  h5::Handle ds = h5::dataset(
+      H5Dcreate2(group, name.c_str(), H5T_STD_U8LE, space.get(), H5P_DEFAULT, props.get(), H5P_DEFAULT));
+  check(ds.valid(), where + "/" + name, "cannot create dataset");
+  check(H5Dwrite(ds.get(), H5T_NATIVE_UINT8, H5S_ALL, H5S_ALL, H5P_DEFAULT, data.data()) >= 0, where + "/" + name,
+        "cannot write dataset");
+}
+
+void writeDoubleArray(hid_t obj, const std::string& name, const std::vector<double>& values) {
+  const hsize_t n = values.size();
+  h5::Handle space = h5::dataspace(H5Screate_simple(1, &n, nullptr));
+  h5::Handle attr = h5::attribute(H5Acreate2(obj, name.c_str(), H5T_IEEE_F64LE, space.get(), H5P_DEFAULT, H5P_DEFAULT));
+  if (attr.valid()) H5Awrite(attr.get(), H5T_NATIVE_DOUBLE, values.data());
+}
+
+void writeMasksTo(const std::string& path, const std::vector<EntryResult>& results) {
+  std::lock_guard<std::recursive_mutex> lock(h5::mutex());
+  h5::silenceErrors();
+  h5::Handle f = h5::file(H5Fcreate(path.c_str(), H5F_ACC_TRUNC, H5P_DEFAULT, H5P_DEFAULT));
+  check(f.valid(), path, "cannot create the masks file");
+  h5::writeInteger(f.get(), "sparge_masks_version", 1);
+  h5::Handle entries = h5::group(H5Gcreate2(f.get(), "entries", H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT));
+  check(entries.valid(), path + ":/entries", "cannot create group");
+  for (const EntryResult& r : results) {
+    const std::string where = path + ":/entries/" + r.info.name;
+    if (r.heads.empty()) continue;
+    h5::Handle g = h5::group(H5Gcreate2(entries.get(), r.info.name.c_str(), H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT));
+    check(g.valid(), where, "cannot create group");
+    const int nq = r.heads.front().nq, nk = r.heads.front().nk;
+    const hsize_t dims[4] = {hsize_t(r.info.batch), hsize_t(r.info.headsQ), hsize_t(nq), hsize_t(nk)};
+    std::vector<uint8_t> mask(size_t(dims[0] * dims[1] * nq * nk), 0), skipped(mask.size(), 0);
+    std::vector<double> present(size_t(r.info.headsQ), 0.0);
+    for (const HeadResult& h : r.heads) {
+      const size_t off = size_t((h.batch * r.info.headsQ + h.head) * nq * nk);
+      std::copy(h.blockMask.begin(), h.blockMask.end(), mask.begin() + off);
+      std::copy(h.pvSkipped.begin(), h.pvSkipped.end(), skipped.begin() + off);
+      present[h.head] = 1.0;
+    }
+    writeUint8(g.get(), "block_mask", mask, dims, where);
+    writeUint8(g.get(), "pv_skipped", skipped, dims, where);
+    h5::writeInteger(g.get(), "block_q", r.config.geometry.blockQ);
+    h5::writeInteger(g.get(), "block_k", r.config.geometry.blockK);
+    h5::writeString(g.get(), "geometry", r.config.geometry.label());
+    h5::writeInteger(g.get(), "smooth_k", r.config.smoothK);
+    h5::writeInteger(g.get(), "sink", r.config.sink);
+    h5::writeInteger(g.get(), "causal", r.info.causal);
+    h5::writeString(g.get(), "engine", r.engine);
+    writeDoubleArray(g.get(), "heads_present", present);
+    if (sameParamsForAllHeads(r)) {
+      const HeadParams& p = r.heads.front().params;
+      h5::writeString(g.get(), "mode", toString(p.mode));
+      h5::writeDouble(g.get(), "simthreshd1", p.theta);
+      if (p.mode == SelectMode::Cdf) h5::writeDouble(g.get(), "cdfthreshd", p.tau);
+      else h5::writeDouble(g.get(), "topk", p.topk);
+      h5::writeDouble(g.get(), "pvthreshd", p.lambda);
+      h5::writeInteger(g.get(), "is_sparse", !p.dense);
+    } else {
+      std::vector<double> theta(r.info.headsQ, NAN), tau(r.info.headsQ, NAN), topk(r.info.headsQ, NAN),
+          lambda(r.info.headsQ, NAN), sparse(r.info.headsQ, NAN);
+      for (const HeadResult& h : r.heads) {
+        theta[h.head] = h.params.theta;
+        if (h.params.mode == SelectMode::Cdf) tau[h.head] = h.params.tau;
+        else topk[h.head] = h.params.topk;
+        lambda[h.head] = h.params.lambda;
+        sparse[h.head] = h.params.dense ? 0.0 : 1.0;
+      }
+      writeDoubleArray(g.get(), "simthreshd1", theta);
+      writeDoubleArray(g.get(), "cdfthreshd", tau);
+      writeDoubleArray(g.get(), "topk", topk);
+      writeDoubleArray(g.get(), "pvthreshd", lambda);
+      writeDoubleArray(g.get(), "is_sparse", sparse);
+    }
+    h5::writeDouble(g.get(), "sparsity_stage1", r.sparsity.stage1());
+    h5::writeDouble(g.get(), "pv_skip_rate", r.sparsity.pvSkipRate());
+    h5::writeDouble(g.get(), "sparsity_total", r.sparsity.total());
+    h5::writeDouble(g.get(), "sparsity_stage1_area", r.sparsity.stage1Area());
+    h5::writeDouble(g.get(), "sparsity_total_area", r.sparsity.totalArea());
+  }
+  check(H5Fflush(f.get(), H5F_SCOPE_GLOBAL) >= 0, path, "cannot flush the masks file");
+}
+
+double finiteOr(double v, double fallback) { return std::isfinite(v) ? v : fallback; }
+
+nlohmann::json paramsJson(const HeadParams& p) {
+  nlohmann::json j;
+  j["mode"] = toString(p.mode);
+  j["simthreshd1"] = p.theta;
+  if (p.mode == SelectMode::Cdf) j["cdfthreshd"] = p.tau;
+  else j["topk"] = p.topk;
+  if (std::isfinite(p.lambda)) j["pvthreshd"] = p.lambda;
+  else j["pvthreshd"] = nullptr;
+  j["is_sparse"] = !p.dense;
+  return j;
+}
+
+nlohmann::json sparsityJson(const SparsityCounts& s) {
+  return {{"sparsity_stage1", s.stage1()},
+          {"pv_skip_rate", s.pvSkipRate()},
+          {"sparsity_total", s.total()},
+          {"sparsity_stage1_area", s.stage1Area()},
+          {"sparsity_total_area", s.totalArea()},
+          {"valid_blocks", s.validBlocks},
+          {"selected_blocks", s.selectedBlocks},
+          {"computed_pv_blocks", s.computedPvBlocks},
+          {"skipped_pv_blocks", s.skippedPvBlocks}};
+}
+
+nlohmann::json errorJson(const ErrorSums& e) {
+  return {{"l1", finiteOr(e.l1(), -1)}, {"cos_sim", finiteOr(e.cosSim(), -1)}, {"rmse", finiteOr(e.rmse(), -1)}};
+}
+
+}  // namespace
+
+const char* toString(SelectMode mode) { return mode == SelectMode::Cdf ? "cdf" : "topk"; }
+
+void writeMasks(const std::string& path, const std::vector<EntryResult>& results) {
+  writeAtomically(path, [&](const std::string& tmp) { writeMasksTo(tmp, results); });
+}
+
+nlohmann::json reportJson(const std::vector<EntryResult>& results, const std::string& capturePath) {
+  nlohmann::json root;
+  root["sparge_report_version"] = 1;
+  root["capture"] = capturePath;
+  root["entries"] = nlohmann::json::array();
+  for (const EntryResult& r : results) {
+    nlohmann::json e;
+    e["name"] = r.info.name;
+    e["shape"] = {{"batch", r.info.batch}, {"heads_q", r.info.headsQ}, {"heads_kv", r.info.headsKV},
+                  {"tokens_q", r.info.tokensQ}, {"tokens_kv", r.info.tokensKV}, {"head_dim", r.info.headDim},
+                  {"head_dim_v", r.info.headDimV}};
+    e["causal"] = r.info.causal;
+    e["geometry"] = r.config.geometry.label();
+    e["block_q"] = r.config.geometry.blockQ;
+    e["block_k"] = r.config.geometry.blockK;
+    e["smooth_k"] = r.config.smoothK;
+    e["sink"] = r.config.sink;
+    e["engine"] = r.engine;
+    e["totals"] = sparsityJson(r.sparsity);
+    e["totals"].update(errorJson(r.error));
+    e["times_ms"] = {{"predict", r.times.predictMs}, {"sparse", r.times.sparseMs},
+                     {"reference", r.times.referenceMs}, {"reference_cached", r.times.referenceCached},
+                     {"metrics", r.times.metricsMs}, {"total", r.times.totalMs}, {"clock", r.times.clock}};
+    e["warnings"] = r.warnings;
+    e["heads"] = nlohmann::json::array();
+    for (const HeadResult& h : r.heads) {
+      nlohmann::json hj = {{"batch", h.batch}, {"head", h.head}};
+      hj.update(sparsityJson(h.sparsity));
+      hj.update(errorJson(h.error));
+      hj["params"] = paramsJson(h.params);
+      hj["empty_rows"] = h.emptyRows;
+      e["heads"].push_back(std::move(hj));
+    }
+    root["entries"].push_back(std::move(e));
+  }
+  return root;
+}
+
+void writeReportJson(const std::string& path, const std::vector<EntryResult>& results,
+                     const std::string& capturePath) {
+  writeTextAtomically(path, reportJson(results, capturePath).dump(2) + "\n");
+}
+
+std::string reportCsv(const std::vector<EntryResult>& results) {
+  std::ostringstream out;
+  out << "entry,batch,head,geometry,mode,simthreshd1,cdfthreshd,topk,pvthreshd,is_sparse,sparsity_stage1,"
+         "pv_skip_rate,sparsity_total,sparsity_stage1_area,sparsity_total_area,l1,cos_sim,rmse\n";
+  out.precision(8);
+  for (const EntryResult& r : results)
+    for (const HeadResult& h : r.heads) {
+      const HeadParams& p = h.params;
+      out << r.info.name << ',' << h.batch << ',' << h.head << ',' << r.config.geometry.label() << ','
+          << toString(p.mode) << ',' << p.theta << ',';
+      if (p.mode == SelectMode::Cdf) out << p.tau << ",,";
+      else out << ',' << p.topk << ',';
+      out << p.lambda << ',' << (p.dense ? 0 : 1) << ',' << h.sparsity.stage1() << ',' << h.sparsity.pvSkipRate()
+          << ',' << h.sparsity.total() << ',' << h.sparsity.stage1Area() << ',' << h.sparsity.totalArea() << ','
+          << h.error.l1() << ',' << h.error.cosSim() << ',' << h.error.rmse() << '\n';
+    }
+  return out.str();
+}
+
+void writeReportCsv(const std::string& path, const std::vector<EntryResult>& results) {
+  writeTextAtomically(path, reportCsv(results));
+}
+
+}  // namespace sparge::core

@@ -1,0 +1,74 @@
+// Aggregation of per-head counts and error sums, parameter validation, small parsers.
+#include <cmath>
+
+#include "sparge/core/engine.h"
+#include "sparge/core/error.h"
+#include "sparge/core/params.h"
+#include "sparge/core/result.h"
+
+namespace sparge::core {
+
+SparsityCounts& SparsityCounts::operator+=(const SparsityCounts& o) {
+  validBlocks += o.validBlocks;
+  selectedBlocks += o.selectedBlocks;
+  computedPvBlocks += o.computedPvBlocks;
+  skippedPvBlocks += o.skippedPvBlocks;
+  validArea += o.validArea;
+  selectedArea += o.selectedArea;
+  computedPvArea += o.computedPvArea;
+  return *this;
+}
+
+double ErrorSums::cosSim() const {
+  if (normO <= 0 || normRef <= 0) return (normO <= 0 && normRef <= 0) ? 1.0 : 0.0;
+  return dot / (std::sqrt(normO) * std::sqrt(normRef));
+}
+
+double ErrorSums::rmse() const { return count > 0 ? std::sqrt(sqDiff / double(count)) : 0.0; }
+
+ErrorSums& ErrorSums::operator+=(const ErrorSums& o) {
+  absDiff += o.absDiff;
+  absRef += o.absRef;
+  dot += o.dot;
+  normO += o.normO;
+  normRef += o.normRef;
+  sqDiff += o.sqDiff;
+  count += o.count;
+  return *this;
+}
+
+const HeadResult* EntryResult::find(int64_t batch, int64_t head) const {
+  for (const HeadResult& h : heads)
+    if (h.batch == batch && h.head == head) return &h;
+  return nullptr;
+}
+
+void aggregate(EntryResult& r) {
+  r.sparsity = {};
+  r.error = {};
+  for (const HeadResult& h : r.heads) {
+    r.sparsity += h.sparsity;
+    r.error += h.error;
+  }
+}
+
+void validate(const HeadParams& p, const std::string& where) {
+  if (!std::isfinite(p.theta))
+    throw Error(where, "θ (simthreshd1) must be a finite number; got " + std::to_string(p.theta));
+  if (p.mode == SelectMode::Cdf && !(p.tau >= 0.0 && p.tau <= 1.0))
+    throw Error(where, "τ (cdfthreshd) must lie in [0, 1]; got " + std::to_string(p.tau));
+  if (p.mode == SelectMode::TopK && !(p.topk > 0.0 && p.topk <= 1.0))
+    throw Error(where, "top-k must be a fraction in (0, 1]; got " + std::to_string(p.topk));
+  if (!(p.lambda >= 0.0) || std::isnan(p.lambda))
+    throw Error(where, "λ (pvthreshd) must be >= 0 (a negative λ would skip blocks that raise the running max); got " +
+                           std::to_string(p.lambda));
+}
+
+EngineChoice parseEngineChoice(const std::string& text) {
+  if (text == "auto") return EngineChoice::Auto;
+  if (text == "cpu") return EngineChoice::Cpu;
+  if (text == "cuda") return EngineChoice::Cuda;
+  throw Error("--engine", "unknown engine '" + text + "': use auto, cpu or cuda");
+}
+
+}  // namespace sparge::core

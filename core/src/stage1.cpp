@@ -1,0 +1,207 @@
+// Stage 1 of SpargeAttn on the CPU, mirroring the reference implementation's precision step by step
+// (SPARGE_SPEC.md §3.6): fp32 sums rounded to the input half type, fp16 unit vectors, half scores.
+#include "sparge/core/stage1.h"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <numeric>
+
+#include "sparge/core/half.h"
+#include "sparge/core/result.h"
+
+namespace sparge::core {
+namespace {
+
+constexpr float kNaN = std::numeric_limits<float>::quiet_NaN();
+constexpr float kNegInf = -std::numeric_limits<float>::infinity();
+
+// Upstream casts float32 inputs to float16, so float32 captures are rounded like float16 ones.
+float roundInput(float x, DType t) { return t == DType::BFloat16 ? roundToBf16(x) : roundToHalf(x); }
+
+struct BlockPass {
+  std::vector<float> pooled;  // [nBlocks * d], rounded to the input type
+  std::vector<float> selfSim;  // [nBlocks]
+};
+
+// One pass over Q (mean == nullptr) or K (mean = the per-head token mean, already rounded).
+BlockPass blockPass(const float* x, int64_t n, int64_t d, int blockSize, const float* mean, DType t) {
+  const int64_t nBlocks = ceilDiv(n, blockSize);
+  BlockPass out;
+  out.pooled.assign(nBlocks * d, 0.0f);
+  out.selfSim.assign(nBlocks, kNaN);
+  std::vector<float> row(d), sum(d), unitSum(d);
+  for (int64_t b = 0; b < nBlocks; ++b) {
+    const int64_t r0 = b * blockSize, r1 = std::min<int64_t>(n, r0 + blockSize);
+    const int64_t count = r1 - r0;
+    std::fill(sum.begin(), sum.end(), 0.0f);
+    std::fill(unitSum.begin(), unitSum.end(), 0.0f);
+    bool zeroRow = false;
+    for (int64_t r = r0; r < r1; ++r) {
+      const float* src = x + r * d;
+      float norm2 = 0.0f;
+      for (int64_t c = 0; c < d; ++c) {
+        // K smoothing happens in half arithmetic: compute in fp32, round to the input type.
+        row[c] = mean ? roundInput(src[c] - mean[c], t) : src[c];
+        sum[c] += row[c];
+        norm2 += row[c] * row[c];
+      }
+      const float norm = std::sqrt(norm2);
+      if (norm == 0.0f) zeroRow = true;
+      // Unit vectors are stored as fp16 upstream, even for bf16 inputs.
+      for (int64_t c = 0; c < d; ++c) unitSum[c] += roundToHalf(row[c] / norm);
+    }
+    for (int64_t c = 0; c < d; ++c) out.pooled[b * d + c] = roundInput(sum[c] / float(count), t);
+    // Padded rows of a partial block are zero, so upstream's Gram sum is NaN there (NaN rule, §3.1).
+    if (count < blockSize || zeroRow) continue;
+    float s = 0.0f;
+    for (int64_t c = 0; c < d; ++c) s += unitSum[c] * unitSum[c];
+    out.selfSim[b] = s / float(count * count);
+  }
+  return out;
+}
+
+}  // namespace
+
+bool blockValid(int i, int j, const Geometry& g, int64_t nQ, int64_t nKv, bool causal) {
+  const int64_t k0 = int64_t(j) * g.blockK;
+  if (k0 >= nKv) return false;
+  if (!causal) return true;
+  // Top-left alignment: query t sees keys 0..t. The block holds a valid pair when its first key is
+  // not after its last query.
+  const int64_t lastQuery = std::min<int64_t>(nQ, int64_t(i + 1) * g.blockQ) - 1;
+  return k0 <= lastQuery;
+}
+
+double blockValidArea(int i, int j, const Geometry& g, int64_t nQ, int64_t nKv, bool causal) {
+  const int64_t q0 = int64_t(i) * g.blockQ, q1 = std::min<int64_t>(nQ, q0 + g.blockQ);
+  const int64_t k0 = int64_t(j) * g.blockK, k1 = std::min<int64_t>(nKv, k0 + g.blockK);
+  if (q1 <= q0 || k1 <= k0) return 0.0;
+  if (!causal) return double(q1 - q0) * double(k1 - k0);
+  double area = 0;
+  for (int64_t q = q0; q < q1; ++q) area += double(std::max<int64_t>(0, std::min(q + 1, k1) - k0));
+  return area;
+}
+
+BlockStats computeBlockStats(const float* q, int64_t nQ, const float* k, int64_t nKv, int64_t d,
+                             DType inputType, const Geometry& geometry, bool smoothK, bool causal) {
+  BlockStats st;
+  st.geometry = geometry;
+  st.causal = causal;
+  st.nq = int(ceilDiv(nQ, geometry.blockQ));
+  st.nk = int(ceilDiv(nKv, geometry.blockK));
+
+  std::vector<float> mean;
+  if (smoothK) {
+    std::vector<double> acc(d, 0.0);
+    for (int64_t r = 0; r < nKv; ++r)
+      for (int64_t c = 0; c < d; ++c) acc[c] += k[r * d + c];
+    mean.resize(d);
+    for (int64_t c = 0; c < d; ++c) mean[c] = roundInput(float(acc[c] / double(nKv)), inputType);
+  }
+  BlockPass pq = blockPass(q, nQ, d, geometry.blockQ, nullptr, inputType);
+  BlockPass pk = blockPass(k, nKv, d, geometry.blockK, smoothK ? mean.data() : nullptr, inputType);
+  st.selfSimQ = std::move(pq.selfSim);
+  st.selfSimK = std::move(pk.selfSim);
+
+  // The predictor always scales by D^-0.5, whatever softmax scale the attention uses (§8.9).
+  const float predictorScale = float(1.0 / std::sqrt(double(d)));
+  st.scores.resize(size_t(st.nq) * st.nk);
+  for (int i = 0; i < st.nq; ++i) {
+    const float* a = pq.pooled.data() + size_t(i) * d;
+    for (int j = 0; j < st.nk; ++j) {
+      const float* b = pk.pooled.data() + size_t(j) * d;
+      float dot = 0.0f;
+      for (int64_t c = 0; c < d; ++c) dot += a[c] * b[c];
+      st.scores[size_t(i) * st.nk + j] = roundInput(roundInput(dot, inputType) * predictorScale, inputType);
+    }
+  }
+  return st;
+}
+
+Stage1Mask selectBlocks(const BlockStats& st, const HeadParams& p, bool sink, int64_t nQ, int64_t nKv) {
+  const int nq = st.nq, nk = st.nk;
+  const Geometry& g = st.geometry;
+  // Probabilities are rounded to float16 (the softmax output dtype of fp16 inputs; for bf16 inputs
+  // upstream rounds to bf16, which only moves near-ties).
+  Stage1Mask m;
+  m.mask.assign(size_t(nq) * nk, 0);
+  m.reasons.assign(size_t(nq) * nk, 0);
+  m.pooledProb.assign(size_t(nq) * nk, 0.0f);
+  m.similarQ.resize(nq);
+  m.similarK.resize(nk);
+  // NaN compares false, so partial and zero-row blocks are never similar.
+  for (int i = 0; i < nq; ++i) m.similarQ[i] = st.selfSimQ[i] > float(p.theta);
+  for (int j = 0; j < nk; ++j) m.similarK[j] = st.selfSimK[j] > float(p.theta);
+
+  std::vector<float> row(nk);
+  std::vector<int> order(nk);
+  for (int i = 0; i < nq; ++i) {
+    uint8_t* mrow = m.mask.data() + size_t(i) * nk;
+    uint8_t* rrow = m.reasons.data() + size_t(i) * nk;
+    float* prow = m.pooledProb.data() + size_t(i) * nk;
+    float rowMax = kNegInf;
+    for (int j = 0; j < nk; ++j) {
+      const bool masked = !m.similarK[j] || !blockValid(i, j, g, nQ, nKv, st.causal);
+      row[j] = masked ? kNegInf : st.scores[size_t(i) * nk + j];
+      rowMax = std::max(rowMax, row[j]);
+    }
+    int keep = nk;
+    if (rowMax == kNegInf) {
+      // softmax of an all -inf row is NaN everywhere, and searchsorted on NaN keeps every block.
+      std::fill(prow, prow + nk, std::numeric_limits<float>::quiet_NaN());
+      std::iota(order.begin(), order.end(), 0);
+    } else {
+      float denom = 0.0f;
+      for (int j = 0; j < nk; ++j) denom += std::exp(row[j] - rowMax);
+      for (int j = 0; j < nk; ++j) prow[j] = roundToHalf(std::exp(row[j] - rowMax) / denom);
+      std::iota(order.begin(), order.end(), 0);
+      // Descending by probability; ties broken by index so results are deterministic.
+      std::stable_sort(order.begin(), order.end(), [&](int a, int b) { return prow[a] > prow[b]; });
+      if (p.mode == SelectMode::Cdf) {
+        float cdf = 0.0f;
+        keep = 0;
+        const float tau = float(p.tau);
+        for (int r = 0; r < nk; ++r) {
+          cdf += prow[order[r]];
+          if (roundToHalf(cdf) <= tau) keep = r + 1;
+          else break;
+        }
+      } else {
+        keep = int(std::trunc(float(p.topk) * float(nk)));
+      }
+    }
+    // An all-masked row only happens when every valid block of the row is forced on anyway.
+    if (rowMax == kNegInf) keep = nk;
+    keep = std::clamp(keep, 1, nk);
+
+    for (int r = 0; r < keep; ++r) rrow[order[r]] |= kReasonSelected;
+    for (int j = 0; j < nk; ++j) {
+      if (!m.similarK[j]) rrow[j] |= kReasonForcedCol;
+      if (!m.similarQ[i]) rrow[j] |= kReasonForcedRow;
+      if (p.dense) rrow[j] |= kReasonDenseHead;
+      if (sink && j == 0) rrow[j] |= kReasonSink;
+      bool on = (rrow[j] & (kReasonSelected | kReasonForcedCol | kReasonForcedRow | kReasonDenseHead | kReasonSink)) != 0;
+      if (!blockValid(i, j, g, nQ, nKv, st.causal)) {
+        rrow[j] |= kReasonCausalOff;
+        on = false;
+      }
+      mrow[j] = on ? 1 : 0;
+    }
+  }
+  return m;
+}
+
+void encodeLutRow(const uint8_t* maskRow, int nk, int32_t* lut, int32_t* validCount) {
+  int32_t count = 0, prev = 0;
+  for (int j = 0; j < nk; ++j) lut[j] = 0;
+  for (int j = 0; j < nk; ++j) {
+    if (!maskRow[j]) continue;
+    lut[count] = count == 0 ? j : j - prev;
+    prev = j;
+    ++count;
+  }
+  *validCount = count;
+}
+
+}  // namespace sparge::core
