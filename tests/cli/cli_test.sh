@@ -1,0 +1,127 @@
+#!/usr/bin/env bash
+# End-to-end checks of the sparge CLI. usage: cli_test.sh SPARGE_BIN CASE
+# Each case exits non-zero with a message when a check fails.
+set -uo pipefail
+SPARGE="$1"
+CASE="$2"
+HERE="$(cd "$(dirname "$0")" && pwd)"
+PY=/usr/bin/python3
+WORK="$(mktemp -d)"
+trap 'rm -rf "$WORK"' EXIT
+fail() { echo "FAIL: $*" >&2; exit 1; }
+
+expect_exit() {  # expect_exit CODE MESSAGE_SUBSTRING -- command...
+  local want="$1" msg="$2"; shift 3
+  local out rc
+  out="$("$@" 2>&1)"; rc=$?
+  [ "$rc" -eq "$want" ] || fail "'$*' exited $rc, expected $want; output: $out"
+  if [ -n "$msg" ]; then
+    grep -qF -- "$msg" <<<"$out" || fail "'$*' output lacks '$msg'; output: $out"
+  fi
+}
+
+case "$CASE" in
+exit_codes)
+  expect_exit 0 "info" -- "$SPARGE" --help
+  expect_exit 0 "--theta" -- "$SPARGE" run --help
+  expect_exit 2 "" -- "$SPARGE"
+  expect_exit 2 "" -- "$SPARGE" run --no-such-flag
+  expect_exit 2 "" -- "$SPARGE" run x.h5 --tau 0.5 --topk 0.5
+  expect_exit 1 "does/not/exist.h5" -- "$SPARGE" info does/not/exist.h5
+  echo "not hdf5" > "$WORK/bad.h5"
+  expect_exit 1 "bad.h5" -- "$SPARGE" run "$WORK/bad.h5"
+  "$SPARGE" synth "$WORK/s.h5" --heads 2 --tokens 256 --dim 32 >/dev/null || fail "synth"
+  expect_exit 1 "τ (cdfthreshd) must lie in [0, 1]" -- "$SPARGE" run "$WORK/s.h5" --tau 1.5 --engine cpu
+  expect_exit 1 "λ (pvthreshd) must be >= 0" -- "$SPARGE" run "$WORK/s.h5" --lambda=-1 --engine cpu
+  expect_exit 1 "unknown engine" -- "$SPARGE" run "$WORK/s.h5" --engine tpu
+  expect_exit 1 "128x64 or 64x128" -- "$SPARGE" run "$WORK/s.h5" --block 32x32 --engine cpu
+  expect_exit 1 "no such entry" -- "$SPARGE" run "$WORK/s.h5" --entry nope --engine cpu
+  ;;
+negative_theta)
+  "$SPARGE" synth "$WORK/s.h5" --heads 2 --tokens 512 --dim 32 >/dev/null || fail "synth"
+  out="$("$SPARGE" run "$WORK/s.h5" --theta=-0.1 --tau 0.9 --engine cpu)" || fail "run --theta=-0.1: $out"
+  grep -q -- "-0.100" <<<"$out" || fail "θ -0.1 not shown in the table: $out"
+  out="$("$SPARGE" run "$WORK/s.h5" --theta -0.5 --engine cpu)" || fail "run --theta -0.5: $out"
+  grep -q -- "-0.500" <<<"$out" || fail "θ -0.5 not shown: $out"
+  ;;
+exports)
+  "$SPARGE" synth "$WORK/s.h5" --entries 2 --heads 4 --kv-heads 2 --tokens 700 --kv-tokens 900 --dim 32 --causal \
+    >/dev/null || fail "synth"
+  "$SPARGE" run "$WORK/s.h5" --engine cpu --tau 0.9 --lambda 3 --masks "$WORK/m.h5" --report "$WORK/r.json" >/dev/null \
+    || fail "run with exports"
+  "$SPARGE" run "$WORK/s.h5" --engine cpu --report "$WORK/r.csv" >/dev/null || fail "csv report"
+  $PY - "$WORK/m.h5" "$WORK/r.json" "$WORK/r.csv" <<'PYEOF' || fail "export contents"
+import csv, json, sys
+import h5py, numpy as np
+masks, report, table = sys.argv[1:4]
+with h5py.File(masks, "r") as f:
+    assert int(f.attrs["sparge_masks_version"]) == 1
+    names = sorted(f["entries"])
+    assert names == ["l00", "l01"], names
+    g = f["entries/l00"]
+    bm, pv = g["block_mask"][...], g["pv_skipped"][...]
+    assert bm.dtype == np.uint8 and bm.shape == (1, 4, 6, 15), bm.shape  # ceil(700/128), ceil(900/64)
+    assert pv.shape == bm.shape
+    assert int(g.attrs["block_q"]) == 128 and int(g.attrs["block_k"]) == 64
+    assert not np.any(pv & ~bm), "a PV-skipped block must be a selected block"
+    # causal: nothing above the diagonal (row i sees keys < min(128(i+1), 700))
+    for i in range(6):
+        last = min(128 * (i + 1), 700) - 1
+        assert not bm[0, :, i, (last // 64) + 1:].any(), f"row {i} has blocks past the diagonal"
+    assert abs(float(g.attrs["cdfthreshd"]) - 0.9) < 1e-12
+r = json.load(open(report))
+e = r["entries"][0]
+assert e["geometry"] == "128x64" and e["causal"] is True
+for h in e["heads"]:
+    for key in ("sparsity_stage1", "pv_skip_rate", "sparsity_total", "l1", "cos_sim", "rmse"):
+        assert key in h, key
+    assert 0 <= h["sparsity_stage1"] <= h["sparsity_total"] <= 1
+    assert h["params"]["cdfthreshd"] == 0.9 and h["params"]["pvthreshd"] == 3
+    # the stage figures must agree with the mask file (exact causal denominators)
+    hm = bm[0, h["head"]]
+    assert hm.sum() == h["selected_blocks"], (hm.sum(), h["selected_blocks"])
+    assert pv[0, h["head"]].sum() == h["skipped_pv_blocks"]
+rows = list(csv.DictReader(open(table)))
+assert len(rows) == 8 and "sparsity_total" in rows[0]
+print("exports ok")
+PYEOF
+  ;;
+atomic)
+  "$SPARGE" synth "$WORK/s.h5" --heads 2 --tokens 256 --dim 32 >/dev/null || fail "synth"
+  echo '{"precious": true}' > "$WORK/r.json"
+  # The masks path is a directory: the export fails, and the existing report must survive untouched.
+  mkdir "$WORK/masks_dir"
+  "$SPARGE" run "$WORK/s.h5" --engine cpu --masks "$WORK/masks_dir" --report "$WORK/r.json" >/dev/null 2>&1 \
+    && fail "export into a directory should fail"
+  grep -q precious "$WORK/r.json" || fail "existing report was modified"
+  [ -z "$(ls "$WORK" | grep -v -E '^(s.h5|r.json|masks_dir)$')" ] || fail "temporary files left: $(ls "$WORK")"
+  ;;
+stage1_reference)
+  # Masks agree with an independent numpy transcription of SpargeAttn's Stage 1 on inputs the engine
+  # was not tuned to: random Gaussian data, bf16 and NHD, both geometries, causal, top-k and CDF.
+  $PY - "$WORK/rand.h5" <<'PYEOF' || fail "write random capture"
+import sys, h5py, numpy as np
+rng = np.random.default_rng(2024)
+with h5py.File(sys.argv[1], "w") as f:
+    f.attrs["sparge_capture_version"] = 1
+    for name, causal, n, scale in (("a", 0, 1000, 1.0), ("b", 1, 777, 3.0)):
+        g = f.create_group(f"entries/{name}")
+        g.attrs["causal"] = causal
+        base = rng.standard_normal((1, 2, 1, 64)) * scale
+        q = (rng.standard_normal((1, 2, n, 64)) + base).astype(np.float16)
+        k = (rng.standard_normal((1, 2, n, 64)) * 0.7 + base).astype(np.float16)
+        v = rng.standard_normal((1, 2, n, 64)).astype(np.float16)
+        g["q"], g["k"], g["v"] = q, k, v
+PYEOF
+  for args in "--theta 0.6 --tau 0.98" "--theta 0.3 --tau 0.7" "--theta -0.1 --topk 0.3" "--theta 0.5 --tau 0.9 --block 64x128" \
+              "--theta 0.2 --tau 0.8 --no-smooth-k --sink"; do
+    # shellcheck disable=SC2086
+    "$SPARGE" run "$WORK/rand.h5" --engine cpu $args --masks "$WORK/m.h5" >/dev/null || fail "run $args"
+    # shellcheck disable=SC2086
+    $PY "$HERE/stage1_reference.py" "$WORK/rand.h5" "$WORK/m.h5" $args || fail "mask parity with $args"
+  done
+  ;;
+*)
+  fail "unknown case $CASE" ;;
+esac
+echo "ok: $CASE"
