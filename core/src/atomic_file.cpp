@@ -17,7 +17,9 @@
 namespace sparge::core {
 namespace {
 
-std::string errnoText(int err) { return std::strerror(err); }
+std::string errnoText(int err) {
+  return std::strerror(err);
+}
 
 // Creates the temporary file (O_EXCL so that concurrent exports never share one) and returns its
 // path. The file is created with mode 0666 so that the umask, not us, decides the final permissions.
@@ -27,12 +29,12 @@ std::string createTemp(const std::filesystem::path& target) {
   if (dir.empty()) dir = ".";
   std::random_device rd;
   for (int attempt = 0; attempt < 100; ++attempt) {
-    // Appending piece by piece (not `"." + ...`) avoids a GCC 12 -Wrestrict false positive.
-    std::string name(1, '.');
-    name += target.filename().string();
-    name += ".tmp-" + std::to_string(::getpid());
-    name += "-" + std::to_string(counter++);
-    name += "-" + std::to_string(rd() % 1000000);
+    // snprintf rather than `"." + std::string`: the latter trips a GCC 12 -Wrestrict false positive.
+    char suffix[64];
+    std::snprintf(suffix, sizeof suffix, ".tmp-%ld-%u-%u", static_cast<long>(::getpid()), counter++,
+                  static_cast<unsigned>(rd() % 1000000));
+    std::string name = ".";
+    name.append(target.filename().string()).append(suffix);
     const std::filesystem::path temp = dir / name;
     const int fd = ::open(temp.c_str(), O_CREAT | O_EXCL | O_WRONLY | O_CLOEXEC, 0666);
     if (fd >= 0) {
@@ -40,8 +42,8 @@ std::string createTemp(const std::filesystem::path& target) {
       return temp.string();
     }
     if (errno != EEXIST) {
-      throw Error(target.string(), "cannot create a temporary file in " + dir.string() + " (" + errnoText(errno) +
-                                       ") — check that the folder exists and is writable");
+      throw Error(target.string(), "cannot create a temporary file in " + dir.string() + " (" +
+                                       errnoText(errno) + ") — check that the folder exists and is writable");
     }
   }
   throw Error(target.string(), "cannot find a free temporary file name in " + dir.string() +

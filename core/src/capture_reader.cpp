@@ -27,8 +27,8 @@ enum class Storage { Half, BFloat16, Float32 };
 
 struct DatasetMeta {
   Storage storage = Storage::Float32;
-  bool bigEndian = false;          // 16-bit data is read raw, so we swap bytes ourselves
-  std::array<hsize_t, 4> dims{};   // as stored (HND or NHD)
+  bool bigEndian = false;         // 16-bit data is read raw, so we swap bytes ourselves
+  std::array<hsize_t, 4> dims{};  // as stored (HND or NHD)
   int64_t batch = 0, heads = 0, tokens = 0, dim = 0;
 };
 
@@ -43,13 +43,20 @@ std::string describeType(hid_t type) {
   switch (H5Tget_class(type)) {
     case H5T_INTEGER:
       return std::string(H5Tget_sign(type) == H5T_SGN_NONE ? "uint" : "int") + std::to_string(bits);
-    case H5T_FLOAT: return "float" + std::to_string(bits);
-    case H5T_STRING: return "string";
-    case H5T_COMPOUND: return "compound";
-    case H5T_ENUM: return "enum (bool?)";
-    case H5T_ARRAY: return "array";
-    case H5T_VLEN: return "variable-length";
-    default: return "an unsupported type";
+    case H5T_FLOAT:
+      return "float" + std::to_string(bits);
+    case H5T_STRING:
+      return "string";
+    case H5T_COMPOUND:
+      return "compound";
+    case H5T_ENUM:
+      return "enum (bool?)";
+    case H5T_ARRAY:
+      return "array";
+    case H5T_VLEN:
+      return "variable-length";
+    default:
+      return "an unsupported type";
   }
 }
 
@@ -192,17 +199,20 @@ void CaptureReader::Impl::openFile() {
 
 void CaptureReader::Impl::readVersion() {
   const htri_t has = H5Aexists(file.get(), kVersionAttr);
-  if (has < 0) fail("/", withDetail("file is truncated or corrupt: root attributes unreadable") + " — " + kFixCorrupt);
+  if (has < 0)
+    fail("/", withDetail("file is truncated or corrupt: root attributes unreadable") + " — " + kFixCorrupt);
   if (has == 0) {
     fail("/", std::string("missing root attribute ") + kVersionAttr +
                   " — not a Sparge capture; add the attribute (= 1) as shown in captures/FORMAT.md");
   }
   h5::Handle attr = h5::attribute(H5Aopen(file.get(), kVersionAttr, H5P_DEFAULT));
   std::optional<int64_t> v = attr ? h5::readInteger(attr.get()) : std::nullopt;
-  if (!v) fail("/", std::string("root attribute ") + kVersionAttr + " is not an integer — set it to the integer 1");
+  if (!v)
+    fail("/", std::string("root attribute ") + kVersionAttr + " is not an integer — set it to the integer 1");
   if (*v != kSupportedVersion) {
-    fail("/", "unknown capture version " + std::to_string(*v) + " (" + kVersionAttr +
-                  ") — this build reads version 1 only; use a matching Sparge Studio or re-export as version 1");
+    fail("/",
+         "unknown capture version " + std::to_string(*v) + " (" + kVersionAttr +
+             ") — this build reads version 1 only; use a matching Sparge Studio or re-export as version 1");
   }
   version = static_cast<int>(*v);
 }
@@ -222,11 +232,13 @@ void CaptureReader::Impl::readEntries() {
   const htri_t has = H5Lexists(file.get(), "entries", H5P_DEFAULT);
   if (has < 0) fail("/entries", withDetail("file is truncated or corrupt") + " — " + kFixCorrupt);
   if (has == 0) {
-    fail("/entries", "no /entries group — a capture keeps one group per attention call under /entries "
-                     "(see captures/FORMAT.md)");
+    fail("/entries",
+         "no /entries group — a capture keeps one group per attention call under /entries "
+         "(see captures/FORMAT.md)");
   }
   h5::Handle entries = h5::group(H5Gopen2(file.get(), "entries", H5P_DEFAULT));
-  if (!entries) fail("/entries", withDetail("/entries is not a group") + " — make /entries a group of entry groups");
+  if (!entries)
+    fail("/entries", withDetail("/entries is not a group") + " — make /entries a group of entry groups");
   std::vector<std::string> names;
   hsize_t idx = 0;
   if (H5Literate(entries.get(), H5_INDEX_NAME, H5_ITER_INC, &idx, collectLinkName, &names) < 0) {
@@ -248,7 +260,8 @@ DatasetMeta CaptureReader::Impl::inspectDataset(hid_t group, const std::string& 
   const std::string dsPath = groupPath + "/" + name;
   const htri_t has = H5Lexists(group, name, H5P_DEFAULT);
   if (has < 0) fail(dsPath, withDetail("file is truncated or corrupt") + " — " + kFixCorrupt);
-  if (has == 0) fail(dsPath, std::string("missing dataset ") + name + " — every entry needs datasets q, k and v");
+  if (has == 0)
+    fail(dsPath, std::string("missing dataset ") + name + " — every entry needs datasets q, k and v");
   h5::Handle ds = h5::dataset(H5Dopen2(group, name, H5P_DEFAULT));
   if (!ds) {
     fail(dsPath, withDetail("cannot open it as a dataset") +
@@ -256,7 +269,8 @@ DatasetMeta CaptureReader::Impl::inspectDataset(hid_t group, const std::string& 
   }
   h5::Handle space = h5::dataspace(H5Dget_space(ds.get()));
   const int rank = space ? H5Sget_simple_extent_ndims(space.get()) : -1;
-  if (rank < 0) fail(dsPath, withDetail("file is truncated or corrupt: shape unreadable") + " — " + kFixCorrupt);
+  if (rank < 0)
+    fail(dsPath, withDetail("file is truncated or corrupt: shape unreadable") + " — " + kFixCorrupt);
   hsize_t dims[H5S_MAX_RANK] = {};
   H5Sget_simple_extent_dims(space.get(), dims, nullptr);
   const char* shapeHelp = layout == Layout::HND ? "[B, H, N, D] (layout HND)" : "[B, N, H, D] (layout NHD)";
@@ -305,12 +319,12 @@ DatasetMeta CaptureReader::Impl::inspectDataset(hid_t group, const std::string& 
       if (!tag) fail(dsPath, "attribute dtype is not a string — set it to \"bfloat16\"");
     }
     if (!tag) {
-      fail(dsPath, "unsupported dtype " + typeName + " without the dataset attribute dtype = \"bfloat16\" — " +
-                       kAcceptedDtypes);
+      fail(dsPath, "unsupported dtype " + typeName +
+                       " without the dataset attribute dtype = \"bfloat16\" — " + kAcceptedDtypes);
     }
     if (*tag != "bfloat16") {
-      fail(dsPath, "unsupported dtype " + typeName + " with attribute dtype = \"" + *tag + "\" — " +
-                       kAcceptedDtypes);
+      fail(dsPath,
+           "unsupported dtype " + typeName + " with attribute dtype = \"" + *tag + "\" — " + kAcceptedDtypes);
     }
     m.storage = Storage::BFloat16;
   } else {
@@ -323,8 +337,9 @@ EntryInfo CaptureReader::Impl::readEntry(const std::string& name, EntryMeta& met
   const std::string groupPath = "/entries/" + name;
   h5::Handle g = h5::group(H5Gopen2(file.get(), groupPath.c_str(), H5P_DEFAULT));
   if (!g) {
-    fail(groupPath, withDetail("not a group") +
-                        " — every member of /entries must be a group holding q, k, v (or the file is corrupt)");
+    fail(groupPath,
+         withDetail("not a group") +
+             " — every member of /entries must be a group holding q, k, v (or the file is corrupt)");
   }
   EntryInfo info;
   info.name = name;
@@ -352,11 +367,21 @@ EntryInfo CaptureReader::Impl::readEntry(const std::string& name, EntryMeta& met
 
   if (k.storage != q.storage) fail(kPath, "dtype differs from q's — store q, k and v in one dtype");
   if (v.storage != q.storage) fail(vPath, "dtype differs from q's — store q, k and v in one dtype");
-  if (k.batch != q.batch) fail(kPath, "mismatched batch: B = " + num(k.batch) + " but q has B = " + num(q.batch) + " — q, k and v must have the same B");
-  if (v.batch != q.batch) fail(vPath, "mismatched batch: B = " + num(v.batch) + " but q has B = " + num(q.batch) + " — q, k and v must have the same B");
-  if (k.dim != q.dim) fail(kPath, "mismatched head dim: D = " + num(k.dim) + " but q has D = " + num(q.dim) + " — q and k must have the same D");
-  if (v.heads != k.heads) fail(vPath, "mismatched heads: v has " + num(v.heads) + " heads but k has " + num(k.heads) + " — k and v must have the same number of heads");
-  if (v.tokens != k.tokens) fail(vPath, "mismatched tokens: v has N = " + num(v.tokens) + " but k has N = " + num(k.tokens) + " — k and v must have the same N");
+  if (k.batch != q.batch)
+    fail(kPath, "mismatched batch: B = " + num(k.batch) + " but q has B = " + num(q.batch) +
+                    " — q, k and v must have the same B");
+  if (v.batch != q.batch)
+    fail(vPath, "mismatched batch: B = " + num(v.batch) + " but q has B = " + num(q.batch) +
+                    " — q, k and v must have the same B");
+  if (k.dim != q.dim)
+    fail(kPath, "mismatched head dim: D = " + num(k.dim) + " but q has D = " + num(q.dim) +
+                    " — q and k must have the same D");
+  if (v.heads != k.heads)
+    fail(vPath, "mismatched heads: v has " + num(v.heads) + " heads but k has " + num(k.heads) +
+                    " — k and v must have the same number of heads");
+  if (v.tokens != k.tokens)
+    fail(vPath, "mismatched tokens: v has N = " + num(v.tokens) + " but k has N = " + num(k.tokens) +
+                    " — k and v must have the same N");
   if (q.heads % k.heads != 0) {
     fail(kPath, "q has Hq = " + num(q.heads) + " heads, not a multiple of k's Hkv = " + num(k.heads) +
                     " — GQA needs Hq to be a multiple of Hkv");
@@ -369,8 +394,9 @@ EntryInfo CaptureReader::Impl::readEntry(const std::string& name, EntryMeta& met
   info.tokensKV = k.tokens;
   info.headDim = q.dim;
   info.headDimV = v.dim;
-  info.dtype = q.storage == Storage::Half ? DType::Float16
-               : q.storage == Storage::BFloat16 ? DType::BFloat16 : DType::Float32;
+  info.dtype = q.storage == Storage::Half       ? DType::Float16
+               : q.storage == Storage::BFloat16 ? DType::BFloat16
+                                                : DType::Float32;
 
   auto intAttr = [&](const char* attrName) -> std::optional<int64_t> {
     const htri_t has = H5Aexists(g.get(), attrName);
@@ -378,7 +404,9 @@ EntryInfo CaptureReader::Impl::readEntry(const std::string& name, EntryMeta& met
     if (has == 0) return std::nullopt;
     h5::Handle attr = h5::attribute(H5Aopen(g.get(), attrName, H5P_DEFAULT));
     std::optional<int64_t> val = attr ? h5::readInteger(attr.get()) : std::nullopt;
-    if (!val) fail(groupPath, std::string("attribute ") + attrName + " is not a single integer or bool — store it as an int");
+    if (!val)
+      fail(groupPath,
+           std::string("attribute ") + attrName + " is not a single integer or bool — store it as an int");
     return val;
   };
   info.causal = intAttr("causal").value_or(0) != 0;
@@ -390,7 +418,8 @@ EntryInfo CaptureReader::Impl::readEntry(const std::string& name, EntryMeta& met
     h5::Handle attr = h5::attribute(H5Aopen(g.get(), "scale", H5P_DEFAULT));
     std::optional<double> s = attr ? h5::readNumber(attr.get()) : std::nullopt;
     if (!s || !std::isfinite(*s) || *s <= 0) {
-      fail(groupPath, "attribute scale " + (s ? "= " + numberText(*s) : std::string("is not a single number")) +
+      fail(groupPath, "attribute scale " +
+                          (s ? "= " + numberText(*s) : std::string("is not a single number")) +
                           " — it must be a positive finite float (omit it for 1/sqrt(D))");
     }
     info.scale = *s;
@@ -410,7 +439,8 @@ hid_t CaptureReader::Impl::dataset(size_t entryIndex, Tensor tensor) const {
   h5::Handle dapl = h5::plist(H5Pcreate(H5P_DATASET_ACCESS));
   H5Pset_chunk_cache(dapl.get(), 12421, 32u << 20, 0.75);
   h5::Handle ds = h5::dataset(H5Dopen2(file.get(), dsPath.c_str(), dapl.get()));
-  if (!ds) fail(dsPath, withDetail("cannot open the dataset: file is truncated or corrupt") + " — " + kFixCorrupt);
+  if (!ds)
+    fail(dsPath, withDetail("cannot open the dataset: file is truncated or corrupt") + " — " + kFixCorrupt);
   if (openDatasets.size() >= 3) openDatasets.erase(openDatasets.begin());
   openDatasets.push_back({entryIndex, t, std::move(ds)});
   return openDatasets.back().ds.get();
@@ -431,15 +461,22 @@ CaptureReader::~CaptureReader() {
   impl_.reset();
 }
 
-const std::string& CaptureReader::path() const { return impl_->path; }
-int CaptureReader::version() const { return impl_->version; }
-const std::vector<EntryInfo>& CaptureReader::entries() const { return impl_->infos; }
+const std::string& CaptureReader::path() const {
+  return impl_->path;
+}
+int CaptureReader::version() const {
+  return impl_->version;
+}
+const std::vector<EntryInfo>& CaptureReader::entries() const {
+  return impl_->infos;
+}
 
 const EntryInfo& CaptureReader::entry(const std::string& name) const {
   auto it = impl_->index.find(name);
   if (it == impl_->index.end()) {
     std::string names;
-    for (size_t i = 0; i < impl_->infos.size() && i < 20; ++i) names += (i ? ", " : "") + impl_->infos[i].name;
+    for (size_t i = 0; i < impl_->infos.size() && i < 20; ++i)
+      names += (i ? ", " : "") + impl_->infos[i].name;
     if (impl_->infos.size() > 20) names += ", ...";
     impl_->fail("/entries/" + name, "no such entry — the capture has: " + names);
   }
@@ -458,12 +495,13 @@ std::vector<float> CaptureReader::readHead(const std::string& entryName, Tensor 
   const DatasetMeta& m = impl_->metas[entryIndex].ds[static_cast<size_t>(tensor)];
   const std::string dsPath = "/entries/" + entryName + "/" + toString(tensor);
   if (batch < 0 || batch >= info.batch) {
-    impl_->fail(dsPath, "batch index " + std::to_string(batch) + " out of range [0, " + std::to_string(info.batch) +
-                            ") — pick a batch item the capture has");
+    impl_->fail(dsPath, "batch index " + std::to_string(batch) + " out of range [0, " +
+                            std::to_string(info.batch) + ") — pick a batch item the capture has");
   }
   if (head < 0 || head >= m.heads) {
-    impl_->fail(dsPath, "head index " + std::to_string(head) + " out of range [0, " + std::to_string(m.heads) +
-                            ") — " + (tensor == Tensor::Q ? "query heads" : "KV heads") + " of this entry");
+    impl_->fail(dsPath, "head index " + std::to_string(head) + " out of range [0, " +
+                            std::to_string(m.heads) + ") — this entry has " + std::to_string(m.heads) +
+                            (tensor == Tensor::Q ? " query heads" : " KV heads"));
   }
 
   const hid_t ds = impl_->dataset(entryIndex, tensor);
@@ -477,10 +515,11 @@ std::vector<float> CaptureReader::readHead(const std::string& entryName, Tensor 
     start = {b, 0, h, 0};
     count = {1, n, 1, d};
   }
-  const std::string where = "reading batch " + std::to_string(batch) + " head " + std::to_string(head) + " failed";
+  const std::string where =
+      "reading batch " + std::to_string(batch) + " head " + std::to_string(head) + " failed";
   h5::Handle fileSpace = h5::dataspace(H5Dget_space(ds));
-  if (!fileSpace ||
-      H5Sselect_hyperslab(fileSpace.get(), H5S_SELECT_SET, start.data(), nullptr, count.data(), nullptr) < 0) {
+  if (!fileSpace || H5Sselect_hyperslab(fileSpace.get(), H5S_SELECT_SET, start.data(), nullptr, count.data(),
+                                        nullptr) < 0) {
     impl_->fail(dsPath, withDetail(where + ": file is truncated or corrupt") + " — " + kFixCorrupt);
   }
   const hsize_t total = n * d;
@@ -499,7 +538,8 @@ std::vector<float> CaptureReader::readHead(const std::string& entryName, Tensor 
   // half->float path is ~45x slower than ours).
   std::vector<uint16_t> raw(total);
   h5::Handle fileType = h5::datatype(H5Dget_type(ds));
-  if (!fileType || H5Dread(ds, fileType.get(), memSpace.get(), fileSpace.get(), H5P_DEFAULT, raw.data()) < 0) {
+  if (!fileType ||
+      H5Dread(ds, fileType.get(), memSpace.get(), fileSpace.get(), H5P_DEFAULT, raw.data()) < 0) {
     impl_->fail(dsPath, withDetail(where + ": file is truncated or corrupt") + " — " + kFixCorrupt);
   }
   if (m.bigEndian) {

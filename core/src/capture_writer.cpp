@@ -42,13 +42,15 @@ void CaptureWriter::Impl::writeTensor(hid_t group, const std::string& groupPath,
   const auto B = static_cast<hsize_t>(info.batch), H = static_cast<hsize_t>(heads),
              N = static_cast<hsize_t>(tokens), D = static_cast<hsize_t>(dim);
   const bool nhd = info.layout == Layout::NHD;
-  const std::array<hsize_t, 4> dims = nhd ? std::array<hsize_t, 4>{B, N, H, D} : std::array<hsize_t, 4>{B, H, N, D};
+  const std::array<hsize_t, 4> dims =
+      nhd ? std::array<hsize_t, 4>{B, N, H, D} : std::array<hsize_t, 4>{B, H, N, D};
   const std::array<hsize_t, 4> chunk =
       nhd ? std::array<hsize_t, 4>{1, N, 1, D} : std::array<hsize_t, 4>{1, 1, N, D};
 
   h5::Handle space = h5::dataspace(H5Screate_simple(4, dims.data(), nullptr));
   h5::Handle dcpl = h5::plist(H5Pcreate(H5P_DATASET_CREATE));
-  if (!space || !dcpl || H5Pset_chunk(dcpl.get(), 4, chunk.data()) < 0) fail(dsPath, withDetail(writeFailed) + fixWrite);
+  if (!space || !dcpl || H5Pset_chunk(dcpl.get(), 4, chunk.data()) < 0)
+    fail(dsPath, withDetail(writeFailed) + fixWrite);
   if (H5Zfilter_avail(H5Z_FILTER_DEFLATE) > 0) {
     // Shuffle groups the high and low bytes of 16/32-bit values, which makes gzip far more effective.
     H5Pset_shuffle(dcpl.get());
@@ -65,8 +67,8 @@ void CaptureWriter::Impl::writeTensor(hid_t group, const std::string& groupPath,
     fileType = H5T_STD_U16LE;
     memType = H5T_NATIVE_UINT16;
   }
-  h5::Handle ds = h5::dataset(
-      H5Dcreate2(group, name, fileType, space.get(), H5P_DEFAULT, dcpl.get(), H5P_DEFAULT));
+  h5::Handle ds =
+      h5::dataset(H5Dcreate2(group, name, fileType, space.get(), H5P_DEFAULT, dcpl.get(), H5P_DEFAULT));
   if (!ds) fail(dsPath, withDetail(writeFailed) + fixWrite);
   if (info.dtype == DType::BFloat16 && !h5::writeString(ds.get(), "dtype", "bfloat16")) {
     fail(dsPath, withDetail(writeFailed) + fixWrite);
@@ -74,7 +76,8 @@ void CaptureWriter::Impl::writeTensor(hid_t group, const std::string& groupPath,
 
   // One head at a time (one chunk each) keeps the conversion buffer small.
   const hsize_t perHead = N * D;
-  const std::array<hsize_t, 4> count = nhd ? std::array<hsize_t, 4>{1, N, 1, D} : std::array<hsize_t, 4>{1, 1, N, D};
+  const std::array<hsize_t, 4> count =
+      nhd ? std::array<hsize_t, 4>{1, N, 1, D} : std::array<hsize_t, 4>{1, 1, N, D};
   // Same 4-D shape as the file selection: HDF5's fast path (a 1-D memory space is mapped per element).
   h5::Handle memSpace = h5::dataspace(H5Screate_simple(4, count.data(), nullptr));
   std::vector<uint16_t> bits(info.dtype == DType::Float32 ? 0 : perHead);
@@ -89,8 +92,10 @@ void CaptureWriter::Impl::writeTensor(hid_t group, const std::string& groupPath,
         for (hsize_t i = 0; i < perHead; ++i) bits[i] = floatToBf16(src[i]);
         buf = bits.data();
       }
-      const std::array<hsize_t, 4> start = nhd ? std::array<hsize_t, 4>{b, 0, h, 0} : std::array<hsize_t, 4>{b, h, 0, 0};
-      if (H5Sselect_hyperslab(space.get(), H5S_SELECT_SET, start.data(), nullptr, count.data(), nullptr) < 0 ||
+      const std::array<hsize_t, 4> start =
+          nhd ? std::array<hsize_t, 4>{b, 0, h, 0} : std::array<hsize_t, 4>{b, h, 0, 0};
+      if (H5Sselect_hyperslab(space.get(), H5S_SELECT_SET, start.data(), nullptr, count.data(), nullptr) <
+              0 ||
           H5Dwrite(ds.get(), memType, memSpace.get(), space.get(), H5P_DEFAULT, buf) < 0) {
         fail(dsPath, withDetail(writeFailed) + fixWrite);
       }
@@ -104,13 +109,15 @@ CaptureWriter::CaptureWriter(const std::string& path) : impl_(std::make_unique<I
   impl_->path = path;
   impl_->file = h5::file(H5Fcreate(path.c_str(), H5F_ACC_TRUNC, H5P_DEFAULT, H5P_DEFAULT));
   if (!impl_->file) {
-    throw Error(path, withDetail("cannot create the file") + " — check that the folder exists and is writable");
+    throw Error(path,
+                withDetail("cannot create the file") + " — check that the folder exists and is writable");
   }
   if (!h5::writeInteger(impl_->file.get(), "sparge_capture_version", 1)) {
     impl_->fail("/", withDetail("writing the version attribute failed") + " — check free disk space");
   }
   impl_->entries = h5::group(H5Gcreate2(impl_->file.get(), "entries", H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT));
-  if (!impl_->entries) impl_->fail("/entries", withDetail("creating the group failed") + " — check free disk space");
+  if (!impl_->entries)
+    impl_->fail("/entries", withDetail("creating the group failed") + " — check free disk space");
 }
 
 CaptureWriter::~CaptureWriter() {
@@ -125,7 +132,8 @@ void CaptureWriter::setRootAttribute(const std::string& name, const std::string&
   std::lock_guard lock(h5::mutex());
   if (!impl_->file) impl_->fail("/", "the writer is closed — set attributes before close()");
   if (name.empty() || name == "sparge_capture_version") {
-    impl_->fail("/", "cannot set root attribute '" + name + "' — pick another name (the version is written for you)");
+    impl_->fail(
+        "/", "cannot set root attribute '" + name + "' — pick another name (the version is written for you)");
   }
   if (!h5::writeString(impl_->file.get(), name, value)) {
     impl_->fail("/", withDetail("writing root attribute " + name + " failed") + " — check free disk space");
@@ -137,10 +145,12 @@ void CaptureWriter::addEntry(const EntryInfo& info, const std::vector<float>& q,
   std::lock_guard lock(h5::mutex());
   const std::string groupPath = "/entries/" + info.name;
   if (!impl_->file) impl_->fail(groupPath, "the writer is closed — add entries before close()");
-  if (info.name.empty() || info.name.find('/') != std::string::npos || info.name == "." || info.name == "..") {
+  if (info.name.empty() || info.name.find('/') != std::string::npos || info.name == "." ||
+      info.name == "..") {
     impl_->fail(groupPath, "invalid entry name '" + info.name + "' — use a non-empty name without '/'");
   }
-  if (impl_->names.count(info.name)) impl_->fail(groupPath, "entry written twice — entry names must be unique");
+  if (impl_->names.count(info.name))
+    impl_->fail(groupPath, "entry written twice — entry names must be unique");
   if (info.batch <= 0 || info.headsQ <= 0 || info.headsKV <= 0 || info.tokensQ <= 0 || info.tokensKV <= 0 ||
       info.headDim <= 0 || info.headDimV <= 0) {
     impl_->fail(groupPath, "every dimension (B, Hq, Hkv, Nq, Nkv, D, Dv) must be at least 1");
@@ -163,7 +173,8 @@ void CaptureWriter::addEntry(const EntryInfo& info, const std::vector<float>& q,
   checkSize(k, Tensor::K, info.headsKV, info.tokensKV, info.headDim);
   checkSize(v, Tensor::V, info.headsKV, info.tokensKV, info.headDimV);
 
-  h5::Handle g = h5::group(H5Gcreate2(impl_->entries.get(), info.name.c_str(), H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT));
+  h5::Handle g =
+      h5::group(H5Gcreate2(impl_->entries.get(), info.name.c_str(), H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT));
   if (!g) impl_->fail(groupPath, withDetail("creating the group failed") + " — check free disk space");
   impl_->names.insert(info.name);
 
@@ -187,7 +198,8 @@ void CaptureWriter::close() {
   const hid_t id = impl_->file.get();
   const herr_t flushed = H5Fflush(id, H5F_SCOPE_GLOBAL);
   impl_->file.reset();  // closes even if the flush failed, so a retry cannot touch a dead handle
-  if (flushed < 0) throw Error(impl_->path, withDetail("flushing the file failed") + " — check free disk space");
+  if (flushed < 0)
+    throw Error(impl_->path, withDetail("flushing the file failed") + " — check free disk space");
 }
 
 }  // namespace sparge::core

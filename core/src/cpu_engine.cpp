@@ -221,7 +221,7 @@ EntryResult CpuEngine::run(const RunConfig& config, const RunOptions& options) {
   for (const HeadResult& hr : result.heads) {
     if (hr.emptyRows > 0)
       result.warnings.push_back("head " + std::to_string(hr.head) + ": " + std::to_string(hr.emptyRows) +
-                                " query rows see no key in their selected blocks (output set to 0)");
+                                " query rows see no key in their selected blocks (output set to 0; --sink keeps key block 0 on for every row)");
     if (hr.hasNonFinite)
       result.warnings.push_back("head " + std::to_string(hr.head) + ": NaN/Inf in the output or reference");
   }

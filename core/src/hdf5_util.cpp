@@ -85,7 +85,8 @@ std::optional<int64_t> readInteger(hid_t attr) {
     }
     case H5T_FLOAT: {
       double d = 0;
-      if (H5Aread(attr, H5T_NATIVE_DOUBLE, &d) < 0 || !std::isfinite(d) || d != std::floor(d)) return std::nullopt;
+      if (H5Aread(attr, H5T_NATIVE_DOUBLE, &d) < 0 || !std::isfinite(d) || d != std::floor(d))
+        return std::nullopt;
       return static_cast<int64_t>(d);
     }
     case H5T_ENUM: {
@@ -107,7 +108,8 @@ std::optional<int64_t> readInteger(hid_t attr) {
       }
       return static_cast<int64_t>(u);
     }
-    default: return std::nullopt;
+    default:
+      return std::nullopt;
   }
 }
 
@@ -134,7 +136,8 @@ bool writeAttr(hid_t obj, const std::string& name, hid_t fileType, hid_t memType
 bool writeString(hid_t obj, const std::string& name, const std::string& value) {
   // Variable-length UTF-8: h5py returns it as `str` (fixed-length strings come back as bytes).
   Handle type = datatype(H5Tcopy(H5T_C_S1));
-  if (!type || H5Tset_size(type.get(), H5T_VARIABLE) < 0 || H5Tset_cset(type.get(), H5T_CSET_UTF8) < 0) return false;
+  if (!type || H5Tset_size(type.get(), H5T_VARIABLE) < 0 || H5Tset_cset(type.get(), H5T_CSET_UTF8) < 0)
+    return false;
   const char* p = value.c_str();
   return writeAttr(obj, name, type.get(), type.get(), &p);
 }

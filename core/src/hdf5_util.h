@@ -52,23 +52,37 @@ class Handle {
   Closer closer_ = nullptr;
 };
 
-inline Handle file(hid_t id) { return Handle(id, H5Fclose); }
-inline Handle group(hid_t id) { return Handle(id, H5Gclose); }
-inline Handle dataset(hid_t id) { return Handle(id, H5Dclose); }
-inline Handle dataspace(hid_t id) { return Handle(id, H5Sclose); }
-inline Handle datatype(hid_t id) { return Handle(id, H5Tclose); }
-inline Handle attribute(hid_t id) { return Handle(id, H5Aclose); }
-inline Handle plist(hid_t id) { return Handle(id, H5Pclose); }
+inline Handle file(hid_t id) {
+  return Handle(id, H5Fclose);
+}
+inline Handle group(hid_t id) {
+  return Handle(id, H5Gclose);
+}
+inline Handle dataset(hid_t id) {
+  return Handle(id, H5Dclose);
+}
+inline Handle dataspace(hid_t id) {
+  return Handle(id, H5Sclose);
+}
+inline Handle datatype(hid_t id) {
+  return Handle(id, H5Tclose);
+}
+inline Handle attribute(hid_t id) {
+  return Handle(id, H5Aclose);
+}
+inline Handle plist(hid_t id) {
+  return Handle(id, H5Pclose);
+}
 
 // The IEEE binary16 type h5py and numpy use for float16 (HDF5 has no predefined one).
 Handle halfType();
 
 // Reading attributes of any reasonable encoding. Each returns nullopt when the attribute's type class
 // does not fit (the caller words the error) and throws nothing.
-std::optional<std::string> readString(hid_t attr);        // fixed or variable length
-std::optional<int64_t> readInteger(hid_t attr);           // integer, enum (h5py bool), integral float
-std::optional<double> readNumber(hid_t attr);             // float or integer
-int64_t elementCount(hid_t attr);                          // number of values (1 for scalars)
+std::optional<std::string> readString(hid_t attr);  // fixed or variable length
+std::optional<int64_t> readInteger(hid_t attr);     // integer, enum (h5py bool), integral float
+std::optional<double> readNumber(hid_t attr);       // float or integer
+int64_t elementCount(hid_t attr);                   // number of values (1 for scalars)
 
 // Writing attributes; return false on failure (the caller words the error). Existing ones are replaced.
 bool writeString(hid_t obj, const std::string& name, const std::string& value);  // variable-length UTF-8

@@ -10,31 +10,41 @@ namespace sparge::core {
 
 const char* toString(DType d) {
   switch (d) {
-    case DType::Float16: return "float16";
-    case DType::BFloat16: return "bfloat16";
-    case DType::Float32: return "float32";
+    case DType::Float16:
+      return "float16";
+    case DType::BFloat16:
+      return "bfloat16";
+    case DType::Float32:
+      return "float32";
   }
   return "?";
 }
 
 const char* toString(Layout l) {
   switch (l) {
-    case Layout::HND: return "HND";
-    case Layout::NHD: return "NHD";
+    case Layout::HND:
+      return "HND";
+    case Layout::NHD:
+      return "NHD";
   }
   return "?";
 }
 
 const char* toString(Tensor t) {
   switch (t) {
-    case Tensor::Q: return "q";
-    case Tensor::K: return "k";
-    case Tensor::V: return "v";
+    case Tensor::Q:
+      return "q";
+    case Tensor::K:
+      return "k";
+    case Tensor::V:
+      return "v";
   }
   return "?";
 }
 
-std::string Geometry::label() const { return std::to_string(blockQ) + "x" + std::to_string(blockK); }
+std::string Geometry::label() const {
+  return std::to_string(blockQ) + "x" + std::to_string(blockK);
+}
 
 Geometry Geometry::parse(const std::string& text) {
   // Tolerate surrounding blanks and an upper-case X; nothing else, so typos fail loudly.

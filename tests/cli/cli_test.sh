@@ -121,6 +121,36 @@ PYEOF
     $PY "$HERE/stage1_reference.py" "$WORK/rand.h5" "$WORK/m.h5" $args || fail "mask parity with $args"
   done
   ;;
+sample)
+  # The bundled capture is real attention: with the similarity filter off (θ = -0.1, the top-k API's
+  # default), τ = 0.98 and the sink, most heads of a real LLM are sparse while the error stays small.
+  SAMPLE="$HERE/../../captures/sample.h5"
+  [ -f "$SAMPLE" ] || fail "bundled sample capture missing: $SAMPLE"
+  "$SPARGE" info >/dev/null || fail "sparge info without a file must open the sample"
+  "$SPARGE" run --engine cpu --theta=-0.1 --tau 0.98 --sink --report "$WORK/r.json" --summary-only >/dev/null \
+    || fail "run on the sample"
+  "$SPARGE" run --engine cpu --theta=-0.1 --topk 0.5 --report "$WORK/topk.json" --summary-only >/dev/null \
+    || fail "run on the sample (top-k defaults)"
+  $PY - "$WORK/r.json" "$WORK/topk.json" <<'PYEOF' || fail "sample sparsity"
+import json, sys
+import numpy as np
+r = json.load(open(sys.argv[1]))
+heads = [h for e in r["entries"] for h in e["heads"]]
+s = np.array([h["sparsity_stage1"] for h in heads])
+l1 = np.array([h["l1"] for h in heads])
+print(f"CDF τ 0.98, θ off, sink: {len(s)} heads, median stage-1 sparsity {np.median(s):.3f}, "
+      f"share >= 0.3: {(s >= 0.3).mean():.2f}, median L1 {np.median(l1):.3f}")
+assert len(heads) >= 27, "several layers of all heads expected"
+assert (s >= 0.3).mean() >= 0.5, "at least half of the heads should be >= 30% sparse"
+assert np.median(l1) < 0.1, "the median head error should stay below 0.1"
+# Sparsity varies by head: real attention, not one pattern repeated.
+assert s.max() - s.min() > 0.4
+t = json.load(open(sys.argv[2]))
+ts = np.array([h["sparsity_stage1"] for e in t["entries"] for h in e["heads"]])
+print(f"top-k 0.5 defaults: median stage-1 sparsity {np.median(ts):.3f}")
+assert (ts > 0.2).all()
+PYEOF
+  ;;
 *)
   fail "unknown case $CASE" ;;
 esac

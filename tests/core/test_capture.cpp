@@ -6,6 +6,8 @@
 #include <bit>
 #include <chrono>
 #include <cmath>
+#include <cstdio>
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <random>
@@ -37,8 +39,12 @@ double refRound(double x, int bits, int minExp, double maxFinite) {
   if (std::fabs(r) > maxFinite) return std::copysign(INFINITY, x);
   return r;
 }
-float refHalf(float x) { return float(refRound(x, 11, -24, 65504.0)); }
-float refBf16(float x) { return float(refRound(x, 8, -133, std::ldexp(255.0, 120))); }
+float refHalf(float x) {
+  return float(refRound(x, 11, -24, 65504.0));
+}
+float refBf16(float x) {
+  return float(refRound(x, 8, -133, std::ldexp(255.0, 120)));
+}
 
 // fp16 bits -> value from the textbook formula.
 double refHalfValue(uint16_t h) {
@@ -120,7 +126,8 @@ Tensors makeTensors(const EntryInfo& i, bool exact, uint32_t seed) {
           gen(size_t(i.batch * i.headsKV * i.tokensKV * i.headDimV), seed + 2)};
 }
 
-std::vector<float> slice(const std::vector<float>& all, int64_t b, int64_t h, int64_t heads, int64_t n, int64_t d) {
+std::vector<float> slice(const std::vector<float>& all, int64_t b, int64_t h, int64_t heads, int64_t n,
+                         int64_t d) {
   const auto off = ((b * heads + h) * n) * d;
   return {all.begin() + off, all.begin() + off + n * d};
 }
@@ -133,7 +140,9 @@ void expectError(Fn&& fn, std::initializer_list<std::string> parts) {
     ADD_FAILURE() << "no sparge::Error thrown";
   } catch (const Error& e) {
     const std::string msg = e.what();
-    for (const std::string& p : parts) EXPECT_NE(msg.find(p), std::string::npos) << "'" << p << "' not in: " << msg;
+    for (const std::string& p : parts)
+      EXPECT_NE(msg.find(p), std::string::npos) << "'" << p << "' not in: " << msg;
+    if (std::getenv("SPARGE_SHOW_ERRORS")) std::printf("  message: %s\n", msg.c_str());
   }
 }
 
@@ -191,7 +200,8 @@ struct RawFile {
     return H5Gcreate2(file, path.c_str(), H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT);
   }
   // Writes a dataset of the given file type filled with `fill` (given as doubles, converted by HDF5).
-  static void dataset(hid_t group, const char* name, std::vector<hsize_t> dims, hid_t type, double fill = 0.5) {
+  static void dataset(hid_t group, const char* name, std::vector<hsize_t> dims, hid_t type,
+                      double fill = 0.5) {
     hid_t s = H5Screate_simple(int(dims.size()), dims.data(), nullptr);
     hid_t d = H5Dcreate2(group, name, type, s, H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT);
     hsize_t n = 1;
@@ -216,7 +226,8 @@ struct Spec {
   bool withV = true;
 };
 
-void writeRaw(const std::string& path, const Spec& s, const std::function<void(hid_t entryGroup)>& extra = {}) {
+void writeRaw(const std::string& path, const Spec& s,
+              const std::function<void(hid_t entryGroup)>& extra = {}) {
   RawFile f(path);
   ASSERT_GE(f.file, 0);
   if (s.version) RawFile::intAttr(f.file, "sparge_capture_version", *s.version);
@@ -252,8 +263,8 @@ TEST(Half, KnownBitPatterns) {
   EXPECT_EQ(floatToHalf(65504.0f), 0x7BFF);
   EXPECT_EQ(floatToHalf(0.0f), 0x0000);
   EXPECT_EQ(floatToHalf(-0.0f), 0x8000);
-  EXPECT_EQ(floatToHalf(std::ldexp(1.0f, -24)), 0x0001);  // smallest subnormal
-  EXPECT_EQ(floatToHalf(std::ldexp(1.0f, -14)), 0x0400);  // smallest normal
+  EXPECT_EQ(floatToHalf(std::ldexp(1.0f, -24)), 0x0001);     // smallest subnormal
+  EXPECT_EQ(floatToHalf(std::ldexp(1.0f, -14)), 0x0400);     // smallest normal
   EXPECT_EQ(floatToHalf(std::ldexp(1023.0f, -24)), 0x03FF);  // largest subnormal
   EXPECT_EQ(floatToHalf(INFINITY), 0x7C00);
   EXPECT_EQ(floatToHalf(-INFINITY), 0xFC00);
@@ -316,7 +327,8 @@ TEST(Half, FloatToHalfMatchesReferenceRounding) {
   for (int i = 0; i < 400000; ++i) {
     // Half the samples cover |x| in [2^-28, 2^17) (subnormal, normal and overflow ranges), half are
     // random float bit patterns.
-    float x = (i % 2) ? std::bit_cast<float>(bits(rng)) : float(std::exp2(logMag(rng)) * ((i % 4) < 2 ? 1 : -1));
+    float x =
+        (i % 2) ? std::bit_cast<float>(bits(rng)) : float(std::exp2(logMag(rng)) * ((i % 4) < 2 ? 1 : -1));
     if (std::isnan(x)) continue;
     const float expected = refHalf(x);
     ASSERT_EQ(roundToHalf(x), expected) << "x = " << x;
@@ -334,10 +346,11 @@ TEST(Bf16, KnownBitPatternsAndTies) {
   const uint16_t nan = floatToBf16(NAN);
   EXPECT_EQ(nan & 0x7F80, 0x7F80);
   EXPECT_NE(nan & 0x007F, 0);
-  EXPECT_TRUE(std::isnan(bf16ToFloat(floatToBf16(std::bit_cast<float>(0x7F800001u)))));  // signalling NaN stays NaN
-  EXPECT_EQ(floatToBf16(1.0f + std::ldexp(1.0f, -8)), 0x3F80);      // tie -> even
-  EXPECT_EQ(floatToBf16(1.0f + 3 * std::ldexp(1.0f, -8)), 0x3F82);  // tie -> even
-  EXPECT_EQ(floatToBf16(std::bit_cast<float>(0x00008000u)), 0x0000);  // subnormal tie -> even
+  EXPECT_TRUE(
+      std::isnan(bf16ToFloat(floatToBf16(std::bit_cast<float>(0x7F800001u)))));  // signalling NaN stays NaN
+  EXPECT_EQ(floatToBf16(1.0f + std::ldexp(1.0f, -8)), 0x3F80);                   // tie -> even
+  EXPECT_EQ(floatToBf16(1.0f + 3 * std::ldexp(1.0f, -8)), 0x3F82);               // tie -> even
+  EXPECT_EQ(floatToBf16(std::bit_cast<float>(0x00008000u)), 0x0000);             // subnormal tie -> even
   EXPECT_EQ(floatToBf16(std::bit_cast<float>(0x00018000u)), 0x0002);
   EXPECT_EQ(bf16ToFloat(0x3F80), 1.0f);
   EXPECT_EQ(bf16ToFloat(0xC000), -2.0f);
@@ -418,7 +431,8 @@ TEST_P(RoundTrip, WriterThenReaderGivesTheRoundedValues) {
     ASSERT_EQ(H5Sget_simple_extent_ndims(s), 4);
     H5Sget_simple_extent_dims(s, dims, nullptr);
     const std::vector<hsize_t> got(dims, dims + 4);
-    EXPECT_EQ(got, (layout == Layout::HND ? std::vector<hsize_t>{2, 2, 53, 24} : std::vector<hsize_t>{2, 53, 2, 24}));
+    EXPECT_EQ(got, (layout == Layout::HND ? std::vector<hsize_t>{2, 2, 53, 24}
+                                          : std::vector<hsize_t>{2, 53, 2, 24}));
     hid_t t = H5Dget_type(d);
     EXPECT_EQ(H5Tget_class(t), dtype == DType::BFloat16 ? H5T_INTEGER : H5T_FLOAT);
     EXPECT_EQ(H5Tget_size(t), dtype == DType::Float32 ? 4u : 2u);
@@ -439,8 +453,10 @@ TEST_P(RoundTrip, WriterThenReaderGivesTheRoundedValues) {
       for (int64_t h = 0; h < 4; ++h)
         for (int64_t n = 0; n < 37; ++n)
           for (int64_t c = 0; c < 16; ++c) {
-            const int64_t file = layout == Layout::HND ? ((b * 4 + h) * 37 + n) * 16 + c : ((b * 37 + n) * 4 + h) * 16 + c;
-            ASSERT_EQ(stored[size_t(file)], exact.q[size_t(((b * 4 + h) * 37 + n) * 16 + c)]) << b << h << n << c;
+            const int64_t file =
+                layout == Layout::HND ? ((b * 4 + h) * 37 + n) * 16 + c : ((b * 37 + n) * 4 + h) * 16 + c;
+            ASSERT_EQ(stored[size_t(file)], exact.q[size_t(((b * 4 + h) * 37 + n) * 16 + c)])
+                << b << h << n << c;
           }
     hid_t g = H5Gopen2(f, "/entries/layer3", H5P_DEFAULT);
     EXPECT_EQ(H5Aexists(g, "layout") > 0, layout == Layout::NHD);
@@ -511,10 +527,12 @@ TEST_P(RoundTrip, WriterThenReaderGivesTheRoundedValues) {
 }
 
 INSTANTIATE_TEST_SUITE_P(AllDtypesAndLayouts, RoundTrip,
-                         ::testing::Combine(::testing::Values(DType::Float16, DType::Float32, DType::BFloat16),
+                         ::testing::Combine(::testing::Values(DType::Float16, DType::Float32,
+                                                              DType::BFloat16),
                                             ::testing::Values(Layout::HND, Layout::NHD)),
                          [](const auto& p) {
-                           return std::string(toString(std::get<0>(p.param))) + "_" + toString(std::get<1>(p.param));
+                           return std::string(toString(std::get<0>(p.param))) + "_" +
+                                  toString(std::get<1>(p.param));
                          });
 
 TEST(CaptureReader, EntriesInNaturalOrder) {
@@ -614,7 +632,9 @@ class BadCapture : public ::testing::Test {
       ADD_FAILURE() << "opened without error";
     } catch (const Error& e) {
       const std::string msg = e.what();
-      for (const std::string& p : all) EXPECT_NE(msg.find(p), std::string::npos) << "'" << p << "' not in: " << msg;
+      for (const std::string& p : all)
+        EXPECT_NE(msg.find(p), std::string::npos) << "'" << p << "' not in: " << msg;
+      if (std::getenv("SPARGE_SHOW_ERRORS")) std::printf("  message: %s\n", msg.c_str());
     }
   }
 };
@@ -759,14 +779,17 @@ TEST_F(BadCapture, BadLayoutAttribute) {
 }
 
 TEST_F(BadCapture, BadScaleAttribute) {
-  expectOpenError(Spec{}, {":/entries/e0", "scale", "positive"}, [](hid_t g) { RawFile::doubleAttr(g, "scale", -1); });
+  expectOpenError(Spec{}, {":/entries/e0", "scale", "positive"},
+                  [](hid_t g) { RawFile::doubleAttr(g, "scale", -1); });
 }
 
 TEST_F(BadCapture, ReadHeadOutOfRangeAndUnknownEntry) {
   writeRaw(path, Spec{});
   CaptureReader r(path);
-  expectError([&] { r.readHead("e0", Tensor::Q, 1, 0); }, {path + ":/entries/e0/q", "batch index 1 out of range"});
-  expectError([&] { r.readHead("e0", Tensor::K, 0, 2); }, {path + ":/entries/e0/k", "head index 2 out of range"});
+  expectError([&] { r.readHead("e0", Tensor::Q, 1, 0); },
+              {path + ":/entries/e0/q", "batch index 1 out of range"});
+  expectError([&] { r.readHead("e0", Tensor::K, 0, 2); },
+              {path + ":/entries/e0/k", "head index 2 out of range"});
   expectError([&] { r.readHead("e0", Tensor::Q, 0, -1); }, {"head index -1 out of range"});
   expectError([&] { r.readHead("e9", Tensor::Q, 0, 0); }, {path + ":/entries/e9", "no such entry", "e0"});
   expectError([&] { loadEntry(r, "e9"); }, {"no such entry"});
@@ -788,7 +811,8 @@ TEST(CaptureWriter, RejectsBadEntries) {
   expectError([&] { w.addEntry(info, t.q, t.k, t.v); }, {"written twice"});
   info.name = "a/b";
   expectError([&] { w.addEntry(info, t.q, t.k, t.v); }, {"invalid entry name"});
-  expectError([&] { CaptureWriter bad(dir.file("missing-folder/x.h5")); }, {"missing-folder/x.h5", "cannot create"});
+  expectError([&] { CaptureWriter bad(dir.file("missing-folder/x.h5")); },
+              {"missing-folder/x.h5", "cannot create"});
 }
 
 // =============================== NaN / Inf ===============================

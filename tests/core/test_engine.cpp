@@ -121,7 +121,9 @@ TEST(CpuEngine, ErrorGrowsAsTauShrinksAndReferenceIsCached) {
     EntryResult r = eng.run(cfg, {});
     EXPECT_GE(r.error.l1(), lastL1);
     EXPECT_GE(r.sparsity.stage1(), lastSparsity);
-    if (lastL1 >= 0) EXPECT_TRUE(r.times.referenceCached);
+    if (lastL1 >= 0) {
+      EXPECT_TRUE(r.times.referenceCached);
+    }
     lastL1 = r.error.l1();
     lastSparsity = r.sparsity.stage1();
     EXPECT_LE(r.error.cosSim(), 1.0 + 1e-12);

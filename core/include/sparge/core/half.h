@@ -49,7 +49,9 @@ inline uint16_t floatToHalf(float f) {
   return static_cast<uint16_t>(sign | h);
 }
 
-inline float bf16ToFloat(uint16_t b) { return std::bit_cast<float>(static_cast<uint32_t>(b) << 16); }
+inline float bf16ToFloat(uint16_t b) {
+  return std::bit_cast<float>(static_cast<uint32_t>(b) << 16);
+}
 
 // float -> bfloat16 bits, round-to-nearest-even; NaN stays NaN (quiet), overflow gives ±inf.
 inline uint16_t floatToBf16(float f) {
@@ -60,7 +62,11 @@ inline uint16_t floatToBf16(float f) {
 }
 
 // The float nearest to `f` that fp16 / bfloat16 can represent (what storing it would give).
-inline float roundToHalf(float f) { return halfToFloat(floatToHalf(f)); }
-inline float roundToBf16(float f) { return bf16ToFloat(floatToBf16(f)); }
+inline float roundToHalf(float f) {
+  return halfToFloat(floatToHalf(f));
+}
+inline float roundToBf16(float f) {
+  return bf16ToFloat(floatToBf16(f));
+}
 
 }  // namespace sparge::core
