@@ -12,6 +12,7 @@
 #include "sparge/core/error.h"
 #include "sparge/core/exports.h"
 #include "sparge/kernels/engine_factory.h"
+#include "sparge/profiler/profiler.h"
 
 namespace sparge::cli {
 namespace {
@@ -59,6 +60,51 @@ void printEntry(const core::EntryResult& r, bool perHead) {
   for (const std::string& w : r.warnings) std::fprintf(stderr, "warning: entry %s: %s\n", e.name.c_str(), w.c_str());
 }
 
+// Runs one entry warmup + repeat times under the profiler. Each profiled run is followed by a dense
+// baseline run (every valid block, no PV skip, no error) whose time is recorded as the dense stage, so
+// the report can give the speedup of sparse over dense. Returns the last sparse result.
+core::EntryResult profileEntry(core::Engine& engine, prof::Profiler& profiler, const std::string& name,
+                               const core::RunConfig& config, const core::RunOptions& options,
+                               const RunCommandOptions& o) {
+  core::RunConfig denseConfig = config;
+  denseConfig.perHead.clear();
+  denseConfig.defaults.dense = true;
+  core::RunOptions denseOptions = options;
+  denseOptions.computeError = false;
+  core::EntryResult last;
+  for (int i = 0; i < o.warmup + o.repeat; ++i) {
+    {
+      prof::ProfileScope scope(profiler, prof::makeRunInfo(name, config, options.heads, engine.name()));
+      last = engine.run(config, options);
+      scope.end(&last);
+    }
+    if (!o.noDenseBaseline) {
+      const core::EntryResult dense = engine.run(denseConfig, denseOptions);
+      // The dense run's Stage 2 is the dense attention time; CUPTI attributes GPU kernels by name.
+      if (profiler.source() != prof::TimingSource::Cupti) profiler.recordWall(prof::Stage::Dense, dense.times.sparseMs);
+    }
+  }
+  return last;
+}
+
+void printTimings(const prof::TimingReport& r) {
+  std::printf("\ntimings: %s, %d profiled runs after %d warm-up; %s\n", r.clock.c_str(), r.profiledRuns,
+              r.warmupRuns, r.device.name.c_str());
+  if (!r.sourceReason.empty()) std::printf("  clock source: %s\n", r.sourceReason.c_str());
+  Table t({"stage", "source", "min ms", "median ms", "max ms", "runs"});
+  for (const prof::StageStat& s : r.stages)
+    t.row({prof::toString(s.stage), prof::toString(s.source), fmtNum(s.ms.min, 3), fmtNum(s.ms.median, 3),
+           fmtNum(s.ms.max, 3), std::to_string(s.ms.count)});
+  t.print(std::cout);
+  const prof::DerivedFigures& d = r.derived;
+  if (d.speedup) std::printf("  speedup of sparse over %s: %.2fx\n", d.speedupBaseline.c_str(), *d.speedup);
+  if (d.denseEquivalentTops)
+    std::printf("  dense-equivalent %.4f TOPS, executed %.4f TOPS%s\n", *d.denseEquivalentTops,
+                d.executedTops.value_or(0.0),
+                d.denseTops ? (", dense " + fmtNum(*d.denseTops, 4) + " TOPS").c_str() : "");
+  if (!d.note.empty()) std::printf("  note: %s\n", d.note.c_str());
+}
+
 }  // namespace
 
 void registerRun(CLI::App& app, Action& action) {
@@ -70,6 +116,15 @@ void registerRun(CLI::App& app, Action& action) {
   cmd->add_option("--masks", o->masksPath, "Write masks v1 (.h5)");
   cmd->add_option("--report", o->reportPath, "Write the report (.json, or .csv)");
   cmd->add_flag("--summary-only", o->summaryOnly, "Print only the per-entry summary line, not the per-head table");
+  cmd->add_option("--repeat", o->repeat, "Profiled runs per entry (min / median / max in the timing report)")
+      ->check(CLI::Range(1, 100000))
+      ->capture_default_str();
+  cmd->add_option("--warmup", o->warmup, "Unmeasured runs before the profiled ones")
+      ->check(CLI::Range(0, 1000))
+      ->capture_default_str();
+  cmd->add_option("--timings", o->timingsPath, "Write timing statistics: .json, .csv or .trace.json (Perfetto)");
+  cmd->add_flag("--no-dense-baseline", o->noDenseBaseline,
+                "Do not time a dense run (every valid block) next to each profiled run");
   cmd->callback([&action, o] {
     action = [o] {
       const std::string path = o->file.empty() ? defaultCapturePath() : o->file;
@@ -82,6 +137,15 @@ void registerRun(CLI::App& app, Action& action) {
       engines::EngineSelection sel = engines::makeEngine(core::parseEngineChoice(o->engine), o->threads);
       if (!sel.message.empty()) std::fprintf(stderr, "note: %s\n", sel.message.c_str());
       std::vector<core::EntryResult> results;
+      const bool profiling = o->repeat > 1 || !o->timingsPath.empty();
+      std::unique_ptr<prof::Profiler> profiler;
+      if (profiling) {
+        prof::ProfilerOptions po;
+        po.warmup = o->warmup;
+        po.useCupti = sel.engine->isGpu();
+        po.useCudaEvents = sel.engine->isGpu();
+        profiler = std::make_unique<prof::Profiler>(po);
+      }
       const auto t0 = std::chrono::steady_clock::now();
       for (const std::string& name : names) {
         std::vector<core::NonFiniteReport> nonFinite;
@@ -90,15 +154,29 @@ void registerRun(CLI::App& app, Action& action) {
           std::fprintf(stderr, "warning: %s:/entries/%s/%s batch %lld head %lld holds %lld NaN/Inf values\n",
                        path.c_str(), name.c_str(), core::toString(nf.tensor), (long long)nf.batch,
                        (long long)nf.head, (long long)nf.count);
-        core::RunConfig config = makeRunConfig(*o, entry->info, path);
+        std::vector<std::string> configWarnings;
+        core::RunConfig config = makeRunConfig(*o, entry->info, path, &configWarnings);
+        for (const auto& w : configWarnings) std::fprintf(stderr, "note: entry %s: %s\n", name.c_str(), w.c_str());
         sel.engine->setEntry(entry);
         core::RunOptions ro;
         ro.heads = o->heads;
-        results.push_back(sel.engine->run(config, ro));
+        if (profiling) {
+          results.push_back(profileEntry(*sel.engine, *profiler, name, config, ro, *o));
+        } else {
+          results.push_back(sel.engine->run(config, ro));
+        }
         printEntry(results.back(), !o->summaryOnly);
       }
       const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
       std::printf("\n%zu entries in %.2f s\n", results.size(), seconds);
+      if (profiling) {
+        const prof::TimingReport report = profiler->report();
+        printTimings(report);
+        if (!o->timingsPath.empty()) {
+          prof::writeTimings(report, o->timingsPath);
+          std::printf("timings written to %s\n", o->timingsPath.c_str());
+        }
+      }
       if (!o->masksPath.empty()) {
         core::writeMasks(o->masksPath, results);
         std::printf("masks written to %s\n", o->masksPath.c_str());

@@ -1,6 +1,7 @@
 #include "run_options.h"
 
 #include "sparge/core/error.h"
+#include "sparge/core/params_io.h"
 
 namespace sparge::cli {
 
@@ -19,10 +20,14 @@ void addMethodOptions(CLI::App& cmd, RunCommandOptions& o) {
   cmd.add_flag("--dense", o.dense, "Compute every valid block (is_sparse = false), no PV skip");
   cmd.add_option("--engine", o.engine, "auto | cpu | cuda")->capture_default_str();
   cmd.add_option("--threads", o.threads, "CPU engine threads (0 = all cores)")->capture_default_str();
+  cmd.add_option("--params", o.paramsPath,
+                 "Per-head parameters from `sparge tune` (JSON); they also set geometry, smooth-k and sink")
+      ->check(CLI::ExistingFile);
   cmd.add_option("--heads", o.heads, "Only these query heads (comma separated)")->delimiter(',');
 }
 
-core::RunConfig makeRunConfig(const RunCommandOptions& o, const core::EntryInfo& entry, const std::string&) {
+core::RunConfig makeRunConfig(const RunCommandOptions& o, const core::EntryInfo& entry, const std::string&,
+                              std::vector<std::string>* warnings) {
   core::RunConfig c;
   c.geometry = core::Geometry::parse(o.block);
   c.smoothK = !o.noSmoothK;
@@ -40,6 +45,7 @@ core::RunConfig makeRunConfig(const RunCommandOptions& o, const core::EntryInfo&
     p.tau = o.tau.value_or(0.98);
     core::validate(p, "--theta/--tau/--lambda");
   }
+  if (!o.paramsPath.empty()) core::applyParams(core::readParams(o.paramsPath), o.paramsPath, entry, c, warnings);
   for (int64_t h : o.heads)
     if (h < 0 || h >= entry.headsQ)
       throw Error("--heads", "head " + std::to_string(h) + " does not exist in entry " + entry.name + " (it has " +

@@ -29,11 +29,17 @@ struct RunCommandOptions {
   std::string masksPath;
   std::string reportPath;
   bool summaryOnly = false;
+  int repeat = 1;           // profiled runs per entry
+  int warmup = 1;           // extra runs before them (only with --repeat > 1 or --timings)
+  std::string timingsPath;  // .json | .csv | .trace.json
+  bool noDenseBaseline = false;
 };
 
 void addMethodOptions(CLI::App& cmd, RunCommandOptions& o);
 
 // The run configuration for one entry: command-line values, then per-head values from --params.
-core::RunConfig makeRunConfig(const RunCommandOptions& o, const core::EntryInfo& entry, const std::string& capturePath);
+// Warnings (for example settings overridden by the params file) are appended to `warnings`.
+core::RunConfig makeRunConfig(const RunCommandOptions& o, const core::EntryInfo& entry, const std::string& capturePath,
+                              std::vector<std::string>* warnings = nullptr);
 
 }  // namespace sparge::cli

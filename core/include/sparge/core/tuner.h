@@ -158,6 +158,7 @@ struct TuneProgress {
   int64_t probes = 0;          // engine runs so far
 };
 
+// Callbacks run on the thread that called tune() (the GUI's worker), between engine runs.
 struct TuneCallbacks {
   std::function<void(const TuneProgress&)> progress;                     // after every engine run
   std::function<void(const TunedGroup&, const TunedHead&)> headFinished;  // as soon as a head is final

@@ -1,0 +1,265 @@
+// `sparge tune [FILE] --l1 X --l2 Y -o params.json`: per-head auto-tuning with a progress bar, a summary
+// table and Ctrl-C handling (the first SIGINT stops after keeping the finished heads; exit 130).
+#include <unistd.h>
+
+#include <atomic>
+#include <chrono>
+#include <csignal>
+#include <cstdio>
+#include <iostream>
+#include <memory>
+#include <set>
+
+#include "commands.h"
+#include "format.h"
+#include "sparge/core/capture.h"
+#include "sparge/core/error.h"
+#include "sparge/core/params_io.h"
+#include "sparge/core/tuner.h"
+#include "sparge/kernels/engine_factory.h"
+
+namespace sparge::cli {
+namespace {
+
+core::CancelFlag gCancel{false};
+std::atomic<int> gSignals{0};
+
+extern "C" void onSigint(int) {
+  // Only async-signal-safe work here: set the flag; a second Ctrl-C falls back to the default action.
+  gCancel.store(true);
+  if (gSignals.fetch_add(1) >= 1) {
+    std::signal(SIGINT, SIG_DFL);
+    std::raise(SIGINT);
+  }
+}
+
+// Installs the handler for the lifetime of the command and restores the previous one afterwards.
+class SigintGuard {
+ public:
+  SigintGuard() {
+    gCancel.store(false);
+    gSignals.store(0);
+    struct sigaction sa {};
+    sa.sa_handler = onSigint;
+    sigemptyset(&sa.sa_mask);
+    sa.sa_flags = 0;
+    sigaction(SIGINT, &sa, &old_);
+  }
+  ~SigintGuard() { sigaction(SIGINT, &old_, nullptr); }
+
+ private:
+  struct sigaction old_ {};
+};
+
+std::string fmtSeconds(double s) {
+  if (s < 0) return "?";
+  char buf[32];
+  if (s < 60) std::snprintf(buf, sizeof buf, "%.0fs", s);
+  else if (s < 3600) std::snprintf(buf, sizeof buf, "%dm%02ds", int(s) / 60, int(s) % 60);
+  else std::snprintf(buf, sizeof buf, "%dh%02dm", int(s) / 3600, (int(s) / 60) % 60);
+  return buf;
+}
+
+// Progress on stderr: a redrawn bar on a terminal, plain lines (one per finished head) otherwise.
+class ProgressPrinter {
+ public:
+  ProgressPrinter() : tty_(isatty(fileno(stderr)) != 0) {}
+
+  void update(const core::TuneProgress& p) {
+    const auto now = std::chrono::steady_clock::now();
+    if (tty_) {
+      if (now - last_ < std::chrono::milliseconds(100) && p.fraction < 1.0) return;
+      last_ = now;
+      const int width = 30;
+      const int fill = int(p.fraction * width + 0.5);
+      std::fprintf(stderr, "\r\033[K[%s%s] %3.0f%%  %lld/%lld heads  %s  elapsed %s  ETA %s  (%s, %lld runs)",
+                   std::string(size_t(fill), '#').c_str(), std::string(size_t(width - fill), '.').c_str(),
+                   p.fraction * 100.0, (long long)p.unitsDone, (long long)p.unitsTotal, p.group.c_str(),
+                   fmtSeconds(p.elapsedSeconds).c_str(), fmtSeconds(p.etaSeconds).c_str(), core::toString(p.phase),
+                   (long long)p.probes);
+      std::fflush(stderr);
+      drawn_ = true;
+    } else if (p.unitsDone != lastUnits_ || p.fraction >= lastFraction_ + 0.1) {
+      // Not a terminal (log file, CI): a line per finished head, and at least every 10%.
+      lastUnits_ = p.unitsDone;
+      lastFraction_ = p.fraction;
+      std::fprintf(stderr, "tune: %lld/%lld heads  %.0f%%  %s  elapsed %s  ETA %s\n", (long long)p.unitsDone,
+                   (long long)p.unitsTotal, p.fraction * 100.0, p.group.c_str(), fmtSeconds(p.elapsedSeconds).c_str(),
+                   fmtSeconds(p.etaSeconds).c_str());
+    }
+  }
+
+  // Clears the bar before other output goes to the terminal.
+  void clear() {
+    if (tty_ && drawn_) {
+      std::fprintf(stderr, "\r\033[K");
+      std::fflush(stderr);
+      drawn_ = false;
+    }
+  }
+
+ private:
+  bool tty_;
+  bool drawn_ = false;
+  int64_t lastUnits_ = -1;
+  double lastFraction_ = 0;
+  std::chrono::steady_clock::time_point last_{};
+};
+
+void printGroup(const core::TunedGroup& g, const core::TuneOptions& o) {
+  std::printf("\n%s  (%zu entr%s, %zu/%lld heads, %.1f s)\n", g.name.c_str(), g.entries.size(),
+              g.entries.size() == 1 ? "y" : "ies", g.heads.size(), (long long)g.headsQ, g.elapsedSeconds);
+  const bool cdf = o.mode == core::SelectMode::Cdf;
+  Table t({"head", "θ", cdf ? "τ" : "topk", "λ", "sparse?", "stage1", "sparsity", "L1", "probes"});
+  for (const core::TunedHead& h : g.heads) {
+    const auto& p = h.params;
+    const std::string lambda = p.lambda >= core::kNoPvSkipLambda ? "off" : fmtNum(p.lambda, 2);
+    t.row({std::to_string(h.head), fmtNum(p.theta, 4), fmtNum(cdf ? p.tau : p.topk, 4), lambda,
+           h.isSparse ? "yes" : "dense", fmtPct(h.stage1Sparsity), fmtPct(h.totalSparsity), fmtNum(h.l1, 5),
+           std::to_string(h.probes)});
+  }
+  t.print(std::cout);
+  std::cout.flush();
+}
+
+}  // namespace
+
+void registerTune(CLI::App& app, Action& action) {
+  auto* cmd = app.add_subcommand("tune", "Auto-tune per-head θ, τ (or top-k) and λ against an L1 budget");
+  struct Opts {
+    std::string file;
+    std::vector<std::string> entries;
+    double l1 = 0;
+    double l2 = 0;
+    std::string engine = "auto";
+    int threads = 0;
+    bool topk = false;
+    std::string block = "128x64";
+    bool noSmoothK = false;
+    bool sink = false;
+    bool groupByLayer = false;
+    bool noTunePv = false;
+    std::vector<int64_t> heads;
+    std::string out;
+    bool trace = false;
+  };
+  auto o = std::make_shared<Opts>();
+  cmd->add_option("file", o->file, "Capture file (.h5); default: the bundled sample capture");
+  cmd->add_option("--l1", o->l1, "L1 budget for θ and τ / top-k (PV skip off), e.g. 0.05")->required();
+  cmd->add_option("--l2", o->l2, "L1 budget for λ (PV skip on), > l1, e.g. 0.06");
+  cmd->add_option("--entry", o->entries, "Entry to tune (repeatable); default: all entries");
+  cmd->add_option("--engine", o->engine, "auto | cpu | cuda")->capture_default_str();
+  cmd->add_option("--threads", o->threads, "CPU engine threads (0 = all cores)")->capture_default_str();
+  cmd->add_flag("--topk-mode", o->topk, "Search the top-k fraction instead of τ (spas_sage2_attn_meansim_topk_cuda)");
+  cmd->add_option("--block", o->block, "Tile geometry: 128x64 (sm80/sm89) or 64x128 (sm90)")->capture_default_str();
+  cmd->add_flag("--no-smooth-k", o->noSmoothK, "Do not subtract the K token mean before pooling");
+  cmd->add_flag("--sink", o->sink, "Attention sink: K block 0 always on");
+  cmd->add_flag("--group-by-layer", o->groupByLayer,
+                "Tune entries sharing a `layer` attribute together (bin rule, one parameter set per layer)");
+  cmd->add_flag("--no-tune-pv", o->noTunePv, "Do not search λ; export λ = 50 verified against --l1");
+  cmd->add_option("--heads", o->heads, "Query heads to tune (default: all)");
+  cmd->add_option("-o,--output", o->out, "Output parameter file (.json)")->required();
+  cmd->add_flag("--trace", o->trace, "Also store every head's θ points and probe trace in the output");
+  cmd->callback([&action, o, cmd] {
+    action = [o, cmd]() -> int {
+      core::TuneOptions opt;
+      opt.l1 = o->l1;
+      opt.tunePv = !o->noTunePv;
+      if (opt.tunePv && cmd->count("--l2") == 0) {
+        std::fprintf(stderr, "sparge tune: --l2 is required (or pass --no-tune-pv)\n");
+        return 2;
+      }
+      opt.l2 = cmd->count("--l2") ? o->l2 : o->l1;
+      opt.mode = o->topk ? core::SelectMode::TopK : core::SelectMode::Cdf;
+      opt.geometry = core::Geometry::parse(o->block);
+      opt.smoothK = !o->noSmoothK;
+      opt.sink = o->sink;
+      opt.heads = o->heads;
+      opt.validate("sparge tune");
+
+      const std::string path = o->file.empty() ? defaultCapturePath() : o->file;
+      core::CaptureReader reader(path);
+      std::vector<std::string> names = o->entries;
+      if (names.empty())
+        for (const auto& e : reader.entries()) names.push_back(e.name);
+      std::vector<core::TuneInput> inputs;
+      auto warned = std::make_shared<std::set<std::string>>();
+      for (const auto& n : names) {
+        const core::EntryInfo& info = reader.entry(n);  // fails early on a misspelt entry
+        for (int64_t h : o->heads)
+          if (h < 0 || h >= info.headsQ)
+            throw Error("--heads", "head " + std::to_string(h) + " out of range for entry " + n + " (" +
+                                       std::to_string(info.headsQ) + " query heads)");
+        core::TuneInput in;
+        in.name = n;
+        in.layer = info.layer;
+        in.headsQ = info.headsQ;
+        in.load = [&reader, n, path, warned] {
+          std::vector<core::NonFiniteReport> nonFinite;
+          auto data = std::make_shared<core::EntryData>(core::loadEntry(reader, n, &nonFinite));
+          if (warned->insert(n).second)
+            for (const auto& nf : nonFinite)
+              std::fprintf(stderr, "\nwarning: %s:/entries/%s/%s batch %lld head %lld holds %lld NaN/Inf values\n",
+                           path.c_str(), n.c_str(), core::toString(nf.tensor), (long long)nf.batch,
+                           (long long)nf.head, (long long)nf.count);
+          return std::shared_ptr<const core::EntryData>(data);
+        };
+        inputs.push_back(std::move(in));
+      }
+      const std::vector<core::TuneGroupInput> groups = core::makeGroups(inputs, o->groupByLayer);
+
+      engines::EngineSelection sel = engines::makeEngine(core::parseEngineChoice(o->engine), o->threads);
+      if (!sel.message.empty()) std::fprintf(stderr, "note: %s\n", sel.message.c_str());
+      std::fprintf(stderr, "tuning %zu group%s of %s with %s: l1 < %g%s, %s, geometry %s%s%s\n", groups.size(),
+                   groups.size() == 1 ? "" : "s", path.c_str(), sel.engine->name().c_str(), opt.l1,
+                   opt.tunePv ? (", l2 < " + fmtNum(opt.l2, 4)).c_str() : " (λ fixed)",
+                   opt.mode == core::SelectMode::Cdf ? "τ search" : "top-k search", opt.geometry.label().c_str(),
+                   opt.smoothK ? "" : ", no smooth-k", opt.sink ? ", sink" : "");
+
+      SigintGuard guard;
+      ProgressPrinter progress;
+      core::TuneCallbacks cb;
+      cb.cancel = &gCancel;
+      cb.progress = [&](const core::TuneProgress& p) { progress.update(p); };
+      // Partial results are written after every group, so a killed process still leaves whole groups.
+      core::TuneResult partial;
+      partial.options = opt;
+      partial.engine = sel.engine->name();
+      cb.groupFinished = [&](const core::TunedGroup& g) {
+        progress.clear();
+        printGroup(g, opt);
+        partial.groups.push_back(g);
+        core::writeParams(o->out, core::toParamsFile(partial, path), o->trace ? &partial : nullptr);
+      };
+      core::TuneResult result = core::tune(*sel.engine, groups, opt, cb);
+      progress.clear();
+
+      if (result.cancelled) {
+        const int64_t kept = result.headsFinished();
+        if (!result.groups.empty() && !result.groups.back().heads.empty() && !result.groups.back().complete)
+          printGroup(result.groups.back(), opt);
+        if (kept > 0) {
+          core::writeParams(o->out, core::toParamsFile(result, path), o->trace ? &result : nullptr);
+          std::fprintf(stderr, "interrupted: kept %lld finished head%s in %s (%.1f s)\n", (long long)kept,
+                       kept == 1 ? "" : "s", o->out.c_str(), result.elapsedSeconds);
+        } else {
+          std::fprintf(stderr, "interrupted: no head was finished, %s not written\n", o->out.c_str());
+        }
+        return 130;
+      }
+      core::writeParams(o->out, core::toParamsFile(result, path), o->trace ? &result : nullptr);
+      int64_t sparse = 0, total = 0;
+      for (const auto& g : result.groups)
+        for (const auto& h : g.heads) {
+          ++total;
+          sparse += h.isSparse ? 1 : 0;
+        }
+      std::printf("\n%lld heads tuned (%lld sparse, %lld dense) in %.1f s, %lld engine runs; parameters written to %s\n",
+                  (long long)total, (long long)sparse, (long long)(total - sparse), result.elapsedSeconds,
+                  (long long)result.probes, o->out.c_str());
+      return 0;
+    };
+  });
+}
+
+}  // namespace sparge::cli

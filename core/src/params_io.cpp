@@ -1,0 +1,354 @@
+// Tuned-parameter JSON: writer (atomic), strict reader with JSON-pointer error locations, and the
+// mapping of a file onto an entry's per-head parameters.
+#include "sparge/core/params_io.h"
+
+#include <algorithm>
+#include <cmath>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <set>
+#include <sstream>
+
+#include "sparge/core/atomic_file.h"
+#include "sparge/core/error.h"
+
+namespace sparge::core {
+namespace {
+
+using nlohmann::json;
+
+const char* modeName(SelectMode m) { return m == SelectMode::Cdf ? "cdf" : "topk"; }
+
+json headJson(const ParamsHead& h, SelectMode mode) {
+  json j;
+  j["head"] = h.head;
+  j["is_sparse"] = h.isSparse;
+  j["simthreshd1"] = h.params.theta;
+  if (mode == SelectMode::Cdf)
+    j["cdfthreshd"] = h.params.tau;
+  else
+    j["topk"] = h.params.topk;
+  j["pvthreshd"] = h.params.lambda;
+  j["sparsity"] = h.totalSparsity;
+  j["stage1_sparsity"] = h.stage1Sparsity;
+  j["l1"] = h.l1;
+  return j;
+}
+
+json traceJson(const TunedHead& th) {
+  json t;
+  t["decision"] = th.decision;
+  t["probes"] = th.probes;
+  json pts = json::array();
+  for (const ThetaPoint& p : th.thetaPoints) {
+    json q = {{"entry", p.entry}, {"theta", p.theta}, {"passed", p.passed}, {"sel", p.sel},
+              {"stage1_sparsity", p.stage1}, {"l1", p.l1}, {"probes", p.probes}};
+    q["reused_from"] = std::isnan(p.reusedFrom) ? json(nullptr) : json(p.reusedFrom);
+    pts.push_back(q);
+  }
+  t["theta_points"] = pts;
+  json pr = json::array();
+  for (const TuneProbe& p : th.trace)
+    pr.push_back(json::array({p.entry, toString(p.phase), p.dense, p.theta, p.sel, p.lambda, p.stage1, p.total,
+                              p.l1, p.pass}));
+  t["probe_columns"] = json::array(
+      {"entry", "phase", "dense", "theta", "sel", "lambda", "stage1_sparsity", "sparsity", "l1", "pass"});
+  t["probe_rows"] = pr;
+  return t;
+}
+
+// Reader helpers: every failure names the source file and the JSON pointer of the offending value.
+class Reader {
+ public:
+  explicit Reader(std::string source) : source_(std::move(source)) {}
+
+  [[noreturn]] void fail(const std::string& path, const std::string& problem) const {
+    throw Error(source_ + ":" + (path.empty() ? "/" : path), problem);
+  }
+
+  const json& member(const json& obj, const std::string& path, const std::string& key) const {
+    if (!obj.is_object()) fail(path, "expected a JSON object");
+    auto it = obj.find(key);
+    if (it == obj.end()) fail(path + "/" + key, "missing key \"" + key + "\"");
+    return *it;
+  }
+  const json* optional(const json& obj, const std::string& key) const {
+    auto it = obj.find(key);
+    return it == obj.end() ? nullptr : &*it;
+  }
+  double number(const json& v, const std::string& path) const {
+    if (!v.is_number()) fail(path, "expected a number, got " + std::string(v.type_name()));
+    const double d = v.get<double>();
+    if (!std::isfinite(d)) fail(path, "expected a finite number");
+    return d;
+  }
+  double number(const json& obj, const std::string& path, const std::string& key) const {
+    return number(member(obj, path, key), path + "/" + key);
+  }
+  int64_t integer(const json& obj, const std::string& path, const std::string& key) const {
+    const json& v = member(obj, path, key);
+    if (!v.is_number_integer()) fail(path + "/" + key, "expected an integer, got " + std::string(v.type_name()));
+    return v.get<int64_t>();
+  }
+  bool boolean(const json& obj, const std::string& path, const std::string& key) const {
+    const json& v = member(obj, path, key);
+    if (!v.is_boolean()) fail(path + "/" + key, "expected true or false, got " + std::string(v.type_name()));
+    return v.get<bool>();
+  }
+  std::string string(const json& v, const std::string& path) const {
+    if (!v.is_string()) fail(path, "expected a string, got " + std::string(v.type_name()));
+    return v.get<std::string>();
+  }
+  std::string string(const json& obj, const std::string& path, const std::string& key) const {
+    return string(member(obj, path, key), path + "/" + key);
+  }
+
+ private:
+  std::string source_;
+};
+
+}  // namespace
+
+ParamsFile toParamsFile(const TuneResult& r, const std::string& capturePath) {
+  ParamsFile f;
+  f.capture = capturePath;
+  f.engine = r.engine;
+  f.mode = r.options.mode;
+  f.l1 = r.options.l1;
+  f.l2 = r.options.l2;
+  f.tunePv = r.options.tunePv;
+  f.geometry = r.options.geometry;
+  f.smoothK = r.options.smoothK;
+  f.sink = r.options.sink;
+  for (const TunedGroup& g : r.groups) {
+    if (g.heads.empty()) continue;
+    ParamsGroup pg;
+    pg.name = g.name;
+    pg.entries = g.entries;
+    pg.layer = g.layer;
+    pg.headsQ = g.headsQ;
+    pg.complete = g.complete && int64_t(g.heads.size()) == g.headsQ;
+    for (const TunedHead& th : g.heads) {
+      ParamsHead ph;
+      ph.head = th.head;
+      ph.params = th.params;
+      ph.isSparse = th.isSparse;
+      ph.stage1Sparsity = th.stage1Sparsity;
+      ph.totalSparsity = th.totalSparsity;
+      ph.l1 = th.l1;
+      pg.heads.push_back(ph);
+    }
+    f.groups.push_back(std::move(pg));
+  }
+  return f;
+}
+
+std::string paramsToJson(const ParamsFile& f, const TuneResult* traceSource) {
+  json root;
+  root["sparge_params_version"] = f.version;
+  root["generator"] = "sparge tune";
+  root["capture"] = f.capture;
+  root["engine"] = f.engine;
+  root["mode"] = modeName(f.mode);
+  root["l1"] = f.l1;
+  root["l2"] = f.l2;
+  root["tune_pv"] = f.tunePv;
+  root["geometry"] = f.geometry.label();
+  root["smooth_k"] = f.smoothK;
+  root["sink"] = f.sink;
+  json groups = json::array();
+  for (const ParamsGroup& g : f.groups) {
+    json jg;
+    jg["name"] = g.name;
+    jg["entries"] = g.entries;
+    jg["layer"] = g.layer ? json(*g.layer) : json(nullptr);
+    jg["heads_q"] = g.headsQ;
+    jg["complete"] = g.complete;
+    json heads = json::array();
+    const TunedGroup* tg = nullptr;
+    if (traceSource)
+      for (const TunedGroup& c : traceSource->groups)
+        if (c.name == g.name) tg = &c;
+    for (const ParamsHead& h : g.heads) {
+      json jh = headJson(h, f.mode);
+      if (tg)
+        if (const TunedHead* th = tg->find(h.head)) jh["trace"] = traceJson(*th);
+      heads.push_back(jh);
+    }
+    jg["heads"] = heads;
+    groups.push_back(jg);
+  }
+  root["groups"] = groups;
+  return root.dump(2) + "\n";
+}
+
+void writeParams(const std::string& path, const ParamsFile& f, const TuneResult* traceSource) {
+  writeTextAtomically(path, paramsToJson(f, traceSource));
+}
+
+ParamsFile parseParams(const std::string& text, const std::string& source) {
+  Reader rd(source);
+  json root;
+  try {
+    root = json::parse(text);
+  } catch (const json::parse_error& e) {
+    rd.fail("", std::string("not valid JSON (") + e.what() + ")");
+  }
+  if (!root.is_object()) rd.fail("", "expected a JSON object at the top level");
+  ParamsFile f;
+  f.version = int(rd.integer(root, "", "sparge_params_version"));
+  if (f.version != kParamsVersion)
+    rd.fail("/sparge_params_version", "unsupported version " + std::to_string(f.version) + " (this build reads " +
+                                          std::to_string(kParamsVersion) + ")");
+  if (const json* c = rd.optional(root, "capture")) f.capture = rd.string(*c, "/capture");
+  if (const json* e = rd.optional(root, "engine")) f.engine = rd.string(*e, "/engine");
+  const std::string mode = rd.string(root, "", "mode");
+  if (mode == "cdf")
+    f.mode = SelectMode::Cdf;
+  else if (mode == "topk")
+    f.mode = SelectMode::TopK;
+  else
+    rd.fail("/mode", "unknown mode \"" + mode + "\" (expected \"cdf\" or \"topk\")");
+  f.l1 = rd.number(root, "", "l1");
+  f.l2 = rd.number(root, "", "l2");
+  if (f.l1 <= 0) rd.fail("/l1", "must be positive");
+  if (f.l2 <= 0) rd.fail("/l2", "must be positive");
+  if (rd.optional(root, "tune_pv")) f.tunePv = rd.boolean(root, "", "tune_pv");
+  const std::string geom = rd.string(root, "", "geometry");
+  try {
+    f.geometry = Geometry::parse(geom);
+  } catch (const Error& e) {
+    rd.fail("/geometry", e.problem());
+  }
+  f.smoothK = rd.boolean(root, "", "smooth_k");
+  f.sink = rd.boolean(root, "", "sink");
+  const json& groups = rd.member(root, "", "groups");
+  if (!groups.is_array()) rd.fail("/groups", "expected an array");
+  std::set<std::string> names;
+  for (size_t gi = 0; gi < groups.size(); ++gi) {
+    const std::string gp = "/groups/" + std::to_string(gi);
+    const json& jg = groups[gi];
+    if (!jg.is_object()) rd.fail(gp, "expected a JSON object");
+    ParamsGroup g;
+    g.name = rd.string(jg, gp, "name");
+    if (g.name.empty()) rd.fail(gp + "/name", "must not be empty");
+    if (!names.insert(g.name).second) rd.fail(gp + "/name", "duplicate group name \"" + g.name + "\"");
+    const json& entries = rd.member(jg, gp, "entries");
+    if (!entries.is_array() || entries.empty()) rd.fail(gp + "/entries", "expected a non-empty array of entry names");
+    for (size_t i = 0; i < entries.size(); ++i) g.entries.push_back(rd.string(entries[i], gp + "/entries/" + std::to_string(i)));
+    if (const json* l = rd.optional(jg, "layer"); l && !l->is_null()) g.layer = rd.integer(jg, gp, "layer");
+    g.headsQ = rd.integer(jg, gp, "heads_q");
+    if (g.headsQ <= 0) rd.fail(gp + "/heads_q", "must be positive");
+    if (rd.optional(jg, "complete")) g.complete = rd.boolean(jg, gp, "complete");
+    const json& heads = rd.member(jg, gp, "heads");
+    if (!heads.is_array()) rd.fail(gp + "/heads", "expected an array");
+    std::set<int64_t> seen;
+    for (size_t hi = 0; hi < heads.size(); ++hi) {
+      const std::string hp = gp + "/heads/" + std::to_string(hi);
+      const json& jh = heads[hi];
+      if (!jh.is_object()) rd.fail(hp, "expected a JSON object");
+      ParamsHead h;
+      h.head = rd.integer(jh, hp, "head");
+      if (h.head < 0 || h.head >= g.headsQ)
+        rd.fail(hp + "/head", "head " + std::to_string(h.head) + " out of range [0, " + std::to_string(g.headsQ) + ")");
+      if (!seen.insert(h.head).second) rd.fail(hp + "/head", "duplicate head " + std::to_string(h.head));
+      h.isSparse = rd.boolean(jh, hp, "is_sparse");
+      h.params.mode = f.mode;
+      h.params.dense = !h.isSparse;
+      h.params.theta = rd.number(jh, hp, "simthreshd1");
+      if (f.mode == SelectMode::Cdf) {
+        if (rd.optional(jh, "topk")) rd.fail(hp + "/topk", "a cdf-mode file must not hold \"topk\"");
+        h.params.tau = rd.number(jh, hp, "cdfthreshd");
+        if (h.params.tau < 0 || h.params.tau > 1) rd.fail(hp + "/cdfthreshd", "must be in [0, 1]");
+      } else {
+        if (rd.optional(jh, "cdfthreshd")) rd.fail(hp + "/cdfthreshd", "a topk-mode file must not hold \"cdfthreshd\"");
+        h.params.topk = rd.number(jh, hp, "topk");
+        if (h.params.topk <= 0 || h.params.topk > 1) rd.fail(hp + "/topk", "must be in (0, 1]");
+      }
+      h.params.lambda = rd.number(jh, hp, "pvthreshd");
+      if (h.params.lambda < 0) rd.fail(hp + "/pvthreshd", "must be >= 0");
+      auto figure = [&](const char* key, double lo, double hiV, double& out) {
+        if (!rd.optional(jh, key)) return;
+        out = rd.number(jh, hp, key);
+        if (out < lo || out > hiV) rd.fail(hp + "/" + key, "must be in [" + std::to_string(lo) + ", " + std::to_string(hiV) + "]");
+      };
+      figure("sparsity", 0.0, 1.0, h.totalSparsity);
+      figure("stage1_sparsity", 0.0, 1.0, h.stage1Sparsity);
+      figure("l1", 0.0, 1e300, h.l1);
+      validate(h.params, source + ":" + hp);
+      g.heads.push_back(h);
+    }
+    if (g.complete && int64_t(g.heads.size()) != g.headsQ)
+      rd.fail(gp + "/heads", "holds " + std::to_string(g.heads.size()) + " heads but heads_q is " +
+                                 std::to_string(g.headsQ) + " (a partial file must say \"complete\": false)");
+    std::sort(g.heads.begin(), g.heads.end(), [](const ParamsHead& a, const ParamsHead& b) { return a.head < b.head; });
+    f.groups.push_back(std::move(g));
+  }
+  return f;
+}
+
+ParamsFile readParams(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) throw Error(path, "cannot open the parameter file");
+  std::ostringstream s;
+  s << in.rdbuf();
+  if (in.bad()) throw Error(path, "cannot read the parameter file");
+  return parseParams(s.str(), path);
+}
+
+const ParamsGroup* findGroup(const ParamsFile& f, const std::string& entryName, std::optional<int64_t> layer) {
+  for (const ParamsGroup& g : f.groups)
+    for (const std::string& e : g.entries)
+      if (e == entryName) return &g;
+  if (layer)
+    for (const ParamsGroup& g : f.groups)
+      if (g.layer && *g.layer == *layer) return &g;
+  return nullptr;
+}
+
+std::vector<HeadParams> headParamsFor(const ParamsFile& f, const std::string& source, const std::string& entryName,
+                                      std::optional<int64_t> layer, int64_t headsQ, const HeadParams& fallback,
+                                      std::vector<std::string>* warnings) {
+  const ParamsGroup* g = findGroup(f, entryName, layer);
+  if (!g)
+    throw Error(source, "no parameters for entry \"" + entryName + "\"" +
+                            (layer ? " or its layer " + std::to_string(*layer) : std::string(" (it has no layer attribute)")));
+  if (g->headsQ != headsQ)
+    throw Error(source, "group \"" + g->name + "\" was tuned for " + std::to_string(g->headsQ) +
+                            " query heads, but entry \"" + entryName + "\" has " + std::to_string(headsQ));
+  std::vector<HeadParams> out(size_t(headsQ), fallback);
+  std::vector<bool> have(size_t(headsQ), false);
+  for (const ParamsHead& h : g->heads) {
+    out[size_t(h.head)] = h.params;
+    have[size_t(h.head)] = true;
+  }
+  if (warnings) {
+    int64_t missing = 0;
+    for (bool b : have) missing += b ? 0 : 1;
+    if (missing > 0)
+      warnings->push_back(source + ": group \"" + g->name + "\" is incomplete (tuning was interrupted): " +
+                          std::to_string(missing) + " of " + std::to_string(headsQ) +
+                          " heads use the default parameters");
+  }
+  return out;
+}
+
+void applyParams(const ParamsFile& f, const std::string& source, const EntryInfo& info, RunConfig& config,
+                 std::vector<std::string>* warnings) {
+  config.perHead = headParamsFor(f, source, info.name, info.layer, info.headsQ, config.defaults, warnings);
+  if (warnings) {
+    if (!(config.geometry == f.geometry))
+      warnings->push_back(source + ": using block geometry " + f.geometry.label() + " (the parameters were tuned with it)");
+    if (config.smoothK != f.smoothK)
+      warnings->push_back(source + std::string(": using smooth_k = ") + (f.smoothK ? "on" : "off") +
+                          " (the parameters were tuned with it)");
+    if (config.sink != f.sink)
+      warnings->push_back(source + std::string(": using attention sink = ") + (f.sink ? "on" : "off") +
+                          " (the parameters were tuned with it)");
+  }
+  config.geometry = f.geometry;
+  config.smoothK = f.smoothK;
+  config.sink = f.sink;
+}
+
+}  // namespace sparge::core

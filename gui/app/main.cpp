@@ -1,0 +1,181 @@
+// sparge-studio: the desktop GUI (interactive), and its automation mode (--screenshot) for tests and docs.
+#include <imgui.h>
+
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <thread>
+
+#include "app/app.h"
+#include "app/options.h"
+#include "app/platform.h"
+#include "session.h"
+#include "settings.h"
+#include "sparge/core/error.h"
+#include "sparge/kernels/engine_factory.h"
+
+namespace fs = std::filesystem;
+using namespace sparge;
+using namespace sparge::gui;
+
+int main(int argc, char** argv) {
+  AppOptions opt;
+  try {
+    opt = parseOptions(argc, argv);
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "sparge-studio: %s\n%s", e.what(), usageText());
+    return 2;
+  }
+  if (opt.help) {
+    std::fputs(usageText(), stdout);
+    return 0;
+  }
+  const bool automation = !opt.screenshot.empty();
+
+  // Settings: --set values are checked before any window opens.
+  core::RunConfig config;
+  Budget budget;
+  std::string settingsPath = configDirectory() + "/settings.json";
+  AppSettings settings = loadSettings(settingsPath);
+  if (automation) settings = AppSettings{};  // reproducible screenshots: default layout, nothing saved
+  budget.l1 = settings.budgetL1;
+  budget.l2 = settings.budgetL2;
+  if (budget.l2 <= budget.l1) budget = Budget{};
+  core::EngineChoice choice;
+  try {
+    for (const auto& kv : opt.settings) applySetting(kv, config, budget);
+    choice = core::parseEngineChoice(opt.engine);
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "sparge-studio: %s\n", e.what());
+    return 2;
+  }
+  if (opt.fontScale > 0) settings.fontScale = opt.fontScale;
+
+  bool useEgl = opt.backend == "egl" ||
+                (opt.backend == "auto" && automation && (!std::getenv("DISPLAY") || !*std::getenv("DISPLAY")));
+  std::unique_ptr<Platform> platform = useEgl ? makeEglPlatform() : makeGlfwPlatform();
+
+  IMGUI_CHECKVERSION();
+  ImGui::CreateContext();
+  ImGuiIO& io = ImGui::GetIO();
+  std::string iniPath = configDirectory() + "/imgui.ini";
+  if (automation) {
+    io.IniFilename = nullptr;
+  } else {
+    std::error_code ec;
+    fs::create_directories(configDirectory(), ec);
+    io.IniFilename = iniPath.c_str();
+  }
+  PlatformConfig pc;
+  pc.width = automation ? opt.width : settings.windowWidth;
+  pc.height = automation ? opt.height : settings.windowHeight;
+  if (!automation && (opt.width != 1600 || opt.height != 1000)) {
+    pc.width = opt.width;
+    pc.height = opt.height;
+  }
+  try {
+    platform->init(pc);
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "sparge-studio: %s\n", e.what());
+    ImGui::DestroyContext();
+    return 1;
+  }
+  if (automation) std::fprintf(stderr, "sparge-studio: rendering with %s\n", platform->describe().c_str());
+  if (automation || opt.mouse) {
+    platform->overrideMouse = true;
+    if (opt.mouse) {
+      platform->mouseX = opt.mouse->first;
+      platform->mouseY = opt.mouse->second;
+    }
+  }
+
+  int result = 0;
+  {
+    int threads = opt.threads;
+    Session session([choice, threads]() {
+      auto sel = engines::makeEngine(choice, threads);
+      return EngineBox{std::move(sel.engine), sel.message};
+    });
+    session.setConfig(config);
+    session.setBudget(budget);
+    if (opt.head || opt.batch) session.selectHead(HeadRef{opt.batch.value_or(0), opt.head.value_or(0)});
+
+    App app(session, settings, *platform, settingsPath, automation);
+    app.setupStyleAndFonts(platform->contentScale());
+
+    std::string file = opt.file;
+    if (file.empty()) {
+      if (fs::exists(SPARGE_SAMPLE_CAPTURE)) {
+        file = SPARGE_SAMPLE_CAPTURE;
+      } else {
+        session.addNotice("The bundled sample capture (" + std::string(SPARGE_SAMPLE_CAPTURE) +
+                          ") is missing: open a capture with File > Open or drop one on the window.");
+      }
+    }
+    if (!file.empty()) {
+      if (automation) {
+        session.openCapture(file, opt.entry);
+      } else {
+        app.openFile(file);
+        if (!opt.entry.empty()) session.openCapture(file, opt.entry);
+      }
+    }
+
+    using Clock = std::chrono::steady_clock;
+    auto start = Clock::now();
+    int frames = 0, settled = 0;
+    while (!platform->shouldClose()) {
+      app.frame();
+      ++frames;
+      if (automation) {
+        // Done when N frames are drawn and the worker has finished and every result is on screen.
+        bool idle = !session.busy() && session.engineReady();
+        settled = idle ? settled + 1 : 0;
+        double elapsed = std::chrono::duration<double>(Clock::now() - start).count();
+        bool timedOut = elapsed > opt.timeoutSeconds;
+        if ((frames >= opt.frames && settled >= 3) || timedOut) {
+          int w = 0, h = 0;
+          platform->framebufferSize(&w, &h);
+          try {
+            writeFramebufferPng(opt.screenshot, w, h);
+            std::fprintf(stderr, "sparge-studio: wrote %s (%dx%d, %d frames, %.1f s)\n", opt.screenshot.c_str(), w, h,
+                         frames, elapsed);
+          } catch (const std::exception& e) {
+            std::fprintf(stderr, "sparge-studio: %s\n", e.what());
+            result = 1;
+          }
+          if (timedOut) {
+            std::fprintf(stderr, "sparge-studio: timed out after %.0f s waiting for the worker\n", elapsed);
+            result = 3;
+          }
+          while (session.hasError()) {
+            std::fprintf(stderr, "sparge-studio: error: %s\n", session.frontError().c_str());
+            session.popError();
+            result = result ? result : 1;
+          }
+          for (const auto& n : session.notices()) std::fprintf(stderr, "sparge-studio: %s\n", n.c_str());
+          break;
+        }
+        if (!idle) std::this_thread::sleep_for(std::chrono::milliseconds(5));
+      } else {
+        app.afterRender();
+      }
+      platform->present();
+    }
+    if (!automation) {
+      int w = 0, h = 0;
+      platform->framebufferSize(&w, &h);
+      settings.budgetL1 = session.budget().l1;
+      settings.budgetL2 = session.budget().l2;
+      try {
+        saveSettings(settingsPath, settings);
+      } catch (const std::exception& e) {
+        std::fprintf(stderr, "sparge-studio: %s\n", e.what());
+      }
+    }
+  }
+  platform->shutdown();
+  ImGui::DestroyContext();
+  return result;
+}

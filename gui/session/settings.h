@@ -1,0 +1,36 @@
+// App settings persisted between runs (recent files, layout splits, budget) in ~/.config/sparge-studio/.
+#pragma once
+
+#include <string>
+#include <vector>
+
+namespace sparge::gui {
+
+struct AppSettings {
+  std::vector<std::string> recentFiles;  // most recent first, at most kMaxRecent
+  std::string lastDirectory;             // where the file browser opens
+  // Layout of the tiled views, as fractions of the work area (see gui/app/layout.cpp).
+  float leftWidth = 0.20f;
+  float rightWidth = 0.32f;
+  float gridHeight = 0.42f;
+  float leftTopHeight = 0.40f;
+  float rightTopHeight = 0.58f;
+  int windowWidth = 1600;
+  int windowHeight = 1000;
+  float fontScale = 1.0f;  // multiplies the HiDPI content scale
+  double budgetL1 = 0.07;
+  double budgetL2 = 0.08;
+
+  static constexpr size_t kMaxRecent = 10;
+  void addRecent(const std::string& path);
+};
+
+// $XDG_CONFIG_HOME/sparge-studio or ~/.config/sparge-studio (created on demand by save()).
+std::string configDirectory();
+
+// Missing or unreadable file: defaults (a broken settings file must never stop the app).
+AppSettings loadSettings(const std::string& path);
+// Written atomically; throws sparge::Error when the folder cannot be created or written.
+void saveSettings(const std::string& path, const AppSettings& s);
+
+}  // namespace sparge::gui

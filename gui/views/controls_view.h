@@ -1,0 +1,14 @@
+// Controls: θ, τ / top-k, λ, budget, geometry, smooth-k, sink, apply target, auto-tune, overrides.
+#pragma once
+
+#include "view.h"
+
+namespace sparge::gui {
+
+class ControlsView final : public View {
+ public:
+  const char* title() const override { return "Controls"; }
+  void draw(Session& session, UiState& ui) override;
+};
+
+}  // namespace sparge::gui

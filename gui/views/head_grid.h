@@ -1,0 +1,33 @@
+// Head grid: small multiples of every head's block mask, labelled with sparsity and L1; click selects.
+#pragma once
+
+#include <map>
+#include <utility>
+#include <vector>
+
+#include "view.h"
+#include "widgets/heatmap.h"
+
+namespace sparge::gui {
+
+class HeadGrid final : public View {
+ public:
+  const char* title() const override { return "Heads"; }
+  void draw(Session& session, UiState& ui) override;
+  // For the frame benchmark: textures uploaded by this view so far.
+  size_t textureCount() const { return textures_.size(); }
+
+ private:
+  void syncTextures(const core::EntryResult& r, uint64_t generation);
+
+  // Keyed by (batch, head). A texture is re-uploaded only when its head's mask content changed.
+  std::map<std::pair<int64_t, int64_t>, HeatmapTexture> textures_;
+  std::map<std::pair<int64_t, int64_t>, uint64_t> hashes_;
+  uint64_t syncedGeneration_ = ~uint64_t{0};
+  std::vector<uint32_t> scratch_;
+};
+
+// FNV-1a over a head's mask, PV-skip and reason bytes: detects which heads a re-run really changed.
+uint64_t headContentHash(const core::HeadResult& h);
+
+}  // namespace sparge::gui

@@ -1,0 +1,14 @@
+// Timings: per-stage min / median / max, sparse vs dense speedup, TOPS, device and clock source.
+#pragma once
+
+#include "view.h"
+
+namespace sparge::gui {
+
+class TimingsView final : public View {
+ public:
+  const char* title() const override { return "Timings"; }
+  void draw(Session& session, UiState& ui) override;
+};
+
+}  // namespace sparge::gui

@@ -1,0 +1,28 @@
+// Base class of the views (ImHex's View idea): each view draws itself from the Session and sends commands.
+#pragma once
+
+#include <string>
+
+#include "session.h"
+
+namespace sparge::gui {
+
+// UI state shared between views (not part of the data layer: nothing here changes results).
+struct UiState {
+  HeadSort gridSort = HeadSort::Index;
+  bool gridDescending = false;
+  float thumbSize = 96.0f;
+  ApplyTarget applyTarget = ApplyTarget::AllHeads;
+  int profileRuns = 5;
+  bool screenshotMode = false;  // automation: hide volatile bits
+};
+
+class View {
+ public:
+  virtual ~View() = default;
+  virtual const char* title() const = 0;
+  // Draws the view's contents into the current child window.
+  virtual void draw(Session& session, UiState& ui) = 0;
+};
+
+}  // namespace sparge::gui

@@ -1,0 +1,65 @@
+#include "ui_util.h"
+
+#include <cstdio>
+
+namespace sparge::gui {
+
+void panelHeader(const char* title, const char* right) {
+  ImDrawList* dl = ImGui::GetWindowDrawList();
+  ImVec2 p = ImGui::GetCursorScreenPos();
+  float w = ImGui::GetContentRegionAvail().x;
+  float h = ImGui::GetTextLineHeight() + 4;
+  dl->AddRectFilled(ImVec2(p.x - 4, p.y - 2), ImVec2(p.x + w + 4, p.y + h), IM_COL32(44, 52, 68, 255));
+  ImGui::SetCursorScreenPos(ImVec2(p.x + 2, p.y + 1));
+  ImGui::TextUnformatted(title);
+  if (right) {
+    float tw = ImGui::CalcTextSize(right).x;
+    ImGui::SameLine();
+    ImGui::SetCursorScreenPos(ImVec2(p.x + w - tw - 2, p.y + 1));
+    ImGui::TextDisabled("%s", right);
+  }
+  ImGui::SetCursorScreenPos(ImVec2(p.x, p.y + h + 3));
+}
+
+void helpMarker(const char* text) {
+  ImGui::SameLine();
+  ImGui::TextDisabled("(?)");
+  itemTooltip(text);
+}
+
+void itemTooltip(const char* text) {
+  if (ImGui::IsItemHovered(ImGuiHoveredFlags_AllowWhenDisabled)) {
+    ImGui::BeginTooltip();
+    ImGui::PushTextWrapPos(ImGui::GetFontSize() * 32);
+    ImGui::TextUnformatted(text);
+    ImGui::PopTextWrapPos();
+    ImGui::EndTooltip();
+  }
+}
+
+std::string formatBytes(int64_t b) {
+  char buf[32];
+  double v = static_cast<double>(b);
+  if (v >= 1024.0 * 1024 * 1024) {
+    std::snprintf(buf, sizeof buf, "%.2f GiB", v / (1024.0 * 1024 * 1024));
+  } else if (v >= 1024.0 * 1024) {
+    std::snprintf(buf, sizeof buf, "%.1f MiB", v / (1024.0 * 1024));
+  } else if (v >= 1024.0) {
+    std::snprintf(buf, sizeof buf, "%.1f KiB", v / 1024.0);
+  } else {
+    std::snprintf(buf, sizeof buf, "%lld B", static_cast<long long>(b));
+  }
+  return buf;
+}
+
+std::string formatTokens(int64_t n) {
+  char buf[32];
+  if (n >= 1024 && n % 1024 == 0) {
+    std::snprintf(buf, sizeof buf, "%lldK", static_cast<long long>(n / 1024));
+  } else {
+    std::snprintf(buf, sizeof buf, "%lld", static_cast<long long>(n));
+  }
+  return buf;
+}
+
+}  // namespace sparge::gui

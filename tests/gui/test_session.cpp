@@ -1,0 +1,215 @@
+// Session commands on a small synthetic entry with the CPU engine: selection, overrides, coalescing,
+// cancel, settings parsing, sorting, settings persistence.
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <unistd.h>
+
+#include "session.h"
+#include "settings.h"
+#include "sparge/core/cpu_engine.h"
+#include "sparge/core/error.h"
+#include "sparge/core/synthetic.h"
+
+using namespace sparge;
+using namespace sparge::gui;
+using namespace std::chrono_literals;
+
+namespace {
+std::shared_ptr<const core::EntryData> smallEntry() {
+  core::SynthSpec spec;
+  spec.name = "synth";
+  spec.headsQ = 4;
+  spec.headsKV = 2;
+  spec.tokensQ = spec.tokensKV = 512;
+  spec.headDim = spec.headDimV = 64;
+  spec.segment = 128;
+  spec.seed = 7;
+  return std::make_shared<const core::EntryData>(core::makeSyntheticEntry(spec));
+}
+
+std::unique_ptr<Session> makeSession() {
+  auto s = std::make_unique<Session>([] { return EngineBox{std::make_unique<core::CpuEngine>(2), ""}; });
+  s->openEntryData(smallEntry());
+  EXPECT_TRUE(s->waitIdle(120s));
+  return s;
+}
+}  // namespace
+
+TEST(Session, LoadsAndRunsEveryHead) {
+  auto s = makeSession();
+  ASSERT_TRUE(s->engineReady());
+  ASSERT_NE(s->entryInfo(), nullptr);
+  auto r = s->result();
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->heads.size(), 4u);
+  EXPECT_EQ(s->lastRunHeads(), 4);
+  EXPECT_FALSE(s->hasError());
+}
+
+TEST(Session, SelectionIsClampedToTheEntry) {
+  auto s = makeSession();
+  s->selectHead({0, 3});
+  EXPECT_EQ(s->selectedHead().head, 3);
+  s->selectHead({5, 99});
+  EXPECT_EQ(s->selectedHead().batch, 0);
+  EXPECT_EQ(s->selectedHead().head, 3);
+  s->selectHead({0, -4});
+  EXPECT_EQ(s->selectedHead().head, 0);
+}
+
+TEST(Session, SelectedHeadOverrideChangesOnlyThatHead) {
+  auto s = makeSession();
+  auto before = s->result();
+  s->selectHead({0, 1});
+  core::HeadParams p = s->config().defaults;
+  p.tau = 0.4;
+  p.theta = -1;
+  s->setParams(p, ApplyTarget::SelectedHead);
+  EXPECT_TRUE(s->hasOverride(1));
+  EXPECT_FALSE(s->hasOverride(0));
+  EXPECT_EQ(s->overrideCount(), 1);
+  ASSERT_TRUE(s->waitIdle(120s));
+  EXPECT_EQ(s->lastRunHeads(), 1);  // only the overridden head re-ran
+  auto r = s->result();
+  ASSERT_EQ(r->heads.size(), 4u);
+  EXPECT_EQ(r->find(0, 1)->params.tau, 0.4);
+  EXPECT_EQ(r->find(0, 0)->params.tau, 0.98);
+  EXPECT_EQ(r->find(0, 0)->blockMask, before->find(0, 0)->blockMask);
+  // τ = 0.4 with no forced blocks keeps fewer blocks than the defaults.
+  EXPECT_LT(r->find(0, 1)->sparsity.selectedBlocks, before->find(0, 1)->sparsity.selectedBlocks);
+
+  // "All heads" sets the defaults and clears the override.
+  core::HeadParams q = s->config().defaults;
+  q.tau = 0.9;
+  s->setParams(q, ApplyTarget::AllHeads);
+  EXPECT_EQ(s->overrideCount(), 0);
+  ASSERT_TRUE(s->waitIdle(120s));
+  for (const auto& h : s->result()->heads) EXPECT_EQ(h.params.tau, 0.9);
+}
+
+TEST(Session, BurstOfChangesEndsWithTheLatestSettings) {
+  auto s = makeSession();
+  core::HeadParams p = s->config().defaults;
+  p.theta = -1;
+  for (int i = 0; i < 20; ++i) {
+    p.tau = 0.3 + 0.03 * i;
+    s->setParams(p, ApplyTarget::AllHeads);
+  }
+  ASSERT_TRUE(s->waitIdle(120s));
+  for (const auto& h : s->result()->heads) EXPECT_DOUBLE_EQ(h.params.tau, 0.3 + 0.03 * 19);
+  // Far fewer runs than changes: pending runs were coalesced or cancelled.
+  EXPECT_GT(s->worker().coalescedCount() + s->worker().cancelledCount(), 0u);
+}
+
+TEST(Session, MixedHeadAndAllChangesLoseNoHead) {
+  auto s = makeSession();
+  s->setCancelRunningOnChange(true);
+  core::HeadParams p = s->config().defaults;
+  p.tau = 0.5;
+  s->setParams(p, ApplyTarget::AllHeads);
+  s->selectHead({0, 2});
+  core::HeadParams q = p;
+  q.tau = 0.7;
+  s->setParams(q, ApplyTarget::SelectedHead);  // coalesced into the pending all-heads run
+  ASSERT_TRUE(s->waitIdle(120s));
+  auto r = s->result();
+  EXPECT_EQ(r->find(0, 2)->params.tau, 0.7);
+  EXPECT_EQ(r->find(0, 0)->params.tau, 0.5);
+  EXPECT_EQ(r->find(0, 3)->params.tau, 0.5);
+}
+
+TEST(Session, CancelStopsWorkAndRerunRecovers) {
+  auto s = makeSession();
+  core::HeadParams p = s->config().defaults;
+  p.tau = 0.6;
+  s->setParams(p, ApplyTarget::AllHeads);
+  s->cancel();
+  ASSERT_TRUE(s->waitIdle(120s));
+  EXPECT_FALSE(s->hasError());
+  s->rerun();
+  ASSERT_TRUE(s->waitIdle(120s));
+  for (const auto& h : s->result()->heads) EXPECT_EQ(h.params.tau, 0.6);
+}
+
+TEST(Session, BadFileReportsAnErrorAndKeepsTheEntry) {
+  auto s = makeSession();
+  auto before = s->result();
+  s->openCapture("/nonexistent/capture.h5");
+  ASSERT_TRUE(s->waitIdle(60s));
+  EXPECT_TRUE(s->hasError());
+  EXPECT_EQ(s->result(), before);
+  EXPECT_EQ(s->entryName(), "synth");
+}
+
+TEST(Session, InvalidParametersAreRejected) {
+  auto s = makeSession();
+  core::HeadParams p = s->config().defaults;
+  p.tau = 1.5;
+  EXPECT_THROW(s->setParams(p, ApplyTarget::AllHeads), sparge::Error);
+  EXPECT_EQ(s->config().defaults.tau, 0.98);
+}
+
+TEST(Settings, ApplySettingParsesAndRejects) {
+  core::RunConfig c;
+  Budget b;
+  applySetting("theta=0.5", c, b);
+  applySetting("tau=0.9", c, b);
+  applySetting("lambda=20", c, b);
+  applySetting("geometry=64x128", c, b);
+  applySetting("sink=1", c, b);
+  applySetting("l1=0.03", c, b);
+  EXPECT_EQ(c.defaults.theta, 0.5);
+  EXPECT_EQ(c.defaults.tau, 0.9);
+  EXPECT_EQ(c.defaults.lambda, 20);
+  EXPECT_EQ(c.geometry, core::kGeometry64x128);
+  EXPECT_TRUE(c.sink);
+  EXPECT_EQ(b.l1, 0.03);
+  applySetting("topk=0.25", c, b);
+  EXPECT_EQ(c.defaults.mode, core::SelectMode::TopK);
+  EXPECT_THROW(applySetting("tau=2", c, b), sparge::Error);
+  EXPECT_THROW(applySetting("bogus=1", c, b), sparge::Error);
+  EXPECT_THROW(applySetting("theta=abc", c, b), sparge::Error);
+  EXPECT_THROW(applySetting("theta", c, b), sparge::Error);
+}
+
+TEST(Settings, SortHeads) {
+  core::EntryResult r;
+  for (int h = 0; h < 3; ++h) {
+    core::HeadResult hr;
+    hr.head = h;
+    hr.sparsity.validBlocks = 10;
+    hr.sparsity.computedPvBlocks = (h == 1) ? 2 : (h == 0 ? 5 : 8);  // total sparsity 0.5, 0.8, 0.2
+    hr.error.absRef = 1;
+    hr.error.absDiff = (h == 2) ? 0.3 : 0.1 * h;
+    r.heads.push_back(hr);
+  }
+  EXPECT_EQ(sortHeads(r, HeadSort::Index, false), (std::vector<size_t>{0, 1, 2}));
+  EXPECT_EQ(sortHeads(r, HeadSort::Sparsity, true), (std::vector<size_t>{1, 0, 2}));
+  EXPECT_EQ(sortHeads(r, HeadSort::Error, false), (std::vector<size_t>{0, 1, 2}));
+  EXPECT_EQ(sortHeads(r, HeadSort::Error, true), (std::vector<size_t>{2, 1, 0}));
+}
+
+TEST(Settings, RoundTripAndRecentFiles) {
+  auto dir = std::filesystem::temp_directory_path() / ("sparge_gui_settings_" + std::to_string(::getpid()));
+  std::string path = (dir / "settings.json").string();
+  AppSettings s;
+  for (int i = 0; i < 15; ++i) s.addRecent("/tmp/f" + std::to_string(i) + ".h5");
+  s.addRecent("/tmp/f3.h5");
+  s.leftWidth = 0.3f;
+  s.budgetL1 = 0.02;
+  saveSettings(path, s);
+  AppSettings t = loadSettings(path);
+  ASSERT_EQ(t.recentFiles.size(), AppSettings::kMaxRecent);
+  EXPECT_EQ(t.recentFiles.front(), "/tmp/f3.h5");
+  EXPECT_EQ(t.recentFiles[1], "/tmp/f14.h5");
+  EXPECT_FLOAT_EQ(t.leftWidth, 0.3f);
+  EXPECT_DOUBLE_EQ(t.budgetL1, 0.02);
+  // A corrupt file gives defaults, never an exception.
+  { std::ofstream(path) << "{not json"; }
+  EXPECT_FLOAT_EQ(loadSettings(path).leftWidth, AppSettings{}.leftWidth);
+  std::filesystem::remove_all(dir);
+}

@@ -1,0 +1,142 @@
+// buildReport on synthetic runs: per-stage statistics, per-kernel statistics, warm-up exclusion, derived
+// figures.
+#include <gtest/gtest.h>
+
+#include "report_fixture.h"
+
+using namespace sparge::prof;
+
+namespace {
+const StageStat* findStage(const TimingReport& r, Stage s, TimingSource src) {
+  for (const auto& st : r.stages)
+    if (st.stage == s && st.source == src) return &st;
+  return nullptr;
+}
+const KernelStat* findKernel(const TimingReport& r, const std::string& name) {
+  for (const auto& k : r.kernels)
+    if (k.name == name) return &k;
+  return nullptr;
+}
+}  // namespace
+
+TEST(Report, StageStatisticsSumKernelsPerRunAndSkipWarmup) {
+  TimingReport r = buildReport(fixtures::syntheticInput());
+  EXPECT_EQ(r.warmupRuns, 1);
+  EXPECT_EQ(r.profiledRuns, 3);
+  EXPECT_EQ(r.unattributedKernels, 1);
+  EXPECT_EQ(r.source, TimingSource::Cupti);
+
+  const StageStat* sparse = findStage(r, Stage::Sparse, TimingSource::Cupti);
+  ASSERT_NE(sparse, nullptr);
+  EXPECT_EQ(sparse->ms.count, 3);  // one value per run, not per launch
+  EXPECT_NEAR(sparse->ms.median, 0.4, 1e-12);
+  EXPECT_NEAR(sparse->ms.total, 1.2, 1e-12);
+
+  const StageStat* dense = findStage(r, Stage::Dense, TimingSource::Cupti);
+  ASSERT_NE(dense, nullptr);
+  EXPECT_EQ(dense->ms.count, 3);  // the 5 ms warm-up is left out
+  EXPECT_NEAR(dense->ms.min, 0.9, 1e-12);
+  EXPECT_NEAR(dense->ms.median, 1.0, 1e-12);
+  EXPECT_NEAR(dense->ms.max, 1.1, 1e-12);
+
+  const StageStat* total = findStage(r, Stage::Total, TimingSource::Cupti);
+  ASSERT_NE(total, nullptr);
+  EXPECT_NEAR(total->ms.median, 0.1 + 0.4 + 1.0, 1e-12);
+  const StageStat* wall = findStage(r, Stage::Total, TimingSource::WallClock);
+  ASSERT_NE(wall, nullptr);
+  EXPECT_NEAR(wall->ms.median, 5.0, 1e-12);  // runs 2..4 carry 4, 5, 6 ms
+  EXPECT_EQ(findStage(r, Stage::Reference, TimingSource::Cupti), nullptr);
+}
+
+TEST(Report, KernelStatisticsArePerLaunch) {
+  TimingReport r = buildReport(fixtures::syntheticInput());
+  const KernelStat* sparse = findKernel(r, "sparge_sparse_attn<128>(float const*, float*)");
+  ASSERT_NE(sparse, nullptr);
+  EXPECT_EQ(sparse->stage, Stage::Sparse);
+  // Runs 2 and 3 launch it twice (0.2 ms each), run 4 once (0.4 ms); the warm-up run's launches are left out.
+  EXPECT_EQ(sparse->ms.count, 5);
+  EXPECT_NEAR(sparse->ms.min, 0.2, 1e-12);
+  EXPECT_NEAR(sparse->ms.median, 0.2, 1e-12);
+  EXPECT_NEAR(sparse->ms.max, 0.4, 1e-12);
+  EXPECT_NEAR(sparse->ms.total, 1.2, 1e-12);
+  const KernelStat* dense = findKernel(r, "sparge_dense_fwd");
+  ASSERT_NE(dense, nullptr);
+  EXPECT_EQ(dense->stage, Stage::Dense);
+  EXPECT_EQ(dense->ms.count, 3);
+  EXPECT_EQ(findKernel(r, "ampere_sgemm"), nullptr);  // unattributed: counted, not in statistics
+}
+
+TEST(Report, DerivedFigures) {
+  TimingReport r = buildReport(fixtures::syntheticInput());
+  const DerivedFigures& d = r.derived;
+  EXPECT_EQ(d.source, TimingSource::Cupti);
+  ASSERT_TRUE(d.sparseMs && d.denseMs && d.speedup);
+  EXPECT_NEAR(*d.sparseMs, 0.5, 1e-12);
+  EXPECT_NEAR(*d.denseMs, 1.0, 1e-12);
+  EXPECT_EQ(d.speedupBaseline, "dense");
+  EXPECT_NEAR(*d.speedup, 2.0, 1e-12);
+  // 4 * 1 * 2 * 1024 * 1024 * 64 = 536870912 flop in 0.5 ms.
+  ASSERT_TRUE(d.denseEquivalentTops);
+  EXPECT_NEAR(*d.denseEquivalentTops, 536870912.0 / 0.5e-3 / 1e12, 1e-9);
+  // (100 + 80) blocks * 128 * 64 * 64 * 2 = 188743680 flop in 0.5 ms.
+  ASSERT_TRUE(d.executedTops);
+  EXPECT_NEAR(*d.executedTops, 188743680.0 / 0.5e-3 / 1e12, 1e-9);
+  ASSERT_TRUE(d.denseTops);
+  EXPECT_NEAR(*d.denseTops, 536870912.0 / 1.0e-3 / 1e12, 1e-9);
+}
+
+TEST(Report, CausalHalvesDenseFlops) {
+  Workload w = fixtures::syntheticInput().workload;
+  EXPECT_DOUBLE_EQ(w.denseFlops(), 536870912.0);
+  w.causal = true;
+  EXPECT_DOUBLE_EQ(w.denseFlops(), 268435456.0);
+  EXPECT_DOUBLE_EQ(w.executedFlops(), 188743680.0);  // executed blocks are counted as they are
+}
+
+TEST(Report, SpeedupFallsBackToReferenceAndReportsMissingFigures) {
+  ReportInput in;
+  in.source = TimingSource::WallClock;
+  for (int i = 0; i < 2; ++i) {
+    RunRecord run;
+    run.id = uint64_t(i + 1);
+    run.index = i;
+    run.samples = {{Stage::Predict, 1.0, TimingSource::WallClock},
+                   {Stage::Sparse, 3.0, TimingSource::WallClock},
+                   {Stage::Reference, 12.0, TimingSource::WallClock}};
+    in.runs.push_back(run);
+  }
+  TimingReport r = buildReport(in);
+  ASSERT_TRUE(r.derived.speedup);
+  EXPECT_EQ(r.derived.speedupBaseline, "reference");
+  EXPECT_NEAR(*r.derived.speedup, 3.0, 1e-12);
+  EXPECT_FALSE(r.derived.denseEquivalentTops.has_value());  // no workload
+  EXPECT_NE(r.derived.note.find("workload"), std::string::npos);
+
+  ReportInput empty;
+  TimingReport e = buildReport(empty);
+  EXPECT_FALSE(e.derived.speedup.has_value());
+  EXPECT_FALSE(e.derived.note.empty());
+}
+
+TEST(Report, TimelineHasRunsKernelsAndTracks) {
+  TimingReport r = buildReport(fixtures::syntheticInput());
+  int runs = 0, kernels = 0;
+  for (const auto& e : r.timeline) {
+    if (e.category == "run")
+      ++runs;
+    else
+      ++kernels;
+    EXPECT_GE(e.tsUs, 0.0);
+    EXPECT_GE(e.durUs, 0.0);
+  }
+  EXPECT_EQ(runs, 3);
+  EXPECT_EQ(kernels, 3 + 5 + 3);  // runs 2..4: predict x3, sparse 2+2+1, dense x3
+  bool stream7 = false, stream8 = false;
+  for (const auto& t : r.tracks) {
+    stream7 = stream7 || (t.pid == 1 && t.tid == 7);
+    stream8 = stream8 || (t.pid == 1 && t.tid == 8);
+  }
+  EXPECT_TRUE(stream7 && stream8);
+  // Origin is the first profiled run's start (2e6 ns): its span starts at 0.
+  EXPECT_DOUBLE_EQ(r.timeline.front().tsUs, 0.0);
+}
