@@ -7,6 +7,7 @@
 #include <filesystem>
 #include <thread>
 
+#include "app/actions.h"
 #include "app/app.h"
 #include "app/options.h"
 #include "app/platform.h"
@@ -29,9 +30,17 @@ int main(int argc, char** argv) {
   }
   if (opt.help) {
     std::fputs(usageText(), stdout);
+    std::fputs(actionHelp(), stdout);
     return 0;
   }
-  const bool automation = !opt.screenshot.empty();
+  std::vector<Action> actions;
+  try {
+    for (const auto& a : opt.actions) actions.push_back(parseAction(a));
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "sparge-studio: %s\n%s", e.what(), actionHelp());
+    return 2;
+  }
+  const bool automation = !opt.screenshot.empty() || !actions.empty();
 
   // Settings: --set values are checked before any window opens.
   core::RunConfig config;
@@ -125,28 +134,56 @@ int main(int argc, char** argv) {
     using Clock = std::chrono::steady_clock;
     auto start = Clock::now();
     int frames = 0, settled = 0;
+    ActionRunner runner(session, actions);
+    bool actionsDone = actions.empty();
     while (!platform->shouldClose()) {
       app.frame();
       ++frames;
       if (automation) {
-        // Done when N frames are drawn and the worker has finished and every result is on screen.
+        // Done when N frames are drawn, the worker has finished, every result is on screen and every
+        // --action has run (each one waits for its own job the same way).
         bool idle = !session.busy() && session.engineReady();
         settled = idle ? settled + 1 : 0;
+        bool ready = frames >= opt.frames && settled >= 3;
+        if (!actionsDone && frames >= opt.frames) {
+          actionsDone = runner.step(ready);
+          if (actionsDone) settled = 0;  // let the last action's results reach the screen
+          std::string shot = runner.takeScreenshotRequest();
+          if (!shot.empty()) {
+            int w = 0, h = 0;
+            platform->framebufferSize(&w, &h);
+            try {
+              writeFramebufferPng(shot, w, h);
+              std::fprintf(stderr, "sparge-studio: wrote %s (%dx%d)\n", shot.c_str(), w, h);
+              runner.screenshotDone({});
+            } catch (const std::exception& e) {
+              runner.screenshotDone(e.what());
+            }
+          }
+          ready = false;
+        }
         double elapsed = std::chrono::duration<double>(Clock::now() - start).count();
         bool timedOut = elapsed > opt.timeoutSeconds;
-        if ((frames >= opt.frames && settled >= 3) || timedOut) {
+        if (ready || runner.failed() || timedOut) {
           int w = 0, h = 0;
           platform->framebufferSize(&w, &h);
-          try {
-            writeFramebufferPng(opt.screenshot, w, h);
-            std::fprintf(stderr, "sparge-studio: wrote %s (%dx%d, %d frames, %.1f s)\n", opt.screenshot.c_str(), w, h,
-                         frames, elapsed);
-          } catch (const std::exception& e) {
-            std::fprintf(stderr, "sparge-studio: %s\n", e.what());
-            result = 1;
+          if (!opt.screenshot.empty()) {
+            try {
+              writeFramebufferPng(opt.screenshot, w, h);
+              std::fprintf(stderr, "sparge-studio: wrote %s (%dx%d, %d frames, %.1f s)\n", opt.screenshot.c_str(), w,
+                           h, frames, elapsed);
+            } catch (const std::exception& e) {
+              std::fprintf(stderr, "sparge-studio: %s\n", e.what());
+              result = 1;
+            }
+          }
+          if (runner.failed()) {
+            std::fprintf(stderr, "sparge-studio: %s\n", runner.failure().c_str());
+            result = 4;
           }
           if (timedOut) {
-            std::fprintf(stderr, "sparge-studio: timed out after %.0f s waiting for the worker\n", elapsed);
+            std::fprintf(stderr, "sparge-studio: timed out after %.0f s waiting for the worker%s\n", elapsed,
+                         actionsDone ? "" : " (actions unfinished)");
             result = 3;
           }
           while (session.hasError()) {

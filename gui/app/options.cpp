@@ -9,11 +9,12 @@ namespace sparge::gui {
 
 const char* usageText() {
   return "usage: sparge-studio [FILE.h5] [--set key=value]... [--entry NAME] [--head N] [--batch N]\n"
-         "                     [--screenshot OUT.png] [--frames N] [--size WxH] [--backend auto|glfw|egl]\n"
+         "                     [--action VERB[=ARG]]... [--screenshot OUT.png] [--frames N] [--size WxH] [--backend auto|glfw|egl]\n"
          "                     [--engine auto|cpu|cuda] [--threads N] [--timeout S] [--mouse X,Y] [--font-scale F]\n"
          "settings: theta, tau, topk, lambda, mode=cdf|topk, dense, geometry=128x64|64x128, smooth_k, sink, l1, l2\n"
          "--screenshot renders N frames, waits for the background run, writes the PNG and exits (EGL off-screen\n"
-         "when there is no DISPLAY).\n";
+         "when there is no DISPLAY). --action runs the menu commands headless (same automation mode) and exits\n"
+         "non-zero when one fails; the screenshot, if asked for, is taken after the last action.\n";
 }
 
 AppOptions parseOptions(int argc, char** argv) {
@@ -48,6 +49,8 @@ AppOptions parseOptions(int argc, char** argv) {
       o.batch = toInt(need(i, "--batch"), "--batch");
     } else if (a == "--screenshot") {
       o.screenshot = need(i, "--screenshot");
+    } else if (a == "--action") {
+      o.actions.push_back(need(i, "--action"));
     } else if (a == "--frames") {
       o.frames = static_cast<int>(toInt(need(i, "--frames"), "--frames"));
       if (o.frames < 1) throw Error("--frames", "must be >= 1");

@@ -14,6 +14,7 @@ struct AppOptions {
   std::optional<long long> head;     // --head N
   std::optional<long long> batch;    // --batch N
   std::string screenshot;            // --screenshot OUT.png: render, wait for results, write, exit
+  std::vector<std::string> actions;  // --action VERB[=ARG]: automation commands, in order (app/actions.h)
   int frames = 3;                    // --frames N (at least this many frames before the screenshot)
   int width = 1600, height = 1000;   // --size WxH
   std::string backend = "auto";      // --backend auto|glfw|egl (auto: EGL when screenshotting without DISPLAY)

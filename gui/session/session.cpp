@@ -38,7 +38,7 @@ Session::Session(EngineFactory factory) : backend_(std::make_shared<Backend>()) 
   backend_->factory = std::move(factory);
   worker_.setErrorSink([this](const std::string& key, const std::string& message) {
     post([key, message](Session& s) {
-      if (key == "tune") s.progress_ = Progress{};
+      if (key == "tune" || key == "profile") s.progress_ = Progress{};  // both own the progress bar
       s.errors_.push_back(message);
     });
   });
@@ -333,6 +333,7 @@ void Session::rerun() {
 void Session::cancel() {
   worker_.cancel("run");
   worker_.cancel("tune");
+  worker_.cancel("profile");  // the progress bar's Cancel button is shown for profiling too
   progress_ = Progress{};
   // What was owed stays owed: F5 or the next change runs it.
 }
@@ -551,16 +552,18 @@ void Session::submitTune(TuneScope scope, bool live) {
                       : scope == TuneScope::Entry      ? "tuning " + entryName_
                                                        : "tuning all entries";
   progress_ = Progress{true, label, 0, 0, 0};
+  uint64_t tuneId = ++latestTuneId_;  // counted here, not by the worker: a fast job may end before submit returns
   worker_.submit(
       "tune",
-      [this, backend, epoch, entries, opt, scope, label](const core::CancelFlag& cancel) {
+      [this, backend, epoch, entries, opt, scope, label, live, tuneId](const core::CancelFlag& cancel) {
         core::Engine& engine = backend->ensureEngine();
         if (!backend->entry) throw Error("auto-tune", "no entry loaded");
         core::TuneCallbacks cb;
         cb.cancel = &cancel;
-        cb.progress = [this, epoch, label](const core::TuneProgress& p) {
-          post([p, epoch, label](Session& s) {
-            if (epoch != s.epoch_) return;
+        cb.progress = [this, epoch, label, tuneId](const core::TuneProgress& p) {
+          post([p, epoch, label, id = tuneId](Session& s) {
+            // A replaced or cancelled tune must not bring the bar back.
+            if (epoch != s.epoch_ || id != s.latestTuneId_ || !s.progress_.active) return;
             char eta[64] = "";
             if (p.etaSeconds >= 0) std::snprintf(eta, sizeof eta, ", ETA %.0f s", p.etaSeconds);
             s.progress_ = Progress{true, label + " (" + core::toString(p.phase) + eta + ")", p.unitsDone,
@@ -595,9 +598,16 @@ void Session::submitTune(TuneScope scope, bool live) {
           r = core::tuneEntry(engine, backend->entry, opt, cb);
         }
         auto shared = std::make_shared<const core::TuneResult>(std::move(r));
-        post([shared, epoch](Session& s) {
-          s.progress_ = Progress{};
+        post([shared, epoch, live, id = tuneId](Session& s) {
+          // A live (follow-budget) tune replaced by a newer one ends cancelled: it leaves no trace and
+          // the bar stays for its successor.
+          bool latest = id == s.latestTuneId_;
+          if (latest) s.progress_ = Progress{};
           if (epoch != s.epoch_) return;
+          // Heads finished before a cancel have their parameters set; their re-runs, dropped by the
+          // cancel, are still owed.
+          if (!s.owedHeads_.empty() || s.owedAll_) s.scheduleRun({}, false);
+          if (live && shared->cancelled && !latest) return;
           s.lastTune_ = shared;
           char msg[160];
           std::snprintf(msg, sizeof msg, "auto-tune: %lld heads in %.1f s (%lld engine runs)%s",
@@ -724,7 +734,11 @@ void Session::onHeadTuned(const std::string& entry, const core::TunedHead& h, ui
   if (it != tuned_.end()) {
     *it = row;
   } else {
-    tuned_.push_back(row);
+    // Kept ordered by entry, then head: heads finish in any order.
+    auto pos = std::find_if(tuned_.begin(), tuned_.end(), [&](const TuneRow& r) {
+      return r.entry == entry ? r.head > h.head : r.entry > entry;
+    });
+    tuned_.insert(pos, row);
   }
   auto& stored = tunedPerEntry_[entry];
   if (entry == entryName_ && entryLoaded_) {
@@ -732,6 +746,7 @@ void Session::onHeadTuned(const std::string& entry, const core::TunedHead& h, ui
     if (config_.perHead.empty()) config_.perHead.assign(static_cast<size_t>(headsQ()), config_.defaults);
     if (h.head >= 0 && h.head < headsQ()) config_.perHead[h.head] = h.params;
     stored = config_.perHead;
+    ++tuneGeneration_;
     scheduleRun({h.head}, false);
   } else {
     const core::EntryInfo* info = nullptr;

@@ -148,6 +148,8 @@ class Session {
   bool engineReady() const { return engineReady_; }
   const Progress& progress() const { return progress_; }
   const std::vector<TuneRow>& tuned() const { return tuned_; }
+  // Changes whenever a tuned head of the selected entry lands on its parameters (views follow it).
+  uint64_t tuneGeneration() const { return tuneGeneration_; }
   // The last tuner output (for the parameters export); null before any tuning.
   std::shared_ptr<const core::TuneResult> lastTune() const { return lastTune_; }
   // Times the current configuration `runs` times (and a dense run for the speedup) on the worker.
@@ -235,6 +237,8 @@ class Session {
   bool engineReady_ = false;
   Progress progress_;
   std::vector<TuneRow> tuned_;
+  uint64_t tuneGeneration_ = 0;
+  uint64_t latestTuneId_ = 0;  // the tune job whose end clears the progress bar (older ones were replaced)
   std::shared_ptr<const core::TuneResult> lastTune_;
   std::map<std::string, std::vector<core::HeadParams>> tunedPerEntry_;  // applied when an entry loads
   TimingSummary timing_;

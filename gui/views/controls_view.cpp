@@ -15,6 +15,15 @@ void ControlsView::draw(Session& s, UiState& ui) {
   const core::RunConfig& cfg = s.config();
   HeadRef sel = s.selectedHead();
 
+  // Tuned values are per-head overrides: show them on the sliders (the selected head's), and let the
+  // next slider move refine that head instead of resetting every head to the defaults.
+  std::string loaded = s.entryInfo() ? s.entryInfo()->name : std::string();
+  if (s.tuneGeneration() != seenTuneGeneration_ || loaded != seenEntry_) {
+    seenTuneGeneration_ = s.tuneGeneration();
+    seenEntry_ = loaded;
+    if (s.hasOverride(sel.head)) ui.applyTarget = ApplyTarget::SelectedHead;
+  }
+
   ImGui::TextUnformatted("Apply to");
   ImGui::SameLine();
   int target = static_cast<int>(ui.applyTarget);
@@ -148,8 +157,8 @@ void ControlsView::draw(Session& s, UiState& ui) {
   }
 
   if (!s.tuned().empty() &&
-      ImGui::BeginTable("tuned", 6, ImGuiTableFlags_RowBg | ImGuiTableFlags_ScrollY | ImGuiTableFlags_SizingStretchProp |
-                                        ImGuiTableFlags_BordersInnerV)) {
+      ImGui::BeginTable("tuned", 6, ImGuiTableFlags_RowBg | ImGuiTableFlags_ScrollY | ImGuiTableFlags_ScrollX |
+                                        ImGuiTableFlags_SizingFixedFit | ImGuiTableFlags_BordersInnerV)) {
     ImGui::TableSetupScrollFreeze(0, 1);
     ImGui::TableSetupColumn("entry/head");
     ImGui::TableSetupColumn("\xce\xb8");
@@ -173,7 +182,11 @@ void ControlsView::draw(Session& s, UiState& ui) {
         ImGui::TableNextColumn();
         ImGui::Text("%.3f", row.params.mode == core::SelectMode::TopK ? row.params.topk : row.params.tau);
         ImGui::TableNextColumn();
-        ImGui::Text("%.3g", row.params.lambda);
+        if (row.params.lambda >= core::kNoPvSkipLambda * 0.5) {
+          ImGui::TextDisabled("off");
+        } else {
+          ImGui::Text("%.3g", row.params.lambda);
+        }
       }
       ImGui::TableNextColumn();
       ImGui::Text("%.1f%%", 100 * row.total);

@@ -6,6 +6,7 @@
 #include <cstdio>
 #include <numeric>
 
+#include "sparge/core/tuner.h"
 #include "widgets/ui_util.h"
 
 namespace sparge::gui {
@@ -124,7 +125,11 @@ void SummaryTable::draw(Session& s, UiState&) {
           ImGui::Text("%.4f", h.params.tau);
         }
         ImGui::TableNextColumn();
-        ImGui::Text("%g", h.params.lambda);
+        if (h.params.lambda >= core::kNoPvSkipLambda * 0.5) {
+          ImGui::TextDisabled("off");
+        } else {
+          ImGui::Text("%.3g", h.params.lambda);
+        }
       }
       ImGui::TableNextColumn();
       ImGui::Text("%.1f%%", 100 * h.sparsity.stage1());

@@ -23,6 +23,7 @@ void FileBrowser::open(const std::string& title, Mode mode, const std::string& d
   selected_ = -1;
   visible_ = true;
   justOpened_ = true;
+  focusName_ = true;
   refresh();
 }
 
@@ -124,6 +125,11 @@ bool FileBrowser::draw(std::string* chosen) {
     }
     if (!error_.empty()) ImGui::TextColored(ImVec4(0.9f, 0.4f, 0.4f, 1), "%s", error_.c_str());
     ImGui::SetNextItemWidth(-ImGui::CalcTextSize("Cancel Open/Save").x - ImGui::GetStyle().ItemSpacing.x * 4);
+    if (focusName_) {
+      // Keyboard users (Ctrl+E, then Enter) confirm the proposed name without reaching for the mouse.
+      ImGui::SetKeyboardFocusHere();
+      focusName_ = false;
+    }
     bool enter = ImGui::InputText("##name", nameBuf_, sizeof nameBuf_, ImGuiInputTextFlags_EnterReturnsTrue);
     ImGui::SameLine();
     bool ok = ImGui::Button(mode_ == Mode::Open ? "Open" : "Save");

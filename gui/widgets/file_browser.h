@@ -41,6 +41,7 @@ class FileBrowser {
   int selected_ = -1;
   bool visible_ = false;
   bool justOpened_ = false;
+  bool focusName_ = false;
 };
 
 }  // namespace sparge::gui

@@ -1,0 +1,103 @@
+// Session auto-tune and profiling on a small synthetic entry with the CPU engine: tuned values reach the
+// parameters and the results, follow-budget bursts end on the last budget, cancel clears the progress bar.
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <thread>
+
+#include "session.h"
+#include "sparge/core/cpu_engine.h"
+#include "sparge/core/synthetic.h"
+
+using namespace sparge;
+using namespace sparge::gui;
+using namespace std::chrono_literals;
+
+namespace {
+std::unique_ptr<Session> tunedSession() {
+  core::SynthSpec spec;
+  spec.name = "synth";
+  spec.headsQ = 4;
+  spec.headsKV = 4;
+  spec.tokensQ = spec.tokensKV = 512;
+  spec.headDim = spec.headDimV = 32;
+  spec.segment = 128;
+  spec.seed = 11;
+  auto entry = std::make_shared<const core::EntryData>(core::makeSyntheticEntry(spec));
+  auto s = std::make_unique<Session>([] { return EngineBox{std::make_unique<core::CpuEngine>(2), ""}; });
+  s->openEntryData(entry);
+  EXPECT_TRUE(s->waitIdle(120s));
+  return s;
+}
+}  // namespace
+
+TEST(SessionTune, EntryTuneLandsOnParametersAndResults) {
+  auto s = tunedSession();
+  s->setBudget(Budget{0.05, 0.06});
+  s->autoTune(TuneScope::Entry);
+  EXPECT_TRUE(s->progress().active);
+  ASSERT_TRUE(s->waitIdle(300s));
+  ASSERT_FALSE(s->hasError()) << s->frontError();
+  EXPECT_FALSE(s->progress().active);
+  ASSERT_TRUE(s->lastTune());
+  EXPECT_FALSE(s->lastTune()->cancelled);
+  ASSERT_EQ(s->tuned().size(), 4u);
+  for (size_t i = 0; i < s->tuned().size(); ++i) {
+    const TuneRow& row = s->tuned()[i];
+    EXPECT_EQ(row.head, static_cast<int64_t>(i)) << "tuning table not ordered by head";
+    EXPECT_EQ(s->paramsFor(row.head), row.params);
+    const core::HeadResult* h = s->result()->find(0, row.head);
+    ASSERT_NE(h, nullptr);
+    EXPECT_EQ(h->params, row.params) << "head " << row.head << " was not re-run with its tuned values";
+    EXPECT_NEAR(h->error.l1(), row.l1, 1e-9 + 1e-6 * row.l1);
+    EXPECT_LT(h->error.l1(), 0.06);
+  }
+  EXPECT_GT(s->tuneGeneration(), 0u);
+}
+
+TEST(SessionTune, FollowBudgetBurstEndsWithTheLastBudget) {
+  auto s = tunedSession();
+  s->selectHead({0, 1});
+  s->setFollowBudget(true);
+  for (double l1 : {0.09, 0.07, 0.05, 0.03, 0.02}) s->setBudget(Budget{l1, l1 * 1.2});
+  ASSERT_TRUE(s->waitIdle(300s));
+  ASSERT_FALSE(s->hasError()) << s->frontError();
+  EXPECT_FALSE(s->progress().active);
+  ASSERT_TRUE(s->lastTune());
+  EXPECT_FALSE(s->lastTune()->cancelled) << "a replaced live tune must not become the last result";
+  EXPECT_DOUBLE_EQ(s->lastTune()->options.l1, 0.02);
+  ASSERT_EQ(s->lastTune()->headsFinished(), 1);
+  EXPECT_EQ(s->result()->find(0, 1)->params, s->lastTune()->groups.front().heads.front().params);
+}
+
+TEST(SessionTune, CancelStopsProfilingAndClearsProgress) {
+  auto s = tunedSession();
+  s->profile(100);
+  EXPECT_TRUE(s->progress().active);
+  auto before = s->worker().cancelledCount();
+  // Cancel while it runs (a queued job would only be dropped): after the warm-up run has reported.
+  auto deadline = std::chrono::steady_clock::now() + 60s;
+  while (s->progress().done < 1 && std::chrono::steady_clock::now() < deadline) {
+    s->poll();
+    std::this_thread::sleep_for(1ms);
+  }
+  ASSERT_EQ(s->worker().runningKey(), "profile");
+  s->cancel();
+  ASSERT_TRUE(s->waitIdle(60s)) << "profiling went on after cancel";
+  EXPECT_FALSE(s->progress().active);
+  EXPECT_FALSE(s->timing().valid);
+  EXPECT_EQ(s->worker().cancelledCount(), before + 1);
+  s->profile(2);
+  ASSERT_TRUE(s->waitIdle(120s));
+  EXPECT_TRUE(s->timing().valid);
+  EXPECT_FALSE(s->progress().active);
+}
+
+TEST(SessionTune, CancelledTuneClearsProgressAndKeepsResultsConsistent) {
+  auto s = tunedSession();
+  s->autoTune(TuneScope::Entry);
+  s->cancel();
+  ASSERT_TRUE(s->waitIdle(120s));
+  EXPECT_FALSE(s->progress().active);
+  for (const auto& row : s->tuned()) EXPECT_EQ(s->result()->find(0, row.head)->params, row.params);
+}
