@@ -79,9 +79,17 @@ core::EntryResult profileEntry(core::Engine& engine, prof::Profiler& profiler, c
       scope.end(&last);
     }
     if (!o.noDenseBaseline) {
-      const core::EntryResult dense = engine.run(denseConfig, denseOptions);
-      // The dense run's Stage 2 is the dense attention time; CUPTI attributes GPU kernels by name.
-      if (profiler.source() != prof::TimingSource::Cupti) profiler.recordWall(prof::Stage::Dense, dense.times.sparseMs);
+      if (profiler.source() == prof::TimingSource::Cupti) {
+        // Under CUPTI the dense run's kernels (sparge_dense_*) are attributed to the dense stage by name.
+        prof::ProfileScope scope(profiler, prof::makeRunInfo(name + " (dense baseline)", denseConfig, options.heads,
+                                                             engine.name()));
+        engine.run(denseConfig, denseOptions);
+        scope.end();
+      } else {
+        // Otherwise the dense run's Stage-2 time (engine clock) is recorded as the dense stage of this run.
+        const core::EntryResult dense = engine.run(denseConfig, denseOptions);
+        profiler.recordWall(prof::Stage::Dense, dense.times.sparseMs);
+      }
     }
   }
   return last;
@@ -141,7 +149,8 @@ void registerRun(CLI::App& app, Action& action) {
       std::unique_ptr<prof::Profiler> profiler;
       if (profiling) {
         prof::ProfilerOptions po;
-        po.warmup = o->warmup;
+        // Under CUPTI each repeat is two profiler runs (sparse, then the dense baseline).
+        po.warmup = o->warmup * (sel.engine->isGpu() && !o->noDenseBaseline ? 2 : 1);
         po.useCupti = sel.engine->isGpu();
         po.useCudaEvents = sel.engine->isGpu();
         profiler = std::make_unique<prof::Profiler>(po);

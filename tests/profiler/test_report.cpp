@@ -85,6 +85,30 @@ TEST(Report, DerivedFigures) {
   EXPECT_NEAR(*d.denseTops, 536870912.0 / 1.0e-3 / 1e12, 1e-9);
 }
 
+// `sparge run --repeat` under CUPTI profiles a dense baseline as its own run (predict + dense kernels, no
+// sparse kernel): those runs must not enter the sparse figure.
+TEST(Report, DenseBaselineRunsStayOutOfTheSparseFigure) {
+  ReportInput in = fixtures::syntheticInput();
+  for (uint64_t r = 5; r <= 7; ++r) {
+    RunRecord run;
+    run.id = r;
+    run.index = int(r - 1);
+    run.info.entry = "l0 (dense baseline)";
+    run.clock = TimingSource::Cupti;
+    run.startNs = r * 1000000;
+    run.endNs = run.startNs + 800000;
+    in.runs.push_back(run);
+    const uint64_t t = r * 1000000 + 1000;
+    in.kernels.push_back(fixtures::makeKernel("sparge_predict_pool", Stage::Predict, r, t, 100000));
+    in.kernels.push_back(fixtures::makeKernel("sparge_dense_fwd", Stage::Dense, r, t + 100000, 1000000));
+  }
+  TimingReport r = buildReport(in);
+  ASSERT_TRUE(r.derived.sparseMs);
+  EXPECT_NEAR(*r.derived.sparseMs, 0.5, 1e-12);  // predict 0.1 + sparse 0.4 of the three sparse runs only
+  ASSERT_TRUE(r.derived.denseMs);
+  EXPECT_NEAR(*r.derived.denseMs, 1.0, 1e-12);
+}
+
 TEST(Report, CausalHalvesDenseFlops) {
   Workload w = fixtures::syntheticInput().workload;
   EXPECT_DOUBLE_EQ(w.denseFlops(), 536870912.0);

@@ -1,0 +1,28 @@
+# sparge_kernels: the CUDA engine (GPU Stage 1, block-sparse attention with PV skip, dense path,
+# fp32 reference, error reduction) and the benchmark driver. Included by kernels/CMakeLists.txt only
+# when a CUDA compiler was found; architectures come from the top level (80-real;90a-real;90-virtual).
+# CMake 3.25 does not know nvcc's C++20 flag (CMAKE_CUDA_STANDARD is 20 at the top level, and the core
+# headers need C++20); nvcc 12+ accepts -std=c++20.
+if(NOT CMAKE_CUDA20_STANDARD_COMPILE_OPTION)
+  set(CMAKE_CUDA20_STANDARD_COMPILE_OPTION "-std=c++20")
+  set(CMAKE_CUDA20_EXTENSION_COMPILE_OPTION "-std=c++20")
+endif()
+add_library(sparge_kernels STATIC
+  ${CMAKE_CURRENT_LIST_DIR}/src/predict.cu
+  ${CMAKE_CURRENT_LIST_DIR}/src/attention_sm80.cu
+  ${CMAKE_CURRENT_LIST_DIR}/src/reference.cu
+  ${CMAKE_CURRENT_LIST_DIR}/src/error.cu
+  ${CMAKE_CURRENT_LIST_DIR}/src/cuda_util.cpp
+  ${CMAKE_CURRENT_LIST_DIR}/src/cuda_engine.cpp
+  ${CMAKE_CURRENT_LIST_DIR}/src/bench.cpp)
+target_include_directories(sparge_kernels PUBLIC ${CMAKE_CURRENT_LIST_DIR}/include
+                                          PRIVATE ${CMAKE_CURRENT_LIST_DIR}/src)
+target_link_libraries(sparge_kernels PUBLIC sparge_core CUDA::cudart)
+# Lets code above the kernels layer (cli/cmd_bench.cpp) know that the CUDA API is linked in.
+target_compile_definitions(sparge_kernels PUBLIC SPARGE_HAVE_CUDA_KERNELS=1)
+set_target_properties(sparge_kernels PROPERTIES POSITION_INDEPENDENT_CODE ON
+                                                CUDA_SEPARABLE_COMPILATION OFF)
+# -lineinfo lets compute-sanitizer and ncu name source lines; no fast-math: Stage 1 mirrors IEEE
+# rounding of sqrt and division (the attention kernels use ex2.approx explicitly).
+target_compile_options(sparge_kernels PRIVATE
+  $<$<COMPILE_LANGUAGE:CUDA>:-lineinfo --expt-relaxed-constexpr -Xptxas=-warn-spills>)

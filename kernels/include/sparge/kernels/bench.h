@@ -1,0 +1,58 @@
+// Kernel benchmark on random device data (used by `sparge bench`): Stage 1, Stage 2 and dense times.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "sparge/core/types.h"
+
+namespace sparge::cuda {
+
+struct BenchCase {
+  int64_t batch = 1;
+  int64_t heads = 32;
+  int64_t tokens = 4096;  // Nq = Nkv
+  int64_t headDim = 128;
+  bool causal = false;
+  std::vector<double> topks{1.0, 0.5, 0.2, 0.1};
+  core::Geometry geometry = core::kGeometry64x128;
+  core::DType dtype = core::DType::Float16;
+  double lambda = 50.0;  // pvthreshd (SpargeAttn's top-k API default)
+  double theta = -0.1;   // simthreshd1 (top-k API default: the similarity filter is off)
+  int repeat = 10;
+  int warmup = 2;
+};
+
+struct TimeStats {
+  double medianMs = 0, minMs = 0, maxMs = 0;
+};
+
+struct BenchSparse {
+  double topk = 0;
+  TimeStats stage2;
+  int64_t validBlocks = 0;      // exact (causal) denominator, summed over B*H
+  int64_t selectedBlocks = 0;   // Stage-1 mask
+  int64_t skippedPvBlocks = 0;  // Stage-2 PV skips
+  double density() const { return validBlocks ? double(selectedBlocks) / double(validBlocks) : 0; }
+};
+
+struct BenchResult {
+  BenchCase config;
+  std::string device;
+  TimeStats stage1;        // statistics + selection + LUT (a fresh call)
+  TimeStats stage1Select;  // selection + LUT only (a slider move)
+  TimeStats dense;         // same kernel over every valid block, no skip
+  std::vector<BenchSparse> sparse;
+  double denseFlops = 0;  // 4·B·H·Nq·Nkv·D, halved when causal
+  double blockFlops = 0;  // flops of one (q-block, k-block) QK^T + PV pair
+};
+
+// Name of the current device, or throws sparge::Error when no device is usable.
+std::string benchDeviceName();
+// Default geometry for the current device: 64x128 on sm90, 128x64 otherwise.
+core::Geometry benchDefaultGeometry();
+// Runs one configuration; throws sparge::Error (no device, out of memory, unsupported head dim).
+BenchResult runBench(const BenchCase& c);
+
+}  // namespace sparge::cuda

@@ -1,0 +1,81 @@
+// Host-side launchers of the CUDA kernels (one family per .cu file); plain C++ so that the engine
+// and the benchmark compile as C++.
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include <cstdint>
+
+namespace sparge::cuda {
+
+enum class ElemType { F16, BF16 };
+
+// Per query head, as the kernels read them.
+struct HeadParamsDev {
+  double theta = 0.6;   // similarity flag: s > θ (compared in double, as the CPU does)
+  float tau = 0.98f;    // CDF mode: keep while cdf <= float(τ)
+  float topk = 0.5f;    // top-k mode: n = trunc(float(ρ) · nk)
+  float lambda = 50.f;  // PV skip threshold (base 2); +inf disables
+  int mode = 0;         // 0 = CDF, 1 = top-k
+  int dense = 0;        // 1 = every valid block, no skip
+  int pad = 0;
+};
+
+// Every per-head array is indexed by the full (batch, query head) index b*Hq + hq; kernels visit only
+// the heads listed in `heads` (query-head numbers, nHeads of them) for every batch item.
+struct Problem {
+  int B = 1, Hq = 1, Hkv = 1;
+  int Nq = 0, Nkv = 0, D = 64;
+  int BQ = 128, BK = 64;  // geometry
+  int nq = 0, nk = 0;
+  bool causal = false;
+  const int* heads = nullptr;  // device array
+  int nHeads = 0;
+};
+
+// --- predict.cu (Stage 1) ---
+// km[bh][d] = T(mean over tokens of K), one per (batch, KV head). `scratch`: B*Hkv*D doubles.
+void launchKeyMean(ElemType t, const void* k, int BH, int N, int D, double* scratch, void* km,
+                   cudaStream_t s);
+// Pools blocks of BS rows: pooled [BH][nb][D] (T), selfSim [BH][nb] (float, NaN rule). `km` may be null.
+void launchBlockStats(ElemType t, const void* x, int BH, int N, int D, int BS, const void* km, void* pooled,
+                      float* selfSim, cudaStream_t s);
+// scores[b*Hq+hq][i][j] = T(T(pq·pk) · D^-0.5) for all heads.
+void launchScores(ElemType t, const Problem& p, const void* pooledQ, const void* pooledK, void* scores,
+                  cudaStream_t s);
+// Selection, final mask, reasons, pooled probabilities and the delta LUT for the listed heads.
+void launchSelect(ElemType t, const Problem& p, const void* scores, const float* selfSimQ,
+                  const float* selfSimK, const HeadParamsDev* params, bool sink, uint8_t* mask,
+                  uint8_t* reasons, float* prob, int32_t* lut, int32_t* validCount, cudaStream_t s);
+
+// --- attention_sm80.cu (Stage 2, mma.sync) ---
+struct AttnArgs {
+  const void* q = nullptr;
+  const void* k = nullptr;
+  const void* v = nullptr;
+  void* o = nullptr;                      // [B*Hq][Nq][D], T
+  float scaleLog2 = 0;                    // softmax scale · log2(e)
+  const int32_t* lut = nullptr;           // [B*Hq][nq][nk] delta LUT (sparse only)
+  const int32_t* validCount = nullptr;    // [B*Hq][nq]
+  const HeadParamsDev* params = nullptr;  // per query head: λ and dense (sparse only)
+  uint8_t* pvSkipped = nullptr;           // [B*Hq][nq][nk], written with 1 where PV was skipped
+  int* emptyRows = nullptr;               // [B*Hq], rows with no attended key
+};
+// dense = true: every causally valid block, no PV skip (kernels named sparge_dense_*).
+void launchAttention(ElemType t, const Problem& p, const AttnArgs& a, bool dense, cudaStream_t s);
+
+// --- reference.cu (dense fp32 reference) ---
+// oref [B*Hq][Nq][D] fp32; mass64 [B*Hq][ceil(Nq/64)][ceil(Nkv/64)]: Σ over real query rows of each
+// 64-row tile of the attention probability inside each 64-key tile.
+void launchReference(ElemType t, const Problem& p, const void* q, const void* k, const void* v, double scale,
+                     float* oref, float* mass64, cudaStream_t s);
+
+// --- error.cu ---
+// Per (b*Hq+hq, q-block of BQ rows): 8 doubles {Σ|O-R|, Σ|R|, Σ O·R, Σ O², Σ R², Σ(O-R)², count, nonfinite}.
+void launchError(ElemType t, const Problem& p, const void* o, const float* oref, double* sums,
+                 cudaStream_t s);
+
+// --- bench helpers (predict.cu) ---
+void launchRandomFill(ElemType t, void* x, int64_t n, uint64_t seed, float stddev, cudaStream_t s);
+
+}  // namespace sparge::cuda

@@ -1,0 +1,416 @@
+// Stage 1 of SpargeAttn on the GPU (SPARGE_SPEC.md §3): K token mean, block pooling and
+// self-similarity, compressed scores, per-row selection, final mask, reasons and the delta LUT.
+// Rounding mirrors the CPU engine (stage1.h, §3.6): pooled values, scores and probabilities are
+// rounded to the input half dtype; unit vectors to fp16; thresholds compared as the CPU does.
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <cfloat>
+#include <climits>
+#include <cmath>
+
+#include "cuda_util.h"
+#include "device_common.cuh"
+#include "launch.h"
+#include "sparge/core/result.h"
+
+namespace sparge::cuda {
+namespace {
+
+constexpr int kMeanChunk = 256;
+
+__device__ __forceinline__ float warpSum(float v) {
+  for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
+  return v;
+}
+__device__ __forceinline__ float warpMax(float v) {
+  for (int o = 16; o > 0; o >>= 1) v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, o));
+  return v;
+}
+
+template <typename T>
+__global__ void sparge_predict_key_mean(const T* __restrict__ k, int N, int D, double* __restrict__ sums) {
+  int bh = blockIdx.x;
+  int d = threadIdx.x;
+  int t0 = blockIdx.y * kMeanChunk;
+  int t1 = min(t0 + kMeanChunk, N);
+  const T* base = k + (size_t)bh * N * D;
+  double acc = 0;
+  for (int t = t0; t < t1; ++t) acc += (double)Elem<T>::toF(base[(size_t)t * D + d]);
+  atomicAdd(&sums[(size_t)bh * D + d], acc);
+}
+
+template <typename T>
+__global__ void sparge_predict_key_mean_finalize(const double* __restrict__ sums, int N, int total, T* km) {
+  int x = blockIdx.x * blockDim.x + threadIdx.x;
+  if (x < total) km[x] = Elem<T>::fromF((float)(sums[x] / (double)N));
+}
+
+// One CTA (4 warps) per (block, bh). Lane l of a warp holds dims l + 32c of one row at a time.
+template <typename T, int NC>
+__global__ void __launch_bounds__(128)
+    sparge_predict_block_stats(const T* __restrict__ x, int N, int BS, const T* __restrict__ km,
+                               T* __restrict__ pooled, float* __restrict__ selfSim) {
+  constexpr int D = NC * 32;
+  __shared__ float sCol[4][D];
+  __shared__ float sUnit[4][D];
+  __shared__ float sSq[D];
+  const int blk = blockIdx.x, bh = blockIdx.y, nb = gridDim.x;
+  const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+  const int row0 = blk * BS;
+  const int nValid = min(BS, N - row0);
+  const T* base = x + (size_t)bh * N * D;
+  float col[NC], unit[NC], kmv[NC];
+#pragma unroll
+  for (int c = 0; c < NC; ++c) {
+    col[c] = 0.f;
+    unit[c] = 0.f;
+    kmv[c] = km ? Elem<T>::toF(km[(size_t)bh * D + lane + 32 * c]) : 0.f;
+  }
+  for (int r = warp; r < BS; r += 4) {
+    int gr = row0 + r;
+    float v[NC];
+    float ss = 0.f;
+#pragma unroll
+    for (int c = 0; c < NC; ++c) {
+      float e = 0.f;
+      if (gr < N) {
+        e = Elem<T>::toF(base[(size_t)gr * D + lane + 32 * c]);
+        if (km) e = roundT<T>(e - kmv[c]);  // smoothing in half arithmetic
+      }
+      v[c] = e;
+      ss += e * e;
+    }
+    ss = warpSum(ss);
+    float nrm = sqrtf(ss);  // zero (padded or zero) rows give 0/0 = NaN below: the NaN rule
+#pragma unroll
+    for (int c = 0; c < NC; ++c) {
+      col[c] += v[c];
+      unit[c] += __half2float(__float2half_rn(v[c] / nrm));  // unit vectors are fp16 even for bf16
+    }
+  }
+#pragma unroll
+  for (int c = 0; c < NC; ++c) {
+    sCol[warp][lane + 32 * c] = col[c];
+    sUnit[warp][lane + 32 * c] = unit[c];
+  }
+  __syncthreads();
+  for (int d = threadIdx.x; d < D; d += blockDim.x) {
+    float cs = sCol[0][d] + sCol[1][d] + sCol[2][d] + sCol[3][d];
+    float us = sUnit[0][d] + sUnit[1][d] + sUnit[2][d] + sUnit[3][d];
+    pooled[((size_t)bh * nb + blk) * D + d] = Elem<T>::fromF(cs / (float)nValid);
+    sSq[d] = us * us;
+  }
+  __syncthreads();
+  if (warp == 0) {
+    float s = 0.f;
+    for (int d = lane; d < D; d += 32) s += sSq[d];
+    s = warpSum(s);
+    if (lane == 0) selfSim[(size_t)bh * nb + blk] = s / ((float)nValid * (float)nValid);
+  }
+}
+
+template <typename T, int NC>
+__global__ void __launch_bounds__(256)
+    sparge_predict_scores(const T* __restrict__ pq, const T* __restrict__ pk, int Hq, int Hkv, int nq, int nk,
+                          float scale, T* __restrict__ scores) {
+  constexpr int D = NC * 32;
+  const int i = blockIdx.x, bhq = blockIdx.y;
+  const int b = bhq / Hq, hq = bhq % Hq;
+  const int bhk = b * Hkv + hq / (Hq / Hkv);
+  const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+  float q[NC];
+#pragma unroll
+  for (int c = 0; c < NC; ++c) q[c] = Elem<T>::toF(pq[((size_t)bhq * nq + i) * D + lane + 32 * c]);
+  for (int j = warp; j < nk; j += 8) {
+    const T* kr = pk + ((size_t)bhk * nk + j) * D;
+    float acc = 0.f;
+#pragma unroll
+    for (int c = 0; c < NC; ++c) acc += q[c] * Elem<T>::toF(kr[lane + 32 * c]);
+    acc = warpSum(acc);
+    if (lane == 0) scores[((size_t)bhq * nq + i) * nk + j] = Elem<T>::fromF(roundT<T>(acc) * scale);
+  }
+}
+
+__device__ __forceinline__ bool before(float ka, int ia, float kb, int ib) {
+  return ka > kb || (ka == kb && ia < ib);
+}
+
+// One CTA per (q-block, selected head, batch). Dynamic smem: keys[np] floats, idx[np] ints, two byte
+// rows of nk (selected, final mask).
+template <typename T>
+__global__ void __launch_bounds__(256)
+    sparge_predict_select(const T* __restrict__ scores, const float* __restrict__ selfSimQ,
+                          const float* __restrict__ selfSimK, const HeadParamsDev* __restrict__ params,
+                          const int* __restrict__ heads, int Hq, int Hkv, int Nq, int BQ, int BK, int nq,
+                          int nk, int np, int causal, int sink, uint8_t* __restrict__ maskOut,
+                          uint8_t* __restrict__ reasonsOut, float* __restrict__ probOut,
+                          int32_t* __restrict__ lutOut, int32_t* __restrict__ validOut) {
+  extern __shared__ unsigned char smem[];
+  float* keys = reinterpret_cast<float*>(smem);
+  int* idx = reinterpret_cast<int*>(keys + np);
+  uint8_t* sel = reinterpret_cast<uint8_t*>(idx + np);
+  uint8_t* fin = sel + nk;
+  __shared__ float red[8];
+  __shared__ int sN;
+
+  const int i = blockIdx.x, hq = heads[blockIdx.y], b = blockIdx.z;
+  const int bhq = b * Hq + hq;
+  const int bhk = b * Hkv + hq / (Hq / Hkv);
+  const HeadParamsDev prm = params[hq];
+  const int tid = threadIdx.x, nt = blockDim.x, warp = tid >> 5, lane = tid & 31;
+  const size_t rowOff = ((size_t)bhq * nq + i) * nk;
+  const float theta = (float)prm.theta;                      // the CPU engine compares s > float(θ)
+  const bool simQ = selfSimQ[(size_t)bhq * nq + i] > theta;  // NaN compares false
+
+  // Masked scores: non-similar K columns and causally invalid blocks -> -inf.
+  float mx = -INFINITY;
+  for (int j = tid; j < nk; j += nt) {
+    bool valid = blockValidDev(i, j, BQ, BK, Nq, causal);
+    bool simK = selfSimK[(size_t)bhk * nk + j] > theta;
+    float v = (valid && simK) ? Elem<T>::toF(scores[rowOff + j]) : -INFINITY;
+    keys[j] = v;
+    mx = fmaxf(mx, v);
+  }
+  mx = warpMax(mx);
+  if (lane == 0) red[warp] = mx;
+  __syncthreads();
+  mx = red[0];
+  for (int w = 1; w < nt / 32; ++w) mx = fmaxf(mx, red[w]);
+  const bool allMasked = (mx == -INFINITY);  // softmax of an all -inf row is all NaN
+  __syncthreads();
+  float sum = 0.f;
+  for (int j = tid; j < nk; j += nt) {
+    float e = allMasked ? 0.f : expf(keys[j] - mx);
+    keys[j] = e;
+    sum += e;
+  }
+  sum = warpSum(sum);
+  if (lane == 0) red[warp] = sum;
+  __syncthreads();
+  sum = 0.f;
+  for (int w = 0; w < nt / 32; ++w) sum += red[w];
+  for (int j = tid; j < np; j += nt) {
+    if (j < nk) {
+      // P̂ is rounded to fp16 for either input type, as the CPU engine does.
+      float p = allMasked ? NAN : __half2float(__float2half_rn(keys[j] / sum));
+      probOut[rowOff + j] = p;
+      keys[j] = p;
+      idx[j] = j;
+      sel[j] = 0;
+    } else {
+      keys[j] = -1.f;  // padding sorts last
+      idx[j] = INT_MAX;
+    }
+  }
+  __syncthreads();
+
+  if (!allMasked) {
+    // Bitonic sort, descending probability, ties by ascending index (torch's sort is unstable: any
+    // order among equal probabilities is a legitimate outcome, see the near-tie test).
+    for (int k = 2; k <= np; k <<= 1) {
+      for (int jj = k >> 1; jj > 0; jj >>= 1) {
+        for (int t = tid; t < np; t += nt) {
+          int o = t ^ jj;
+          if (o > t) {
+            bool desc = (t & k) == 0;
+            float ka = keys[t], kb = keys[o];
+            int ia = idx[t], ib = idx[o];
+            bool swap = desc ? before(kb, ib, ka, ia) : before(ka, ia, kb, ib);
+            if (swap) {
+              keys[t] = kb;
+              keys[o] = ka;
+              idx[t] = ib;
+              idx[o] = ia;
+            }
+          }
+        }
+        __syncthreads();
+      }
+    }
+    if (tid == 0) {
+      int n;
+      if (prm.mode == 1) {
+        n = (int)truncf(prm.topk * (float)nk);
+      } else {
+        // cdf accumulated in fp32, each prefix rounded to fp16 and compared with float(τ).
+        float c = 0.f;
+        n = 0;
+        for (int r = 0; r < nk; ++r) {
+          c += keys[r];
+          if (__half2float(__float2half_rn(c)) <= prm.tau)
+            n = r + 1;
+          else
+            break;
+        }
+      }
+      sN = max(n, 1);
+    }
+    __syncthreads();
+    const int n = min(sN, nk);
+    for (int r = tid; r < n; r += nt) sel[idx[r]] = 1;
+  } else {
+    for (int j = tid; j < nk; j += nt) sel[j] = 1;  // all-NaN row: searchsorted gives nk
+  }
+  __syncthreads();
+
+  for (int j = tid; j < nk; j += nt) {
+    bool valid = blockValidDev(i, j, BQ, BK, Nq, causal);
+    bool simK = selfSimK[(size_t)bhk * nk + j] > theta;
+    // Reason bits as in core::selectBlocks; a block is on when any "on" reason holds and it is valid.
+    uint8_t rs = (sel[j] ? core::kReasonSelected : 0) | (simQ ? 0 : core::kReasonForcedRow) |
+                 (simK ? 0 : core::kReasonForcedCol) | (prm.dense ? core::kReasonDenseHead : 0) |
+                 ((sink && j == 0) ? core::kReasonSink : 0);
+    uint8_t m = rs ? 1 : 0;
+    if (!valid) {
+      m = 0;
+      rs |= core::kReasonCausalOff;
+    }
+    fin[j] = m;
+    maskOut[rowOff + j] = m;
+    reasonsOut[rowOff + j] = rs;
+  }
+  __syncthreads();
+
+  if (warp == 0) {
+    int count = 0, prev = -1;
+    const unsigned lt = (1u << lane) - 1u;
+    for (int base = 0; base < nk; base += 32) {
+      int j = base + lane;
+      bool f = j < nk && fin[j];
+      unsigned bal = __ballot_sync(0xffffffffu, f);
+      if (f) {
+        int pos = count + __popc(bal & lt);
+        unsigned lower = bal & lt;
+        int pj = lower ? base + 31 - __clz(lower) : prev;
+        lutOut[rowOff + pos] = (pos == 0) ? j : j - pj;
+      }
+      count += __popc(bal);
+      if (bal) prev = base + 31 - __clz(bal);
+    }
+    for (int p = count + lane; p < nk; p += 32) lutOut[rowOff + p] = 0;
+    if (lane == 0) validOut[(size_t)bhq * nq + i] = count;
+  }
+}
+
+__device__ __forceinline__ uint64_t splitmix(uint64_t x) {
+  x += 0x9e3779b97f4a7c15ull;
+  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
+  x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
+  return x ^ (x >> 31);
+}
+
+template <typename T>
+__global__ void sparge_bench_random_fill(T* x, int64_t n, uint64_t seed, float stddev) {
+  int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x;
+  for (; i < n; i += (int64_t)gridDim.x * blockDim.x) {
+    uint64_t h = splitmix(seed ^ splitmix((uint64_t)i));
+    float u1 = ((h >> 40) + 1) * (1.0f / 16777217.0f);
+    float u2 = ((h & 0xffffff)) * (1.0f / 16777216.0f);
+    float g = sqrtf(-2.f * logf(u1)) * cospif(2.f * u2);
+    x[i] = Elem<T>::fromF(g * stddev);
+  }
+}
+
+template <typename T>
+void keyMean(const void* k, int BH, int N, int D, double* scratch, void* km, cudaStream_t s) {
+  check(cudaMemsetAsync(scratch, 0, sizeof(double) * BH * D, s), "cudaMemsetAsync");
+  dim3 grid(BH, (N + kMeanChunk - 1) / kMeanChunk);
+  sparge_predict_key_mean<T><<<grid, D, 0, s>>>(static_cast<const T*>(k), N, D, scratch);
+  checkLaunch("sparge_predict_key_mean");
+  int total = BH * D;
+  sparge_predict_key_mean_finalize<T>
+      <<<(total + 255) / 256, 256, 0, s>>>(scratch, N, total, static_cast<T*>(km));
+  checkLaunch("sparge_predict_key_mean_finalize");
+}
+
+template <typename T>
+void blockStats(const void* x, int BH, int N, int D, int BS, const void* km, void* pooled, float* sim,
+                cudaStream_t s) {
+  dim3 grid((N + BS - 1) / BS, BH);
+  if (D == 64)
+    sparge_predict_block_stats<T, 2><<<grid, 128, 0, s>>>(
+        static_cast<const T*>(x), N, BS, static_cast<const T*>(km), static_cast<T*>(pooled), sim);
+  else
+    sparge_predict_block_stats<T, 4><<<grid, 128, 0, s>>>(
+        static_cast<const T*>(x), N, BS, static_cast<const T*>(km), static_cast<T*>(pooled), sim);
+  checkLaunch("sparge_predict_block_stats");
+}
+
+template <typename T>
+void scores(const Problem& p, const void* pq, const void* pk, void* out, cudaStream_t s) {
+  dim3 grid(p.nq, p.B * p.Hq);
+  float scale = (float)(1.0 / std::sqrt((double)p.D));
+  if (p.D == 64)
+    sparge_predict_scores<T, 2><<<grid, 256, 0, s>>>(static_cast<const T*>(pq), static_cast<const T*>(pk),
+                                                     p.Hq, p.Hkv, p.nq, p.nk, scale, static_cast<T*>(out));
+  else
+    sparge_predict_scores<T, 4><<<grid, 256, 0, s>>>(static_cast<const T*>(pq), static_cast<const T*>(pk),
+                                                     p.Hq, p.Hkv, p.nq, p.nk, scale, static_cast<T*>(out));
+  checkLaunch("sparge_predict_scores");
+}
+
+template <typename T>
+void selectRows(const Problem& p, const void* sc, const float* sq, const float* sk, const HeadParamsDev* prm,
+                bool sink, uint8_t* mask, uint8_t* reasons, float* prob, int32_t* lut, int32_t* valid,
+                cudaStream_t s) {
+  int np = 1;
+  while (np < p.nk) np <<= 1;
+  size_t smem = (size_t)np * 8 + 2 * (size_t)p.nk;
+  smem = (smem + 15) & ~size_t(15);
+  if (smem > 48 * 1024)
+    check(cudaFuncSetAttribute(sparge_predict_select<T>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                               (int)smem),
+          "cudaFuncSetAttribute(sparge_predict_select)");
+  dim3 grid(p.nq, p.nHeads, p.B);
+  sparge_predict_select<T><<<grid, 256, smem, s>>>(static_cast<const T*>(sc), sq, sk, prm, p.heads, p.Hq,
+                                                   p.Hkv, p.Nq, p.BQ, p.BK, p.nq, p.nk, np, p.causal ? 1 : 0,
+                                                   sink ? 1 : 0, mask, reasons, prob, lut, valid);
+  checkLaunch("sparge_predict_select");
+}
+
+}  // namespace
+
+void launchKeyMean(ElemType t, const void* k, int BH, int N, int D, double* scratch, void* km,
+                   cudaStream_t s) {
+  if (t == ElemType::F16)
+    keyMean<__half>(k, BH, N, D, scratch, km, s);
+  else
+    keyMean<__nv_bfloat16>(k, BH, N, D, scratch, km, s);
+}
+
+void launchBlockStats(ElemType t, const void* x, int BH, int N, int D, int BS, const void* km, void* pooled,
+                      float* selfSim, cudaStream_t s) {
+  if (t == ElemType::F16)
+    blockStats<__half>(x, BH, N, D, BS, km, pooled, selfSim, s);
+  else
+    blockStats<__nv_bfloat16>(x, BH, N, D, BS, km, pooled, selfSim, s);
+}
+
+void launchScores(ElemType t, const Problem& p, const void* pq, const void* pk, void* out, cudaStream_t s) {
+  if (t == ElemType::F16)
+    scores<__half>(p, pq, pk, out, s);
+  else
+    scores<__nv_bfloat16>(p, pq, pk, out, s);
+}
+
+void launchSelect(ElemType t, const Problem& p, const void* sc, const float* sq, const float* sk,
+                  const HeadParamsDev* prm, bool sink, uint8_t* mask, uint8_t* reasons, float* prob,
+                  int32_t* lut, int32_t* valid, cudaStream_t s) {
+  if (t == ElemType::F16)
+    selectRows<__half>(p, sc, sq, sk, prm, sink, mask, reasons, prob, lut, valid, s);
+  else
+    selectRows<__nv_bfloat16>(p, sc, sq, sk, prm, sink, mask, reasons, prob, lut, valid, s);
+}
+
+void launchRandomFill(ElemType t, void* x, int64_t n, uint64_t seed, float stddev, cudaStream_t s) {
+  int grid = (int)std::min<int64_t>((n + 255) / 256, 65536);
+  if (t == ElemType::F16)
+    sparge_bench_random_fill<__half><<<grid, 256, 0, s>>>(static_cast<__half*>(x), n, seed, stddev);
+  else
+    sparge_bench_random_fill<__nv_bfloat16>
+        <<<grid, 256, 0, s>>>(static_cast<__nv_bfloat16*>(x), n, seed, stddev);
+  checkLaunch("sparge_bench_random_fill");
+}
+
+}  // namespace sparge::cuda

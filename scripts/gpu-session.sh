@@ -1,0 +1,61 @@
+#!/usr/bin/env bash
+# One batched session on a GPU machine (the `device` tool): unpacks binaries built on a CPU machine
+# (.device/pack.tar.xz: bin/ + the shared libraries the GPU machine lacks, made by scripts/gpu-pack.sh),
+# then runs the GPU tests, benchmarks and the GPU screenshot. Steps: comma list in $1 (default: all).
+# Everything goes to $OUT (log.txt + result files).
+set -uo pipefail
+STEPS=${1:-info,kernels,profiler,run,bench,tune,hook,gui}
+OUT=${OUT:-$PWD/device-out}
+mkdir -p "$OUT" /tmp/sp
+tar -xJf .device/pack.tar.xz -C /tmp/sp
+export LD_LIBRARY_PATH=/tmp/sp/lib:${LD_LIBRARY_PATH:-}
+B=/tmp/sp/bin
+has() { [[ ",$STEPS," == *",$1,"* ]]; }
+LOG=$OUT/log.txt
+{
+  nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm,temperature.gpu,power.draw --format=csv
+  if has kernels; then
+    echo "== kernel tests"; timeout 240 $B/sparge_kernel_tests --gtest_brief=1 2>&1 | tail -25
+  fi
+  if has profiler; then
+    echo "== profiler GPU tests"; timeout 120 $B/sparge_profiler_gpu_tests 2>&1 | grep -v "^\[ RUN" | tail -25
+  fi
+  if has run; then
+    echo "== sample capture: cuda vs cpu engine"
+    timeout 120 $B/sparge run --engine cuda --theta=-0.1 --tau 0.95 --sink --lambda 3 --summary-only \
+      --repeat 5 --timings "$OUT/timings_sample.json" 2>&1 | tail -40
+    timeout 60 $B/sparge run --engine cuda --theta=-0.1 --tau 0.95 --sink --lambda 3 --repeat 5 --entry l20_s000 \
+      --timings "$OUT/timings_sample.trace.json" 2>&1 | tail -5
+    timeout 120 $B/sparge run --engine cpu --theta=-0.1 --tau 0.95 --sink --lambda 3 --summary-only 2>&1 | grep "all heads"
+    echo "== synthetic 32 heads x 16K x 128 through the CLI (CUPTI timings)"
+    $B/sparge synth /tmp/sp/big.h5 --heads 32 --tokens 16384 --dim 128 >/dev/null
+    timeout 240 $B/sparge run /tmp/sp/big.h5 --engine cuda --theta=-0.1 --topk 0.2 --summary-only --repeat 10 \
+      --timings "$OUT/timings_16k.json" 2>&1 | tail -20
+  fi
+  if has bench; then
+    echo "== bench"
+    timeout 200 $B/sparge bench --tokens 4096,16384,32768 --dims 64,128 --causal 0,1 --topk 1.0,0.5,0.2,0.1 \
+      --geometry 128x64 --repeat 10 --json "$OUT/bench.json" --timings "$OUT/bench_kernels.csv" 2>&1 | tail -60
+    PYTHONUNBUFFERED=1 timeout 150 python3 bench/compare_torch.py "$OUT/bench.json" --repeat 10 2>&1 | tail -30
+  fi
+  if has tune; then
+    echo "== tuner on the GPU: 32 heads x 16K x 128"
+    timeout 200 $B/sparge_tuner_bench --engine cuda --heads 32 --tokens 16384 --dim 128 2>&1 | tail -8
+    timeout 100 $B/sparge tune --l1 0.05 --l2 0.06 --sink --engine cuda -o /tmp/sp/p.json 2>&1 | tail -14
+    timeout 100 $B/sparge run --engine cuda --params /tmp/sp/p.json --report /tmp/sp/r.json --summary-only >/dev/null 2>&1 \
+      && python3 tests/tuner/check_report.py /tmp/sp/p.json /tmp/sp/r.json
+  fi
+  if has hook; then
+    echo "== capture hook pytest (torch on GPU)"
+    SPARGE_BIN=$B/sparge timeout 200 bash captures/gpu_check.sh 2>&1 | tail -15
+  fi
+  if has gui; then
+    echo "== GUI screenshot with the CUDA engine (EGL on the NVIDIA driver)"
+    for f in .device/.gl/*.deb; do dpkg -x "$f" /; done; ldconfig
+    export __EGL_VENDOR_LIBRARY_FILENAMES=/usr/local/nvidia/share/glvnd/egl_vendor.d/10_nvidia.json
+    unset DISPLAY
+    timeout 120 $B/sparge-studio captures/sample.h5 --engine cuda --backend egl --entry l20_s000 --head 8 \
+      --set theta=-0.1 --set tau=0.95 --set sink=1 --set lambda=3 --size 1600x1000 --frames 6 --timeout 100 \
+      --mouse 572,688 --screenshot "$OUT/studio_cuda.png" 2>&1 | tail -5
+  fi
+} 2>&1 | tee "$LOG"

@@ -1,0 +1,562 @@
+// The CUDA engine against the CPU reference engine: Stage-1 masks (with every difference explained by
+// a near-tie), Stage-2 outputs and PV-skip maps for the same mask, error sums, edge shapes, errors.
+#include <cuda_runtime.h>
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <memory>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "launch.h"  // kernels/src: the kernel launchers
+#include "sparge/core/cpu_engine.h"
+#include "sparge/core/error.h"
+#include "sparge/core/half.h"
+#include "sparge/core/stage1.h"
+#include "sparge/kernels/cuda_engine.h"
+
+namespace sparge::cuda {
+namespace {
+
+using core::DType;
+using core::EntryData;
+using core::Geometry;
+
+#define REQUIRE_GPU()                                                   \
+  do {                                                                  \
+    std::string why;                                                    \
+    if (!deviceUsable(&why)) GTEST_SKIP() << "no CUDA device: " << why; \
+  } while (0)
+
+float roundTo(float x, DType t) {
+  return t == DType::BFloat16 ? core::roundToBf16(x) : core::roundToHalf(x);
+}
+
+struct Shape {
+  int B = 1, Hq = 4, Hkv = 2, Nq = 1000, Nkv = 1000, D = 64;
+  DType dtype = DType::Float16;
+  bool causal = false;
+};
+
+// Tokens come in segments around a few cluster centres, so block self-similarities spread over [0, 1]
+// and pooled scores differ between blocks. `loud`: K blocks alternate between keys aligned with the
+// queries and keys opposed to them, which makes the PV skip fire.
+std::shared_ptr<EntryData> makeEntry(const Shape& s, uint32_t seed, bool loud = false) {
+  auto e = std::make_shared<EntryData>();
+  core::EntryInfo& in = e->info;
+  in.name = "test";
+  in.batch = s.B;
+  in.headsQ = s.Hq;
+  in.headsKV = s.Hkv;
+  in.tokensQ = s.Nq;
+  in.tokensKV = s.Nkv;
+  in.headDim = in.headDimV = s.D;
+  in.dtype = s.dtype;
+  in.causal = s.causal;
+  in.scale = 1.0 / std::sqrt(double(s.D));
+  std::mt19937 rng(seed);
+  std::normal_distribution<float> nd(0.f, 1.f);
+  std::uniform_int_distribution<int> seg(30, 220);
+  auto fill = [&](std::vector<float>& x, int heads, int n, float noise, bool isK) {
+    x.resize((size_t)s.B * heads * n * s.D);
+    for (int bh = 0; bh < s.B * heads; ++bh) {
+      std::vector<std::vector<float>> centres(4, std::vector<float>(s.D));
+      for (auto& c : centres)
+        for (auto& v : c) v = nd(rng);
+      int t = 0, m = 0;
+      while (t < n) {
+        int len = seg(rng);
+        m = (m + 1 + (int)(rng() % 3)) % 4;
+        for (int u = t; u < std::min(n, t + len); ++u) {
+          float sign = 1.f;
+          if (loud && isK) sign = ((u / 64) % 2 == 0 || u < 128) ? 1.f : -1.f;
+          for (int d = 0; d < s.D; ++d) {
+            float v = loud ? centres[0][d] * sign * 1.5f + noise * nd(rng) : centres[m][d] + noise * nd(rng);
+            x[((size_t)bh * n + u) * s.D + d] = roundTo(v, s.dtype);
+          }
+        }
+        t += len;
+      }
+    }
+  };
+  fill(e->q, s.Hq, s.Nq, 0.8f, false);
+  fill(e->k, s.Hkv, s.Nkv, 0.8f, true);
+  fill(e->v, s.Hkv, s.Nkv, 1.0f, false);
+  return e;
+}
+
+core::RunConfig makeConfig(const Geometry& g, bool smoothK, const core::HeadParams& p, bool sink = false) {
+  core::RunConfig c;
+  c.geometry = g;
+  c.smoothK = smoothK;
+  c.sink = sink;
+  c.defaults = p;
+  return c;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Stage 1: masks
+
+struct MaskTally {
+  int64_t blocks = 0, differing = 0, unexplained = 0, probClose = 0, probTotal = 0;
+  std::string firstUnexplained;
+};
+
+// Is the difference at (i, j) due to a near-tie? Either a similarity within rounding of θ, or the
+// block's pooled probability within rounding of the row's selection boundary, or (CDF) a cumulative
+// sum within rounding of τ at the boundary.
+bool explained(const core::BlockStats& st, const core::Stage1Mask& cpu, const core::HeadResult& gpu,
+               const core::HeadParams& p, int i, int j) {
+  const int nk = st.nk;
+  const float th = float(p.theta);
+  auto nearTheta = [&](float s) { return std::isfinite(s) && std::fabs(s - th) <= 2e-4f; };
+  if (nearTheta(st.selfSimQ[i]) || nearTheta(st.selfSimK[j]) || nearTheta(gpu.selfSimQ[i]) ||
+      nearTheta(gpu.selfSimK[j]))
+    return true;
+  const float* prow = cpu.pooledProb.data() + (size_t)i * nk;
+  if (std::isnan(prow[0])) return false;  // all-NaN rows select everything on both sides
+  std::vector<int> order(nk);
+  for (int x = 0; x < nk; ++x) order[x] = x;
+  std::stable_sort(order.begin(), order.end(), [&](int a, int b) { return prow[a] > prow[b]; });
+  int keep = 0;
+  for (int x = 0; x < nk; ++x) keep += (cpu.reasons[(size_t)i * nk + x] & core::kReasonSelected) ? 1 : 0;
+  auto tol = [](float a, float b) { return 2.5e-3f * std::max(std::fabs(a), std::fabs(b)) + 1e-7f; };
+  const float pj = prow[j], pg = gpu.pooledProb[(size_t)i * nk + j];
+  for (int r : {keep - 1, keep}) {
+    if (r < 0 || r >= nk) continue;
+    float pb = prow[order[r]];
+    if (std::fabs(pj - pb) <= tol(pj, pb) || std::fabs(pg - pb) <= tol(pg, pb)) return true;
+  }
+  if (p.mode == core::SelectMode::Cdf) {
+    float cdf = 0;
+    for (int r = 0; r < nk; ++r) {
+      cdf += prow[order[r]];
+      if (r >= keep - 2 && r <= keep + 1 && std::fabs(cdf - float(p.tau)) <= 4e-3f) return true;
+    }
+  }
+  return false;
+}
+
+void compareMasks(const EntryData& e, const core::RunConfig& cfg, CudaEngine& gpu, MaskTally& tally) {
+  core::RunOptions opt;
+  opt.computeError = false;
+  core::EntryResult gr = gpu.run(cfg, opt);
+  const core::EntryInfo& in = e.info;
+  ASSERT_EQ(gr.heads.size(), size_t(in.batch * in.headsQ));
+  for (const core::HeadResult& hr : gr.heads) {
+    const core::HeadParams& p = cfg.forHead(hr.head);
+    core::BlockStats st = core::computeBlockStats(e.qHead(hr.batch, hr.head), in.tokensQ,
+                                                  e.kHead(hr.batch, in.kvHeadOf(hr.head)), in.tokensKV,
+                                                  in.headDim, in.dtype, cfg.geometry, cfg.smoothK, in.causal);
+    core::Stage1Mask cm = core::selectBlocks(st, p, cfg.sink, in.tokensQ, in.tokensKV);
+    ASSERT_EQ(hr.nq, st.nq);
+    ASSERT_EQ(hr.nk, st.nk);
+    for (int i = 0; i < st.nq; ++i)
+      for (int j = 0; j < st.nk; ++j) {
+        size_t x = (size_t)i * st.nk + j;
+        ++tally.blocks;
+        // The causal rule is exact on both sides.
+        EXPECT_EQ((hr.reasons[x] & core::kReasonCausalOff) != 0,
+                  !core::blockValid(i, j, cfg.geometry, in.tokensQ, in.tokensKV, in.causal));
+        float a = hr.pooledProb[x], b = cm.pooledProb[x];
+        ++tally.probTotal;
+        if ((std::isnan(a) && std::isnan(b)) || std::fabs(a - b) <= 1e-3f * std::max(std::fabs(b), 1e-4f))
+          ++tally.probClose;
+        if (hr.blockMask[x] != cm.mask[x]) {
+          ++tally.differing;
+          if (!explained(st, cm, hr, p, i, j)) {
+            if (tally.unexplained++ == 0)
+              tally.firstUnexplained = "head " + std::to_string(hr.head) + " block (" + std::to_string(i) +
+                                       "," + std::to_string(j) + ") gpu " + std::to_string(hr.blockMask[x]) +
+                                       " cpu " + std::to_string(cm.mask[x]) + " p_gpu " + std::to_string(a) +
+                                       " p_cpu " + std::to_string(b);
+          }
+        } else if (hr.reasons[x] != cm.reasons[x]) {
+          // Same decision; reasons may differ only in the Selected bit of a near-tie.
+          EXPECT_TRUE(((hr.reasons[x] ^ cm.reasons[x]) & ~core::kReasonSelected) == 0)
+              << "reasons differ beyond Selected at head " << hr.head << " (" << i << "," << j << ")";
+        }
+      }
+    for (int i = 0; i < st.nq; ++i) {
+      float a = hr.selfSimQ[i], b = st.selfSimQ[i];
+      EXPECT_TRUE((std::isnan(a) && std::isnan(b)) || std::fabs(a - b) <= 1e-4f)
+          << "selfSimQ " << i << " " << a << " " << b;
+    }
+    for (int j = 0; j < st.nk; ++j) {
+      float a = hr.selfSimK[j], b = st.selfSimK[j];
+      EXPECT_TRUE((std::isnan(a) && std::isnan(b)) || std::fabs(a - b) <= 1e-4f)
+          << "selfSimK " << j << " " << a << " " << b;
+    }
+  }
+}
+
+// The near-tie rule used above must be able to reject a difference (no GPU needed).
+TEST(CudaStage1, NearTieRuleAcceptsTiesAndRejectsRealDifferences) {
+  core::BlockStats st;
+  st.nq = 1;
+  st.nk = 4;
+  st.selfSimQ = {0.9f};
+  st.selfSimK = {0.9f, 0.9f, 0.9f, 0.5f};
+  core::Stage1Mask cm;
+  cm.pooledProb = {0.4f, 0.3f, 0.2999f, 0.0001f};
+  cm.reasons = {core::kReasonSelected, core::kReasonSelected, 0, 0};
+  cm.mask = {1, 1, 0, 0};
+  core::HeadResult gr;
+  gr.pooledProb = cm.pooledProb;
+  gr.selfSimQ = st.selfSimQ;
+  gr.selfSimK = st.selfSimK;
+  core::HeadParams p;
+  p.mode = core::SelectMode::TopK;
+  p.theta = 0.6;
+  EXPECT_TRUE(explained(st, cm, gr, p, 0, 2));   // 0.2999 vs the boundary 0.3: a tie
+  EXPECT_FALSE(explained(st, cm, gr, p, 0, 3));  // 0.0001 is far from the boundary
+  p.theta = 0.50001;                             // block 3's similarity sits on θ
+  EXPECT_TRUE(explained(st, cm, gr, p, 0, 3));
+  p.theta = 0.6;
+  p.mode = core::SelectMode::Cdf;
+  p.tau = 0.7;  // cdf after two blocks is 0.7: the τ boundary
+  EXPECT_TRUE(explained(st, cm, gr, p, 0, 3));
+  p.tau = 0.85;
+  EXPECT_FALSE(explained(st, cm, gr, p, 0, 3));
+}
+
+TEST(CudaStage1, MasksMatchCpuAcrossSweep) {
+  REQUIRE_GPU();
+  MaskTally tally;
+  std::vector<Shape> shapes(3);
+  shapes[0] = Shape{1, 4, 2, 1000, 1000, 64, DType::Float16, false};
+  shapes[1] = Shape{1, 2, 2, 900, 1300, 128, DType::BFloat16, false};
+  shapes[2] = Shape{2, 2, 1, 1100, 1100, 64, DType::Float16, true};
+  int cases = 0;
+  for (size_t si = 0; si < shapes.size(); ++si) {
+    for (bool causal : {false, true}) {
+      Shape s = shapes[si];
+      s.causal = causal;
+      auto e = makeEntry(s, 100 + (uint32_t)si);
+      CudaEngine gpu;
+      gpu.setEntry(e);
+      for (Geometry g : {core::kGeometry128x64, core::kGeometry64x128})
+        for (bool smooth : {true, false})
+          for (double theta : {-0.1, 0.3, 0.6})
+            for (int sel = 0; sel < 6; ++sel) {
+              core::HeadParams p;
+              p.theta = theta;
+              static const double taus[] = {0.5, 0.9, 0.98};
+              static const double topks[] = {0.1, 0.3, 0.5};
+              if (sel < 3) {
+                p.mode = core::SelectMode::Cdf;
+                p.tau = taus[sel];
+              } else {
+                p.mode = core::SelectMode::TopK;
+                p.topk = topks[sel - 3];
+              }
+              core::RunConfig cfg = makeConfig(g, smooth, p, /*sink=*/sel == 1);
+              // Per-head parameters: head 1 gets its own θ and a dense flag on some cases.
+              cfg.perHead.assign(s.Hq, p);
+              cfg.perHead[1].theta = theta + 0.15;
+              if (sel == 2) cfg.perHead.back().dense = true;
+              compareMasks(*e, cfg, gpu, tally);
+              ++cases;
+            }
+    }
+  }
+  double agree = 1.0 - double(tally.differing) / double(tally.blocks);
+  std::cout << "[ mask parity ] " << cases << " configurations, " << tally.blocks << " blocks, "
+            << tally.differing << " differ (" << agree * 100 << "% agree), " << tally.unexplained
+            << " unexplained; pooled P close on " << tally.probClose << "/" << tally.probTotal << "\n";
+  EXPECT_GE(agree, 0.999);
+  EXPECT_EQ(tally.unexplained, 0) << tally.firstUnexplained;
+  EXPECT_GE(double(tally.probClose) / double(tally.probTotal), 0.999);
+}
+
+// ---------------------------------------------------------------------------------------------
+// Stage 2: outputs and PV-skip maps for the GPU's own mask, against the CPU kernel on the same mask.
+
+// A same-precision straightforward implementation (FlashAttention-3's yardstick): half scores,
+// fp32 softmax rounded to half, half output, over exactly the keys the sparse kernel attends to.
+std::vector<float> halfPrecisionAttention(const EntryData& e, int b, int h, const Geometry& g,
+                                          const std::vector<uint8_t>& mask,
+                                          const std::vector<uint8_t>& skipped) {
+  const core::EntryInfo& in = e.info;
+  const int D = (int)in.headDim, nk = (int)core::ceilDiv(in.tokensKV, g.blockK);
+  const float* q = e.qHead(b, h);
+  const float* k = e.kHead(b, in.kvHeadOf(h));
+  const float* v = e.vHead(b, in.kvHeadOf(h));
+  std::vector<float> out((size_t)in.tokensQ * D, 0.f), s(in.tokensKV);
+  for (int64_t t = 0; t < in.tokensQ; ++t) {
+    int i = (int)(t / g.blockQ);
+    float mx = -INFINITY;
+    for (int64_t u = 0; u < in.tokensKV; ++u) {
+      int j = (int)(u / g.blockK);
+      bool on = mask[(size_t)i * nk + j] && !skipped[(size_t)i * nk + j] && !(in.causal && u > t);
+      if (!on) {
+        s[u] = -INFINITY;
+        continue;
+      }
+      float dot = 0;
+      for (int d = 0; d < D; ++d) dot += q[t * D + d] * k[u * D + d];
+      s[u] = roundTo(roundTo(dot, in.dtype) * (float)in.scale, in.dtype);
+      mx = std::max(mx, s[u]);
+    }
+    if (mx == -INFINITY) continue;
+    double sum = 0;
+    for (int64_t u = 0; u < in.tokensKV; ++u) sum += s[u] == -INFINITY ? 0.0 : std::exp(double(s[u] - mx));
+    std::vector<float> acc(D, 0.f);
+    for (int64_t u = 0; u < in.tokensKV; ++u) {
+      if (s[u] == -INFINITY) continue;
+      float pr = roundTo(float(std::exp(double(s[u] - mx)) / sum), in.dtype);
+      for (int d = 0; d < D; ++d) acc[d] += pr * v[u * D + d];
+    }
+    for (int d = 0; d < D; ++d) out[t * D + d] = roundTo(acc[d], in.dtype);
+  }
+  return out;
+}
+
+struct Stage2Case {
+  Shape shape;
+  Geometry g;
+  core::HeadParams p;
+  bool loud = false;
+};
+
+void checkStage2(const Stage2Case& c, uint32_t seed, int64_t* totalSkips = nullptr) {
+  auto e = makeEntry(c.shape, seed, c.loud);
+  CudaEngine gpu;
+  gpu.setEntry(e);
+  core::RunConfig cfg = makeConfig(c.g, true, c.p);
+  core::RunOptions opt;
+  opt.keepOutput = true;
+  opt.computeError = true;
+  core::EntryResult gr = gpu.run(cfg, opt);
+  const core::EntryInfo& in = e->info;
+  core::CpuEngine cpu(0);
+  cpu.setEntry(e);
+  core::EntryResult cr = cpu.run(cfg, opt);
+  ASSERT_EQ(gr.heads.size(), cr.heads.size());
+  for (size_t x = 0; x < gr.heads.size(); ++x) {
+    const core::HeadResult& hg = gr.heads[x];
+    const core::HeadResult& hc = cr.heads[x];
+    SCOPED_TRACE("b " + std::to_string(hg.batch) + " head " + std::to_string(hg.head));
+    const int64_t hk = in.kvHeadOf(hg.head);
+    // CPU kernel on the GPU's mask.
+    double lambda = hg.params.dense ? INFINITY : hg.params.lambda;
+    core::AttentionOutput ref = core::blockSparseAttention(
+        e->qHead(hg.batch, hg.head), e->kHead(hg.batch, hk), e->vHead(hg.batch, hk), in.tokensQ, in.tokensKV,
+        in.headDim, in.headDimV, in.scale, in.causal, c.g, hg.blockMask.data(), lambda, false);
+    EXPECT_EQ(hg.pvSkipped, ref.pvSkipped) << "PV-skip maps differ";
+    EXPECT_EQ(hg.emptyRows, ref.emptyRows);
+    if (totalSkips)
+      for (uint8_t s : hg.pvSkipped) *totalSkips += s;
+    std::vector<float> half =
+        halfPrecisionAttention(*e, (int)hg.batch, (int)hg.head, c.g, hg.blockMask, ref.pvSkipped);
+    double errGpu = 0, errHalf = 0;
+    ASSERT_EQ(hg.output.size(), ref.out.size());
+    for (size_t t = 0; t < ref.out.size(); ++t) {
+      ASSERT_TRUE(std::isfinite(hg.output[t])) << "non-finite output at " << t;
+      errGpu = std::max(errGpu, (double)std::fabs(hg.output[t] - ref.out[t]));
+      errHalf = std::max(errHalf, (double)std::fabs(half[t] - ref.out[t]));
+    }
+    EXPECT_LE(errGpu, 2.0 * errHalf + 1e-6) << "max error " << errGpu << " vs same-precision " << errHalf;
+    // With the same mask the engines agree on counts and (within half rounding) on the error.
+    if (hg.blockMask == hc.blockMask) {
+      EXPECT_EQ(hg.sparsity.selectedBlocks, hc.sparsity.selectedBlocks);
+      EXPECT_EQ(hg.sparsity.validBlocks, hc.sparsity.validBlocks);
+      EXPECT_DOUBLE_EQ(hg.sparsity.validArea, hc.sparsity.validArea);
+      EXPECT_EQ(hg.sparsity.skippedPvBlocks, hc.sparsity.skippedPvBlocks);
+      EXPECT_NEAR(hg.error.l1(), hc.error.l1(), 5e-3 + 0.05 * hc.error.l1());
+      EXPECT_EQ(hg.error.count, hc.error.count);
+      ASSERT_EQ(hg.qBlockL1.size(), hc.qBlockL1.size());
+      for (size_t i = 0; i < hg.qBlockL1.size(); ++i)
+        EXPECT_NEAR(hg.qBlockL1[i], hc.qBlockL1[i], 1e-2 + 0.05 * hc.qBlockL1[i]);
+    }
+    ASSERT_EQ(hg.refBlockMass.size(), hc.refBlockMass.size());
+    for (size_t t = 0; t < hg.refBlockMass.size(); ++t)
+      EXPECT_NEAR(hg.refBlockMass[t], hc.refBlockMass[t], 2e-4);
+  }
+}
+
+TEST(CudaStage2, MatchesCpuOnSameMaskAcrossShapes) {
+  REQUIRE_GPU();
+  core::HeadParams cdf;
+  cdf.theta = 0.3;
+  cdf.tau = 0.9;
+  cdf.lambda = 50;
+  core::HeadParams topk = cdf;
+  topk.mode = core::SelectMode::TopK;
+  topk.topk = 0.3;
+  std::vector<Stage2Case> cases = {
+      {Shape{1, 4, 2, 1000, 1000, 64, DType::Float16, false}, core::kGeometry128x64, cdf},
+      {Shape{1, 4, 2, 1000, 1000, 64, DType::Float16, true}, core::kGeometry64x128, topk},
+      {Shape{1, 2, 2, 333, 333, 128, DType::Float16, true}, core::kGeometry128x64, topk},
+      {Shape{1, 2, 1, 300, 520, 128, DType::BFloat16, false}, core::kGeometry64x128, cdf},
+      {Shape{2, 2, 2, 520, 300, 64, DType::BFloat16, true}, core::kGeometry128x64, cdf},
+      {Shape{1, 2, 2, 130, 700, 128, DType::Float16, true}, core::kGeometry64x128, cdf},
+  };
+  uint32_t seed = 7;
+  for (const auto& c : cases) {
+    SCOPED_TRACE("Nq " + std::to_string(c.shape.Nq) + " Nkv " + std::to_string(c.shape.Nkv) + " D " +
+                 std::to_string(c.shape.D) + " causal " + std::to_string(c.shape.causal) + " " + c.g.label());
+    checkStage2(c, seed++);
+  }
+}
+
+TEST(CudaStage2, PvSkipMatchesCpu) {
+  REQUIRE_GPU();
+  core::HeadParams p;
+  p.theta = -0.1;
+  p.mode = core::SelectMode::TopK;
+  p.topk = 1.0;
+  p.lambda = 4.0;
+  int64_t skips = 0;
+  for (Geometry g : {core::kGeometry128x64, core::kGeometry64x128})
+    for (bool causal : {false, true}) {
+      Stage2Case c{Shape{1, 2, 2, 1024, 1024, 64, DType::Float16, causal}, g, p, /*loud=*/true};
+      checkStage2(c, 31, &skips);
+      c.shape.D = 128;
+      checkStage2(c, 32, &skips);
+    }
+  EXPECT_GT(skips, 0) << "the structured data should make the PV skip fire";
+}
+
+TEST(CudaStage2, DenseHeadSelectsEveryValidBlockAndNeverSkips) {
+  REQUIRE_GPU();
+  Shape s{1, 2, 2, 700, 700, 64, DType::Float16, true};
+  auto e = makeEntry(s, 5, true);
+  CudaEngine gpu;
+  gpu.setEntry(e);
+  core::HeadParams p;
+  p.dense = true;
+  p.lambda = 0.0;
+  core::RunOptions opt;
+  core::EntryResult r = gpu.run(makeConfig(core::kGeometry128x64, true, p), opt);
+  for (const auto& h : r.heads) {
+    EXPECT_EQ(h.sparsity.selectedBlocks, h.sparsity.validBlocks);
+    EXPECT_EQ(h.sparsity.skippedPvBlocks, 0);
+    EXPECT_LT(h.error.l1(), 5e-3);  // dense: only half-precision rounding
+    EXPECT_GT(h.error.cosSim(), 0.9999);
+  }
+  EXPECT_TRUE(r.times.clock == "cuda-event");
+  // A second run reuses the cached reference.
+  core::EntryResult r2 = gpu.run(makeConfig(core::kGeometry128x64, true, p), opt);
+  EXPECT_TRUE(r2.times.referenceCached);
+  EXPECT_EQ(r2.heads[0].error.absDiff, r.heads[0].error.absDiff);
+}
+
+// Rows that see no key (a row whose only block lies after it under causal masking, and a q-tile
+// with an empty LUT row) are written as 0 and counted; the other rows match the CPU kernel.
+TEST(CudaStage2, EmptyRowsAreZeroAndCounted) {
+  REQUIRE_GPU();
+  const int N = 256, D = 64, nq = 2, nk = 4;
+  Shape s{1, 1, 1, N, N, D, DType::Float16, true};
+  auto e = makeEntry(s, 77);
+  // Row 0 (queries 0..127) visits only K block 1 (keys 64..127): queries 0..63 see nothing.
+  // Row 1 visits nothing at all.
+  std::vector<uint8_t> mask(nq * nk, 0);
+  mask[0 * nk + 1] = 1;
+  std::vector<int32_t> lut(nq * nk, 0), count(nq, 0);
+  for (int i = 0; i < nq; ++i) core::encodeLutRow(mask.data() + i * nk, nk, lut.data() + i * nk, &count[i]);
+  ASSERT_EQ(count[0], 1);
+  ASSERT_EQ(count[1], 0);
+
+  auto toBits = [](const std::vector<float>& x) {
+    std::vector<uint16_t> b(x.size());
+    for (size_t t = 0; t < x.size(); ++t) b[t] = core::floatToHalf(x[t]);
+    return b;
+  };
+  auto q = toBits(e->q), k = toBits(e->k), v = toBits(e->v);
+  void *dq, *dk, *dv, *dout, *dlut, *dcount, *dparams, *dheads, *dskip, *dempty;
+  ASSERT_EQ(cudaMalloc(&dq, q.size() * 2), cudaSuccess);
+  ASSERT_EQ(cudaMalloc(&dk, k.size() * 2), cudaSuccess);
+  ASSERT_EQ(cudaMalloc(&dv, v.size() * 2), cudaSuccess);
+  ASSERT_EQ(cudaMalloc(&dout, q.size() * 2), cudaSuccess);
+  ASSERT_EQ(cudaMalloc(&dlut, lut.size() * 4), cudaSuccess);
+  ASSERT_EQ(cudaMalloc(&dcount, count.size() * 4), cudaSuccess);
+  ASSERT_EQ(cudaMalloc(&dparams, sizeof(HeadParamsDev)), cudaSuccess);
+  ASSERT_EQ(cudaMalloc(&dheads, sizeof(int)), cudaSuccess);
+  ASSERT_EQ(cudaMalloc(&dskip, nq * nk), cudaSuccess);
+  ASSERT_EQ(cudaMalloc(&dempty, sizeof(int)), cudaSuccess);
+  HeadParamsDev hp;
+  hp.lambda = 0.f;
+  int head = 0;
+  cudaMemcpy(dq, q.data(), q.size() * 2, cudaMemcpyHostToDevice);
+  cudaMemcpy(dk, k.data(), k.size() * 2, cudaMemcpyHostToDevice);
+  cudaMemcpy(dv, v.data(), v.size() * 2, cudaMemcpyHostToDevice);
+  cudaMemset(dout, 0x7f, q.size() * 2);  // poison: every row must be written
+  cudaMemcpy(dlut, lut.data(), lut.size() * 4, cudaMemcpyHostToDevice);
+  cudaMemcpy(dcount, count.data(), count.size() * 4, cudaMemcpyHostToDevice);
+  cudaMemcpy(dparams, &hp, sizeof hp, cudaMemcpyHostToDevice);
+  cudaMemcpy(dheads, &head, sizeof head, cudaMemcpyHostToDevice);
+  cudaMemset(dskip, 0, nq * nk);
+  cudaMemset(dempty, 0, sizeof(int));
+  Problem p;
+  p.Nq = p.Nkv = N;
+  p.D = D;
+  p.BQ = 128;
+  p.BK = 64;
+  p.nq = nq;
+  p.nk = nk;
+  p.causal = true;
+  p.heads = static_cast<int*>(dheads);
+  p.nHeads = 1;
+  AttnArgs a;
+  a.q = dq;
+  a.k = dk;
+  a.v = dv;
+  a.o = dout;
+  a.scaleLog2 = float(e->info.scale * 1.4426950408889634);
+  a.lut = static_cast<int32_t*>(dlut);
+  a.validCount = static_cast<int32_t*>(dcount);
+  a.params = static_cast<HeadParamsDev*>(dparams);
+  a.pvSkipped = static_cast<uint8_t*>(dskip);
+  a.emptyRows = static_cast<int*>(dempty);
+  launchAttention(ElemType::F16, p, a, false, 0);
+  ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+  std::vector<uint16_t> out(q.size());
+  int empty = -1;
+  cudaMemcpy(out.data(), dout, out.size() * 2, cudaMemcpyDeviceToHost);
+  cudaMemcpy(&empty, dempty, sizeof(int), cudaMemcpyDeviceToHost);
+  for (void* ptr : {dq, dk, dv, dout, dlut, dcount, dparams, dheads, dskip, dempty}) cudaFree(ptr);
+
+  core::AttentionOutput ref =
+      core::blockSparseAttention(e->q.data(), e->k.data(), e->v.data(), N, N, D, D, e->info.scale, true,
+                                 core::kGeometry128x64, mask.data(), 0.0, false);
+  EXPECT_EQ(empty, 64 + 128);
+  EXPECT_EQ(ref.emptyRows, 64 + 128);
+  double maxErr = 0;
+  for (int t = 0; t < N; ++t)
+    for (int d = 0; d < D; ++d) {
+      float o = core::halfToFloat(out[(size_t)t * D + d]);
+      bool emptyRow = t < 64 || t >= 128;
+      if (emptyRow)
+        ASSERT_EQ(o, 0.f) << "row " << t;
+      else
+        maxErr = std::max(maxErr, (double)std::fabs(o - ref.out[(size_t)t * D + d]));
+    }
+  EXPECT_LT(maxErr, 1e-2);
+}
+
+TEST(CudaEngineErrors, UnsupportedShapesAndMissingEntryAreClearErrors) {
+  REQUIRE_GPU();
+  CudaEngine gpu;
+  core::RunOptions opt;
+  EXPECT_THROW(gpu.run(core::RunConfig{}, opt), sparge::Error);
+  Shape s{1, 1, 1, 256, 256, 64, DType::Float16, false};
+  auto e = makeEntry(s, 1);
+  auto bad = std::make_shared<EntryData>(*e);
+  bad->info.headDim = bad->info.headDimV = 32;
+  gpu.setEntry(bad);
+  try {
+    gpu.run(core::RunConfig{}, opt);
+    FAIL() << "expected sparge::Error";
+  } catch (const sparge::Error& err) {
+    EXPECT_NE(std::string(err.what()).find("head dim"), std::string::npos) << err.what();
+  }
+  gpu.setEntry(e);
+  opt.heads = {5};
+  EXPECT_THROW(gpu.run(core::RunConfig{}, opt), sparge::Error);
+}
+
+}  // namespace
+}  // namespace sparge::cuda
