@@ -28,6 +28,21 @@ double denseFlops(const core::EntryInfo& e) {
   return e.causal ? f / 2.0 : f;
 }
 
+// Heads whose Q, K or V hold NaN/Inf get hasNonFinite (a K/V head taints every query head of its group),
+// so the table and the report say that their figures are not meaningful.
+void markNonFiniteInputs(core::EntryResult& r, const std::vector<core::NonFiniteReport>& nonFinite) {
+  for (const core::NonFiniteReport& nf : nonFinite)
+    for (core::HeadResult& h : r.heads) {
+      if (h.batch != nf.batch) continue;
+      const bool hit = nf.tensor == core::Tensor::Q ? h.head == nf.head : r.info.kvHeadOf(h.head) == nf.head;
+      if (hit && !h.hasNonFinite) {
+        h.hasNonFinite = true;
+        r.warnings.push_back("head " + std::to_string(h.head) + ": NaN/Inf in its " + core::toString(nf.tensor) +
+                             " input; its sparsity and error figures are not meaningful");
+      }
+    }
+}
+
 void printEntry(const core::EntryResult& r, bool perHead) {
   const auto& e = r.info;
   std::printf("\nentry %s  [B=%lld Hq=%lld Hkv=%lld Nq=%lld Nkv=%lld D=%lld%s]  geometry %s  engine %s\n",
@@ -40,7 +55,7 @@ void printEntry(const core::EntryResult& r, bool perHead) {
       const auto& p = h.params;
       std::string sel = p.mode == core::SelectMode::Cdf ? "τ " + fmtNum(p.tau, 3) : "k " + fmtNum(p.topk, 3);
       std::string head = (e.batch > 1 ? "b" + std::to_string(h.batch) + " " : "") + std::to_string(h.head);
-      t.row({head + (p.dense ? " (dense)" : ""), fmtNum(p.theta, 3), sel, fmtNum(p.lambda, 1),
+      t.row({head + (p.dense ? " (dense)" : "") + (h.hasNonFinite ? " (NaN/Inf!)" : ""), fmtNum(p.theta, 3), sel, fmtNum(p.lambda, 1),
              fmtPct(h.sparsity.stage1()), fmtPct(h.sparsity.pvSkipRate()), fmtPct(h.sparsity.total()),
              fmtPct(h.sparsity.totalArea()), fmtNum(h.error.l1(), 5), fmtNum(h.error.cosSim(), 6)});
     }
@@ -86,9 +101,11 @@ core::EntryResult profileEntry(core::Engine& engine, prof::Profiler& profiler, c
         engine.run(denseConfig, denseOptions);
         scope.end();
       } else {
-        // Otherwise the dense run's Stage-2 time (engine clock) is recorded as the dense stage of this run.
+        // Otherwise the dense run's Stage-2 time, on the engine's clock (CUDA events or wall), is recorded as
+        // the dense stage of this run.
         const core::EntryResult dense = engine.run(denseConfig, denseOptions);
-        profiler.recordWall(prof::Stage::Dense, dense.times.sparseMs);
+        profiler.record(prof::Stage::Dense, dense.times.sparseMs,
+                        prof::parseTimingSource(dense.times.clock).value_or(prof::TimingSource::WallClock));
       }
     }
   }
@@ -174,6 +191,7 @@ void registerRun(CLI::App& app, Action& action) {
         } else {
           results.push_back(sel.engine->run(config, ro));
         }
+        markNonFiniteInputs(results.back(), nonFinite);
         printEntry(results.back(), !o->summaryOnly);
       }
       const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();

@@ -9,8 +9,9 @@ BUILD="${SPARGE_BUILD_DIR:-$ROOT/build}"
 TMP="$(mktemp -d)"
 trap 'rm -rf "$TMP"' EXIT
 mkdir -p "$TMP/bin" "$TMP/lib" "$ROOT/.device"
-cp "$BUILD/cli/sparge" "$BUILD/gui/sparge-studio" "$BUILD/tests/kernels/sparge_kernel_tests" \
-   "$BUILD/tests/profiler/sparge_profiler_gpu_tests" "$BUILD/tests/tuner/sparge_tuner_bench" "$TMP/bin/"
+cp "$BUILD/cli/sparge" "$BUILD/gui/sparge-studio" "$BUILD/gui/sparge-studio-bench" "$BUILD/tests/kernels/sparge_kernel_tests" \
+   "$BUILD/tests/profiler/sparge_profiler_gpu_tests" "$BUILD/tests/profiler/sparge_profiler_nocupti_tests" \
+   "$BUILD/tests/tuner/sparge_tuner_bench" "$TMP/bin/"
 strip "$TMP"/bin/*
 for lib in $(ldd "$TMP"/bin/* 2>/dev/null | awk '/=>/{print $3}' | sort -u); do
   case "$(basename "$lib")" in

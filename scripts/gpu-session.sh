@@ -4,7 +4,7 @@
 # then runs the GPU tests, benchmarks and the GPU screenshot. Steps: comma list in $1 (default: all).
 # Everything goes to $OUT (log.txt + result files).
 set -uo pipefail
-STEPS=${1:-info,kernels,profiler,run,bench,tune,hook,gui}
+STEPS=${1:-info,kernels,profiler,run,nan,bench,tune,hook,gui,frame}
 OUT=${OUT:-$PWD/device-out}
 mkdir -p "$OUT" /tmp/sp
 tar -xJf .device/pack.tar.xz -C /tmp/sp
@@ -19,6 +19,10 @@ LOG=$OUT/log.txt
   fi
   if has profiler; then
     echo "== profiler GPU tests"; timeout 120 $B/sparge_profiler_gpu_tests 2>&1 | grep -v "^\[ RUN" | tail -25
+    echo "== profiler without libcupti (must fall back to CUDA events)"
+    timeout 60 $B/sparge_profiler_nocupti_tests 2>&1 | tail -4
+    SPARGE_CUPTI_LIBRARY=/nope timeout 60 $B/sparge run --engine cuda --entry l20_s000 --repeat 3 --summary-only 2>&1 \
+      | grep -E "timings:|clock source|speedup"
   fi
   if has run; then
     echo "== sample capture: cuda vs cpu engine"
@@ -31,6 +35,24 @@ LOG=$OUT/log.txt
     $B/sparge synth /tmp/sp/big.h5 --heads 32 --tokens 16384 --dim 128 >/dev/null
     timeout 240 $B/sparge run /tmp/sp/big.h5 --engine cuda --theta=-0.1 --topk 0.2 --summary-only --repeat 10 \
       --timings "$OUT/timings_16k.json" 2>&1 | tail -20
+  fi
+  if has nan; then
+    echo "== NaN/Inf inputs on the CUDA engine (must not crash)"
+    python3 - /tmp/sp/nan.h5 <<'PYEOF'
+import sys, h5py, numpy as np
+rng = np.random.default_rng(1)
+with h5py.File(sys.argv[1], "w") as f:
+    f.attrs["sparge_capture_version"] = 1
+    g = f.create_group("entries/a")
+    g.attrs["causal"] = 1
+    q, k, v = (rng.standard_normal((1, 3, 700, 64)).astype(np.float16) for _ in range(3))
+    q[0, 1, 100, 3] = np.nan
+    k[0, 2, 300, :] = np.inf
+    g["q"], g["k"], g["v"] = q, k, v
+PYEOF
+    for a in "--tau 0.9" "--topk 0.3 --block 64x128 --sink"; do
+      timeout 60 $B/sparge run /tmp/sp/nan.h5 --engine cuda $a 2>&1 | tail -6; echo "rc=${PIPESTATUS[0]}"
+    done
   fi
   if has bench; then
     echo "== bench"
@@ -57,5 +79,12 @@ LOG=$OUT/log.txt
     timeout 120 $B/sparge-studio captures/sample.h5 --engine cuda --backend egl --entry l20_s000 --head 8 \
       --set theta=-0.1 --set tau=0.95 --set sink=1 --set lambda=3 --size 1600x1000 --frames 6 --timeout 100 \
       --mouse 572,688 --screenshot "$OUT/studio_cuda.png" 2>&1 | tail -5
+  fi
+  if has frame; then
+    echo "== GUI frame time, 32 heads x 32K tokens in the grid (NVIDIA EGL)"
+    for f in .device/.gl/*.deb; do dpkg -x "$f" /; done; ldconfig
+    export __EGL_VENDOR_LIBRARY_FILENAMES=/usr/local/nvidia/share/glvnd/egl_vendor.d/10_nvidia.json
+    unset DISPLAY
+    timeout 120 $B/sparge-studio-bench 32 32768 2>&1 | tail -12
   fi
 } 2>&1 | tee "$LOG"

@@ -179,6 +179,7 @@ nlohmann::json reportJson(const std::vector<EntryResult>& results, const std::st
       hj.update(errorJson(h.error));
       hj["params"] = paramsJson(h.params);
       hj["empty_rows"] = h.emptyRows;
+      hj["non_finite"] = h.hasNonFinite;  // NaN/Inf in the head's inputs or output: figures not meaningful
       e["heads"].push_back(std::move(hj));
     }
     root["entries"].push_back(std::move(e));

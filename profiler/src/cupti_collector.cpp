@@ -1,4 +1,5 @@
-// CUPTI Activity API collector. Without CUPTI in the build it compiles to a collector that never starts.
+// CUPTI Activity API collector. Without CUPTI in the build it compiles to a collector that never starts; with
+// it, libcupti is loaded at run time (cupti_loader.h) and a missing library is a reason, not a crash.
 #include "sparge/profiler/cupti_collector.h"
 
 #include <chrono>
@@ -7,7 +8,8 @@
 
 #ifdef SPARGE_PROF_HAVE_CUPTI
 #include <cuda_runtime_api.h>
-#include <cupti.h>
+
+#include "cupti_loader.h"
 #endif
 
 namespace sparge::prof {
@@ -37,7 +39,7 @@ constexpr CUpti_ExternalCorrelationKind kCorrelationKind = CUPTI_EXTERNAL_CORREL
 
 std::string cuptiError(const char* call, CUptiResult r) {
   const char* text = nullptr;
-  if (cuptiGetResultString(r, &text) != CUPTI_SUCCESS || !text) text = "unknown CUPTI error";
+  if (cupti().api.getResultString(r, &text) != CUPTI_SUCCESS || !text) text = "unknown CUPTI error";
   return std::string(call) + " failed: " + text + " (" + std::to_string(int(r)) + ")";
 }
 
@@ -51,7 +53,7 @@ void CUPTIAPI bufferCompleted(CUcontext context, uint32_t streamId, uint8_t* buf
                               size_t validSize) {
   std::lock_guard lock(g_mutex);
   CUpti_Activity* record = nullptr;
-  while (validSize > 0 && cuptiActivityGetNextRecord(buffer, validSize, &record) == CUPTI_SUCCESS) {
+  while (validSize > 0 && cupti().api.activityGetNextRecord(buffer, validSize, &record) == CUPTI_SUCCESS) {
     if (!g_log) continue;
     switch (record->kind) {
       case CUPTI_ACTIVITY_KIND_KERNEL:
@@ -79,7 +81,8 @@ void CUPTIAPI bufferCompleted(CUcontext context, uint32_t streamId, uint8_t* buf
     }
   }
   size_t dropped = 0;
-  if (g_log && cuptiActivityGetNumDroppedRecords(context, streamId, &dropped) == CUPTI_SUCCESS && dropped > 0)
+  if (g_log && cupti().api.activityGetNumDroppedRecords(context, streamId, &dropped) == CUPTI_SUCCESS &&
+      dropped > 0)
     g_log->addDropped(dropped);
   std::free(buffer);
 }
@@ -88,6 +91,11 @@ void CUPTIAPI bufferCompleted(CUcontext context, uint32_t streamId, uint8_t* buf
 
 bool CuptiCollector::start() {
   if (active_) return true;
+  // Checked before the device so that the reason names the missing library even on a machine without a GPU.
+  if (!cupti().ok) {
+    reason_ = cupti().error;
+    return false;
+  }
   int count = 0;  // left untouched by cudaGetDeviceCount when there is no driver
   cudaError_t err = cudaGetDeviceCount(&count);
   if (err != cudaSuccess || count <= 0) {
@@ -104,7 +112,7 @@ bool CuptiCollector::start() {
       return false;
     }
     if (!g_callbacksRegistered) {
-      CUptiResult r = cuptiActivityRegisterCallbacks(bufferRequested, bufferCompleted);
+      CUptiResult r = cupti().api.activityRegisterCallbacks(bufferRequested, bufferCompleted);
       if (r != CUPTI_SUCCESS) {
         reason_ = cuptiError("cuptiActivityRegisterCallbacks", r);
         return false;
@@ -113,7 +121,7 @@ bool CuptiCollector::start() {
     }
     g_log = &log_;
   }
-  CUptiResult r = cuptiActivityEnable(CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL);
+  CUptiResult r = cupti().api.activityEnable(CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL);
   if (r != CUPTI_SUCCESS) {
     reason_ = cuptiError("cuptiActivityEnable(CONCURRENT_KERNEL)", r);
     if (r == CUPTI_ERROR_INSUFFICIENT_PRIVILEGES)
@@ -122,7 +130,7 @@ bool CuptiCollector::start() {
     g_log = nullptr;
     return false;
   }
-  r = cuptiActivityEnable(CUPTI_ACTIVITY_KIND_EXTERNAL_CORRELATION);
+  r = cupti().api.activityEnable(CUPTI_ACTIVITY_KIND_EXTERNAL_CORRELATION);
   externalCorrelation_ = r == CUPTI_SUCCESS;
   reason_ = externalCorrelation_ ? std::string()
                                  : cuptiError("cuptiActivityEnable(EXTERNAL_CORRELATION)", r) +
@@ -134,8 +142,8 @@ bool CuptiCollector::start() {
 void CuptiCollector::stop() {
   if (!active_) return;
   flush();
-  cuptiActivityDisable(CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL);
-  if (externalCorrelation_) cuptiActivityDisable(CUPTI_ACTIVITY_KIND_EXTERNAL_CORRELATION);
+  cupti().api.activityDisable(CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL);
+  if (externalCorrelation_) cupti().api.activityDisable(CUPTI_ACTIVITY_KIND_EXTERNAL_CORRELATION);
   std::lock_guard lock(g_mutex);
   if (g_log == &log_) g_log = nullptr;
   active_ = false;
@@ -143,18 +151,18 @@ void CuptiCollector::stop() {
 }
 
 void CuptiCollector::push(uint64_t runId) {
-  if (active_ && externalCorrelation_) cuptiActivityPushExternalCorrelationId(kCorrelationKind, runId);
+  if (active_ && externalCorrelation_) cupti().api.activityPushExternalCorrelationId(kCorrelationKind, runId);
 }
 
 void CuptiCollector::pop() {
   if (!active_ || !externalCorrelation_) return;
   uint64_t last = 0;
-  cuptiActivityPopExternalCorrelationId(kCorrelationKind, &last);
+  cupti().api.activityPopExternalCorrelationId(kCorrelationKind, &last);
 }
 
 uint64_t CuptiCollector::timestampNs() const {
   uint64_t t = 0;
-  if (active_ && cuptiGetTimestamp(&t) == CUPTI_SUCCESS) return t;
+  if (active_ && cupti().api.getTimestamp(&t) == CUPTI_SUCCESS) return t;
   return steadyNs();
 }
 
@@ -162,7 +170,7 @@ void CuptiCollector::flush() {
   if (!active_) return;
   cudaDeviceSynchronize();
   cudaGetLastError();
-  cuptiActivityFlushAll(CUPTI_ACTIVITY_FLAG_FLUSH_FORCED);
+  cupti().api.activityFlushAll(CUPTI_ACTIVITY_FLAG_FLUSH_FORCED);
 }
 
 #else

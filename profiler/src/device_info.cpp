@@ -8,7 +8,7 @@
 #include <cuda_runtime_api.h>
 #endif
 #ifdef SPARGE_PROF_HAVE_CUPTI
-#include <cupti.h>
+#include "cupti_loader.h"
 #endif
 
 namespace sparge::prof {
@@ -41,8 +41,9 @@ DeviceInfo queryDevice(int index) {
   cudaRuntimeGetVersion(&d.runtimeVersion);
   cudaDriverGetVersion(&d.driverVersion);  // 0 when no driver is installed
 #ifdef SPARGE_PROF_HAVE_CUPTI
-  uint32_t cupti = 0;
-  if (cuptiGetVersion(&cupti) == CUPTI_SUCCESS) d.cuptiVersion = int(cupti);
+  // libcupti is optional at run time: without it the version stays 0.
+  uint32_t version = 0;
+  if (cupti().ok && cupti().api.getVersion(&version) == CUPTI_SUCCESS) d.cuptiVersion = int(version);
 #endif
   // Without a driver cudaGetDeviceCount fails and leaves its output untouched.
   int count = 0;

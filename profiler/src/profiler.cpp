@@ -11,6 +11,9 @@
 #ifdef SPARGE_PROF_HAVE_CUDA
 #include <cuda_runtime_api.h>
 #endif
+#ifdef SPARGE_PROF_HAVE_CUPTI
+#include "cupti_loader.h"
+#endif
 
 namespace sparge::prof {
 
@@ -59,6 +62,10 @@ Profiler::Profiler(ProfilerOptions options) : impl_(std::make_unique<Impl>()) {
   if (!m.device.gpu) {
     m.source = TimingSource::WallClock;
     m.reason = "no GPU (" + m.device.probeError + "): host wall clock";
+#ifdef SPARGE_PROF_HAVE_CUPTI
+    // Said now so that the fix is known before the program is moved to a GPU machine.
+    if (options.useCupti && !cupti().ok) m.reason += "; CUPTI unavailable: " + cupti().error;
+#endif
     return;
   }
   std::string why;

@@ -121,6 +121,33 @@ PYEOF
     $PY "$HERE/stage1_reference.py" "$WORK/rand.h5" "$WORK/m.h5" $args || fail "mask parity with $args"
   done
   ;;
+nan_input)
+  # NaN/Inf in the data is reported per head and never crashes a run (both geometries, CDF and top-k).
+  $PY - "$WORK/nan.h5" <<'PYEOF' || fail "write NaN capture"
+import sys, h5py, numpy as np
+rng = np.random.default_rng(1)
+with h5py.File(sys.argv[1], "w") as f:
+    f.attrs["sparge_capture_version"] = 1
+    g = f.create_group("entries/a")
+    g.attrs["causal"] = 1
+    q, k, v = (rng.standard_normal((1, 3, 700, 64)).astype(np.float16) for _ in range(3))
+    q[0, 1, 100, 3] = np.nan
+    k[0, 2, 300, :] = np.inf
+    g["q"], g["k"], g["v"] = q, k, v
+PYEOF
+  for args in "--tau 0.9" "--topk 0.3 --block 64x128 --sink"; do
+    # shellcheck disable=SC2086
+    out="$("$SPARGE" run "$WORK/nan.h5" --engine cpu $args --report "$WORK/r.json" 2>&1)" || fail "run $args: $out"
+    grep -q "/entries/a/q batch 0 head 1 holds 1 NaN/Inf" <<<"$out" || fail "no NaN warning for q head 1: $out"
+    grep -q "/entries/a/k batch 0 head 2 holds 64 NaN/Inf" <<<"$out" || fail "no Inf warning for k head 2: $out"
+    $PY -c "
+import json, sys
+h = json.load(open(sys.argv[1]))['entries'][0]['heads']
+flags = [x['non_finite'] for x in h]
+assert flags == [False, True, True], flags
+" "$WORK/r.json" || fail "non_finite flags in the report"
+  done
+  ;;
 sample)
   # The bundled capture is real attention: with the similarity filter off (θ = -0.1, the top-k API's
   # default), τ = 0.98 and the sink, most heads of a real LLM are sparse while the error stays small.
