@@ -9,7 +9,8 @@
 namespace sparge::cli {
 
 void registerInfo(CLI::App& app, Action& action) {
-  auto* cmd = app.add_subcommand("info", "List the entries of a capture (shapes, dtype, layout, causal, GQA, size)");
+  auto* cmd =
+      app.add_subcommand("info", "List the entries of a capture (shapes, dtype, layout, causal, GQA, size)");
   auto file = std::make_shared<std::string>();
   cmd->add_option("file", *file, "Capture file (.h5); default: the bundled sample capture");
   cmd->callback([&action, file] {

@@ -23,8 +23,8 @@ bool endsWith(const std::string& s, const std::string& suffix) {
 
 // Dense attention work in FLOP: 4·B·H·Nq·Nkv·D (QKᵀ and PV), halved when causal.
 double denseFlops(const core::EntryInfo& e) {
-  const double f = 4.0 * double(e.batch) * double(e.headsQ) * double(e.tokensQ) * double(e.tokensKV) *
-                   double(e.headDim);
+  const double f =
+      4.0 * double(e.batch) * double(e.headsQ) * double(e.tokensQ) * double(e.tokensKV) * double(e.headDim);
   return e.causal ? f / 2.0 : f;
 }
 
@@ -37,7 +37,8 @@ void markNonFiniteInputs(core::EntryResult& r, const std::vector<core::NonFinite
       const bool hit = nf.tensor == core::Tensor::Q ? h.head == nf.head : r.info.kvHeadOf(h.head) == nf.head;
       if (hit && !h.hasNonFinite) {
         h.hasNonFinite = true;
-        r.warnings.push_back("head " + std::to_string(h.head) + ": NaN/Inf in its " + core::toString(nf.tensor) +
+        r.warnings.push_back("head " + std::to_string(h.head) + ": NaN/Inf in its " +
+                             core::toString(nf.tensor) +
                              " input; its sparsity and error figures are not meaningful");
       }
     }
@@ -46,8 +47,8 @@ void markNonFiniteInputs(core::EntryResult& r, const std::vector<core::NonFinite
 void printEntry(const core::EntryResult& r, bool perHead) {
   const auto& e = r.info;
   std::printf("\nentry %s  [B=%lld Hq=%lld Hkv=%lld Nq=%lld Nkv=%lld D=%lld%s]  geometry %s  engine %s\n",
-              e.name.c_str(), (long long)e.batch, (long long)e.headsQ, (long long)e.headsKV, (long long)e.tokensQ,
-              (long long)e.tokensKV, (long long)e.headDim, e.causal ? " causal" : "",
+              e.name.c_str(), (long long)e.batch, (long long)e.headsQ, (long long)e.headsKV,
+              (long long)e.tokensQ, (long long)e.tokensKV, (long long)e.headDim, e.causal ? " causal" : "",
               r.config.geometry.label().c_str(), r.engine.c_str());
   if (perHead) {
     Table t({"head", "θ", "τ/topk", "λ", "stage1", "pv-skip", "total", "total(area)", "L1", "cos"});
@@ -55,9 +56,10 @@ void printEntry(const core::EntryResult& r, bool perHead) {
       const auto& p = h.params;
       std::string sel = p.mode == core::SelectMode::Cdf ? "τ " + fmtNum(p.tau, 3) : "k " + fmtNum(p.topk, 3);
       std::string head = (e.batch > 1 ? "b" + std::to_string(h.batch) + " " : "") + std::to_string(h.head);
-      t.row({head + (p.dense ? " (dense)" : "") + (h.hasNonFinite ? " (NaN/Inf!)" : ""), fmtNum(p.theta, 3), sel, fmtNum(p.lambda, 1),
-             fmtPct(h.sparsity.stage1()), fmtPct(h.sparsity.pvSkipRate()), fmtPct(h.sparsity.total()),
-             fmtPct(h.sparsity.totalArea()), fmtNum(h.error.l1(), 5), fmtNum(h.error.cosSim(), 6)});
+      t.row({head + (p.dense ? " (dense)" : "") + (h.hasNonFinite ? " (NaN/Inf!)" : ""), fmtNum(p.theta, 3),
+             sel, fmtNum(p.lambda, 1), fmtPct(h.sparsity.stage1()), fmtPct(h.sparsity.pvSkipRate()),
+             fmtPct(h.sparsity.total()), fmtPct(h.sparsity.totalArea()), fmtNum(h.error.l1(), 5),
+             fmtNum(h.error.cosSim(), 6)});
     }
     t.print(std::cout);
   }
@@ -66,13 +68,15 @@ void printEntry(const core::EntryResult& r, bool perHead) {
               fmtPct(r.sparsity.total()).c_str(), fmtPct(r.sparsity.totalArea()).c_str(), r.error.l1(),
               r.error.cosSim(), r.error.rmse());
   const auto& tm = r.times;
-  std::printf("time (%s clock): predict %.1f ms  sparse %.1f ms  reference %s  metrics %.1f ms  total %.1f ms\n",
-              tm.clock.c_str(), tm.predictMs, tm.sparseMs,
-              tm.referenceCached ? "cached" : (fmtNum(tm.referenceMs, 1) + " ms").c_str(), tm.metricsMs, tm.totalMs);
+  std::printf(
+      "time (%s clock): predict %.1f ms  sparse %.1f ms  reference %s  metrics %.1f ms  total %.1f ms\n",
+      tm.clock.c_str(), tm.predictMs, tm.sparseMs,
+      tm.referenceCached ? "cached" : (fmtNum(tm.referenceMs, 1) + " ms").c_str(), tm.metricsMs, tm.totalMs);
   if (!tm.referenceCached && tm.referenceMs > 0)
-    std::printf("dense reference: %.1f GFLOP in %.1f ms = %.1f GFLOP/s\n", denseFlops(e) / 1e9, tm.referenceMs,
-                denseFlops(e) / (tm.referenceMs * 1e6));
-  for (const std::string& w : r.warnings) std::fprintf(stderr, "warning: entry %s: %s\n", e.name.c_str(), w.c_str());
+    std::printf("dense reference: %.1f GFLOP in %.1f ms = %.1f GFLOP/s\n", denseFlops(e) / 1e9,
+                tm.referenceMs, denseFlops(e) / (tm.referenceMs * 1e6));
+  for (const std::string& w : r.warnings)
+    std::fprintf(stderr, "warning: entry %s: %s\n", e.name.c_str(), w.c_str());
 }
 
 // Runs one entry warmup + repeat times under the profiler. Each profiled run is followed by a dense
@@ -96,8 +100,8 @@ core::EntryResult profileEntry(core::Engine& engine, prof::Profiler& profiler, c
     if (!o.noDenseBaseline) {
       if (profiler.source() == prof::TimingSource::Cupti) {
         // Under CUPTI the dense run's kernels (sparge_dense_*) are attributed to the dense stage by name.
-        prof::ProfileScope scope(profiler, prof::makeRunInfo(name + " (dense baseline)", denseConfig, options.heads,
-                                                             engine.name()));
+        prof::ProfileScope scope(profiler, prof::makeRunInfo(name + " (dense baseline)", denseConfig,
+                                                             options.heads, engine.name()));
         engine.run(denseConfig, denseOptions);
         scope.end();
       } else {
@@ -133,21 +137,24 @@ void printTimings(const prof::TimingReport& r) {
 }  // namespace
 
 void registerRun(CLI::App& app, Action& action) {
-  auto* cmd = app.add_subcommand("run", "Run SpargeAttn on captured entries: masks, PV skips, error vs dense");
+  auto* cmd =
+      app.add_subcommand("run", "Run SpargeAttn on captured entries: masks, PV skips, error vs dense");
   auto o = std::make_shared<RunCommandOptions>();
   cmd->add_option("file", o->file, "Capture file (.h5); default: the bundled sample capture");
   cmd->add_option("--entry", o->entries, "Entry to run (repeatable); default: all entries");
   addMethodOptions(*cmd, *o);
   cmd->add_option("--masks", o->masksPath, "Write masks v1 (.h5)");
   cmd->add_option("--report", o->reportPath, "Write the report (.json, or .csv)");
-  cmd->add_flag("--summary-only", o->summaryOnly, "Print only the per-entry summary line, not the per-head table");
+  cmd->add_flag("--summary-only", o->summaryOnly,
+                "Print only the per-entry summary line, not the per-head table");
   cmd->add_option("--repeat", o->repeat, "Profiled runs per entry (min / median / max in the timing report)")
       ->check(CLI::Range(1, 100000))
       ->capture_default_str();
   cmd->add_option("--warmup", o->warmup, "Unmeasured runs before the profiled ones")
       ->check(CLI::Range(0, 1000))
       ->capture_default_str();
-  cmd->add_option("--timings", o->timingsPath, "Write timing statistics: .json, .csv or .trace.json (Perfetto)");
+  cmd->add_option("--timings", o->timingsPath,
+                  "Write timing statistics: .json, .csv or .trace.json (Perfetto)");
   cmd->add_flag("--no-dense-baseline", o->noDenseBaseline,
                 "Do not time a dense run (every valid block) next to each profiled run");
   cmd->callback([&action, o] {
@@ -182,7 +189,8 @@ void registerRun(CLI::App& app, Action& action) {
                        (long long)nf.head, (long long)nf.count);
         std::vector<std::string> configWarnings;
         core::RunConfig config = makeRunConfig(*o, entry->info, path, &configWarnings);
-        for (const auto& w : configWarnings) std::fprintf(stderr, "note: entry %s: %s\n", name.c_str(), w.c_str());
+        for (const auto& w : configWarnings)
+          std::fprintf(stderr, "note: entry %s: %s\n", name.c_str(), w.c_str());
         sel.engine->setEntry(entry);
         core::RunOptions ro;
         ro.heads = o->heads;
@@ -209,8 +217,10 @@ void registerRun(CLI::App& app, Action& action) {
         std::printf("masks written to %s\n", o->masksPath.c_str());
       }
       if (!o->reportPath.empty()) {
-        if (endsWith(o->reportPath, ".csv")) core::writeReportCsv(o->reportPath, results);
-        else core::writeReportJson(o->reportPath, results, path);
+        if (endsWith(o->reportPath, ".csv"))
+          core::writeReportCsv(o->reportPath, results);
+        else
+          core::writeReportJson(o->reportPath, results, path);
         std::printf("report written to %s\n", o->reportPath.c_str());
       }
       return 0;

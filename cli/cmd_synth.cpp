@@ -39,13 +39,20 @@ void registerSynth(CLI::App& app, Action& action) {
       if (cmd->count("--kv-heads") == 0) spec.headsKV = spec.headsQ;
       if (cmd->count("--kv-tokens") == 0) spec.tokensKV = spec.tokensQ;
       if (cmd->count("--dim-v") == 0) spec.headDimV = spec.headDim;
-      if (o->dtype == "float16" || o->dtype == "fp16") spec.dtype = core::DType::Float16;
-      else if (o->dtype == "bfloat16" || o->dtype == "bf16") spec.dtype = core::DType::BFloat16;
-      else if (o->dtype == "float32" || o->dtype == "fp32") spec.dtype = core::DType::Float32;
-      else throw Error("--dtype", "unknown dtype '" + o->dtype + "': use float16, bfloat16 or float32");
-      if (o->layout == "HND") spec.layout = core::Layout::HND;
-      else if (o->layout == "NHD") spec.layout = core::Layout::NHD;
-      else throw Error("--layout", "unknown layout '" + o->layout + "': use HND or NHD");
+      if (o->dtype == "float16" || o->dtype == "fp16")
+        spec.dtype = core::DType::Float16;
+      else if (o->dtype == "bfloat16" || o->dtype == "bf16")
+        spec.dtype = core::DType::BFloat16;
+      else if (o->dtype == "float32" || o->dtype == "fp32")
+        spec.dtype = core::DType::Float32;
+      else
+        throw Error("--dtype", "unknown dtype '" + o->dtype + "': use float16, bfloat16 or float32");
+      if (o->layout == "HND")
+        spec.layout = core::Layout::HND;
+      else if (o->layout == "NHD")
+        spec.layout = core::Layout::NHD;
+      else
+        throw Error("--layout", "unknown layout '" + o->layout + "': use HND or NHD");
       if (o->entries < 1) throw Error("--entries", "must be at least 1");
       core::writeAtomically(o->out, [&](const std::string& tmp) {
         core::CaptureWriter w(tmp);

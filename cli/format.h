@@ -50,8 +50,10 @@ class Table {
       const auto& r = rows_[i];
       for (size_t c = 0; c < r.size(); ++c) {
         const size_t pad = width[c] - displayWidth(r[c]);
-        if (c == 0) out << r[c] << std::string(pad, ' ');
-        else out << "  " << std::string(pad, ' ') << r[c];
+        if (c == 0)
+          out << r[c] << std::string(pad, ' ');
+        else
+          out << "  " << std::string(pad, ' ') << r[c];
       }
       out << '\n';
     }

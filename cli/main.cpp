@@ -23,7 +23,8 @@ std::string defaultCapturePath() {
 
 int main(int argc, char** argv) {
   using namespace sparge::cli;
-  CLI::App app{"sparge — SpargeAttn sparsity explorer (headless). Run `sparge <command> --help` for details."};
+  CLI::App app{
+      "sparge — SpargeAttn sparsity explorer (headless). Run `sparge <command> --help` for details."};
   app.require_subcommand(1);
   app.set_version_flag("--version", "sparge 0.1.0");
   Action action;

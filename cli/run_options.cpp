@@ -8,7 +8,8 @@ namespace sparge::cli {
 void addMethodOptions(CLI::App& cmd, RunCommandOptions& o) {
   cmd.add_option("--theta", o.theta, "θ, simthreshd1: blocks with self-similarity <= θ are forced on")
       ->capture_default_str();
-  auto* tau = cmd.add_option("--tau", o.tau, "τ, cdfthreshd: keep blocks while the pooled CDF <= τ (default 0.98)");
+  auto* tau =
+      cmd.add_option("--tau", o.tau, "τ, cdfthreshd: keep blocks while the pooled CDF <= τ (default 0.98)");
   auto* topk = cmd.add_option("--topk", o.topk, "Top-k mode: fraction of K blocks kept per row, in (0, 1]");
   tau->excludes(topk);
   cmd.add_option("--lambda", o.lambda, "λ, pvthreshd: skip PV when the row maxima rise by <= -λ (base 2)")
@@ -45,11 +46,12 @@ core::RunConfig makeRunConfig(const RunCommandOptions& o, const core::EntryInfo&
     p.tau = o.tau.value_or(0.98);
     core::validate(p, "--theta/--tau/--lambda");
   }
-  if (!o.paramsPath.empty()) core::applyParams(core::readParams(o.paramsPath), o.paramsPath, entry, c, warnings);
+  if (!o.paramsPath.empty())
+    core::applyParams(core::readParams(o.paramsPath), o.paramsPath, entry, c, warnings);
   for (int64_t h : o.heads)
     if (h < 0 || h >= entry.headsQ)
-      throw Error("--heads", "head " + std::to_string(h) + " does not exist in entry " + entry.name + " (it has " +
-                                 std::to_string(entry.headsQ) + " query heads)");
+      throw Error("--heads", "head " + std::to_string(h) + " does not exist in entry " + entry.name +
+                                 " (it has " + std::to_string(entry.headsQ) + " query heads)");
   return c;
 }
 

@@ -14,7 +14,7 @@ namespace sparge::cli {
 struct RunCommandOptions {
   std::string file;
   std::vector<std::string> entries;
-  double theta = 0.6;   // SpargeAttn CDF API defaults
+  double theta = 0.6;  // SpargeAttn CDF API defaults
   std::optional<double> tau;
   std::optional<double> topk;
   double lambda = 50.0;
@@ -39,7 +39,7 @@ void addMethodOptions(CLI::App& cmd, RunCommandOptions& o);
 
 // The run configuration for one entry: command-line values, then per-head values from --params.
 // Warnings (for example settings overridden by the params file) are appended to `warnings`.
-core::RunConfig makeRunConfig(const RunCommandOptions& o, const core::EntryInfo& entry, const std::string& capturePath,
-                              std::vector<std::string>* warnings = nullptr);
+core::RunConfig makeRunConfig(const RunCommandOptions& o, const core::EntryInfo& entry,
+                              const std::string& capturePath, std::vector<std::string>* warnings = nullptr);
 
 }  // namespace sparge::cli

@@ -39,11 +39,10 @@ inline float exp2NonPositive(float x) {
 }  // namespace
 
 // Compiled for AVX-512, AVX2+FMA and baseline x86-64; the loader picks the best the CPU has.
-__attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default")))
-AttentionOutput blockSparseAttention(const float* q, const float* k, const float* v, int64_t nQ,
-                                     int64_t nKv, int64_t d, int64_t dv, double scale, bool causal,
-                                     const Geometry& g, const uint8_t* mask, double lambda,
-                                     bool wantBlockMass) {
+__attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default"))) AttentionOutput
+blockSparseAttention(const float* q, const float* k, const float* v, int64_t nQ, int64_t nKv, int64_t d,
+                     int64_t dv, double scale, bool causal, const Geometry& g, const uint8_t* mask,
+                     double lambda, bool wantBlockMass) {
   const int BQ = g.blockQ, BK = g.blockK;
   const int nq = int(ceilDiv(nQ, BQ)), nk = int(ceilDiv(nKv, BK));
   const int64_t nKvPad = int64_t(nk) * BK;
@@ -113,7 +112,8 @@ AttentionOutput blockSparseAttention(const float* q, const float* k, const float
         float delta = kNegInf;
         for (int r = 0; r < rows; ++r) {
           if (rowMax[r] == kNegInf) continue;  // nothing visible in this block for this row
-          delta = std::max(delta, m[r] == kNegInf ? std::numeric_limits<float>::infinity() : rowMax[r] - m[r]);
+          delta =
+              std::max(delta, m[r] == kNegInf ? std::numeric_limits<float>::infinity() : rowMax[r] - m[r]);
         }
         if (double(delta) + lambda <= 0.0) {
           out.pvSkipped[size_t(i) * nk + j] = 1;
@@ -162,7 +162,8 @@ AttentionOutput blockSparseAttention(const float* q, const float* k, const float
         double mass = 0;
         for (int r = 0; r < rows; ++r) {
           if (l[r] <= 0.0f || partMax[size_t(r) * n + t] == kNegInf) continue;
-          mass += double(partSum[size_t(r) * n + t]) * std::exp2(double(partMax[size_t(r) * n + t]) - m[r]) / l[r];
+          mass += double(partSum[size_t(r) * n + t]) * std::exp2(double(partMax[size_t(r) * n + t]) - m[r]) /
+                  l[r];
         }
         out.blockMass[size_t(i) * nk + cols[t]] = float(mass / rows);
       }

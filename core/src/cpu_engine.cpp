@@ -48,9 +48,9 @@ const BlockStats& CpuEngine::blockStats(int64_t b, int64_t h, const Geometry& g,
     if (it != stats_.end()) return *it->second;
   }
   const EntryInfo& info = entry_->info;
-  auto st = std::make_unique<BlockStats>(computeBlockStats(
-      entry_->qHead(b, h), info.tokensQ, entry_->kHead(b, info.kvHeadOf(h)), info.tokensKV, info.headDim,
-      info.dtype, g, smoothK, info.causal));
+  auto st = std::make_unique<BlockStats>(
+      computeBlockStats(entry_->qHead(b, h), info.tokensQ, entry_->kHead(b, info.kvHeadOf(h)), info.tokensKV,
+                        info.headDim, info.dtype, g, smoothK, info.causal));
   std::lock_guard<std::mutex> lock(cacheMutex_);
   auto& slot = stats_[key];
   if (!slot) slot = std::move(st);
@@ -68,12 +68,14 @@ const CpuEngine::Reference& CpuEngine::reference(int64_t b, int64_t h, const Geo
   const int nq = int(ceilDiv(info.tokensQ, g.blockQ)), nk = int(ceilDiv(info.tokensKV, g.blockK));
   std::vector<uint8_t> all(size_t(nq) * nk);
   for (int i = 0; i < nq; ++i)
-    for (int j = 0; j < nk; ++j) all[size_t(i) * nk + j] = blockValid(i, j, g, info.tokensQ, info.tokensKV, info.causal);
+    for (int j = 0; j < nk; ++j)
+      all[size_t(i) * nk + j] = blockValid(i, j, g, info.tokensQ, info.tokensKV, info.causal);
   const int64_t hk = info.kvHeadOf(h);
-  AttentionOutput o = blockSparseAttention(entry_->qHead(b, h), entry_->kHead(b, hk), entry_->vHead(b, hk),
-                                           info.tokensQ, info.tokensKV, info.headDim, info.headDimV, info.scale,
-                                           info.causal, g, all.data(), std::numeric_limits<double>::infinity(),
-                                           /*wantBlockMass=*/true);
+  AttentionOutput o =
+      blockSparseAttention(entry_->qHead(b, h), entry_->kHead(b, hk), entry_->vHead(b, hk), info.tokensQ,
+                           info.tokensKV, info.headDim, info.headDimV, info.scale, info.causal, g, all.data(),
+                           std::numeric_limits<double>::infinity(),
+                           /*wantBlockMass=*/true);
   auto ref = std::make_unique<Reference>();
   ref->out = std::move(o.out);
   ref->blockMass = std::move(o.blockMass);
@@ -88,8 +90,9 @@ EntryResult CpuEngine::run(const RunConfig& config, const RunOptions& options) {
   const EntryInfo& info = entry_->info;
   const Geometry g = config.geometry;
   if (!config.perHead.empty() && int64_t(config.perHead.size()) != info.headsQ)
-    throw Error("entry " + info.name, "per-head parameters given for " + std::to_string(config.perHead.size()) +
-                                          " heads, but the entry has " + std::to_string(info.headsQ) + " query heads");
+    throw Error("entry " + info.name,
+                "per-head parameters given for " + std::to_string(config.perHead.size()) +
+                    " heads, but the entry has " + std::to_string(info.headsQ) + " query heads");
   std::vector<int64_t> heads = options.heads;
   if (heads.empty())
     for (int64_t h = 0; h < info.headsQ; ++h) heads.push_back(h);
@@ -138,10 +141,10 @@ EntryResult CpuEngine::run(const RunConfig& config, const RunOptions& options) {
     HeadResult& hr = result.heads[t];
     const int64_t hk = info.kvHeadOf(hr.head);
     const double lambda = hr.params.dense ? std::numeric_limits<double>::infinity() : hr.params.lambda;
-    AttentionOutput o = blockSparseAttention(entry_->qHead(hr.batch, hr.head), entry_->kHead(hr.batch, hk),
-                                             entry_->vHead(hr.batch, hk), info.tokensQ, info.tokensKV,
-                                             info.headDim, info.headDimV, info.scale, info.causal, g,
-                                             hr.blockMask.data(), lambda, false);
+    AttentionOutput o =
+        blockSparseAttention(entry_->qHead(hr.batch, hr.head), entry_->kHead(hr.batch, hk),
+                             entry_->vHead(hr.batch, hk), info.tokensQ, info.tokensKV, info.headDim,
+                             info.headDimV, info.scale, info.causal, g, hr.blockMask.data(), lambda, false);
     hr.pvSkipped = std::move(o.pvSkipped);
     hr.emptyRows = o.emptyRows;
     outputs[t] = std::move(o.out);
@@ -221,7 +224,8 @@ EntryResult CpuEngine::run(const RunConfig& config, const RunOptions& options) {
   for (const HeadResult& hr : result.heads) {
     if (hr.emptyRows > 0)
       result.warnings.push_back("head " + std::to_string(hr.head) + ": " + std::to_string(hr.emptyRows) +
-                                " query rows see no key in their selected blocks (output set to 0; --sink keeps key block 0 on for every row)");
+                                " query rows see no key in their selected blocks (output set to 0; --sink "
+                                "keeps key block 0 on for every row)");
     if (hr.hasNonFinite)
       result.warnings.push_back("head " + std::to_string(hr.head) + ": NaN/Inf in the output or reference");
   }

@@ -33,14 +33,15 @@ void writeUint8(hid_t group, const std::string& name, const std::vector<uint8_t>
   h5::Handle ds = h5::dataset(
       H5Dcreate2(group, name.c_str(), H5T_STD_U8LE, space.get(), H5P_DEFAULT, props.get(), H5P_DEFAULT));
   check(ds.valid(), where + "/" + name, "cannot create dataset");
-  check(H5Dwrite(ds.get(), H5T_NATIVE_UINT8, H5S_ALL, H5S_ALL, H5P_DEFAULT, data.data()) >= 0, where + "/" + name,
-        "cannot write dataset");
+  check(H5Dwrite(ds.get(), H5T_NATIVE_UINT8, H5S_ALL, H5S_ALL, H5P_DEFAULT, data.data()) >= 0,
+        where + "/" + name, "cannot write dataset");
 }
 
 void writeDoubleArray(hid_t obj, const std::string& name, const std::vector<double>& values) {
   const hsize_t n = values.size();
   h5::Handle space = h5::dataspace(H5Screate_simple(1, &n, nullptr));
-  h5::Handle attr = h5::attribute(H5Acreate2(obj, name.c_str(), H5T_IEEE_F64LE, space.get(), H5P_DEFAULT, H5P_DEFAULT));
+  h5::Handle attr =
+      h5::attribute(H5Acreate2(obj, name.c_str(), H5T_IEEE_F64LE, space.get(), H5P_DEFAULT, H5P_DEFAULT));
   if (attr.valid()) H5Awrite(attr.get(), H5T_NATIVE_DOUBLE, values.data());
 }
 
@@ -55,7 +56,8 @@ void writeMasksTo(const std::string& path, const std::vector<EntryResult>& resul
   for (const EntryResult& r : results) {
     const std::string where = path + ":/entries/" + r.info.name;
     if (r.heads.empty()) continue;
-    h5::Handle g = h5::group(H5Gcreate2(entries.get(), r.info.name.c_str(), H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT));
+    h5::Handle g =
+        h5::group(H5Gcreate2(entries.get(), r.info.name.c_str(), H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT));
     check(g.valid(), where, "cannot create group");
     const int nq = r.heads.front().nq, nk = r.heads.front().nk;
     const hsize_t dims[4] = {hsize_t(r.info.batch), hsize_t(r.info.headsQ), hsize_t(nq), hsize_t(nk)};
@@ -81,8 +83,10 @@ void writeMasksTo(const std::string& path, const std::vector<EntryResult>& resul
       const HeadParams& p = r.heads.front().params;
       h5::writeString(g.get(), "mode", toString(p.mode));
       h5::writeDouble(g.get(), "simthreshd1", p.theta);
-      if (p.mode == SelectMode::Cdf) h5::writeDouble(g.get(), "cdfthreshd", p.tau);
-      else h5::writeDouble(g.get(), "topk", p.topk);
+      if (p.mode == SelectMode::Cdf)
+        h5::writeDouble(g.get(), "cdfthreshd", p.tau);
+      else
+        h5::writeDouble(g.get(), "topk", p.topk);
       h5::writeDouble(g.get(), "pvthreshd", p.lambda);
       h5::writeInteger(g.get(), "is_sparse", !p.dense);
     } else {
@@ -90,8 +94,10 @@ void writeMasksTo(const std::string& path, const std::vector<EntryResult>& resul
           lambda(r.info.headsQ, NAN), sparse(r.info.headsQ, NAN);
       for (const HeadResult& h : r.heads) {
         theta[h.head] = h.params.theta;
-        if (h.params.mode == SelectMode::Cdf) tau[h.head] = h.params.tau;
-        else topk[h.head] = h.params.topk;
+        if (h.params.mode == SelectMode::Cdf)
+          tau[h.head] = h.params.tau;
+        else
+          topk[h.head] = h.params.topk;
         lambda[h.head] = h.params.lambda;
         sparse[h.head] = h.params.dense ? 0.0 : 1.0;
       }
@@ -110,39 +116,44 @@ void writeMasksTo(const std::string& path, const std::vector<EntryResult>& resul
   check(H5Fflush(f.get(), H5F_SCOPE_GLOBAL) >= 0, path, "cannot flush the masks file");
 }
 
-double finiteOr(double v, double fallback) { return std::isfinite(v) ? v : fallback; }
+double finiteOr(double v, double fallback) {
+  return std::isfinite(v) ? v : fallback;
+}
 
 nlohmann::json paramsJson(const HeadParams& p) {
   nlohmann::json j;
   j["mode"] = toString(p.mode);
   j["simthreshd1"] = p.theta;
-  if (p.mode == SelectMode::Cdf) j["cdfthreshd"] = p.tau;
-  else j["topk"] = p.topk;
-  if (std::isfinite(p.lambda)) j["pvthreshd"] = p.lambda;
-  else j["pvthreshd"] = nullptr;
+  if (p.mode == SelectMode::Cdf)
+    j["cdfthreshd"] = p.tau;
+  else
+    j["topk"] = p.topk;
+  if (std::isfinite(p.lambda))
+    j["pvthreshd"] = p.lambda;
+  else
+    j["pvthreshd"] = nullptr;
   j["is_sparse"] = !p.dense;
   return j;
 }
 
 nlohmann::json sparsityJson(const SparsityCounts& s) {
-  return {{"sparsity_stage1", s.stage1()},
-          {"pv_skip_rate", s.pvSkipRate()},
-          {"sparsity_total", s.total()},
-          {"sparsity_stage1_area", s.stage1Area()},
-          {"sparsity_total_area", s.totalArea()},
-          {"valid_blocks", s.validBlocks},
-          {"selected_blocks", s.selectedBlocks},
-          {"computed_pv_blocks", s.computedPvBlocks},
+  return {{"sparsity_stage1", s.stage1()},         {"pv_skip_rate", s.pvSkipRate()},
+          {"sparsity_total", s.total()},           {"sparsity_stage1_area", s.stage1Area()},
+          {"sparsity_total_area", s.totalArea()},  {"valid_blocks", s.validBlocks},
+          {"selected_blocks", s.selectedBlocks},   {"computed_pv_blocks", s.computedPvBlocks},
           {"skipped_pv_blocks", s.skippedPvBlocks}};
 }
 
 nlohmann::json errorJson(const ErrorSums& e) {
-  return {{"l1", finiteOr(e.l1(), -1)}, {"cos_sim", finiteOr(e.cosSim(), -1)}, {"rmse", finiteOr(e.rmse(), -1)}};
+  return {
+      {"l1", finiteOr(e.l1(), -1)}, {"cos_sim", finiteOr(e.cosSim(), -1)}, {"rmse", finiteOr(e.rmse(), -1)}};
 }
 
 }  // namespace
 
-const char* toString(SelectMode mode) { return mode == SelectMode::Cdf ? "cdf" : "topk"; }
+const char* toString(SelectMode mode) {
+  return mode == SelectMode::Cdf ? "cdf" : "topk";
+}
 
 void writeMasks(const std::string& path, const std::vector<EntryResult>& results) {
   writeAtomically(path, [&](const std::string& tmp) { writeMasksTo(tmp, results); });
@@ -156,8 +167,9 @@ nlohmann::json reportJson(const std::vector<EntryResult>& results, const std::st
   for (const EntryResult& r : results) {
     nlohmann::json e;
     e["name"] = r.info.name;
-    e["shape"] = {{"batch", r.info.batch}, {"heads_q", r.info.headsQ}, {"heads_kv", r.info.headsKV},
-                  {"tokens_q", r.info.tokensQ}, {"tokens_kv", r.info.tokensKV}, {"head_dim", r.info.headDim},
+    e["shape"] = {{"batch", r.info.batch},        {"heads_q", r.info.headsQ},
+                  {"heads_kv", r.info.headsKV},   {"tokens_q", r.info.tokensQ},
+                  {"tokens_kv", r.info.tokensKV}, {"head_dim", r.info.headDim},
                   {"head_dim_v", r.info.headDimV}};
     e["causal"] = r.info.causal;
     e["geometry"] = r.config.geometry.label();
@@ -168,9 +180,13 @@ nlohmann::json reportJson(const std::vector<EntryResult>& results, const std::st
     e["engine"] = r.engine;
     e["totals"] = sparsityJson(r.sparsity);
     e["totals"].update(errorJson(r.error));
-    e["times_ms"] = {{"predict", r.times.predictMs}, {"sparse", r.times.sparseMs},
-                     {"reference", r.times.referenceMs}, {"reference_cached", r.times.referenceCached},
-                     {"metrics", r.times.metricsMs}, {"total", r.times.totalMs}, {"clock", r.times.clock}};
+    e["times_ms"] = {{"predict", r.times.predictMs},
+                     {"sparse", r.times.sparseMs},
+                     {"reference", r.times.referenceMs},
+                     {"reference_cached", r.times.referenceCached},
+                     {"metrics", r.times.metricsMs},
+                     {"total", r.times.totalMs},
+                     {"clock", r.times.clock}};
     e["warnings"] = r.warnings;
     e["heads"] = nlohmann::json::array();
     for (const HeadResult& h : r.heads) {
@@ -202,11 +218,14 @@ std::string reportCsv(const std::vector<EntryResult>& results) {
       const HeadParams& p = h.params;
       out << r.info.name << ',' << h.batch << ',' << h.head << ',' << r.config.geometry.label() << ','
           << toString(p.mode) << ',' << p.theta << ',';
-      if (p.mode == SelectMode::Cdf) out << p.tau << ",,";
-      else out << ',' << p.topk << ',';
-      out << p.lambda << ',' << (p.dense ? 0 : 1) << ',' << h.sparsity.stage1() << ',' << h.sparsity.pvSkipRate()
-          << ',' << h.sparsity.total() << ',' << h.sparsity.stage1Area() << ',' << h.sparsity.totalArea() << ','
-          << h.error.l1() << ',' << h.error.cosSim() << ',' << h.error.rmse() << '\n';
+      if (p.mode == SelectMode::Cdf)
+        out << p.tau << ",,";
+      else
+        out << ',' << p.topk << ',';
+      out << p.lambda << ',' << (p.dense ? 0 : 1) << ',' << h.sparsity.stage1() << ','
+          << h.sparsity.pvSkipRate() << ',' << h.sparsity.total() << ',' << h.sparsity.stage1Area() << ','
+          << h.sparsity.totalArea() << ',' << h.error.l1() << ',' << h.error.cosSim() << ',' << h.error.rmse()
+          << '\n';
     }
   return out.str();
 }

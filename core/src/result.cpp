@@ -1,10 +1,11 @@
 // Aggregation of per-head counts and error sums, parameter validation, small parsers.
+#include "sparge/core/result.h"
+
 #include <cmath>
 
 #include "sparge/core/engine.h"
 #include "sparge/core/error.h"
 #include "sparge/core/params.h"
-#include "sparge/core/result.h"
 
 namespace sparge::core {
 
@@ -24,7 +25,9 @@ double ErrorSums::cosSim() const {
   return dot / (std::sqrt(normO) * std::sqrt(normRef));
 }
 
-double ErrorSums::rmse() const { return count > 0 ? std::sqrt(sqDiff / double(count)) : 0.0; }
+double ErrorSums::rmse() const {
+  return count > 0 ? std::sqrt(sqDiff / double(count)) : 0.0;
+}
 
 ErrorSums& ErrorSums::operator+=(const ErrorSums& o) {
   absDiff += o.absDiff;
@@ -60,8 +63,10 @@ void validate(const HeadParams& p, const std::string& where) {
   if (p.mode == SelectMode::TopK && !(p.topk > 0.0 && p.topk <= 1.0))
     throw Error(where, "top-k must be a fraction in (0, 1]; got " + std::to_string(p.topk));
   if (!(p.lambda >= 0.0) || std::isnan(p.lambda))
-    throw Error(where, "λ (pvthreshd) must be >= 0 (a negative λ would skip blocks that raise the running max); got " +
-                           std::to_string(p.lambda));
+    throw Error(
+        where,
+        "λ (pvthreshd) must be >= 0 (a negative λ would skip blocks that raise the running max); got " +
+            std::to_string(p.lambda));
 }
 
 EngineChoice parseEngineChoice(const std::string& text) {

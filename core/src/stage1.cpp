@@ -17,10 +17,12 @@ constexpr float kNaN = std::numeric_limits<float>::quiet_NaN();
 constexpr float kNegInf = -std::numeric_limits<float>::infinity();
 
 // Upstream casts float32 inputs to float16, so float32 captures are rounded like float16 ones.
-float roundInput(float x, DType t) { return t == DType::BFloat16 ? roundToBf16(x) : roundToHalf(x); }
+float roundInput(float x, DType t) {
+  return t == DType::BFloat16 ? roundToBf16(x) : roundToHalf(x);
+}
 
 struct BlockPass {
-  std::vector<float> pooled;  // [nBlocks * d], rounded to the input type
+  std::vector<float> pooled;   // [nBlocks * d], rounded to the input type
   std::vector<float> selfSim;  // [nBlocks]
 };
 
@@ -164,8 +166,10 @@ Stage1Mask selectBlocks(const BlockStats& st, const HeadParams& p, bool sink, in
         const float tau = float(p.tau);
         for (int r = 0; r < nk; ++r) {
           cdf += prow[order[r]];
-          if (roundToHalf(cdf) <= tau) keep = r + 1;
-          else break;
+          if (roundToHalf(cdf) <= tau)
+            keep = r + 1;
+          else
+            break;
         }
       } else {
         keep = int(std::trunc(float(p.topk) * float(nk)));
@@ -181,7 +185,8 @@ Stage1Mask selectBlocks(const BlockStats& st, const HeadParams& p, bool sink, in
       if (!m.similarQ[i]) rrow[j] |= kReasonForcedRow;
       if (p.dense) rrow[j] |= kReasonDenseHead;
       if (sink && j == 0) rrow[j] |= kReasonSink;
-      bool on = (rrow[j] & (kReasonSelected | kReasonForcedCol | kReasonForcedRow | kReasonDenseHead | kReasonSink)) != 0;
+      bool on = (rrow[j] & (kReasonSelected | kReasonForcedCol | kReasonForcedRow | kReasonDenseHead |
+                            kReasonSink)) != 0;
       if (!blockValid(i, j, g, nQ, nKv, st.causal)) {
         rrow[j] |= kReasonCausalOff;
         on = false;

@@ -36,9 +36,12 @@ class Normal {
 
 float roundTo(float x, DType t) {
   switch (t) {
-    case DType::Float16: return roundToHalf(x);
-    case DType::BFloat16: return roundToBf16(x);
-    default: return x;
+    case DType::Float16:
+      return roundToHalf(x);
+    case DType::BFloat16:
+      return roundToBf16(x);
+    default:
+      return x;
   }
 }
 
@@ -56,12 +59,13 @@ std::vector<double> unitVector(Normal& n, int64_t d) {
 }  // namespace
 
 EntryData makeSyntheticEntry(const SynthSpec& s) {
-  if (s.batch <= 0 || s.headsQ <= 0 || s.headsKV <= 0 || s.tokensQ <= 0 || s.tokensKV <= 0 || s.headDim <= 0 ||
-      s.headDimV <= 0 || s.segment <= 0)
+  if (s.batch <= 0 || s.headsQ <= 0 || s.headsKV <= 0 || s.tokensQ <= 0 || s.tokensKV <= 0 ||
+      s.headDim <= 0 || s.headDimV <= 0 || s.segment <= 0)
     throw Error("synthetic capture", "every dimension must be positive");
   if (s.headsQ % s.headsKV != 0)
     throw Error("synthetic capture", "query heads (" + std::to_string(s.headsQ) +
-                                         ") must be a multiple of KV heads (" + std::to_string(s.headsKV) + ")");
+                                         ") must be a multiple of KV heads (" + std::to_string(s.headsKV) +
+                                         ")");
   EntryData e;
   EntryInfo& info = e.info;
   info.name = s.name;
@@ -95,7 +99,8 @@ EntryData makeSyntheticEntry(const SynthSpec& s) {
         float* q = e.q.data() + ((b * s.headsQ + hq) * s.tokensQ) * d;
         for (int64_t t = 0; t < s.tokensQ; ++t)
           for (int64_t c = 0; c < d; ++c)
-            q[t * d + c] = roundTo(float(amp * topics[t / s.segment][c] + 0.5 * amp * sinkDir[c] + 0.25 * n.next()), s.dtype);
+            q[t * d + c] = roundTo(
+                float(amp * topics[t / s.segment][c] + 0.5 * amp * sinkDir[c] + 0.25 * n.next()), s.dtype);
       }
       const double kAmp = std::sqrt(std::sqrt(double(d)) * 6.0 * s.sharpness);
       float* k = e.k.data() + ((b * s.headsKV + hk) * s.tokensKV) * d;
@@ -103,7 +108,8 @@ EntryData makeSyntheticEntry(const SynthSpec& s) {
       for (int64_t t = 0; t < s.tokensKV; ++t) {
         const bool sink = t < s.sinkTokens;
         for (int64_t c = 0; c < d; ++c)
-          k[t * d + c] = roundTo(float((sink ? kAmp * sinkDir[c] : kAmp * topics[t / s.segment][c]) + 0.25 * n.next()), s.dtype);
+          k[t * d + c] = roundTo(
+              float((sink ? kAmp * sinkDir[c] : kAmp * topics[t / s.segment][c]) + 0.25 * n.next()), s.dtype);
         for (int64_t c = 0; c < s.headDimV; ++c) v[t * s.headDimV + c] = roundTo(float(n.next()), s.dtype);
       }
     }

@@ -75,9 +75,10 @@ TEST(Stage1, TopKKeepsTruncatedFractionOfAllBlocksAndAtLeastOne) {
 }
 
 TEST(Stage1, NonSimilarRowsAndColumnsAreForcedOn) {
-  BlockStats st = handMade(3, 4, kGeometry128x64, false, logProbs({0.97, 0.01, 0.01, 0.01,  //
-                                                                   0.97, 0.01, 0.01, 0.01,  //
-                                                                   0.97, 0.01, 0.01, 0.01}));
+  BlockStats st = handMade(3, 4, kGeometry128x64, false,
+                           logProbs({0.97, 0.01, 0.01, 0.01,  //
+                                     0.97, 0.01, 0.01, 0.01,  //
+                                     0.97, 0.01, 0.01, 0.01}));
   st.selfSimK[2] = 0.2f;  // column 2 not similar at θ = 0.5
   st.selfSimQ[1] = 0.4f;  // row 1 not similar
   auto m = selectBlocks(st, cdf(0.5, 0.9), false, 384, 256);
@@ -116,7 +117,8 @@ TEST(Stage1, CausalRuleAppliesAfterForcingBothGeometries) {
 }
 
 TEST(Stage1, SinkTurnsOnKeyBlockZeroForEveryRow) {
-  BlockStats st = handMade(2, 4, kGeometry128x64, false, logProbs({0.01, 0.01, 0.01, 0.97, 0.01, 0.01, 0.01, 0.97}));
+  BlockStats st =
+      handMade(2, 4, kGeometry128x64, false, logProbs({0.01, 0.01, 0.01, 0.97, 0.01, 0.01, 0.01, 0.97}));
   auto m = selectBlocks(st, cdf(0.5, 0.5), true, 256, 256);
   EXPECT_EQ(m.mask, (std::vector<uint8_t>{1, 0, 0, 1, 1, 0, 0, 1}));
   EXPECT_TRUE(m.reasons[0] & kReasonSink);
@@ -125,7 +127,8 @@ TEST(Stage1, SinkTurnsOnKeyBlockZeroForEveryRow) {
 }
 
 TEST(Stage1, DenseHeadSelectsEveryValidBlock) {
-  BlockStats st = handMade(2, 4, kGeometry128x64, true, logProbs({0.97, 0.01, 0.01, 0.01, 0.97, 0.01, 0.01, 0.01}));
+  BlockStats st =
+      handMade(2, 4, kGeometry128x64, true, logProbs({0.97, 0.01, 0.01, 0.01, 0.97, 0.01, 0.01, 0.01}));
   HeadParams p = cdf(0.5, 0.5);
   p.dense = true;
   auto m = selectBlocks(st, p, false, 256, 256);
@@ -141,7 +144,8 @@ TEST(Stage1, PartialAndZeroRowBlocksAreNotSimilar) {
       q[r * d + c] = c == 0 ? 1.0f : 0.5f;
       k[r * d + c] = c == 1 ? 1.0f : 0.25f;
     }
-  BlockStats st = computeBlockStats(q.data(), n, k.data(), n, d, DType::Float16, kGeometry128x64, false, false);
+  BlockStats st =
+      computeBlockStats(q.data(), n, k.data(), n, d, DType::Float16, kGeometry128x64, false, false);
   ASSERT_EQ(st.nq, 2);
   ASSERT_EQ(st.nk, 4);
   EXPECT_NEAR(st.selfSimQ[0], 1.0f, 1e-3);
@@ -166,8 +170,10 @@ TEST(Stage1, SmoothKRemovesTheCommonMean) {
     k[r * d + 2] = (r % 2) ? 0.5f : -0.5f;
     k[r * d + 3] = 0.0f;
   }
-  BlockStats off = computeBlockStats(q.data(), n, k.data(), n, d, DType::Float16, kGeometry128x64, false, false);
-  BlockStats on = computeBlockStats(q.data(), n, k.data(), n, d, DType::Float16, kGeometry128x64, true, false);
+  BlockStats off =
+      computeBlockStats(q.data(), n, k.data(), n, d, DType::Float16, kGeometry128x64, false, false);
+  BlockStats on =
+      computeBlockStats(q.data(), n, k.data(), n, d, DType::Float16, kGeometry128x64, true, false);
   EXPECT_GT(off.selfSimK[0], 0.99f);
   EXPECT_LT(on.selfSimK[0], 0.01f);
 }
@@ -177,10 +183,11 @@ TEST(Stage1, PooledScoresUseTheBlockMeansAndPredictorScale) {
   std::vector<float> q(n * d), k(n * d);
   for (int64_t r = 0; r < n; ++r)
     for (int64_t c = 0; c < d; ++c) {
-      q[r * d + c] = float(c + 1);         // mean row (1, 2, 3, 4)
+      q[r * d + c] = float(c + 1);          // mean row (1, 2, 3, 4)
       k[r * d + c] = r < 64 ? 1.0f : 2.0f;  // block 0 mean (1,1,1,1), block 1 mean (2,2,2,2)
     }
-  BlockStats st = computeBlockStats(q.data(), n, k.data(), n, d, DType::Float16, kGeometry128x64, false, false);
+  BlockStats st =
+      computeBlockStats(q.data(), n, k.data(), n, d, DType::Float16, kGeometry128x64, false, false);
   // (1+2+3+4)·1 / sqrt(4) = 5, and 10·2 / 2 = 10.
   EXPECT_FLOAT_EQ(st.scores[0], 5.0f);
   EXPECT_FLOAT_EQ(st.scores[1], 10.0f);

@@ -22,7 +22,8 @@ struct Problem {
   int nk() const { return int((nKv + g.blockK - 1) / g.blockK); }
 };
 
-Problem makeProblem(int64_t nQ, int64_t nKv, int64_t d, bool causal, Geometry g, uint64_t seed, double logitScale = 1.0) {
+Problem makeProblem(int64_t nQ, int64_t nKv, int64_t d, bool causal, Geometry g, uint64_t seed,
+                    double logitScale = 1.0) {
   Problem p{nQ, nKv, d, d, causal, g, {}, {}, {}};
   std::mt19937_64 rng(seed);
   std::normal_distribution<float> n(0.0f, 1.0f);
@@ -37,8 +38,8 @@ Problem makeProblem(int64_t nQ, int64_t nKv, int64_t d, bool causal, Geometry g,
 
 // Naive reference: softmax over the keys allowed for each query (key in a selected, not-skipped block;
 // key < Nkv; causal: key <= query), in double. Rows with no allowed key are 0.
-std::vector<double> naive(const Problem& p, const std::vector<uint8_t>& mask, const std::vector<uint8_t>* skipped,
-                          double scale) {
+std::vector<double> naive(const Problem& p, const std::vector<uint8_t>& mask,
+                          const std::vector<uint8_t>* skipped, double scale) {
   std::vector<double> out(p.nQ * p.dv, 0.0);
   for (int64_t t = 0; t < p.nQ; ++t) {
     const int i = int(t / p.g.blockQ);
@@ -93,22 +94,25 @@ TEST_P(Stage2Random, MatchesNaiveMaskedSoftmax) {
   Problem p = makeProblem(300, 333, 32, causal, g, 100 + seed);
   const double scale = 1.0 / std::sqrt(32.0);
   std::vector<uint8_t> mask = randomMask(p, 7 + seed, 0.6);
-  AttentionOutput o = blockSparseAttention(p.q.data(), p.k.data(), p.v.data(), p.nQ, p.nKv, p.d, p.dv, scale,
-                                           causal, g, mask.data(), std::numeric_limits<double>::infinity(), false);
+  AttentionOutput o =
+      blockSparseAttention(p.q.data(), p.k.data(), p.v.data(), p.nQ, p.nKv, p.d, p.dv, scale, causal, g,
+                           mask.data(), std::numeric_limits<double>::infinity(), false);
   for (uint8_t s : o.pvSkipped) EXPECT_EQ(s, 0);
   EXPECT_LT(maxAbsDiff(o.out, naive(p, mask, nullptr, scale)), 2e-5);
 }
 
 INSTANTIATE_TEST_SUITE_P(AllShapes, Stage2Random,
-                         ::testing::Combine(::testing::Bool(), ::testing::Bool(), ::testing::Values(1, 2, 3)));
+                         ::testing::Combine(::testing::Bool(), ::testing::Bool(),
+                                            ::testing::Values(1, 2, 3)));
 
 TEST(Stage2, DenseMaskEqualsFullAttentionAndMassSumsToOne) {
   Problem p = makeProblem(256, 512, 16, true, kGeometry128x64, 5);
   std::vector<uint8_t> all(size_t(p.nq()) * p.nk());
   for (int i = 0; i < p.nq(); ++i)
     for (int j = 0; j < p.nk(); ++j) all[size_t(i) * p.nk() + j] = blockValid(i, j, p.g, p.nQ, p.nKv, true);
-  AttentionOutput o = blockSparseAttention(p.q.data(), p.k.data(), p.v.data(), p.nQ, p.nKv, p.d, p.dv, 0.25, true,
-                                           p.g, all.data(), std::numeric_limits<double>::infinity(), true);
+  AttentionOutput o =
+      blockSparseAttention(p.q.data(), p.k.data(), p.v.data(), p.nQ, p.nKv, p.d, p.dv, 0.25, true, p.g,
+                           all.data(), std::numeric_limits<double>::infinity(), true);
   EXPECT_LT(maxAbsDiff(o.out, naive(p, all, nullptr, 0.25)), 2e-5);
   for (int i = 0; i < p.nq(); ++i) {
     double rowMass = 0;
@@ -131,8 +135,8 @@ TEST(Stage2, LambdaZeroSkipsExactlyTheBlocksThatDoNotRaiseAnyRowMax) {
     for (int64_t c = 0; c < p.d; ++c) p.k[(5 * g.blockK / 2 + 3) * p.d + c] *= 6.0f;
     const double scale = 0.25;
     std::vector<uint8_t> mask(size_t(p.nq()) * p.nk(), 1);
-    AttentionOutput o = blockSparseAttention(p.q.data(), p.k.data(), p.v.data(), p.nQ, p.nKv, p.d, p.dv, scale,
-                                             false, g, mask.data(), 0.0, false);
+    AttentionOutput o = blockSparseAttention(p.q.data(), p.k.data(), p.v.data(), p.nQ, p.nKv, p.d, p.dv,
+                                             scale, false, g, mask.data(), 0.0, false);
     const int tail = g.blockQ > g.blockK ? 2 : 1;
     int expectedSkips = 0;
     for (int i = 0; i < p.nq(); ++i) {
@@ -144,7 +148,8 @@ TEST(Stage2, LambdaZeroSkipsExactlyTheBlocksThatDoNotRaiseAnyRowMax) {
           const int64_t t = int64_t(i) * g.blockQ + r;
           for (int s = 0; s < g.blockK; ++s) {
             double dot = 0;
-            for (int c = 0; c < p.d; ++c) dot += double(p.q[t * p.d + c]) * p.k[(int64_t(j) * g.blockK + s) * p.d + c];
+            for (int c = 0; c < p.d; ++c)
+              dot += double(p.q[t * p.d + c]) * p.k[(int64_t(j) * g.blockK + s) * p.d + c];
             blockMax[r] = std::max(blockMax[r], dot);
           }
           if (blockMax[r] > running[r]) raises = true;
@@ -161,8 +166,8 @@ TEST(Stage2, LambdaZeroSkipsExactlyTheBlocksThatDoNotRaiseAnyRowMax) {
     // Skipped blocks add nothing to O or the denominator.
     EXPECT_LT(maxAbsDiff(o.out, naive(p, mask, &o.pvSkipped, scale)), 2e-5);
 
-    AttentionOutput none = blockSparseAttention(p.q.data(), p.k.data(), p.v.data(), p.nQ, p.nKv, p.d, p.dv, scale,
-                                                false, g, mask.data(), 1e9, false);
+    AttentionOutput none = blockSparseAttention(p.q.data(), p.k.data(), p.v.data(), p.nQ, p.nKv, p.d, p.dv,
+                                                scale, false, g, mask.data(), 1e9, false);
     for (uint8_t s : none.pvSkipped) EXPECT_EQ(s, 0);
   }
 }
@@ -172,8 +177,9 @@ TEST(Stage2, RowsWithoutVisibleKeysAreZero) {
   // nothing in it.
   Problem p = makeProblem(256, 256, 8, true, kGeometry128x64, 3);
   std::vector<uint8_t> mask = {1, 0, 0, 0, 0, 0, 0, 1};
-  AttentionOutput o = blockSparseAttention(p.q.data(), p.k.data(), p.v.data(), p.nQ, p.nKv, p.d, p.dv, 0.3, true,
-                                           p.g, mask.data(), std::numeric_limits<double>::infinity(), false);
+  AttentionOutput o =
+      blockSparseAttention(p.q.data(), p.k.data(), p.v.data(), p.nQ, p.nKv, p.d, p.dv, 0.3, true, p.g,
+                           mask.data(), std::numeric_limits<double>::infinity(), false);
   EXPECT_EQ(o.emptyRows, 64);
   for (int64_t c = 0; c < p.dv; ++c) EXPECT_EQ(o.out[130 * p.dv + c], 0.0f);
   EXPECT_LT(maxAbsDiff(o.out, naive(p, mask, nullptr, 0.3)), 2e-5);

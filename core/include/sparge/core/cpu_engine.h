@@ -13,9 +13,9 @@ namespace sparge::core {
 
 // Per-head attention output of one Stage-2 pass, shared by the sparse run and the dense reference.
 struct AttentionOutput {
-  std::vector<float> out;            // [Nq * Dv]
-  std::vector<uint8_t> pvSkipped;    // [nq * nk]
-  std::vector<float> blockMass;      // [nq * nk] mean attention mass per block (only when asked)
+  std::vector<float> out;          // [Nq * Dv]
+  std::vector<uint8_t> pvSkipped;  // [nq * nk]
+  std::vector<float> blockMass;    // [nq * nk] mean attention mass per block (only when asked)
   int64_t emptyRows = 0;
 };
 
@@ -23,10 +23,9 @@ struct AttentionOutput {
 // exact element-level causal masking (top-left). `mask` [nq * nk] selects key blocks per query tile;
 // λ < 0 is rejected by validate(); pass λ = +inf for no skipping. `wantBlockMass` computes the mean
 // true attention mass per block (used for the dense reference).
-AttentionOutput blockSparseAttention(const float* q, const float* k, const float* v, int64_t nQ,
-                                     int64_t nKv, int64_t d, int64_t dv, double scale, bool causal,
-                                     const Geometry& g, const uint8_t* mask, double lambda,
-                                     bool wantBlockMass);
+AttentionOutput blockSparseAttention(const float* q, const float* k, const float* v, int64_t nQ, int64_t nKv,
+                                     int64_t d, int64_t dv, double scale, bool causal, const Geometry& g,
+                                     const uint8_t* mask, double lambda, bool wantBlockMass);
 
 class CpuEngine final : public Engine {
  public:

@@ -20,9 +20,9 @@ struct Cancelled : std::exception {
 };
 
 struct RunOptions {
-  std::vector<int64_t> heads;    // query heads to run (every batch item); empty = all heads
-  bool keepOutput = false;       // keep O per head in HeadResult::output
-  bool computeError = true;      // compare against the dense reference (computed once, cached)
+  std::vector<int64_t> heads;  // query heads to run (every batch item); empty = all heads
+  bool keepOutput = false;     // keep O per head in HeadResult::output
+  bool computeError = true;    // compare against the dense reference (computed once, cached)
   const CancelFlag* cancel = nullptr;
 };
 

@@ -13,12 +13,12 @@ enum class SelectMode { Cdf, TopK };
 // SpargeAttn's per-head hyperparameters, indexed by query head. Defaults are the CDF API's
 // (spas_sage2_attn_meansim_cuda): θ = 0.6, τ = 0.98, λ = 50.
 struct HeadParams {
-  double theta = 0.6;           // simthreshd1: K/Q blocks with self-similarity <= θ are forced on
+  double theta = 0.6;  // simthreshd1: K/Q blocks with self-similarity <= θ are forced on
   SelectMode mode = SelectMode::Cdf;
-  double tau = 0.98;            // cdfthreshd (CDF mode): keep blocks while cdf <= τ
-  double topk = 0.5;            // topk (top-k mode): fraction of all K blocks kept per row
-  double lambda = 50.0;         // pvthreshd: skip PV when max(rowmax_new - m_old) <= -λ (base 2)
-  bool dense = false;           // is_sparse == false: compute every valid block, no PV skip
+  double tau = 0.98;     // cdfthreshd (CDF mode): keep blocks while cdf <= τ
+  double topk = 0.5;     // topk (top-k mode): fraction of all K blocks kept per row
+  double lambda = 50.0;  // pvthreshd: skip PV when max(rowmax_new - m_old) <= -λ (base 2)
+  bool dense = false;    // is_sparse == false: compute every valid block, no PV skip
 
   bool operator==(const HeadParams&) const = default;
 };

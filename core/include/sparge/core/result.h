@@ -12,12 +12,12 @@ namespace sparge::core {
 
 // Why a block is on or off, as bit flags per (q-block, k-block). Several may be set.
 enum BlockReason : uint8_t {
-  kReasonSelected = 1 << 0,      // chosen by the top-CDF / top-k selection of its row
-  kReasonForcedRow = 1 << 1,     // its Q block is not self-similar: whole row forced on
-  kReasonForcedCol = 1 << 2,     // its K block is not self-similar: whole column forced on
-  kReasonSink = 1 << 3,          // attention sink (K block 0)
-  kReasonCausalOff = 1 << 4,     // removed (or never valid) because of the causal rule
-  kReasonDenseHead = 1 << 5,     // the head is marked dense (is_sparse = false)
+  kReasonSelected = 1 << 0,   // chosen by the top-CDF / top-k selection of its row
+  kReasonForcedRow = 1 << 1,  // its Q block is not self-similar: whole row forced on
+  kReasonForcedCol = 1 << 2,  // its K block is not self-similar: whole column forced on
+  kReasonSink = 1 << 3,       // attention sink (K block 0)
+  kReasonCausalOff = 1 << 4,  // removed (or never valid) because of the causal rule
+  kReasonDenseHead = 1 << 5,  // the head is marked dense (is_sparse = false)
 };
 
 // Block and token-area counts. Denominators are exact: with causal attention only blocks holding at
@@ -35,7 +35,9 @@ struct SparsityCounts {
   // Fraction of valid blocks not selected by Stage 1.
   double stage1() const { return validBlocks ? 1.0 - double(selectedBlocks) / double(validBlocks) : 0.0; }
   // Fraction of selected blocks whose PV product was skipped.
-  double pvSkipRate() const { return selectedBlocks ? double(skippedPvBlocks) / double(selectedBlocks) : 0.0; }
+  double pvSkipRate() const {
+    return selectedBlocks ? double(skippedPvBlocks) / double(selectedBlocks) : 0.0;
+  }
   // Fraction of valid blocks whose PV was not computed (Stage 1 and Stage 2 together).
   double total() const { return validBlocks ? 1.0 - double(computedPvBlocks) / double(validBlocks) : 0.0; }
   double stage1Area() const { return validArea > 0 ? 1.0 - selectedArea / validArea : 0.0; }
@@ -47,13 +49,13 @@ struct SparsityCounts {
 // Error of a sparse output O against the dense fp32 reference Oref, kept as sums so that heads can
 // be aggregated exactly.
 struct ErrorSums {
-  double absDiff = 0;   // Σ|O - Oref|
-  double absRef = 0;    // Σ|Oref|
-  double dot = 0;       // Σ O·Oref
-  double normO = 0;     // Σ O²
-  double normRef = 0;   // Σ Oref²
-  double sqDiff = 0;    // Σ (O - Oref)²
-  int64_t count = 0;    // number of elements
+  double absDiff = 0;  // Σ|O - Oref|
+  double absRef = 0;   // Σ|Oref|
+  double dot = 0;      // Σ O·Oref
+  double normO = 0;    // Σ O²
+  double normRef = 0;  // Σ Oref²
+  double sqDiff = 0;   // Σ (O - Oref)²
+  int64_t count = 0;   // number of elements
 
   double l1() const { return absRef > 0 ? absDiff / absRef : 0.0; }
   double cosSim() const;
@@ -65,22 +67,22 @@ struct HeadResult {
   int64_t batch = 0;
   int64_t head = 0;  // query head
   HeadParams params;
-  int nq = 0, nk = 0;                    // block grid
-  std::vector<uint8_t> blockMask;        // [nq * nk], 1 = block selected by Stage 1 (QK^T computed)
-  std::vector<uint8_t> pvSkipped;        // [nq * nk], 1 = QK^T computed, PV skipped
-  std::vector<uint8_t> reasons;          // [nq * nk], BlockReason bits
-  std::vector<float> pooledProb;         // [nq * nk], compressed attention map P̂ (NaN for all-masked rows)
-  std::vector<uint8_t> similarQ;         // [nq], 1 = Q block self-similar (s > θ)
-  std::vector<uint8_t> similarK;         // [nk]
-  std::vector<float> selfSimQ;           // [nq], the similarity s itself (NaN for partial/zero-row blocks)
-  std::vector<float> selfSimK;           // [nk]
-  std::vector<float> refBlockMass;       // [nq * nk], mean true attention mass per block (dense reference)
-  std::vector<float> qBlockL1;           // [nq], Σ|O-Oref| / Σ|Oref| within each Q block
-  std::vector<float> output;             // [Nq * Dv] when RunOptions::keepOutput
+  int nq = 0, nk = 0;               // block grid
+  std::vector<uint8_t> blockMask;   // [nq * nk], 1 = block selected by Stage 1 (QK^T computed)
+  std::vector<uint8_t> pvSkipped;   // [nq * nk], 1 = QK^T computed, PV skipped
+  std::vector<uint8_t> reasons;     // [nq * nk], BlockReason bits
+  std::vector<float> pooledProb;    // [nq * nk], compressed attention map P̂ (NaN for all-masked rows)
+  std::vector<uint8_t> similarQ;    // [nq], 1 = Q block self-similar (s > θ)
+  std::vector<uint8_t> similarK;    // [nk]
+  std::vector<float> selfSimQ;      // [nq], the similarity s itself (NaN for partial/zero-row blocks)
+  std::vector<float> selfSimK;      // [nk]
+  std::vector<float> refBlockMass;  // [nq * nk], mean true attention mass per block (dense reference)
+  std::vector<float> qBlockL1;      // [nq], Σ|O-Oref| / Σ|Oref| within each Q block
+  std::vector<float> output;        // [Nq * Dv] when RunOptions::keepOutput
   SparsityCounts sparsity;
   ErrorSums error;
-  int64_t emptyRows = 0;                 // query rows with no attended key (output set to 0)
-  bool hasNonFinite = false;             // NaN/Inf in this head's inputs or output
+  int64_t emptyRows = 0;      // query rows with no attended key (output set to 0)
+  bool hasNonFinite = false;  // NaN/Inf in this head's inputs or output
 };
 
 // Wall-clock or device time per stage of one run, in milliseconds; `clock` says which clock.
@@ -97,7 +99,7 @@ struct StageTimes {
 struct EntryResult {
   EntryInfo info;
   RunConfig config;
-  std::string engine;  // engine name, for example "cpu (2 threads)"
+  std::string engine;             // engine name, for example "cpu (2 threads)"
   std::vector<HeadResult> heads;  // ordered by (batch, head)
   SparsityCounts sparsity;        // sums over heads
   ErrorSums error;                // sums over heads

@@ -34,11 +34,11 @@ bool blockValid(int i, int j, const Geometry& g, int64_t nQ, int64_t nKv, bool c
 double blockValidArea(int i, int j, const Geometry& g, int64_t nQ, int64_t nKv, bool causal);
 
 struct Stage1Mask {
-  std::vector<uint8_t> mask;        // [nq * nk], 1 = selected
-  std::vector<uint8_t> reasons;     // [nq * nk], BlockReason bits
-  std::vector<float> pooledProb;    // [nq * nk], P̂ = softmax of the masked scores (half-rounded)
-  std::vector<uint8_t> similarQ;    // [nq]
-  std::vector<uint8_t> similarK;    // [nk]
+  std::vector<uint8_t> mask;      // [nq * nk], 1 = selected
+  std::vector<uint8_t> reasons;   // [nq * nk], BlockReason bits
+  std::vector<float> pooledProb;  // [nq * nk], P̂ = softmax of the masked scores (half-rounded)
+  std::vector<uint8_t> similarQ;  // [nq]
+  std::vector<uint8_t> similarK;  // [nk]
 };
 
 // Selection and the final map M in the order of §3.4: forced columns/rows, top-CDF or top-k

@@ -21,9 +21,9 @@ struct SynthSpec {
   bool causal = false;
   DType dtype = DType::Float16;
   Layout layout = Layout::HND;
-  int64_t segment = 256;   // tokens per "topic": queries attend mostly inside their own segment
-  int64_t sinkTokens = 16; // the first tokens carry a direction every query shares
-  double sharpness = 1.0;  // scales the logit gap; head h gets sharpness * (0.3 + 0.7 h / (H - 1))
+  int64_t segment = 256;    // tokens per "topic": queries attend mostly inside their own segment
+  int64_t sinkTokens = 16;  // the first tokens carry a direction every query shares
+  double sharpness = 1.0;   // scales the logit gap; head h gets sharpness * (0.3 + 0.7 h / (H - 1))
   uint64_t seed = 1;
 };
 

@@ -31,7 +31,9 @@ struct Geometry {
 inline constexpr Geometry kGeometry128x64{128, 64};
 inline constexpr Geometry kGeometry64x128{64, 128};
 
-inline int64_t ceilDiv(int64_t a, int64_t b) { return (a + b - 1) / b; }
+inline int64_t ceilDiv(int64_t a, int64_t b) {
+  return (a + b - 1) / b;
+}
 
 // What a capture says about one attention call (one group under /entries).
 struct EntryInfo {
@@ -46,7 +48,7 @@ struct EntryInfo {
   DType dtype = DType::Float16;
   Layout layout = Layout::HND;
   bool causal = false;
-  double scale = 0.0;         // softmax scale used by attention (attribute or 1/sqrt(D))
+  double scale = 0.0;          // softmax scale used by attention (attribute or 1/sqrt(D))
   bool scaleFromFile = false;  // true when the entry carried a `scale` attribute
   std::optional<int64_t> layer;
   std::optional<int64_t> step;
