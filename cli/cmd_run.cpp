@@ -120,6 +120,7 @@ void printTimings(const prof::TimingReport& r) {
   std::printf("\ntimings: %s, %d profiled runs after %d warm-up; %s\n", r.clock.c_str(), r.profiledRuns,
               r.warmupRuns, r.device.name.c_str());
   if (!r.sourceReason.empty()) std::printf("  clock source: %s\n", r.sourceReason.c_str());
+  if (!r.device.clockNote.empty()) std::printf("  SM clock: %s\n", r.device.clockNote.c_str());
   Table t({"stage", "source", "min ms", "median ms", "max ms", "runs"});
   for (const prof::StageStat& s : r.stages)
     t.row({prof::toString(s.stage), prof::toString(s.source), fmtNum(s.ms.min, 3), fmtNum(s.ms.median, 3),

@@ -1,4 +1,4 @@
-// Device facts for reports: GPU name, max SM clock, driver/runtime/CUPTI versions, host CPU.
+// Device facts for reports: GPU name, max SM clock (the Profiler samples the actual one), versions, host CPU.
 #include <fstream>
 #include <string>
 
@@ -73,7 +73,7 @@ DeviceInfo queryDevice(int index) {
   int khz = 0;
   if (cudaDeviceGetAttribute(&khz, cudaDevAttrClockRate, index) == cudaSuccess && khz > 0) {
     d.maxSmClockKHz = khz;
-    d.clockNote = "max SM clock (cudaDevAttrClockRate); the current clock is not read (no NVML)";
+    d.clockNote = "max SM clock " + std::to_string(khz / 1000) + " MHz (cudaDevAttrClockRate)";
   } else {
     cudaGetLastError();
     d.clockNote = "SM clock not readable";

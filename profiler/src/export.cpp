@@ -58,6 +58,16 @@ json deviceJson(const DeviceInfo& d) {
           {"probe_error", d.probeError}};
 }
 
+// The observed SM clock: {min, median, max, samples, source, sample_cost_us} or null (device.sm_clock_note
+// says why).
+json smClockJson(const TimingReport& r) {
+  if (!r.smClockMHz) return nullptr;
+  const Stats& c = *r.smClockMHz;
+  return {{"min", number(c.min)},      {"median", number(c.median)},
+          {"max", number(c.max)},      {"samples", c.count},
+          {"source", r.smClockSource}, {"sample_cost_us", number(r.smClockSampleUs)}};
+}
+
 json runInfoJson(const RunInfo& r) {
   return {{"entry", r.entry},
           {"heads", r.heads},
@@ -125,6 +135,8 @@ std::string toJson(const TimingReport& r) {
   j["source_reason"] = r.sourceReason;
   j["clock"] = r.clock;
   j["device"] = deviceJson(r.device);
+  j["device"]["sm_clock_mhz"] = smClockJson(r);
+  j["device"]["sm_clock_missing"] = r.smClockMissing;
   j["run"] = runInfoJson(r.run);
   j["workload"] = workloadJson(r.workload);
   j["warmup_runs"] = r.warmupRuns;
@@ -182,6 +194,14 @@ std::string toCsv(const TimingReport& r) {
   comment("device", r.device.name);
   comment("max_sm_clock_mhz",
           r.device.maxSmClockKHz > 0 ? csvNumber(r.device.maxSmClockKHz / 1000.0) : "n/a");
+  if (r.smClockMHz) {
+    comment("sm_clock_mhz", "min " + csvNumber(r.smClockMHz->min) + " median " +
+                                csvNumber(r.smClockMHz->median) + " max " + csvNumber(r.smClockMHz->max) +
+                                " (" + r.smClockSource + ", " + std::to_string(r.smClockMHz->count) +
+                                " runs)");
+  } else {
+    comment("sm_clock_mhz", "n/a (" + r.smClockMissing + ")");
+  }
   comment("clock_note", r.device.clockNote);
   comment("driver_version", std::to_string(r.device.driverVersion));
   comment("runtime_version", std::to_string(r.device.runtimeVersion));
@@ -245,7 +265,12 @@ std::string toChromeTrace(const TimingReport& r) {
                     {"source", toString(r.source)},
                     {"clock", r.clock},
                     {"device", r.device.name},
-                    {"source_reason", r.sourceReason}};
+                    {"source_reason", r.sourceReason},
+                    {"clock_note", r.device.clockNote},
+                    {"max_sm_clock_mhz",
+                     r.device.maxSmClockKHz > 0 ? json(r.device.maxSmClockKHz / 1000.0) : json(nullptr)},
+                    {"sm_clock_mhz", smClockJson(r)},
+                    {"sm_clock_missing", r.smClockMissing}};
   return j.dump() + "\n";
 }
 

@@ -2,7 +2,9 @@
 #include "sparge/profiler/profiler.h"
 
 #include <chrono>
+#include <vector>
 
+#include "nvml_loader.h"
 #include "sparge/core/error.h"
 #include "sparge/core/result.h"
 #include "sparge/profiler/cupti_collector.h"
@@ -47,7 +49,14 @@ struct Profiler::Impl {
   uint64_t nextId = 1;
   uint64_t hostStartNs = 0;
   Workload workload;
-  bool workloadFixed = false;  // set by setWorkload(): results no longer override it
+  bool workloadFixed = false;            // set by setWorkload(): results no longer override it
+  std::unique_ptr<NvmlSmClock> smClock;  // null: not sampled, smClockMissing says why
+  std::string smClockMissing;
+  std::string lastSampleError;
+  std::vector<double> sampleUs;  // host cost of each SM clock read
+
+  void openSmClock();
+  void sampleSmClock(RunRecord& r);
 
   RunRecord& target() {
     if (runs.empty()) throw Error("profiler", "no run to record into: call begin() first");
@@ -55,10 +64,56 @@ struct Profiler::Impl {
   }
 };
 
+void Profiler::Impl::openSmClock() {
+  if (!device.gpu) {
+    smClockMissing = "no GPU";
+    return;
+  }
+  if (!options.sampleSmClock) {
+    smClockMissing = "SM clock sampling disabled";
+    return;
+  }
+  std::string busId;
+  int index = -1;
+#ifdef SPARGE_PROF_HAVE_CUDA
+  // CUDA ordinals and NVML indices differ (CUDA_VISIBLE_DEVICES, CUDA_DEVICE_ORDER); the bus id does not.
+  char buf[64] = {};
+  if (cudaDeviceGetPCIBusId(buf, int(sizeof buf), device.index) == cudaSuccess) {
+    busId = buf;
+  } else {
+    cudaGetLastError();
+    index = device.index;
+  }
+#endif
+  std::string why;
+  smClock = NvmlSmClock::open(nvml(), busId, index, why);
+  if (!smClock) {
+    smClockMissing = "NVML unavailable: " + why;
+    return;
+  }
+  if (device.maxSmClockKHz <= 0 && smClock->maxMHz() > 0)
+    device.maxSmClockKHz = int(smClock->maxMHz()) * 1000;
+  if (busId.empty()) device.clockNote += "; NVML device matched by index (PCI bus id unavailable)";
+}
+
+// Called after the run's clocks stopped: the read costs tens of microseconds and must not be timed.
+void Profiler::Impl::sampleSmClock(RunRecord& r) {
+  const uint64_t t0 = steadyNs();
+  std::string why;
+  std::optional<unsigned> mhz = smClock->currentMHz(why);
+  sampleUs.push_back(double(steadyNs() - t0) * 1e-3);
+  if (mhz) {
+    r.smClockMHz = double(*mhz);
+  } else {
+    lastSampleError = why;
+  }
+}
+
 Profiler::Profiler(ProfilerOptions options) : impl_(std::make_unique<Impl>()) {
   Impl& m = *impl_;
   m.options = options;
   m.device = queryDevice(options.device);
+  m.openSmClock();
   if (!m.device.gpu) {
     m.source = TimingSource::WallClock;
     m.reason = "no GPU (" + m.device.probeError + "): host wall clock";
@@ -147,6 +202,11 @@ void Profiler::end(const core::EntryResult* result) {
     r.endNs = steadyNs();
   }
   r.samples.push_back({Stage::Total, double(steadyNs() - m.hostStartNs) * 1e-6, TimingSource::WallClock});
+  if (m.smClock) {
+    // CUPTI synchronised above and the event stop was waited for; a bare wall clock did not wait.
+    if (m.source == TimingSource::WallClock && !m.events) synchronizeDevice();
+    m.sampleSmClock(r);
+  }
   if (!result) return;
   if (!m.workloadFixed && (!r.warmup || !m.workload.valid())) m.workload = Workload::fromResult(*result);
   // The engine's own stage times. Under CUPTI the kernels are timed directly, but a CPU engine launches none,
@@ -179,6 +239,9 @@ TimingReport Profiler::report() {
   in.sourceReason = m.reason;
   in.device = m.device;
   in.workload = m.workload;
+  in.smClockMissing = m.smClock ? (m.lastSampleError.empty() ? std::string() : "NVML: " + m.lastSampleError)
+                                : m.smClockMissing;
+  if (!m.sampleUs.empty()) in.smClockSampleUs = computeStats(m.sampleUs).median;
   for (const RunRecord& r : m.runs) {
     if (m.open && &r == &m.runs.back()) break;  // an open run has no end yet
     in.runs.push_back(r);
@@ -211,6 +274,8 @@ void Profiler::reset() {
   m.cupti.log().clear();
   m.workload = {};
   m.workloadFixed = false;
+  m.sampleUs.clear();
+  m.lastSampleError.clear();
 }
 
 }  // namespace sparge::prof

@@ -2,6 +2,7 @@
 #include "sparge/profiler/report.h"
 
 #include <algorithm>
+#include <cctype>
 #include <cstdio>
 #include <map>
 #include <set>
@@ -219,6 +220,39 @@ TimingReport buildReport(const ReportInput& in) {
     if (!d.denseMs)
       d.note += std::string(d.note.empty() ? "" : "; ") + "no dense or reference time: no speedup";
     if (!in.workload.valid()) d.note += std::string(d.note.empty() ? "" : "; ") + "no workload: no TOPS";
+  }
+
+  // The SM clock the runs actually ran at, next to the max clock: a throttled or idle-clocked GPU explains
+  // a slow figure.
+  std::vector<double> clocks;
+  for (const auto& [id, r] : profiled)
+    if (r->smClockMHz && *r->smClockMHz > 0) clocks.push_back(*r->smClockMHz);
+  if (!clocks.empty()) {
+    const Stats c = computeStats(clocks);
+    rep.smClockMHz = c;
+    rep.smClockSource = in.smClockSource;
+    rep.smClockSampleUs = in.smClockSampleUs;
+    char buf[160];
+    std::snprintf(buf, sizeof buf, "SM clock during runs %.0f MHz median (%.0f-%.0f)", c.median, c.min,
+                  c.max);
+    std::string note = buf;
+    if (c.count < rep.profiledRuns)
+      note += " in " + std::to_string(c.count) + " of " + std::to_string(rep.profiledRuns) + " runs";
+    if (in.device.maxSmClockKHz > 0) {
+      std::snprintf(buf, sizeof buf, ", max %.0f MHz", in.device.maxSmClockKHz / 1000.0);
+      note += buf;
+    }
+    std::string src = in.smClockSource;
+    for (char& ch : src) ch = char(std::toupper(static_cast<unsigned char>(ch)));
+    rep.device.clockNote = note + " (" + src + ")";
+  } else {
+    rep.smClockMissing = !in.smClockMissing.empty() ? in.smClockMissing
+                         : rep.profiledRuns == 0    ? std::string("no profiled runs")
+                                                    : std::string("no SM clock samples in the profiled runs");
+    // Without a GPU the note already says so; repeating "no GPU" would add nothing.
+    if (in.device.gpu)
+      rep.device.clockNote += (rep.device.clockNote.empty() ? "" : "; ") +
+                              std::string("SM clock during runs not sampled: ") + rep.smClockMissing;
   }
 
   // Timeline. Profiled runs only; one clock domain per report (CUPTI timestamps or host steady_clock).

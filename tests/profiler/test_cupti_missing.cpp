@@ -1,6 +1,6 @@
-// A process whose SPARGE_CUPTI_LIBRARY points nowhere: the process-wide loader fails once, with the path in
-// its reason, and the Profiler falls back without crashing. Own executable: the variable is set before the
-// first load, and that load is cached for the process. Runs with or without a GPU.
+// A process whose SPARGE_CUPTI_LIBRARY (and SPARGE_NVML_LIBRARY) points nowhere: the process-wide loader
+// fails once, with the path in its reason, and the Profiler falls back without crashing. Own executable: the
+// variable is set before the first load, and that load is cached for the process. Runs with or without a GPU.
 #include <gtest/gtest.h>
 
 #include <cstdlib>
@@ -13,6 +13,7 @@
 namespace {
 
 constexpr const char* kMissing = "/nonexistent/libcupti.so";
+constexpr const char* kMissingNvml = "/nonexistent/libnvidia-ml.so.1";
 
 }  // namespace
 
@@ -54,10 +55,19 @@ TEST(CuptiMissing, ProfilerFallsBackAndSaysWhy) {
   EXPECT_NE(r.source, TimingSource::Cupti);
   EXPECT_EQ(r.sourceReason, prof.sourceReason());
   EXPECT_EQ(r.profiledRuns, 2);
+  // NVML is pointed nowhere as well: the report has no SM clock and says why (no GPU, or the path).
+  EXPECT_FALSE(r.smClockMHz.has_value());
+  if (prof.device().gpu) {
+    EXPECT_NE(r.smClockMissing.find(kMissingNvml), std::string::npos) << r.smClockMissing;
+    EXPECT_NE(r.device.clockNote.find(kMissingNvml), std::string::npos) << r.device.clockNote;
+  } else {
+    EXPECT_EQ(r.smClockMissing, "no GPU");
+  }
 }
 
 int main(int argc, char** argv) {
   setenv("SPARGE_CUPTI_LIBRARY", kMissing, 1);
+  setenv("SPARGE_NVML_LIBRARY", kMissingNvml, 1);
   ::testing::InitGoogleTest(&argc, argv);
   return RUN_ALL_TESTS();
 }

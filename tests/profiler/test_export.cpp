@@ -207,3 +207,52 @@ TEST(Export, WriteTimingsPicksFormatAndWritesAtomically) {
   EXPECT_EQ(files, 3u);  // no temporary files left behind
   fs::remove_all(dir);
 }
+
+namespace {
+ReportInput withClockSamples() {
+  ReportInput in = fixtures::syntheticInput();
+  const double mhz[] = {900, 1755, 1980, 1980};
+  for (size_t i = 0; i < in.runs.size(); ++i) in.runs[i].smClockMHz = mhz[i];
+  return in;
+}
+const char* kClockNote = "SM clock during runs 1980 MHz median (1755-1980), max 1980 MHz (NVML)";
+}  // namespace
+
+TEST(Export, SmClockInJsonCsvAndTrace) {
+  TimingReport r = buildReport(withClockSamples());
+  json j = json::parse(toJson(r));
+  const json& c = j["device"]["sm_clock_mhz"];
+  ASSERT_TRUE(c.is_object()) << j["device"].dump();
+  EXPECT_DOUBLE_EQ(c["min"].get<double>(), 1755);
+  EXPECT_DOUBLE_EQ(c["median"].get<double>(), 1980);
+  EXPECT_DOUBLE_EQ(c["max"].get<double>(), 1980);
+  EXPECT_EQ(c["samples"], 3);
+  EXPECT_EQ(c["source"], "nvml");
+  EXPECT_EQ(j["device"]["clock_note"], kClockNote);
+
+  const std::string csv = toCsv(r);
+  EXPECT_NE(csv.find("# sm_clock_mhz: min 1755.000000 median 1980.000000 max 1980.000000 (nvml, 3 runs)\n"),
+            std::string::npos)
+      << csv;
+  EXPECT_NE(csv.find(std::string("# clock_note: ") + kClockNote + "\n"), std::string::npos) << csv;
+
+  json t = json::parse(toChromeTrace(r));
+  EXPECT_DOUBLE_EQ(t["otherData"]["sm_clock_mhz"]["median"].get<double>(), 1980);
+  EXPECT_EQ(t["otherData"]["sm_clock_mhz"]["source"], "nvml");
+  EXPECT_EQ(t["otherData"]["clock_note"], kClockNote);
+  EXPECT_DOUBLE_EQ(t["otherData"]["max_sm_clock_mhz"].get<double>(), 1980);
+}
+
+TEST(Export, MissingSmClockIsNullWithTheReason) {
+  ReportInput in = fixtures::syntheticInput();
+  in.smClockMissing = "NVML unavailable: /nonexistent/libnvidia-ml.so.1";
+  TimingReport r = buildReport(in);
+  json j = json::parse(toJson(r));
+  EXPECT_TRUE(j["device"]["sm_clock_mhz"].is_null());
+  EXPECT_EQ(j["device"]["sm_clock_missing"], in.smClockMissing);
+  EXPECT_NE(toCsv(r).find("# sm_clock_mhz: n/a (NVML unavailable: /nonexistent/libnvidia-ml.so.1)\n"),
+            std::string::npos);
+  json t = json::parse(toChromeTrace(r));
+  EXPECT_TRUE(t["otherData"]["sm_clock_mhz"].is_null());
+  EXPECT_EQ(t["otherData"]["sm_clock_missing"], in.smClockMissing);
+}

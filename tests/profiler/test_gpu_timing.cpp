@@ -1,14 +1,17 @@
 // GPU test (skips without a device): CUPTI kernel durations agree with CUDA events within 10%, kernels are
-// attributed to their run and stage, and the collector's per-run overhead is printed.
+// attributed to their run and stage, the collector's per-run overhead is printed, NVML reads the SM clock.
 #include <cuda_runtime_api.h>
 #include <gtest/gtest.h>
 
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
+#include <optional>
+#include <string>
 #include <vector>
 
 #include "busy_kernel.h"
+#include "nvml_loader.h"
 #include "sparge/profiler/event_timer.h"
 #include "sparge/profiler/profiler.h"
 
@@ -163,4 +166,43 @@ TEST_F(GpuTiming, CudaEventFallbackWhenCuptiIsOff) {
     sawEventTotal = sawEventTotal || (s.stage == Stage::Total && s.source == TimingSource::CudaEvent);
   EXPECT_TRUE(sawEventTotal);
   EXPECT_NE(r.sourceReason.find("CUPTI disabled"), std::string::npos);
+}
+
+TEST_F(GpuTiming, SmClockSampledAfterABusyKernel) {
+  // The reader alone, on the CUDA device found by its PCI bus id.
+  const NvmlLoadResult& lib = nvml();
+  ASSERT_TRUE(lib.ok) << lib.error;
+  char busId[64] = {};
+  ASSERT_EQ(cudaDeviceGetPCIBusId(busId, int(sizeof busId), 0), cudaSuccess);
+  std::string why;
+  auto clock = NvmlSmClock::open(lib, busId, -1, why);
+  ASSERT_NE(clock, nullptr) << why;
+  timeWithEvents(1000);
+  timeWithEvents(200000);  // busy: the clock is up
+  auto t0 = std::chrono::steady_clock::now();
+  std::optional<unsigned> mhz = clock->currentMHz(why);
+  auto t1 = std::chrono::steady_clock::now();
+  ASSERT_TRUE(mhz.has_value()) << why;
+  EXPECT_GT(*mhz, 0u);
+  ASSERT_GT(clock->maxMHz(), 0u);
+  EXPECT_LE(*mhz, clock->maxMHz());
+
+  // Through the Profiler: every profiled run carries a sample and the note says so.
+  Profiler prof({.warmup = 1});
+  for (int i = 0; i < 5; ++i) {
+    prof.begin(RunInfo{"busy", "all", "", "test"});
+    timeWithEvents(200000);
+    prof.end();
+  }
+  TimingReport r = prof.report();
+  ASSERT_TRUE(r.smClockMHz.has_value()) << r.smClockMissing;
+  EXPECT_EQ(r.smClockMHz->count, 4);
+  EXPECT_GT(r.smClockMHz->min, 0.0);
+  EXPECT_LE(r.smClockMHz->max, double(clock->maxMHz()));
+  EXPECT_EQ(r.smClockSource, "nvml");
+  std::printf(
+      "[gpu] %s (%s): SM clock after busy kernel %u MHz, NVML max %u MHz, cudaDevAttrClockRate %.0f MHz; one "
+      "sample %.1f us (profiler median %.1f us)\n[gpu] clock note: %s\n",
+      r.device.name.c_str(), clock->matchedBy().c_str(), *mhz, clock->maxMHz(),
+      r.device.maxSmClockKHz / 1000.0, hostMs(t0, t1) * 1e3, r.smClockSampleUs, r.device.clockNote.c_str());
 }

@@ -164,3 +164,48 @@ TEST(Report, TimelineHasRunsKernelsAndTracks) {
   // Origin is the first profiled run's start (2e6 ns): its span starts at 0.
   EXPECT_DOUBLE_EQ(r.timeline.front().tsUs, 0.0);
 }
+
+namespace {
+// The synthetic runs with SM clock samples: the warm-up's 900 MHz must not count.
+ReportInput withClockSamples() {
+  ReportInput in = fixtures::syntheticInput();
+  const double mhz[] = {900, 1755, 1980, 1980};
+  for (size_t i = 0; i < in.runs.size(); ++i) in.runs[i].smClockMHz = mhz[i];
+  in.smClockSampleUs = 12.5;
+  return in;
+}
+}  // namespace
+
+TEST(Report, SmClockStatisticsOverProfiledRuns) {
+  TimingReport r = buildReport(withClockSamples());
+  ASSERT_TRUE(r.smClockMHz.has_value());
+  EXPECT_EQ(r.smClockMHz->count, 3);
+  EXPECT_DOUBLE_EQ(r.smClockMHz->min, 1755);
+  EXPECT_DOUBLE_EQ(r.smClockMHz->median, 1980);
+  EXPECT_DOUBLE_EQ(r.smClockMHz->max, 1980);
+  EXPECT_EQ(r.smClockSource, "nvml");
+  EXPECT_TRUE(r.smClockMissing.empty());
+  EXPECT_DOUBLE_EQ(r.smClockSampleUs, 12.5);
+  EXPECT_EQ(r.device.clockNote, "SM clock during runs 1980 MHz median (1755-1980), max 1980 MHz (NVML)");
+}
+
+TEST(Report, SmClockPartialSamplesSaySoAndMissingSamplesSayWhy) {
+  ReportInput in = withClockSamples();
+  in.runs[2].smClockMHz.reset();
+  TimingReport partial = buildReport(in);
+  ASSERT_TRUE(partial.smClockMHz.has_value());
+  EXPECT_EQ(partial.smClockMHz->count, 2);
+  EXPECT_NE(partial.device.clockNote.find("in 2 of 3 runs"), std::string::npos) << partial.device.clockNote;
+
+  ReportInput none = fixtures::syntheticInput();
+  none.smClockMissing = "NVML unavailable: libnvidia-ml.so.1 not loaded: /x (dlopen: no such file)";
+  TimingReport r = buildReport(none);
+  EXPECT_FALSE(r.smClockMHz.has_value());
+  EXPECT_EQ(r.smClockMissing, none.smClockMissing);
+  EXPECT_EQ(r.device.clockNote.rfind("max SM clock", 0), 0u) << r.device.clockNote;  // kept, then why
+  EXPECT_NE(r.device.clockNote.find("SM clock during runs not sampled: NVML unavailable"), std::string::npos)
+      << r.device.clockNote;
+
+  none.smClockMissing.clear();
+  EXPECT_FALSE(buildReport(none).smClockMissing.empty()) << "a missing clock is always explained";
+}

@@ -18,6 +18,7 @@ struct ProfilerOptions {
   int warmup = 0;             // the first `warmup` runs are measured but left out of every statistic
   bool useCupti = true;       // false: skip CUPTI, go straight to CUDA events / wall clock
   bool useCudaEvents = true;  // false: never use CUDA events (wall clock when CUPTI is off)
+  bool sampleSmClock = true;  // read the SM clock (NVML, loaded at run time) after each run on a GPU
   int device = 0;
 };
 
@@ -39,7 +40,8 @@ class Profiler {
   // Starts a run: tags its kernel launches (CUPTI external correlation) and starts its clocks.
   // Throws sparge::Error when a run is already open.
   void begin(const RunInfo& info);
-  // Ends the open run: synchronises the device, stops the clocks. With `result`, takes the workload (TOPS)
+  // Ends the open run: synchronises the device, stops the clocks, then (untimed) samples the SM clock. With
+  // `result`, takes the workload (TOPS)
   // and, unless CUPTI times the kernels, the engine's per-stage times (core::StageTimes, source from its
   // clock).
   void end(const core::EntryResult* result = nullptr);

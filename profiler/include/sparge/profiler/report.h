@@ -62,12 +62,14 @@ struct DeviceInfo {
   int index = -1;
   std::string name;  // GPU name, or the host CPU model when there is no GPU
   int ccMajor = 0, ccMinor = 0;
-  int maxSmClockKHz = 0;  // cudaDevAttrClockRate: the maximum SM clock, not the current one
+  int maxSmClockKHz = 0;  // cudaDevAttrClockRate (NVML's max SM clock if that fails): not the current one
   int driverVersion = 0;  // cudaDriverGetVersion, e.g. 13000
   int runtimeVersion = 0;
   int cuptiVersion = 0;  // cuptiGetVersion (API version)
   std::string hostCpu;
-  std::string clockNote;   // what we know about the SM clock, in words
+  // What we know about the SM clock, in words. In a report: the SM clock observed during the runs, e.g.
+  // "SM clock during runs 1980 MHz median (1755-1980), max 1980 MHz (NVML)", or why it was not sampled.
+  std::string clockNote;
   std::string probeError;  // why no GPU was found, when none was
 };
 
@@ -92,6 +94,7 @@ struct RunRecord {
   uint64_t startNs = 0;
   uint64_t endNs = 0;
   std::vector<StageSample> samples;
+  std::optional<double> smClockMHz;  // SM clock read (NVML) right after the run's device sync, if read
 };
 
 struct StageStat {
@@ -161,6 +164,12 @@ struct TimingReport {
   };
   std::vector<RunRow> runs;
   DerivedFigures derived;
+  // The SM clock observed at the end of each profiled run (count = runs that have a sample), with its
+  // source ("nvml"); nullopt when nothing was sampled, and smClockMissing says why.
+  std::optional<Stats> smClockMHz;
+  std::string smClockSource;
+  std::string smClockMissing;
+  double smClockSampleUs = 0;  // median host cost of one sample (taken outside the timed region)
   std::vector<TimelineTrack> tracks;
   std::vector<TimelineEvent> timeline;
 };
@@ -173,6 +182,9 @@ struct ReportInput {
   std::vector<KernelSample> kernels;  // already attributed (ActivityLog::resolve)
   Workload workload;
   uint64_t droppedRecords = 0;
+  std::string smClockSource = "nvml";  // who read RunRecord::smClockMHz
+  std::string smClockMissing;          // why runs carry no SM clock sample (used when none does)
+  double smClockSampleUs = 0;
 };
 
 // Pure function of its input: statistics, derived figures and the timeline. Warm-up runs and their kernels
