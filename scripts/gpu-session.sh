@@ -54,6 +54,18 @@ PYEOF
       timeout 60 $B/sparge run /tmp/sp/nan.h5 --engine cuda $a 2>&1 | tail -6; echo "rc=${PIPESTATUS[0]}"
     done
   fi
+  if has densecheck; then
+    echo "== all-dense runs use the dense kernel: error vs the fp32 reference, and memcheck"
+    for c in "" "--causal"; do
+      $B/sparge synth /tmp/sp/d.h5 --heads 4 --kv-heads 2 --tokens 1000 --kv-tokens 1100 --dim 64 $c >/dev/null
+      for g in 128x64 64x128; do
+        timeout 60 $B/sparge run /tmp/sp/d.h5 --engine cuda --dense --block $g --summary-only 2>&1 | grep "all heads"
+      done
+      timeout 120 compute-sanitizer --tool memcheck --error-exitcode 9 $B/sparge run /tmp/sp/d.h5 --engine cuda --dense \
+        --summary-only 2>&1 | tail -2
+      echo "memcheck rc=${PIPESTATUS[0]}"
+    done
+  fi
   if has bench; then
     echo "== bench"
     timeout 200 $B/sparge bench --tokens 4096,16384,32768 --dims 64,128 --causal 0,1 --topk 1.0,0.5,0.2,0.1 \
