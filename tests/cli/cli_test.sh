@@ -148,6 +148,56 @@ assert flags == [False, True, True], flags
 " "$WORK/r.json" || fail "non_finite flags in the report"
   done
   ;;
+timings_cpu)
+  # On the CPU engine --timings writes JSON, CSV and a Chrome trace with wall-clock figures, and says so.
+  "$SPARGE" synth "$WORK/s.h5" --heads 4 --tokens 1024 --dim 32 >/dev/null || fail "synth"
+  for ext in json csv trace.json; do
+    out="$("$SPARGE" run "$WORK/s.h5" --engine cpu --theta=-0.1 --tau 0.9 --repeat 3 --warmup 1 \
+      --timings "$WORK/t.$ext" 2>&1)" || fail "run --timings t.$ext: $out"
+    grep -q "timings: host std::chrono::steady_clock (wall clock), 3 profiled runs after 1 warm-up" <<<"$out" \
+      || fail "the clock is not named: $out"
+    grep -q "speedup of sparse over dense" <<<"$out" || fail "no speedup line: $out"
+    [ -s "$WORK/t.$ext" ] || fail "t.$ext not written"
+  done
+  $PY - "$WORK/t.json" "$WORK/t.csv" "$WORK/t.trace.json" <<'PYEOF' || fail "timing exports"
+import csv, json, sys
+j = json.load(open(sys.argv[1]))
+text = json.dumps(j)
+assert '"wall"' in text, "the JSON must say the figures are wall-clock"
+stages = {s["stage"]: s for s in j["stages"]}
+for st in ("predict", "sparse", "dense"):
+    s = stages[st]
+    assert s["source"] == "wall" and s["count"] == 3 and s["min_ms"] <= s["median_ms"] <= s["max_ms"], s
+lines = open(sys.argv[2]).read().splitlines()
+assert any(l.startswith("#") and "wall" in l for l in lines), "CSV header comments must name the clock"
+rows = list(csv.DictReader(l for l in lines if not l.startswith("#")))
+assert rows and all(r["source"] == "wall" for r in rows if r.get("source")), rows[:2]
+t = json.load(open(sys.argv[3]))
+ev = [e for e in t["traceEvents"] if e.get("ph") == "X"]
+assert ev and all(k in e for e in ev for k in ("name", "ts", "dur", "pid", "tid")), ev[:2]
+print("timing exports ok")
+PYEOF
+  ;;
+tune_interrupt)
+  # Ctrl-C during `sparge tune` keeps the heads finished so far in the output file and exits 130.
+  "$SPARGE" synth "$WORK/s.h5" --entries 6 --heads 6 --tokens 1536 --dim 64 >/dev/null || fail "synth"
+  "$SPARGE" tune "$WORK/s.h5" --l1 0.03 --l2 0.04 --engine cpu --threads 1 -o "$WORK/p.json" >"$WORK/log" 2>&1 &
+  pid=$!
+  for _ in $(seq 1 600); do [ -s "$WORK/p.json" ] && break; sleep 0.1; done
+  [ -s "$WORK/p.json" ] || { kill $pid; fail "no partial output appeared"; }
+  kill -INT $pid
+  wait $pid
+  rc=$?
+  [ "$rc" -eq 130 ] || fail "tune exited $rc after SIGINT, expected 130: $(cat "$WORK/log")"
+  $PY - "$WORK/p.json" <<'PYEOF' || fail "partial params file"
+import json, sys
+p = json.load(open(sys.argv[1]))
+heads = [h for g in p["groups"] for h in g["heads"]]
+assert heads, "finished heads must be kept"
+assert len(p["groups"]) < 6 or not all(g["complete"] for g in p["groups"]), "the run should have been interrupted"
+print(f"kept {len(heads)} heads in {len(p['groups'])} groups")
+PYEOF
+  ;;
 sample)
   # The bundled capture is real attention: with the similarity filter off (θ = -0.1, the top-k API's
   # default), τ = 0.98 and the sink, most heads of a real LLM are sparse while the error stays small.
