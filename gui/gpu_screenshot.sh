@@ -24,7 +24,7 @@ if [ ! -x "$BUILD_DIR/gui/sparge-studio" ]; then
   cmake --build "$BUILD_DIR" -j16 --target sparge-studio
 fi
 nvidia-smi --query-gpu=name,driver_version --format=csv,noheader || true
-# Same view as docs/screenshots/studio_cpu.png, on the CUDA engine (the status bar names the GPU).
+# A view of the sample on the CUDA engine (the status bar names the GPU); scripts/gpu-session.sh (step gui) renders the README one.
 "$BUILD_DIR/gui/sparge-studio" captures/sample.h5 --engine cuda --backend egl --entry l15_s000 --head 2 \
   --set theta=0.3 --set tau=0.9 --set lambda=20 --size 1600x1000 --frames 6 --timeout 300 \
   --mouse 560,630 --screenshot "$OUT/gpu_screenshot.png"

@@ -179,7 +179,10 @@ Stage1Mask selectBlocks(const BlockStats& st, const HeadParams& p, bool sink, in
     if (rowMax == kNegInf) keep = nk;
     keep = std::clamp(keep, 1, nk);
 
-    for (int r = 0; r < keep; ++r) rrow[order[r]] |= kReasonSelected;
+    // In an all-masked row upstream's searchsorted keeps every block, but the blocks that end up on are
+    // exactly the forced (non-similar) valid columns, so they are reported as forced, not as selected.
+    if (rowMax != kNegInf)
+      for (int r = 0; r < keep; ++r) rrow[order[r]] |= kReasonSelected;
     for (int j = 0; j < nk; ++j) {
       if (!m.similarK[j]) rrow[j] |= kReasonForcedCol;
       if (!m.similarQ[i]) rrow[j] |= kReasonForcedRow;

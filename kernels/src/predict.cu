@@ -250,7 +250,9 @@ __global__ void __launch_bounds__(256)
     const int n = min(sN, nk);
     for (int r = tid; r < n; r += nt) sel[idx[r]] = 1;
   } else {
-    for (int j = tid; j < nk; j += nt) sel[j] = 1;  // all-NaN row: searchsorted gives nk
+    // All-NaN row: upstream's searchsorted keeps all nk, but every valid block of such a row is a forced
+    // (non-similar) column, so the mask is the same and the blocks are reported as forced, not selected.
+    for (int j = tid; j < nk; j += nt) sel[j] = 0;
   }
   __syncthreads();
 

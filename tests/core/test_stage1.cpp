@@ -116,6 +116,20 @@ TEST(Stage1, CausalRuleAppliesAfterForcingBothGeometries) {
   EXPECT_FALSE(blockValid(1, 3, kGeometry128x64, 130, 256, true));
 }
 
+TEST(Stage1, RowWithEveryKeyBlockForcedReportsForcedNotSelected) {
+  // Every K block non-similar: the masked row is all -inf (NaN probabilities), every valid block is on,
+  // and the reason shown to users is the forced column, not a selection.
+  BlockStats st = handMade(2, 4, kGeometry128x64, true, logProbs({0.4, 0.3, 0.2, 0.1, 0.4, 0.3, 0.2, 0.1}));
+  st.selfSimK.assign(4, 0.1f);
+  auto m = selectBlocks(st, cdf(0.5, 0.5), false, 256, 256);
+  EXPECT_EQ(m.mask, (std::vector<uint8_t>{1, 1, 0, 0, 1, 1, 1, 1}));
+  for (int x = 0; x < 8; ++x) {
+    EXPECT_FALSE(m.reasons[x] & kReasonSelected) << x;
+    EXPECT_TRUE(m.reasons[x] & kReasonForcedCol) << x;
+  }
+  EXPECT_TRUE(std::isnan(m.pooledProb[0]));
+}
+
 TEST(Stage1, SinkTurnsOnKeyBlockZeroForEveryRow) {
   BlockStats st =
       handMade(2, 4, kGeometry128x64, false, logProbs({0.01, 0.01, 0.01, 0.97, 0.01, 0.01, 0.01, 0.97}));

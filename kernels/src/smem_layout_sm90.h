@@ -1,0 +1,65 @@
+// Shared-memory tile layout and wgmma matrix descriptors of the Hopper attention path, in plain C++
+// (host and device) so that a CPU test can check the address math against the canonical layouts.
+#pragma once
+
+#include <cstdint>
+
+#ifdef __CUDACC__
+#define SPARGE_HD __host__ __device__
+#else
+#define SPARGE_HD
+#endif
+
+namespace sparge::cuda::sm90 {
+
+// A [R][D] tile of 16-bit elements (Q: R = 64 rows, K and V: R = 128 keys) is stored as D/64 slabs of
+// 64 columns; each slab is R rows of 128 bytes and its 16-byte chunk c of row r sits at chunk
+// c ^ (r % 8): the 128-byte swizzle of wgmma (atoms of 8 rows x 128 bytes, 1024-byte aligned). Read
+// as K-major (rows = M or N, columns = K) it serves Q and K in Q·Kᵀ; read as MN-major (rows = K,
+// columns = N) it serves V in P·V, so one copy routine fills every tile.
+// Returns the element offset of 16-byte chunk `chunk` (0 .. D/8-1) of row `row`.
+template <int R>
+SPARGE_HD constexpr int tileChunkOffset(int row, int chunk) {
+  return (chunk >> 3) * R * 64 + row * 64 + (((chunk & 7) ^ (row & 7)) << 3);
+}
+template <int R>
+SPARGE_HD constexpr int tileElemOffset(int row, int col) {
+  return tileChunkOffset<R>(row, col >> 3) + (col & 7);
+}
+
+constexpr uint32_t kSwizzleAtomBytes = 1024;  // 8 rows x 128 bytes
+constexpr uint32_t kSlabRowBytes = 128;
+
+// Matrix descriptor (PTX ISA, "matrix descriptor format"): start address >> 4 in bits 0-13, leading
+// byte offset >> 4 in 16-29, stride byte offset >> 4 in 32-45, base offset 0 (atoms are 1024-byte
+// aligned), swizzle mode 1 (128 bytes) in bits 62-63.
+SPARGE_HD constexpr uint64_t makeDescriptor(uint32_t smemAddr, uint32_t lbo, uint32_t sbo) {
+  return (uint64_t)((smemAddr & 0x3FFFFu) >> 4) | ((uint64_t)((lbo >> 4) & 0x3FFFu) << 16) |
+         ((uint64_t)((sbo >> 4) & 0x3FFFu) << 32) | (1ull << 62);
+}
+
+// K-major operand (Q rows or K keys x head dim), k-step ks of 16 columns: inside a 128-byte row the
+// step moves the start by 32 bytes (the hardware swizzles the final address), across slabs by a slab.
+// The stride byte offset is the distance between 8-row groups; the leading offset is unused for
+// swizzled K-major layouts (set to 16 bytes, as is customary).
+template <int R>
+SPARGE_HD constexpr uint64_t kMajorDescriptor(uint32_t tileAddr, int ks) {
+  return makeDescriptor(tileAddr + (uint32_t)(ks >> 2) * R * kSlabRowBytes + (uint32_t)(ks & 3) * 32u, 16u,
+                        kSwizzleAtomBytes);
+}
+
+// MN-major operand (V: keys = K dimension, head dim = N), k-step kk of 16 keys = two 8-key groups
+// of 1024 bytes. Leading byte offset = distance between 64-column slabs along N (R rows of 128
+// bytes), stride byte offset = distance between 8-key groups.
+template <int R>
+SPARGE_HD constexpr uint64_t mnMajorDescriptor(uint32_t tileAddr, int kk) {
+  return makeDescriptor(tileAddr + (uint32_t)kk * 2u * kSwizzleAtomBytes, (uint32_t)R * kSlabRowBytes,
+                        kSwizzleAtomBytes);
+}
+
+// The 128-byte swizzle as the hardware applies it to a byte address: bits 4-6 ^= bits 7-9.
+SPARGE_HD constexpr uint32_t swizzle128(uint32_t addr) {
+  return addr ^ (((addr >> 7) & 7u) << 4);
+}
+
+}  // namespace sparge::cuda::sm90
