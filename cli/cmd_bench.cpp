@@ -1,5 +1,6 @@
 // `sparge bench`: times the CUDA kernels (Stage 1, Stage 2 per top-k, dense path) on random device
 // data over a sweep of sequence lengths, head dims, causal and top-k; prints a table and writes JSON.
+#include <cstdlib>
 #include <iostream>
 #include <memory>
 #include <nlohmann/json.hpp>
@@ -34,6 +35,7 @@ struct BenchOptions {
   double lambda = 50.0;
   std::string json;
   std::string timings;  // CUPTI kernel records of the whole sweep (.json | .csv | .trace.json)
+  std::string kernel = "sm80";  // Stage-2 kernel family: sm80 (mma.sync) or sm90 (wgmma, 64x128 only)
 };
 
 #ifdef SPARGE_HAVE_CUDA_KERNELS
@@ -67,11 +69,12 @@ int runBenchCommand(const BenchOptions& o) {
   out["batch"] = o.batch;
   out["repeat"] = o.repeat;
   out["lambda"] = o.lambda;
+  out["kernel"] = o.kernel;
   out["flops_rule"] =
       "4*B*H*Nq*Nkv*D / t, halved when causal (dense-equivalent); executed counts only computed blocks";
   out["results"] = nlohmann::json::array();
 
-  std::cout << "device: " << device << ", geometry " << g.label() << ", " << o.dtype << ", B=" << o.batch
+  std::cout << "device: " << device << ", geometry " << g.label() << ", " << o.dtype << ", kernel " << o.kernel << ", B=" << o.batch
             << " H=" << o.heads << ", repeat " << o.repeat << " (CUDA events, median [min-max])\n";
   Table t({"N", "D", "causal", "topk", "density", "stage1 ms", "s1/dense", "select ms", "stage2 ms",
            "dense ms", "s2/dense", "eq TOPS", "exec TOPS", "dense TOPS"});
@@ -180,6 +183,9 @@ void registerBench(CLI::App& app, Action& action) {
   cmd->add_option("--dtype", o->dtype, "float16 or bfloat16");
   cmd->add_option("--lambda", o->lambda, "PV-skip threshold λ (pvthreshd)");
   cmd->add_option("--json", o->json, "Write the results as JSON to this file");
+  cmd->add_option("--kernel", o->kernel,
+                  "Stage-2 kernel: sm80 (mma.sync) or sm90 (wgmma; used only for 64x128 on an sm_90 GPU)")
+      ->check(CLI::IsMember({"sm80", "sm90"}));
   cmd->add_option("--timings", o->timings,
                   "Also record every kernel with the CUPTI collector and write it (.json, .csv, .trace.json)");
   cmd->callback([o, &action] {
@@ -189,6 +195,8 @@ void registerBench(CLI::App& app, Action& action) {
         if (d != 64 && d != 128) throw Error("--dims", "head dims must be 64 or 128");
       for (double k : o->topk)
         if (!(k > 0 && k <= 1)) throw Error("--topk", "top-k fractions must be in (0, 1]");
+      // The launcher reads SPARGE_ATTN_KERNEL at every Stage-2 launch.
+      setenv("SPARGE_ATTN_KERNEL", o->kernel.c_str(), 1);
       return runBenchCommand(*o);
 #else
       std::cerr << "sparge bench: this build has no CUDA engine (configured without a CUDA compiler); "

@@ -10,6 +10,7 @@ endif()
 add_library(sparge_kernels STATIC
   ${CMAKE_CURRENT_LIST_DIR}/src/predict.cu
   ${CMAKE_CURRENT_LIST_DIR}/src/attention_sm80.cu
+  ${CMAKE_CURRENT_LIST_DIR}/src/attention_sm90.cu
   ${CMAKE_CURRENT_LIST_DIR}/src/reference.cu
   ${CMAKE_CURRENT_LIST_DIR}/src/error.cu
   ${CMAKE_CURRENT_LIST_DIR}/src/cuda_util.cpp

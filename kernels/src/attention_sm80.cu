@@ -434,6 +434,10 @@ void launchGeom(const Problem& pr, const AttnArgs& a, bool dense, cudaStream_t s
 }  // namespace
 
 void launchAttention(ElemType t, const Problem& p, const AttnArgs& a, bool dense, cudaStream_t s) {
+  if (attentionSm90Selected(p)) {
+    launchAttentionSm90(t, p, a, dense, s);
+    return;
+  }
   if (t == ElemType::F16)
     launchGeom<__half>(p, a, dense, s);
   else

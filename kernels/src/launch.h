@@ -64,6 +64,14 @@ struct AttnArgs {
 // dense = true: every causally valid block, no PV skip (kernels named sparge_dense_*).
 void launchAttention(ElemType t, const Problem& p, const AttnArgs& a, bool dense, cudaStream_t s);
 
+// --- attention_sm90.cu (Stage 2, wgmma; 64x128 tiles only) ---
+// Opt-in until verified on a GPU: launchAttention uses it only when the current device is sm_90, the
+// geometry is 64x128 and the environment has SPARGE_ATTN_KERNEL=sm90 (read at every launch).
+bool attentionSm90Selected(const Problem& p);
+void launchAttentionSm90(ElemType t, const Problem& p, const AttnArgs& a, bool dense, cudaStream_t s);
+// Number of sm90 launches so far in this process (lets tests prove that the wgmma kernel ran).
+int64_t attentionSm90LaunchCount();
+
 // --- reference.cu (dense fp32 reference) ---
 // oref [B*Hq][Nq][D] fp32; mass64 [B*Hq][ceil(Nq/64)][ceil(Nkv/64)]: Σ over real query rows of each
 // 64-row tile of the attention probability inside each 64-key tile.

@@ -5,12 +5,14 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdlib>
 #include <memory>
 #include <random>
 #include <string>
 #include <vector>
 
 #include "launch.h"  // kernels/src: the kernel launchers
+#include "smem_layout_sm90.h"
 #include "sparge/core/cpu_engine.h"
 #include "sparge/core/error.h"
 #include "sparge/core/half.h"
@@ -319,6 +321,7 @@ struct Stage2Case {
   Geometry g;
   core::HeadParams p;
   bool loud = false;
+  bool denseHead1 = false;  // head 1 marked dense (the sparse kernel walks its full LUT, no skip)
 };
 
 void checkStage2(const Stage2Case& c, uint32_t seed, int64_t* totalSkips = nullptr) {
@@ -326,6 +329,10 @@ void checkStage2(const Stage2Case& c, uint32_t seed, int64_t* totalSkips = nullp
   CudaEngine gpu;
   gpu.setEntry(e);
   core::RunConfig cfg = makeConfig(c.g, true, c.p);
+  if (c.denseHead1) {
+    cfg.perHead.assign(c.shape.Hq, c.p);
+    cfg.perHead[1].dense = true;
+  }
   core::RunOptions opt;
   opt.keepOutput = true;
   opt.computeError = true;
@@ -556,6 +563,314 @@ TEST(CudaEngineErrors, UnsupportedShapesAndMissingEntryAreClearErrors) {
   gpu.setEntry(e);
   opt.heads = {5};
   EXPECT_THROW(gpu.run(core::RunConfig{}, opt), sparge::Error);
+}
+
+// ---------------------------------------------------------------------------------------------
+// Hopper (wgmma) Stage-2 kernel for 64x128 tiles, selected with SPARGE_ATTN_KERNEL=sm90.
+
+// The shared-memory tile layout against the canonical 128-byte-swizzled wgmma layouts as the
+// descriptors describe them (fields decoded from the descriptor bits, swizzle applied to the byte
+// address): every element a k-step of Q·Kᵀ or P·V reads must be the element the copy stored there.
+int64_t descField(uint64_t d, int lo, int bits) {
+  return (int64_t)((d >> lo) & ((1ull << bits) - 1));
+}
+
+template <int R, int D>
+void checkKMajor(uint32_t tileAddr) {
+  for (int ks = 0; ks < D / 16; ++ks) {
+    uint64_t d = sm90::kMajorDescriptor<R>(tileAddr, ks);
+    ASSERT_EQ(descField(d, 62, 2), 1) << "128-byte swizzle";
+    ASSERT_EQ(descField(d, 49, 3), 0) << "base offset";
+    uint32_t start = (uint32_t)descField(d, 0, 14) << 4, sbo = (uint32_t)descField(d, 32, 14) << 4;
+    for (int r = 0; r < R; ++r)
+      for (int k = 0; k < 16; ++k) {
+        uint32_t lin = start + (uint32_t)(r / 8) * sbo + (uint32_t)(r % 8) * 128u + (uint32_t)k * 2u;
+        uint32_t want = tileAddr + 2u * (uint32_t)sm90::tileElemOffset<R>(r, 16 * ks + k);
+        ASSERT_EQ(sm90::swizzle128(lin), want) << "R " << R << " D " << D << " ks " << ks << " row " << r
+                                               << " k " << k;
+      }
+  }
+}
+
+template <int D>
+void checkMnMajor(uint32_t tileAddr) {
+  constexpr int R = 128;
+  for (int kk = 0; kk < R / 16; ++kk) {
+    uint64_t d = sm90::mnMajorDescriptor<R>(tileAddr, kk);
+    ASSERT_EQ(descField(d, 62, 2), 1);
+    uint32_t start = (uint32_t)descField(d, 0, 14) << 4, lbo = (uint32_t)descField(d, 16, 14) << 4,
+             sbo = (uint32_t)descField(d, 32, 14) << 4;
+    for (int k = 0; k < 16; ++k)
+      for (int n = 0; n < D; ++n) {
+        uint32_t lin = start + (uint32_t)(n / 64) * lbo + (uint32_t)(k / 8) * sbo + (uint32_t)(k % 8) * 128u +
+                       (uint32_t)(n % 64) * 2u;
+        uint32_t want = tileAddr + 2u * (uint32_t)sm90::tileElemOffset<R>(16 * kk + k, n);
+        ASSERT_EQ(sm90::swizzle128(lin), want) << "D " << D << " kk " << kk << " key " << k << " n " << n;
+      }
+  }
+}
+
+template <int R, int D>
+void checkBijection() {
+  std::vector<int> seen(R * D, 0);
+  for (int r = 0; r < R; ++r)
+    for (int c = 0; c < D; ++c) {
+      int off = sm90::tileElemOffset<R>(r, c);
+      ASSERT_GE(off, 0);
+      ASSERT_LT(off, R * D);
+      ++seen[off];
+    }
+  for (int x : seen) ASSERT_EQ(x, 1);
+}
+
+TEST(Sm90Layout, DescriptorsAddressTheStoredTiles) {
+  const uint32_t base = 5 * 1024;  // any 1024-byte-aligned shared address
+  checkBijection<64, 64>();
+  checkBijection<64, 128>();
+  checkBijection<128, 64>();
+  checkBijection<128, 128>();
+  checkKMajor<64, 64>(base);    // Q, D = 64
+  checkKMajor<64, 128>(base);   // Q, D = 128
+  checkKMajor<128, 64>(base);   // K, D = 64
+  checkKMajor<128, 128>(base);  // K, D = 128
+  checkMnMajor<64>(base);       // V, D = 64
+  checkMnMajor<128>(base);      // V, D = 128
+  // The check can fail: a plain row-major store (no swizzle) is not where row 1, chunk 0 is read.
+  EXPECT_NE(sm90::swizzle128(base + 128u), base + 128u);
+}
+
+bool deviceIsSm90(std::string* why) {
+  if (!deviceUsable(why)) return false;
+  int dev = 0, major = 0, minor = 0;
+  if (cudaGetDevice(&dev) != cudaSuccess ||
+      cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev) != cudaSuccess ||
+      cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, dev) != cudaSuccess) {
+    *why = "cannot read the compute capability";
+    return false;
+  }
+  if (major != 9 || minor != 0) {
+    *why = "compute capability " + std::to_string(major) + "." + std::to_string(minor) + ", not 9.0";
+    return false;
+  }
+  return true;
+}
+
+#define REQUIRE_SM90()                                                     \
+  do {                                                                     \
+    std::string why;                                                       \
+    if (!deviceIsSm90(&why)) GTEST_SKIP() << "no sm_90 device: " << why; \
+  } while (0)
+
+// Sets SPARGE_ATTN_KERNEL for the scope of a test and restores the previous value.
+class KernelEnv {
+ public:
+  explicit KernelEnv(const char* value) {
+    const char* old = std::getenv("SPARGE_ATTN_KERNEL");
+    had_ = old != nullptr;
+    if (had_) old_ = old;
+    setenv("SPARGE_ATTN_KERNEL", value, 1);
+  }
+  ~KernelEnv() {
+    if (had_)
+      setenv("SPARGE_ATTN_KERNEL", old_.c_str(), 1);
+    else
+      unsetenv("SPARGE_ATTN_KERNEL");
+  }
+
+ private:
+  bool had_ = false;
+  std::string old_;
+};
+
+// checkStage2 with the wgmma kernel, failing unless that kernel actually ran.
+void checkStage2Sm90(const Stage2Case& c, uint32_t seed, int64_t* totalSkips = nullptr) {
+  ASSERT_EQ(c.g.blockQ, 64);
+  ASSERT_EQ(c.g.blockK, 128);
+  int64_t before = attentionSm90LaunchCount();
+  checkStage2(c, seed, totalSkips);
+  EXPECT_GT(attentionSm90LaunchCount(), before) << "the sm90 kernel did not run";
+}
+
+TEST(CudaStage2Sm90, OnlySelectedWhenAskedFor64x128OnSm90) {
+  REQUIRE_SM90();
+  Problem p;
+  p.D = 128;
+  p.BQ = 64;
+  p.BK = 128;
+  {
+    KernelEnv env("sm80");
+    EXPECT_FALSE(attentionSm90Selected(p));
+  }
+  KernelEnv env("sm90");
+  EXPECT_TRUE(attentionSm90Selected(p));
+  p.BQ = 128;
+  p.BK = 64;
+  EXPECT_FALSE(attentionSm90Selected(p));
+}
+
+TEST(CudaStage2Sm90, MatchesCpuOnSameMaskAcrossShapes) {
+  REQUIRE_SM90();
+  KernelEnv env("sm90");
+  core::HeadParams cdf;
+  cdf.theta = 0.3;
+  cdf.tau = 0.9;
+  cdf.lambda = 50;
+  core::HeadParams topk = cdf;
+  topk.mode = core::SelectMode::TopK;
+  topk.topk = 0.3;
+  const Geometry g = core::kGeometry64x128;
+  std::vector<Stage2Case> cases = {
+      {Shape{1, 4, 2, 1000, 1000, 64, DType::Float16, false}, g, cdf},
+      {Shape{1, 4, 2, 1000, 1000, 64, DType::Float16, true}, g, topk},
+      {Shape{1, 2, 2, 333, 333, 128, DType::Float16, true}, g, topk},
+      {Shape{1, 2, 1, 300, 520, 128, DType::BFloat16, false}, g, cdf},
+      {Shape{2, 2, 2, 520, 300, 64, DType::BFloat16, true}, g, cdf},
+      {Shape{1, 2, 2, 130, 700, 128, DType::Float16, true}, g, cdf},
+      {Shape{1, 4, 1, 777, 901, 128, DType::BFloat16, true}, g, topk, false, /*denseHead1=*/true},
+      {Shape{1, 2, 2, 64, 128, 64, DType::Float16, false}, g, cdf},  // exactly one tile, one block
+  };
+  uint32_t seed = 7;
+  for (const auto& c : cases) {
+    SCOPED_TRACE("Nq " + std::to_string(c.shape.Nq) + " Nkv " + std::to_string(c.shape.Nkv) + " D " +
+                 std::to_string(c.shape.D) + " causal " + std::to_string(c.shape.causal) + " bf16 " +
+                 std::to_string(c.shape.dtype == DType::BFloat16));
+    checkStage2Sm90(c, seed++);
+  }
+}
+
+TEST(CudaStage2Sm90, PvSkipMatchesCpu) {
+  REQUIRE_SM90();
+  KernelEnv env("sm90");
+  core::HeadParams p;
+  p.theta = -0.1;
+  p.mode = core::SelectMode::TopK;
+  p.topk = 1.0;
+  // λ = 0: skip whenever no row of the 64-row tile raises its max (with λ = 4 the 64x128 tiles of this
+  // data never skip, so the kernel's skip path would go untested).
+  p.lambda = 0.0;
+  int64_t skips = 0;
+  for (bool causal : {false, true})
+    for (DType dt : {DType::Float16, DType::BFloat16}) {
+      Stage2Case c{Shape{1, 2, 2, 1024, 1024, 64, dt, causal}, core::kGeometry64x128, p, /*loud=*/true};
+      SCOPED_TRACE(std::string("causal ") + (causal ? "1" : "0") + (dt == DType::BFloat16 ? " bf16" : " fp16"));
+      checkStage2Sm90(c, 31, &skips);
+      c.shape.D = 128;
+      checkStage2Sm90(c, 32, &skips);
+    }
+  EXPECT_GT(skips, 0) << "the structured data should make the PV skip fire";
+}
+
+TEST(CudaStage2Sm90, DenseKernelMatchesCpu) {
+  REQUIRE_SM90();
+  KernelEnv env("sm90");
+  core::HeadParams p;
+  p.dense = true;
+  p.lambda = 0.0;
+  uint32_t seed = 50;
+  for (bool causal : {false, true})
+    for (int D : {64, 128}) {
+      Stage2Case c{Shape{1, 2, 1, 700, 900, D, D == 64 ? DType::Float16 : DType::BFloat16, causal},
+                   core::kGeometry64x128, p};
+      SCOPED_TRACE("dense causal " + std::to_string(causal) + " D " + std::to_string(D));
+      checkStage2Sm90(c, seed++);
+    }
+}
+
+// 64x128 tiles: a q-tile whose only block lies after all its rows, an empty LUT row, a partly
+// visible block and a full row; poisoned output must be overwritten everywhere.
+TEST(CudaStage2Sm90, EmptyRowsAreZeroAndCounted) {
+  REQUIRE_SM90();
+  KernelEnv env("sm90");
+  const int N = 256, D = 64, nq = 4, nk = 2;
+  Shape s{1, 1, 1, N, N, D, DType::Float16, true};
+  auto e = makeEntry(s, 78);
+  std::vector<uint8_t> mask(nq * nk, 0);
+  mask[0 * nk + 1] = 1;  // queries 0..63 see only keys 128..255: nothing visible
+  // row 1 (queries 64..127): no block at all
+  mask[2 * nk + 1] = 1;  // queries 128..191 see keys 128..q
+  mask[3 * nk + 0] = mask[3 * nk + 1] = 1;
+  std::vector<int32_t> lut(nq * nk, 0), count(nq, 0);
+  for (int i = 0; i < nq; ++i) core::encodeLutRow(mask.data() + i * nk, nk, lut.data() + i * nk, &count[i]);
+  ASSERT_EQ(count[1], 0);
+  ASSERT_EQ(count[3], 2);
+
+  std::vector<uint16_t> q(e->q.size()), k(e->k.size()), v(e->v.size());
+  for (size_t t = 0; t < q.size(); ++t) q[t] = core::floatToHalf(e->q[t]);
+  for (size_t t = 0; t < k.size(); ++t) k[t] = core::floatToHalf(e->k[t]);
+  for (size_t t = 0; t < v.size(); ++t) v[t] = core::floatToHalf(e->v[t]);
+  void *dq, *dk, *dv, *dout, *dlut, *dcount, *dparams, *dheads, *dskip, *dempty;
+  ASSERT_EQ(cudaMalloc(&dq, q.size() * 2), cudaSuccess);
+  ASSERT_EQ(cudaMalloc(&dk, k.size() * 2), cudaSuccess);
+  ASSERT_EQ(cudaMalloc(&dv, v.size() * 2), cudaSuccess);
+  ASSERT_EQ(cudaMalloc(&dout, q.size() * 2), cudaSuccess);
+  ASSERT_EQ(cudaMalloc(&dlut, lut.size() * 4), cudaSuccess);
+  ASSERT_EQ(cudaMalloc(&dcount, count.size() * 4), cudaSuccess);
+  ASSERT_EQ(cudaMalloc(&dparams, sizeof(HeadParamsDev)), cudaSuccess);
+  ASSERT_EQ(cudaMalloc(&dheads, sizeof(int)), cudaSuccess);
+  ASSERT_EQ(cudaMalloc(&dskip, nq * nk), cudaSuccess);
+  ASSERT_EQ(cudaMalloc(&dempty, sizeof(int)), cudaSuccess);
+  HeadParamsDev hp;
+  hp.lambda = 0.f;
+  int head = 0;
+  cudaMemcpy(dq, q.data(), q.size() * 2, cudaMemcpyHostToDevice);
+  cudaMemcpy(dk, k.data(), k.size() * 2, cudaMemcpyHostToDevice);
+  cudaMemcpy(dv, v.data(), v.size() * 2, cudaMemcpyHostToDevice);
+  cudaMemset(dout, 0x7f, q.size() * 2);
+  cudaMemcpy(dlut, lut.data(), lut.size() * 4, cudaMemcpyHostToDevice);
+  cudaMemcpy(dcount, count.data(), count.size() * 4, cudaMemcpyHostToDevice);
+  cudaMemcpy(dparams, &hp, sizeof hp, cudaMemcpyHostToDevice);
+  cudaMemcpy(dheads, &head, sizeof head, cudaMemcpyHostToDevice);
+  cudaMemset(dskip, 0, nq * nk);
+  cudaMemset(dempty, 0, sizeof(int));
+  Problem p;
+  p.Nq = p.Nkv = N;
+  p.D = D;
+  p.BQ = 64;
+  p.BK = 128;
+  p.nq = nq;
+  p.nk = nk;
+  p.causal = true;
+  p.heads = static_cast<int*>(dheads);
+  p.nHeads = 1;
+  AttnArgs a;
+  a.q = dq;
+  a.k = dk;
+  a.v = dv;
+  a.o = dout;
+  a.scaleLog2 = float(e->info.scale * 1.4426950408889634);
+  a.lut = static_cast<int32_t*>(dlut);
+  a.validCount = static_cast<int32_t*>(dcount);
+  a.params = static_cast<HeadParamsDev*>(dparams);
+  a.pvSkipped = static_cast<uint8_t*>(dskip);
+  a.emptyRows = static_cast<int*>(dempty);
+  int64_t before = attentionSm90LaunchCount();
+  launchAttention(ElemType::F16, p, a, false, 0);
+  ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+  EXPECT_GT(attentionSm90LaunchCount(), before) << "the sm90 kernel did not run";
+  std::vector<uint16_t> out(q.size());
+  std::vector<uint8_t> skipped(nq * nk);
+  int empty = -1;
+  cudaMemcpy(out.data(), dout, out.size() * 2, cudaMemcpyDeviceToHost);
+  cudaMemcpy(&empty, dempty, sizeof(int), cudaMemcpyDeviceToHost);
+  cudaMemcpy(skipped.data(), dskip, skipped.size(), cudaMemcpyDeviceToHost);
+  for (void* ptr : {dq, dk, dv, dout, dlut, dcount, dparams, dheads, dskip, dempty}) cudaFree(ptr);
+
+  core::AttentionOutput ref =
+      core::blockSparseAttention(e->q.data(), e->k.data(), e->v.data(), N, N, D, D, e->info.scale, true,
+                                 core::kGeometry64x128, mask.data(), 0.0, false);
+  EXPECT_EQ(ref.emptyRows, 128);
+  EXPECT_EQ(empty, ref.emptyRows);
+  EXPECT_EQ(skipped, ref.pvSkipped);
+  double maxErr = 0;
+  for (int t = 0; t < N; ++t)
+    for (int d = 0; d < D; ++d) {
+      float o = core::halfToFloat(out[(size_t)t * D + d]);
+      if (t < 128)
+        ASSERT_EQ(o, 0.f) << "row " << t;
+      else
+        maxErr = std::max(maxErr, (double)std::fabs(o - ref.out[(size_t)t * D + d]));
+    }
+  EXPECT_LT(maxErr, 1e-2);
 }
 
 }  // namespace
