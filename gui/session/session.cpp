@@ -187,6 +187,10 @@ void Session::selectEntry(const std::string& name) {
   worker_.cancel("run");
   worker_.cancel("tune");
   ++epoch_;
+  // Tuned values belong to the entry they were tuned on: if the current overrides are exactly that
+  // entry's tuned set, they do not follow to an entry that has none (manual overrides still do).
+  if (auto t = tunedPerEntry_.find(entryName_); t != tunedPerEntry_.end() && t->second == config_.perHead)
+    config_.perHead.clear();
   entryName_ = name;
   entryLoaded_ = false;
   owedHeads_.clear();

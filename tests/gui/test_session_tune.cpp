@@ -3,9 +3,11 @@
 #include <gtest/gtest.h>
 
 #include <chrono>
+#include <cstdio>
 #include <thread>
 
 #include "session.h"
+#include "sparge/core/capture.h"
 #include "sparge/core/cpu_engine.h"
 #include "sparge/core/synthetic.h"
 
@@ -100,4 +102,49 @@ TEST(SessionTune, CancelledTuneClearsProgressAndKeepsResultsConsistent) {
   ASSERT_TRUE(s->waitIdle(120s));
   EXPECT_FALSE(s->progress().active);
   for (const auto& row : s->tuned()) EXPECT_EQ(s->result()->find(0, row.head)->params, row.params);
+}
+
+// Tuned values belong to their entry: they do not follow to an entry that was not tuned, and come back
+// when their entry is selected again.
+TEST(SessionTune, TunedValuesStayWithTheirEntry) {
+  const std::string path = ::testing::TempDir() + "sparge_two_entries.h5";
+  {
+    core::CaptureWriter w(path);
+    for (const char* name : {"a", "b"}) {
+      core::SynthSpec spec;
+      spec.name = name;
+      spec.headsQ = spec.headsKV = 4;
+      spec.tokensQ = spec.tokensKV = 512;
+      spec.headDim = spec.headDimV = 32;
+      spec.segment = 128;
+      spec.seed = name[0];
+      core::EntryData e = core::makeSyntheticEntry(spec);
+      w.addEntry(e.info, e.q, e.k, e.v);
+    }
+    w.close();
+  }
+  auto s = std::make_unique<Session>([] { return EngineBox{std::make_unique<core::CpuEngine>(2), ""}; });
+  s->openCapture(path, "a");
+  ASSERT_TRUE(s->waitIdle(120s));
+  ASSERT_EQ(s->entryName(), "a");
+  s->setBudget(Budget{0.05, 0.06});
+  s->autoTune(TuneScope::Entry);
+  ASSERT_TRUE(s->waitIdle(300s));
+  ASSERT_FALSE(s->hasError()) << s->frontError();
+  ASSERT_EQ(s->tuned().size(), 4u);
+  std::vector<core::HeadParams> tunedA;
+  for (int64_t h = 0; h < 4; ++h) tunedA.push_back(s->paramsFor(h));
+  ASSERT_GT(s->overrideCount(), 0);
+
+  s->selectEntry("b");
+  ASSERT_TRUE(s->waitIdle(120s));
+  EXPECT_EQ(s->overrideCount(), 0) << "entry a's tuned values must not carry over to entry b";
+  const core::HeadResult* h0 = s->result() ? s->result()->find(0, 0) : nullptr;
+  ASSERT_NE(h0, nullptr);
+  EXPECT_EQ(h0->params, core::HeadParams{});
+
+  s->selectEntry("a");
+  ASSERT_TRUE(s->waitIdle(120s));
+  for (int64_t h = 0; h < 4; ++h) EXPECT_EQ(s->paramsFor(h), tunedA[h]) << "head " << h;
+  std::remove(path.c_str());
 }
