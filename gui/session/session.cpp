@@ -378,7 +378,10 @@ void Session::scheduleRun(const std::set<int64_t>& heads, bool all) {
           s.applyResult(result, epoch, runId, ms);
         });
       },
-      cancelRunningOnChange_);
+      // A running job is cancelled for a newer one only when runs are slow: while runs take under
+      // kFinishRunsBelowMs the running one finishes (its result is merged and shown), so a slider drag
+      // keeps updating the views; the newest pending change still replaces older pending ones.
+      cancelRunningOnChange_ && lastRunMs_ >= kFinishRunsBelowMs);
   idCell->store(id);
   latestRunId_ = id;
 }

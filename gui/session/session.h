@@ -218,6 +218,7 @@ class Session {
   Budget budget_;
   bool followBudget_ = false;
   bool cancelRunningOnChange_ = true;
+  static constexpr double kFinishRunsBelowMs = 1000.0;  // see scheduleRun
 
   std::shared_ptr<const core::EntryResult> result_;
   uint64_t resultGeneration_ = 0;
