@@ -2,6 +2,8 @@
 // it, libcupti is loaded at run time (cupti_loader.h) and a missing library is a reason, not a crash.
 #include "sparge/profiler/cupti_collector.h"
 
+#include "steady_clock.h"
+
 #include <chrono>
 #include <cstdlib>
 #include <mutex>
@@ -13,16 +15,6 @@
 #endif
 
 namespace sparge::prof {
-
-namespace {
-
-uint64_t steadyNs() {
-  return uint64_t(std::chrono::duration_cast<std::chrono::nanoseconds>(
-                      std::chrono::steady_clock::now().time_since_epoch())
-                      .count());
-}
-
-}  // namespace
 
 #ifdef SPARGE_PROF_HAVE_CUPTI
 

@@ -7,6 +7,8 @@
 #include <string>
 #include <vector>
 
+#include "dl_library.h"
+
 namespace sparge::prof {
 
 // Exactly the CUPTI functions the profiler calls. All non-null once loaded.
@@ -25,13 +27,7 @@ struct CuptiApi {
   CUptiResult(CUPTIAPI* getVersion)(uint32_t*) = nullptr;
 };
 
-struct CuptiLoadResult {
-  bool ok = false;
-  CuptiApi api;            // complete when ok, all null otherwise
-  std::string path;        // the candidate that was opened (ok), else empty
-  std::string error;       // why loading failed (names every candidate tried); empty when ok
-  void* handle = nullptr;  // never closed: CUPTI keeps threads and callbacks alive until exit
-};
+using CuptiLoadResult = dl::LoadResult<CuptiApi>;  // handle never closed: CUPTI keeps threads and callbacks alive until exit
 
 // The candidates in search order: $SPARGE_CUPTI_LIBRARY alone when it is set and non-empty (an explicit
 // choice is not second-guessed, and a bad path is a way to turn CUPTI off), else the soname, the unversioned

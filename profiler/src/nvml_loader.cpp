@@ -1,10 +1,9 @@
 // Run-time loading of NVML: dlopen + dlsym of the functions in NvmlApi, once per process; SM clock reads.
 #include "nvml_loader.h"
 
-#include <dlfcn.h>
-
-#include <cstdlib>
 #include <mutex>
+
+#include "dl_library.h"
 
 namespace sparge::prof {
 
@@ -16,33 +15,16 @@ constexpr const char* kNvmlSoname = "libnvidia-ml.so.1";
 static_assert(NVML_SUCCESS == kNvmlSuccess && NVML_CLOCK_SM == kNvmlClockSm);
 #endif
 
-std::string dlError() {
-  const char* e = dlerror();
-  return e ? std::string(e) : std::string("unknown dlopen error");
-}
-
-template <typename Fn>
-bool resolve(void* handle, const char* name, Fn& slot, std::string& missing) {
-  dlerror();
-  void* sym = dlsym(handle, name);
-  if (!sym) {
-    missing += (missing.empty() ? "" : ", ") + std::string(name);
-    return false;
-  }
-  slot = reinterpret_cast<Fn>(sym);
-  return true;
-}
-
 bool resolveAll(void* h, NvmlApi& api, std::string& missing) {
   bool ok = true;
-  ok &= resolve(h, "nvmlInit_v2", api.init, missing);
-  ok &= resolve(h, "nvmlShutdown", api.shutdown, missing);
-  ok &= resolve(h, "nvmlDeviceGetHandleByIndex_v2", api.deviceGetHandleByIndex, missing);
-  ok &= resolve(h, "nvmlDeviceGetHandleByPciBusId_v2", api.deviceGetHandleByPciBusId, missing);
-  ok &= resolve(h, "nvmlDeviceGetClockInfo", api.deviceGetClockInfo, missing);
-  ok &= resolve(h, "nvmlDeviceGetMaxClockInfo", api.deviceGetMaxClockInfo, missing);
+  ok &= dl::resolve(h, "nvmlInit_v2", api.init, missing);
+  ok &= dl::resolve(h, "nvmlShutdown", api.shutdown, missing);
+  ok &= dl::resolve(h, "nvmlDeviceGetHandleByIndex_v2", api.deviceGetHandleByIndex, missing);
+  ok &= dl::resolve(h, "nvmlDeviceGetHandleByPciBusId_v2", api.deviceGetHandleByPciBusId, missing);
+  ok &= dl::resolve(h, "nvmlDeviceGetClockInfo", api.deviceGetClockInfo, missing);
+  ok &= dl::resolve(h, "nvmlDeviceGetMaxClockInfo", api.deviceGetMaxClockInfo, missing);
   std::string optionalMissing;
-  resolve(h, "nvmlErrorString", api.errorString, optionalMissing);
+  dl::resolve(h, "nvmlErrorString", api.errorString, optionalMissing);
   return ok;
 }
 
@@ -54,38 +36,14 @@ std::string nvmlErrorText(const NvmlApi& api, NvmlReturn code) {
   return text + " (" + std::to_string(int(code)) + ")";
 }
 
-std::vector<std::string> nvmlCandidates() {
-  const char* env = std::getenv("SPARGE_NVML_LIBRARY");
-  if (env && *env) return {env};
-  return {kNvmlSoname};
-}
+std::vector<std::string> nvmlCandidates() { return dl::candidates("SPARGE_NVML_LIBRARY", {kNvmlSoname}); }
 
 NvmlLoadResult loadNvmlFrom(const std::vector<std::string>& candidates) {
-  NvmlLoadResult r;
-  std::string tried;
-  for (const std::string& path : candidates) {
-    if (path.empty()) continue;
-    void* h = dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL);
-    if (!h) {
-      tried += (tried.empty() ? "" : "; ") + path + " (dlopen: " + dlError() + ")";
-      continue;
-    }
-    NvmlApi api;
-    std::string missing;
-    if (!resolveAll(h, api, missing)) {
-      tried += (tried.empty() ? "" : "; ") + path + " (missing symbols: " + missing + ")";
-      dlclose(h);
-      continue;
-    }
-    r.ok = true;
-    r.api = api;
-    r.path = path;
-    r.handle = h;
-    return r;
-  }
-  if (tried.empty()) tried = "no candidate paths";
-  r.error = std::string(kNvmlSoname) + " not loaded: " + tried + "; set SPARGE_NVML_LIBRARY to its path";
-  return r;
+  return dl::openFirst<NvmlApi>(candidates, kNvmlSoname, "SPARGE_NVML_LIBRARY",
+                                [](void* h, NvmlApi& api) -> std::string {
+                                  std::string missing;
+                                  return resolveAll(h, api, missing) ? std::string() : "missing symbols: " + missing;
+                                });
 }
 
 const NvmlLoadResult& nvml() {

@@ -12,6 +12,8 @@
 #define SPARGE_PROF_HAVE_NVML_H 1
 #endif
 
+#include "dl_library.h"
+
 namespace sparge::prof {
 
 #ifdef SPARGE_PROF_HAVE_NVML_H
@@ -41,13 +43,7 @@ struct NvmlApi {
   const char* (*errorString)(NvmlReturn) = nullptr;
 };
 
-struct NvmlLoadResult {
-  bool ok = false;
-  NvmlApi api;             // complete when ok, all null otherwise
-  std::string path;        // the candidate that was opened (ok), else empty
-  std::string error;       // why loading failed (names every candidate tried); empty when ok
-  void* handle = nullptr;  // kept open for the process: handles from it may outlive any one user
-};
+using NvmlLoadResult = dl::LoadResult<NvmlApi>;  // handle kept open for the process: handles from it may outlive any one user
 
 // $SPARGE_NVML_LIBRARY alone when set and non-empty (an explicit choice is not second-guessed, and a bad
 // path turns NVML off), else libnvidia-ml.so.1 (the driver's soname; there is no unversioned name without

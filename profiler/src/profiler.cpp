@@ -9,6 +9,7 @@
 #include "sparge/core/result.h"
 #include "sparge/profiler/cupti_collector.h"
 #include "sparge/profiler/event_timer.h"
+#include "steady_clock.h"
 
 #ifdef SPARGE_PROF_HAVE_CUDA
 #include <cuda_runtime_api.h>
@@ -20,12 +21,6 @@
 namespace sparge::prof {
 
 namespace {
-
-uint64_t steadyNs() {
-  return uint64_t(std::chrono::duration_cast<std::chrono::nanoseconds>(
-                      std::chrono::steady_clock::now().time_since_epoch())
-                      .count());
-}
 
 // Kernels launched by the run must have finished before its window closes.
 void synchronizeDevice() {
