@@ -9,6 +9,7 @@
 #include "attention_traits.cuh"
 #include "cuda_util.h"
 #include "device_common.cuh"
+#include "attention_params.cuh"
 #include "launch.h"
 #include "mma_sm80.cuh"
 
@@ -16,23 +17,6 @@ namespace sparge::cuda {
 namespace {
 
 using namespace sm80;
-
-template <typename T>
-struct KParams {
-  const T* q;
-  const T* k;
-  const T* v;
-  T* o;
-  const int* heads;
-  int Hq, Hkv, Nq, Nkv, nq, nk;
-  float scaleLog2;
-  int causal;
-  const int32_t* lut;
-  const int32_t* validCount;
-  const HeadParamsDev* params;
-  uint8_t* pvSkipped;
-  int* emptyRows;
-};
 
 template <typename Tr, typename T, int R>
 __device__ __forceinline__ void loadTile(T* sm, const T* g, int r0, int N, int tid) {
@@ -369,24 +353,7 @@ __global__ void __launch_bounds__(AttnTraits<D, BQ, BK, MT, KS>::kThreads)
 template <typename T, int D, int BQ, int BK, int MT, int KS>
 void launchTyped(const Problem& pr, const AttnArgs& a, bool dense, cudaStream_t s) {
   using Tr = AttnTraits<D, BQ, BK, MT, KS>;
-  KParams<T> kp{static_cast<const T*>(a.q),
-                static_cast<const T*>(a.k),
-                static_cast<const T*>(a.v),
-                static_cast<T*>(a.o),
-                pr.heads,
-                pr.Hq,
-                pr.Hkv,
-                pr.Nq,
-                pr.Nkv,
-                pr.nq,
-                pr.nk,
-                a.scaleLog2,
-                pr.causal ? 1 : 0,
-                a.lut,
-                a.validCount,
-                a.params,
-                a.pvSkipped,
-                a.emptyRows};
+  const KParams<T> kp = makeKParams<T>(pr, a);
   dim3 grid(pr.nq, pr.nHeads, pr.B);
   auto kernel = dense ? sparge_dense_attention_sm80<T, D, BQ, BK, MT, KS>
                       : sparge_sparse_attention_sm80<T, D, BQ, BK, MT, KS>;

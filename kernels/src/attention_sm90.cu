@@ -14,6 +14,7 @@
 
 #include "cuda_util.h"
 #include "device_common.cuh"
+#include "attention_params.cuh"
 #include "launch.h"
 #include "mma_sm80.cuh"
 #include "smem_layout_sm90.h"
@@ -23,23 +24,6 @@ namespace sparge::cuda {
 namespace {
 
 constexpr int kBQ = 64, kBK = 128, kThreads90 = 128;
-
-template <typename T>
-struct KParams90 {
-  const T* q;
-  const T* k;
-  const T* v;
-  T* o;
-  const int* heads;
-  int Hq, Hkv, Nq, Nkv, nq, nk;
-  float scaleLog2;
-  int causal;
-  const int32_t* lut;
-  const int32_t* validCount;
-  const HeadParamsDev* params;
-  uint8_t* pvSkipped;
-  int* emptyRows;
-};
 
 template <int D>
 struct Smem90 {
@@ -72,7 +56,7 @@ __device__ __forceinline__ void loadTile90(uint32_t smBase, const T* g, int r0, 
 }
 
 template <typename T, int D, bool kDense>
-__device__ __forceinline__ void attention90Body(const KParams90<T>& p) {
+__device__ __forceinline__ void attention90Body(const KParams<T>& p) {
   using L = Smem90<D>;
   extern __shared__ unsigned char smemRaw[];
   const uint32_t rawAddr = sm80::smemAddr(smemRaw);
@@ -265,7 +249,7 @@ __device__ __forceinline__ void attention90Body(const KParams90<T>& p) {
 #endif  // SPARGE_SM90A_DEVICE
 
 template <typename T, int D>
-__global__ void __launch_bounds__(kThreads90, 1) sparge_sparse_attention_sm90(const KParams90<T> p) {
+__global__ void __launch_bounds__(kThreads90, 1) sparge_sparse_attention_sm90(const KParams<T> p) {
 #ifdef SPARGE_SM90A_DEVICE
   attention90Body<T, D, false>(p);
 #else
@@ -274,7 +258,7 @@ __global__ void __launch_bounds__(kThreads90, 1) sparge_sparse_attention_sm90(co
 }
 
 template <typename T, int D>
-__global__ void __launch_bounds__(kThreads90, 1) sparge_dense_attention_sm90(const KParams90<T> p) {
+__global__ void __launch_bounds__(kThreads90, 1) sparge_dense_attention_sm90(const KParams<T> p) {
 #ifdef SPARGE_SM90A_DEVICE
   attention90Body<T, D, true>(p);
 #else
@@ -286,24 +270,7 @@ int64_t gSm90Launches = 0;
 
 template <typename T, int D>
 void launch90(const Problem& pr, const AttnArgs& a, bool dense, cudaStream_t s) {
-  KParams90<T> kp{static_cast<const T*>(a.q),
-                  static_cast<const T*>(a.k),
-                  static_cast<const T*>(a.v),
-                  static_cast<T*>(a.o),
-                  pr.heads,
-                  pr.Hq,
-                  pr.Hkv,
-                  pr.Nq,
-                  pr.Nkv,
-                  pr.nq,
-                  pr.nk,
-                  a.scaleLog2,
-                  pr.causal ? 1 : 0,
-                  a.lut,
-                  a.validCount,
-                  a.params,
-                  a.pvSkipped,
-                  a.emptyRows};
+  const KParams<T> kp = makeKParams<T>(pr, a);
   dim3 grid(pr.nq, pr.nHeads, pr.B);
   auto kernel = dense ? sparge_dense_attention_sm90<T, D> : sparge_sparse_attention_sm90<T, D>;
   constexpr int kSmem = Smem90<D>::kBytes;
