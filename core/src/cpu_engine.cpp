@@ -38,6 +38,7 @@ void CpuEngine::setEntry(std::shared_ptr<const EntryData> entry) {
   entry_ = std::move(entry);
   references_.clear();
   stats_.clear();
+  validity_.clear();
 }
 
 const BlockStats& CpuEngine::blockStats(int64_t b, int64_t h, const Geometry& g, bool smoothK, double*) {
@@ -57,6 +58,16 @@ const BlockStats& CpuEngine::blockStats(int64_t b, int64_t h, const Geometry& g,
   return *slot;
 }
 
+const BlockValidity& CpuEngine::blockValidity(const Geometry& g) {
+  std::lock_guard<std::mutex> lock(cacheMutex_);
+  auto& slot = validity_[std::make_pair(g.blockQ, g.blockK)];
+  if (!slot) {
+    const EntryInfo& info = entry_->info;
+    slot = std::make_unique<BlockValidity>(computeBlockValidity(g, info.tokensQ, info.tokensKV, info.causal));
+  }
+  return *slot;
+}
+
 const CpuEngine::Reference& CpuEngine::reference(int64_t b, int64_t h, const Geometry& g, double*) {
   const auto key = std::make_tuple(b, h, g.blockQ, g.blockK);
   {
@@ -65,11 +76,8 @@ const CpuEngine::Reference& CpuEngine::reference(int64_t b, int64_t h, const Geo
     if (it != references_.end()) return *it->second;
   }
   const EntryInfo& info = entry_->info;
-  const int nq = int(ceilDiv(info.tokensQ, g.blockQ)), nk = int(ceilDiv(info.tokensKV, g.blockK));
-  std::vector<uint8_t> all(size_t(nq) * nk);
-  for (int i = 0; i < nq; ++i)
-    for (int j = 0; j < nk; ++j)
-      all[size_t(i) * nk + j] = blockValid(i, j, g, info.tokensQ, info.tokensKV, info.causal);
+  // The dense reference: every causally valid block, no skipping.
+  const std::vector<uint8_t>& all = blockValidity(g).valid;
   const int64_t hk = info.kvHeadOf(h);
   AttentionOutput o =
       blockSparseAttention(entry_->qHead(b, h), entry_->kHead(b, hk), entry_->vHead(b, hk), info.tokensQ,
@@ -135,6 +143,7 @@ EntryResult CpuEngine::run(const RunConfig& config, const RunOptions& options) {
 
   // Phase 2: Stage 2, block-sparse attention with the PV skip. A dense head never skips PV.
   t0 = Clock::now();
+  const BlockValidity& validity = blockValidity(g);
   std::vector<std::vector<float>> outputs(tasks);
   parallelFor(tasks, threads_, [&](int64_t t) {
     checkCancel(options);
@@ -149,23 +158,7 @@ EntryResult CpuEngine::run(const RunConfig& config, const RunOptions& options) {
     hr.emptyRows = o.emptyRows;
     outputs[t] = std::move(o.out);
     // Exact denominators: only blocks holding a valid token pair count, by block and by token area.
-    SparsityCounts& sc = hr.sparsity;
-    for (int i = 0; i < nq; ++i)
-      for (int j = 0; j < nk; ++j) {
-        if (!blockValid(i, j, g, info.tokensQ, info.tokensKV, info.causal)) continue;
-        const double area = blockValidArea(i, j, g, info.tokensQ, info.tokensKV, info.causal);
-        ++sc.validBlocks;
-        sc.validArea += area;
-        if (!hr.blockMask[size_t(i) * nk + j]) continue;
-        ++sc.selectedBlocks;
-        sc.selectedArea += area;
-        if (hr.pvSkipped[size_t(i) * nk + j]) {
-          ++sc.skippedPvBlocks;
-        } else {
-          ++sc.computedPvBlocks;
-          sc.computedPvArea += area;
-        }
-      }
+    hr.sparsity = countSparsity(validity, hr.blockMask.data(), hr.pvSkipped.data());
   });
   result.times.sparseMs = msSince(t0);
 

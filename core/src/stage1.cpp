@@ -85,6 +85,40 @@ double blockValidArea(int i, int j, const Geometry& g, int64_t nQ, int64_t nKv, 
   return area;
 }
 
+BlockValidity computeBlockValidity(const Geometry& g, int64_t nQ, int64_t nKv, bool causal) {
+  BlockValidity v;
+  v.nq = int(ceilDiv(nQ, g.blockQ));
+  v.nk = int(ceilDiv(nKv, g.blockK));
+  v.valid.resize(size_t(v.nq) * v.nk);
+  v.area.resize(v.valid.size());
+  for (int i = 0; i < v.nq; ++i)
+    for (int j = 0; j < v.nk; ++j) {
+      v.valid[size_t(i) * v.nk + j] = blockValid(i, j, g, nQ, nKv, causal);
+      v.area[size_t(i) * v.nk + j] = blockValidArea(i, j, g, nQ, nKv, causal);
+    }
+  return v;
+}
+
+SparsityCounts countSparsity(const BlockValidity& validity, const uint8_t* mask, const uint8_t* pvSkipped) {
+  SparsityCounts sc;
+  for (size_t x = 0; x < validity.valid.size(); ++x) {
+    if (!validity.valid[x]) continue;
+    const double area = validity.area[x];
+    ++sc.validBlocks;
+    sc.validArea += area;
+    if (!mask[x]) continue;
+    ++sc.selectedBlocks;
+    sc.selectedArea += area;
+    if (pvSkipped[x]) {
+      ++sc.skippedPvBlocks;
+    } else {
+      ++sc.computedPvBlocks;
+      sc.computedPvArea += area;
+    }
+  }
+  return sc;
+}
+
 BlockStats computeBlockStats(const float* q, int64_t nQ, const float* k, int64_t nKv, int64_t d,
                              DType inputType, const Geometry& geometry, bool smoothK, bool causal) {
   BlockStats st;

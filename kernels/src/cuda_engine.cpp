@@ -94,11 +94,7 @@ struct CudaEngine::State {
 
   DeviceBuffer heads, params, mask, reasons, prob, lut, valid, o, pvSkipped, emptyRows, errSums;
 
-  struct Validity {
-    std::vector<uint8_t> valid;
-    std::vector<double> area;
-  };
-  std::map<std::tuple<int, int>, Validity> validity;  // per geometry (the entry fixes causal)
+  std::map<std::tuple<int, int>, core::BlockValidity> validity;  // per geometry (the entry fixes causal)
 };
 
 CudaEngine::CudaEngine() : deviceName_(deviceNameOrThrow()), state_(std::make_unique<State>()) {}
@@ -340,15 +336,7 @@ core::EntryResult CudaEngine::run(const core::RunConfig& config, const core::Run
   }
 
   auto& val = st.validity[std::make_tuple(g.blockQ, g.blockK)];
-  if (val.valid.empty()) {
-    val.valid.resize(grid);
-    val.area.resize(grid);
-    for (int i = 0; i < p.nq; ++i)
-      for (int j = 0; j < p.nk; ++j) {
-        val.valid[(size_t)i * p.nk + j] = blockValid(i, j, g, st.Nq, st.Nkv, info.causal);
-        val.area[(size_t)i * p.nk + j] = blockValidArea(i, j, g, st.Nq, st.Nkv, info.causal);
-      }
-  }
+  if (val.valid.empty()) val = computeBlockValidity(g, st.Nq, st.Nkv, info.causal);
 
   EntryResult res;
   res.info = info;
@@ -378,22 +366,7 @@ core::EntryResult CudaEngine::run(const core::RunConfig& config, const core::Run
       for (int i = 0; i < p.nq; ++i) hr.similarQ[i] = hr.selfSimQ[i] > float(hr.params.theta);
       for (int j = 0; j < p.nk; ++j) hr.similarK[j] = hr.selfSimK[j] > float(hr.params.theta);
 
-      SparsityCounts& sc = hr.sparsity;
-      for (size_t x = 0; x < grid; ++x) {
-        if (!val.valid[x]) continue;
-        sc.validBlocks++;
-        sc.validArea += val.area[x];
-        if (hr.blockMask[x]) {
-          sc.selectedBlocks++;
-          sc.selectedArea += val.area[x];
-          if (hr.pvSkipped[x]) {
-            sc.skippedPvBlocks++;
-          } else {
-            sc.computedPvBlocks++;
-            sc.computedPvArea += val.area[x];
-          }
-        }
-      }
+      hr.sparsity = countSparsity(val, hr.blockMask.data(), hr.pvSkipped.data());
       hr.emptyRows = hEmpty[bh];
       hr.hasNonFinite = st.inputNonFinite[bh] != 0;
 

@@ -47,6 +47,7 @@ class CpuEngine final : public Engine {
     std::vector<float> blockMass;  // [nq * nk]
   };
   const Reference& reference(int64_t b, int64_t h, const Geometry& g, double* msSpent);
+  const BlockValidity& blockValidity(const Geometry& g);  // cached per geometry
   const BlockStats& blockStats(int64_t b, int64_t h, const Geometry& g, bool smoothK, double* msSpent);
 
   int threads_;
@@ -56,6 +57,8 @@ class CpuEngine final : public Engine {
   std::map<std::tuple<int64_t, int64_t, int, int>, std::unique_ptr<Reference>> references_;
   // key: (batch, head, blockQ, blockK, smoothK)
   std::map<std::tuple<int64_t, int64_t, int, int, bool>, std::unique_ptr<BlockStats>> stats_;
+  // key: (blockQ, blockK)
+  std::map<std::pair<int, int>, std::unique_ptr<BlockValidity>> validity_;
 };
 
 }  // namespace sparge::core

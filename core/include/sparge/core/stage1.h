@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "sparge/core/params.h"
+#include "sparge/core/result.h"
 #include "sparge/core/types.h"
 
 namespace sparge::core {
@@ -32,6 +33,19 @@ BlockStats computeBlockStats(const float* q, int64_t nQ, const float* k, int64_t
 bool blockValid(int i, int j, const Geometry& g, int64_t nQ, int64_t nKv, bool causal);
 // Number of valid token pairs in block (i, j).
 double blockValidArea(int i, int j, const Geometry& g, int64_t nQ, int64_t nKv, bool causal);
+
+// blockValid / blockValidArea for every block of an entry's grid. The same for every head of an entry, so
+// engines compute it once per geometry and reuse it for every head and run.
+struct BlockValidity {
+  int nq = 0, nk = 0;
+  std::vector<uint8_t> valid;  // [nq * nk]
+  std::vector<double> area;    // [nq * nk], valid token pairs
+};
+BlockValidity computeBlockValidity(const Geometry& g, int64_t nQ, int64_t nKv, bool causal);
+
+// Sparsity counts of one head with exact denominators: valid blocks and areas from `validity`, the Stage-1
+// mask and the PV-skip map ([nq * nk] each).
+SparsityCounts countSparsity(const BlockValidity& validity, const uint8_t* mask, const uint8_t* pvSkipped);
 
 struct Stage1Mask {
   std::vector<uint8_t> mask;      // [nq * nk], 1 = selected
