@@ -38,18 +38,7 @@ LOG=$OUT/log.txt
   fi
   if has nan; then
     echo "== NaN/Inf inputs on the CUDA engine (must not crash)"
-    python3 - /tmp/sp/nan.h5 <<'PYEOF'
-import sys, h5py, numpy as np
-rng = np.random.default_rng(1)
-with h5py.File(sys.argv[1], "w") as f:
-    f.attrs["sparge_capture_version"] = 1
-    g = f.create_group("entries/a")
-    g.attrs["causal"] = 1
-    q, k, v = (rng.standard_normal((1, 3, 700, 64)).astype(np.float16) for _ in range(3))
-    q[0, 1, 100, 3] = np.nan
-    k[0, 2, 300, :] = np.inf
-    g["q"], g["k"], g["v"] = q, k, v
-PYEOF
+    python3 tests/cli/make_nan_capture.py /tmp/sp/nan.h5
     for a in "--tau 0.9" "--topk 0.3 --block 64x128 --sink"; do
       timeout 60 $B/sparge run /tmp/sp/nan.h5 --engine cuda $a 2>&1 | tail -6; echo "rc=${PIPESTATUS[0]}"
     done

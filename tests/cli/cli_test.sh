@@ -123,18 +123,7 @@ PYEOF
   ;;
 nan_input)
   # NaN/Inf in the data is reported per head and never crashes a run (both geometries, CDF and top-k).
-  $PY - "$WORK/nan.h5" <<'PYEOF' || fail "write NaN capture"
-import sys, h5py, numpy as np
-rng = np.random.default_rng(1)
-with h5py.File(sys.argv[1], "w") as f:
-    f.attrs["sparge_capture_version"] = 1
-    g = f.create_group("entries/a")
-    g.attrs["causal"] = 1
-    q, k, v = (rng.standard_normal((1, 3, 700, 64)).astype(np.float16) for _ in range(3))
-    q[0, 1, 100, 3] = np.nan
-    k[0, 2, 300, :] = np.inf
-    g["q"], g["k"], g["v"] = q, k, v
-PYEOF
+  $PY "$HERE/make_nan_capture.py" "$WORK/nan.h5" || fail "write NaN capture"
   for args in "--tau 0.9" "--topk 0.3 --block 64x128 --sink"; do
     # shellcheck disable=SC2086
     out="$("$SPARGE" run "$WORK/nan.h5" --engine cpu $args --report "$WORK/r.json" 2>&1)" || fail "run $args: $out"

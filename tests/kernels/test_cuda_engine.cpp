@@ -451,28 +451,27 @@ TEST(CudaStage2, DenseHeadSelectsEveryValidBlockAndNeverSkips) {
   EXPECT_EQ(r2.heads[0].error.absDiff, r.heads[0].error.absDiff);
 }
 
-// Rows that see no key (a row whose only block lies after it under causal masking, and a q-tile
-// with an empty LUT row) are written as 0 and counted; the other rows match the CPU kernel.
-TEST(CudaStage2, EmptyRowsAreZeroAndCounted) {
-  REQUIRE_GPU();
-  const int N = 256, D = 64, nq = 2, nk = 4;
-  Shape s{1, 1, 1, N, N, D, DType::Float16, true};
-  auto e = makeEntry(s, 77);
-  // Row 0 (queries 0..127) visits only K block 1 (keys 64..127): queries 0..63 see nothing.
-  // Row 1 visits nothing at all.
-  std::vector<uint8_t> mask(nq * nk, 0);
-  mask[0 * nk + 1] = 1;
+// Runs the attention kernel directly (no engine) on a one-head fp16 causal entry with a hand-made block mask,
+// output poisoned first, λ = 0; returns the output bits, the PV-skip map and the empty-row counter.
+struct DirectRun {
+  std::vector<uint16_t> out;
+  std::vector<uint8_t> skipped;
+  std::vector<int32_t> validCount;  // LUT entries per q-tile, as encoded from the mask
+  int emptyRows = -1;
+};
+
+void runKernelOnMask(const EntryData& e, const core::Geometry& g, const std::vector<uint8_t>& mask, DirectRun& r) {
+  const int N = int(e.info.tokensQ), D = int(e.info.headDim);
+  const int nq = int(core::ceilDiv(N, g.blockQ)), nk = int(core::ceilDiv(N, g.blockK));
   std::vector<int32_t> lut(nq * nk, 0), count(nq, 0);
   for (int i = 0; i < nq; ++i) core::encodeLutRow(mask.data() + i * nk, nk, lut.data() + i * nk, &count[i]);
-  ASSERT_EQ(count[0], 1);
-  ASSERT_EQ(count[1], 0);
-
+  r.validCount = count;
   auto toBits = [](const std::vector<float>& x) {
     std::vector<uint16_t> b(x.size());
     for (size_t t = 0; t < x.size(); ++t) b[t] = core::floatToHalf(x[t]);
     return b;
   };
-  auto q = toBits(e->q), k = toBits(e->k), v = toBits(e->v);
+  auto q = toBits(e.q), k = toBits(e.k), v = toBits(e.v);
   void *dq, *dk, *dv, *dout, *dlut, *dcount, *dparams, *dheads, *dskip, *dempty;
   ASSERT_EQ(cudaMalloc(&dq, q.size() * 2), cudaSuccess);
   ASSERT_EQ(cudaMalloc(&dk, k.size() * 2), cudaSuccess);
@@ -500,8 +499,8 @@ TEST(CudaStage2, EmptyRowsAreZeroAndCounted) {
   Problem p;
   p.Nq = p.Nkv = N;
   p.D = D;
-  p.BQ = 128;
-  p.BK = 64;
+  p.BQ = g.blockQ;
+  p.BK = g.blockK;
   p.nq = nq;
   p.nk = nk;
   p.causal = true;
@@ -512,7 +511,7 @@ TEST(CudaStage2, EmptyRowsAreZeroAndCounted) {
   a.k = dk;
   a.v = dv;
   a.o = dout;
-  a.scaleLog2 = float(e->info.scale * 1.4426950408889634);
+  a.scaleLog2 = float(e.info.scale * 1.4426950408889634);
   a.lut = static_cast<int32_t*>(dlut);
   a.validCount = static_cast<int32_t*>(dcount);
   a.params = static_cast<HeadParamsDev*>(dparams);
@@ -520,11 +519,31 @@ TEST(CudaStage2, EmptyRowsAreZeroAndCounted) {
   a.emptyRows = static_cast<int*>(dempty);
   launchAttention(ElemType::F16, p, a, false, 0);
   ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
-  std::vector<uint16_t> out(q.size());
-  int empty = -1;
-  cudaMemcpy(out.data(), dout, out.size() * 2, cudaMemcpyDeviceToHost);
-  cudaMemcpy(&empty, dempty, sizeof(int), cudaMemcpyDeviceToHost);
+  r.out.resize(q.size());
+  r.skipped.resize(nq * nk);
+  cudaMemcpy(r.out.data(), dout, r.out.size() * 2, cudaMemcpyDeviceToHost);
+  cudaMemcpy(&r.emptyRows, dempty, sizeof(int), cudaMemcpyDeviceToHost);
+  cudaMemcpy(r.skipped.data(), dskip, r.skipped.size(), cudaMemcpyDeviceToHost);
   for (void* ptr : {dq, dk, dv, dout, dlut, dcount, dparams, dheads, dskip, dempty}) cudaFree(ptr);
+}
+
+// Rows that see no key (a row whose only block lies after it under causal masking, and a q-tile
+// with an empty LUT row) are written as 0 and counted; the other rows match the CPU kernel.
+TEST(CudaStage2, EmptyRowsAreZeroAndCounted) {
+  REQUIRE_GPU();
+  const int N = 256, D = 64, nq = 2, nk = 4;
+  Shape s{1, 1, 1, N, N, D, DType::Float16, true};
+  auto e = makeEntry(s, 77);
+  // Row 0 (queries 0..127) visits only K block 1 (keys 64..127): queries 0..63 see nothing.
+  // Row 1 visits nothing at all.
+  std::vector<uint8_t> mask(nq * nk, 0);
+  mask[0 * nk + 1] = 1;
+  DirectRun run;
+  ASSERT_NO_FATAL_FAILURE(runKernelOnMask(*e, core::kGeometry128x64, mask, run));
+  ASSERT_EQ(run.validCount[0], 1);
+  ASSERT_EQ(run.validCount[1], 0);
+  const std::vector<uint16_t>& out = run.out;
+  const int empty = run.emptyRows;
 
   core::AttentionOutput ref =
       core::blockSparseAttention(e->q.data(), e->k.data(), e->v.data(), N, N, D, D, e->info.scale, true,
@@ -789,71 +808,15 @@ TEST(CudaStage2Sm90, EmptyRowsAreZeroAndCounted) {
   // row 1 (queries 64..127): no block at all
   mask[2 * nk + 1] = 1;  // queries 128..191 see keys 128..q
   mask[3 * nk + 0] = mask[3 * nk + 1] = 1;
-  std::vector<int32_t> lut(nq * nk, 0), count(nq, 0);
-  for (int i = 0; i < nq; ++i) core::encodeLutRow(mask.data() + i * nk, nk, lut.data() + i * nk, &count[i]);
-  ASSERT_EQ(count[1], 0);
-  ASSERT_EQ(count[3], 2);
-
-  std::vector<uint16_t> q(e->q.size()), k(e->k.size()), v(e->v.size());
-  for (size_t t = 0; t < q.size(); ++t) q[t] = core::floatToHalf(e->q[t]);
-  for (size_t t = 0; t < k.size(); ++t) k[t] = core::floatToHalf(e->k[t]);
-  for (size_t t = 0; t < v.size(); ++t) v[t] = core::floatToHalf(e->v[t]);
-  void *dq, *dk, *dv, *dout, *dlut, *dcount, *dparams, *dheads, *dskip, *dempty;
-  ASSERT_EQ(cudaMalloc(&dq, q.size() * 2), cudaSuccess);
-  ASSERT_EQ(cudaMalloc(&dk, k.size() * 2), cudaSuccess);
-  ASSERT_EQ(cudaMalloc(&dv, v.size() * 2), cudaSuccess);
-  ASSERT_EQ(cudaMalloc(&dout, q.size() * 2), cudaSuccess);
-  ASSERT_EQ(cudaMalloc(&dlut, lut.size() * 4), cudaSuccess);
-  ASSERT_EQ(cudaMalloc(&dcount, count.size() * 4), cudaSuccess);
-  ASSERT_EQ(cudaMalloc(&dparams, sizeof(HeadParamsDev)), cudaSuccess);
-  ASSERT_EQ(cudaMalloc(&dheads, sizeof(int)), cudaSuccess);
-  ASSERT_EQ(cudaMalloc(&dskip, nq * nk), cudaSuccess);
-  ASSERT_EQ(cudaMalloc(&dempty, sizeof(int)), cudaSuccess);
-  HeadParamsDev hp;
-  hp.lambda = 0.f;
-  int head = 0;
-  cudaMemcpy(dq, q.data(), q.size() * 2, cudaMemcpyHostToDevice);
-  cudaMemcpy(dk, k.data(), k.size() * 2, cudaMemcpyHostToDevice);
-  cudaMemcpy(dv, v.data(), v.size() * 2, cudaMemcpyHostToDevice);
-  cudaMemset(dout, 0x7f, q.size() * 2);
-  cudaMemcpy(dlut, lut.data(), lut.size() * 4, cudaMemcpyHostToDevice);
-  cudaMemcpy(dcount, count.data(), count.size() * 4, cudaMemcpyHostToDevice);
-  cudaMemcpy(dparams, &hp, sizeof hp, cudaMemcpyHostToDevice);
-  cudaMemcpy(dheads, &head, sizeof head, cudaMemcpyHostToDevice);
-  cudaMemset(dskip, 0, nq * nk);
-  cudaMemset(dempty, 0, sizeof(int));
-  Problem p;
-  p.Nq = p.Nkv = N;
-  p.D = D;
-  p.BQ = 64;
-  p.BK = 128;
-  p.nq = nq;
-  p.nk = nk;
-  p.causal = true;
-  p.heads = static_cast<int*>(dheads);
-  p.nHeads = 1;
-  AttnArgs a;
-  a.q = dq;
-  a.k = dk;
-  a.v = dv;
-  a.o = dout;
-  a.scaleLog2 = float(e->info.scale * 1.4426950408889634);
-  a.lut = static_cast<int32_t*>(dlut);
-  a.validCount = static_cast<int32_t*>(dcount);
-  a.params = static_cast<HeadParamsDev*>(dparams);
-  a.pvSkipped = static_cast<uint8_t*>(dskip);
-  a.emptyRows = static_cast<int*>(dempty);
   int64_t before = attentionSm90LaunchCount();
-  launchAttention(ElemType::F16, p, a, false, 0);
-  ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+  DirectRun run;
+  ASSERT_NO_FATAL_FAILURE(runKernelOnMask(*e, core::kGeometry64x128, mask, run));
+  ASSERT_EQ(run.validCount[1], 0);
+  ASSERT_EQ(run.validCount[3], 2);
   EXPECT_GT(attentionSm90LaunchCount(), before) << "the sm90 kernel did not run";
-  std::vector<uint16_t> out(q.size());
-  std::vector<uint8_t> skipped(nq * nk);
-  int empty = -1;
-  cudaMemcpy(out.data(), dout, out.size() * 2, cudaMemcpyDeviceToHost);
-  cudaMemcpy(&empty, dempty, sizeof(int), cudaMemcpyDeviceToHost);
-  cudaMemcpy(skipped.data(), dskip, skipped.size(), cudaMemcpyDeviceToHost);
-  for (void* ptr : {dq, dk, dv, dout, dlut, dcount, dparams, dheads, dskip, dempty}) cudaFree(ptr);
+  const std::vector<uint16_t>& out = run.out;
+  const std::vector<uint8_t>& skipped = run.skipped;
+  const int empty = run.emptyRows;
 
   core::AttentionOutput ref =
       core::blockSparseAttention(e->q.data(), e->k.data(), e->v.data(), N, N, D, D, e->info.scale, true,
