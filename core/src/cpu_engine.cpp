@@ -9,6 +9,7 @@
 
 #include "parallel.h"
 #include "sparge/core/error.h"
+#include "sparge/core/run_request.h"
 
 namespace sparge::core {
 namespace {
@@ -97,18 +98,7 @@ EntryResult CpuEngine::run(const RunConfig& config, const RunOptions& options) {
   if (!entry_) throw Error("cpu engine", "no entry loaded: open a capture and select an entry first");
   const EntryInfo& info = entry_->info;
   const Geometry g = config.geometry;
-  if (!config.perHead.empty() && int64_t(config.perHead.size()) != info.headsQ)
-    throw Error("entry " + info.name,
-                "per-head parameters given for " + std::to_string(config.perHead.size()) +
-                    " heads, but the entry has " + std::to_string(info.headsQ) + " query heads");
-  std::vector<int64_t> heads = options.heads;
-  if (heads.empty())
-    for (int64_t h = 0; h < info.headsQ; ++h) heads.push_back(h);
-  for (int64_t h : heads)
-    if (h < 0 || h >= info.headsQ)
-      throw Error("entry " + info.name, "head " + std::to_string(h) + " out of range (the entry has " +
-                                            std::to_string(info.headsQ) + " query heads)");
-  for (int64_t h : heads) validate(config.forHead(h), "head " + std::to_string(h));
+  const std::vector<int64_t> heads = resolveRunHeads(info, config, options.heads);
 
   EntryResult result;
   result.info = info;

@@ -49,9 +49,13 @@ const HeadResult* EntryResult::find(int64_t batch, int64_t head) const {
 void aggregate(EntryResult& r) {
   r.sparsity = {};
   r.error = {};
+  r.errorSparse = {};
+  r.errorQuant = {};
   for (const HeadResult& h : r.heads) {
     r.sparsity += h.sparsity;
     r.error += h.error;
+    r.errorSparse += h.errorSparse;
+    r.errorQuant += h.errorQuant;
   }
 }
 

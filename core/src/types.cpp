@@ -1,6 +1,7 @@
 // Basic value types: names of dtypes/layouts/tensors, tile geometry labels, entry sizes.
 #include "sparge/core/types.h"
 
+#include <algorithm>
 #include <cctype>
 
 #include "sparge/core/capture.h"
@@ -55,6 +56,58 @@ Geometry Geometry::parse(const std::string& text) {
   if (t == "128x64") return kGeometry128x64;
   if (t == "64x128") return kGeometry64x128;
   throw Error("block geometry", "'" + text + "' is not supported — use 128x64 or 64x128");
+}
+
+const char* toString(Numerics n) {
+  switch (n) {
+    case Numerics::None:
+      return "none";
+    case Numerics::Int8Fp16:
+      return "int8-fp16";
+    case Numerics::Int8Fp8:
+      return "int8-fp8";
+  }
+  return "?";
+}
+
+Numerics parseNumerics(const std::string& text) {
+  for (Numerics n : {Numerics::None, Numerics::Int8Fp16, Numerics::Int8Fp8})
+    if (text == toString(n)) return n;
+  throw Error("numerics", "'" + text + "' is not known — use none, int8-fp16 or int8-fp8");
+}
+
+const char* toString(Target t) {
+  switch (t) {
+    case Target::Sm80:
+      return "sm80";
+    case Target::Sm89:
+      return "sm89";
+    case Target::Sm90:
+      return "sm90";
+  }
+  return "?";
+}
+
+Target parseTarget(const std::string& text) {
+  for (Target t : {Target::Sm80, Target::Sm89, Target::Sm90})
+    if (text == toString(t)) return t;
+  throw Error("target", "'" + text + "' is not known — use sm80, sm89 or sm90");
+}
+
+Geometry geometryOf(Target t) {
+  return t == Target::Sm90 ? kGeometry64x128 : kGeometry128x64;
+}
+
+Numerics numericsOf(Target t) {
+  return t == Target::Sm80 ? Numerics::Int8Fp16 : Numerics::Int8Fp8;
+}
+
+KeyRange visibleKeys(int64_t query, int64_t nKv, bool causal, const Window& window) {
+  KeyRange r{0, nKv - 1};
+  const int64_t right = causal ? 0 : window.right;  // causal is right = 0, whatever the window says
+  if (right >= 0) r.last = std::min(r.last, query + right);
+  if (window.left >= 0) r.first = std::max<int64_t>(0, query - window.left);
+  return r;
 }
 
 int64_t EntryInfo::bytesOnDisk() const {

@@ -16,6 +16,7 @@
 #include "cuda_util.h"
 #include "launch.h"
 #include "sparge/core/error.h"
+#include "sparge/core/run_request.h"
 #include "sparge/core/stage1.h"
 
 namespace sparge::cuda {
@@ -129,10 +130,6 @@ core::EntryResult CudaEngine::run(const core::RunConfig& config, const core::Run
   if (info.tokensQ > maxInt || info.tokensKV > maxInt)
     throw Error(kWhere, "sequence too long for the CUDA engine");
   const Geometry g = config.geometry;
-  if (!config.perHead.empty() && (int64_t)config.perHead.size() != info.headsQ)
-    throw Error("entry " + info.name,
-                "per-head parameters given for " + std::to_string(config.perHead.size()) +
-                    " heads, but the entry has " + std::to_string(info.headsQ) + " query heads");
   if (!(g == kGeometry128x64 || g == kGeometry64x128))
     throw Error(kWhere, "geometry " + g.label() + " is not supported (128x64 or 64x128)");
 
@@ -166,16 +163,7 @@ core::EntryResult CudaEngine::run(const core::RunConfig& config, const core::Run
   }
 
   std::vector<int> heads;
-  if (options.heads.empty()) {
-    for (int h = 0; h < st.Hq; ++h) heads.push_back(h);
-  } else {
-    for (int64_t h : options.heads) {
-      if (h < 0 || h >= st.Hq) throw Error(kWhere, "head " + std::to_string(h) + " out of range");
-      heads.push_back((int)h);
-    }
-    std::sort(heads.begin(), heads.end());
-    heads.erase(std::unique(heads.begin(), heads.end()), heads.end());
-  }
+  for (int64_t h : resolveRunHeads(info, config, options.heads)) heads.push_back((int)h);
 
   Problem p;
   p.B = st.B;

@@ -29,6 +29,8 @@ void validate(const HeadParams& p, const std::string& where);
 
 struct RunConfig {
   Geometry geometry = kGeometry128x64;
+  // Stage-2 arithmetic. The engines' default is exact; the CLI and GUI choose theirs (see README).
+  Numerics numerics = Numerics::None;
   bool smoothK = true;  // subtract the per-head K token mean before pooling (SpargeAttn default)
   bool sink = false;    // attention sink: K block 0 always on
   HeadParams defaults;  // used for every head without an override

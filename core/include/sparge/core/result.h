@@ -80,7 +80,11 @@ struct HeadResult {
   std::vector<float> qBlockL1;      // [nq], Σ|O-Oref| / Σ|Oref| within each Q block
   std::vector<float> output;        // [Nq * Dv] when RunOptions::keepOutput
   SparsityCounts sparsity;
-  ErrorSums error;
+  // Errors against the dense fp32 reference, split by cause (each as sums, so heads aggregate):
+  ErrorSums error;        // deployed: this sparse run in the chosen numerics (report key `l1`)
+  ErrorSums errorSparse;  // sparsity alone: the same mask and PV skips in exact numerics (`l1_sparse`)
+  ErrorSums errorQuant;   // quantization alone: every valid block, no skip, chosen numerics (`l1_quant`)
+  // With Numerics::None, errorSparse equals error and errorQuant is all zero.
   int64_t emptyRows = 0;      // query rows with no attended key (output set to 0)
   bool hasNonFinite = false;  // NaN/Inf in this head's inputs or output
 };
@@ -102,7 +106,9 @@ struct EntryResult {
   std::string engine;             // engine name, for example "cpu (2 threads)"
   std::vector<HeadResult> heads;  // ordered by (batch, head)
   SparsityCounts sparsity;        // sums over heads
-  ErrorSums error;                // sums over heads
+  ErrorSums error;                // sums over heads (deployed)
+  ErrorSums errorSparse;          // sums over heads (sparsity alone)
+  ErrorSums errorQuant;           // sums over heads (quantization alone)
   StageTimes times;
   std::vector<std::string> warnings;
 

@@ -13,6 +13,14 @@ enum class Layout { HND, NHD };  // HND = [B, H, N, D]; NHD = [B, N, H, D]
 const char* toString(DType d);
 const char* toString(Layout l);
 
+// Arithmetic of Stage 2 (Q·Kᵀ and P·V), as SpargeAttn's kernels do it on each GPU family:
+//   None     exact: fp32 (CPU engine) or fp16/bf16 inputs with fp32 accumulation (CUDA engine)
+//   Int8Fp16 sm80: INT8 Q·Kᵀ (per-block scales, K smoothed), fp16 P·V with fp16 per-block accumulation
+//   Int8Fp8  sm89/sm90: INT8 Q·Kᵀ, FP8 e4m3 P and V (per-channel V scales), fp32 accumulation
+enum class Numerics { None, Int8Fp16, Int8Fp8 };
+const char* toString(Numerics n);           // "none" | "int8-fp16" | "int8-fp8"
+Numerics parseNumerics(const std::string& text);  // throws sparge::Error naming the accepted values
+
 // Tile geometry in tokens: blockQ query rows x blockK key rows. SpargeAttn uses 128x64 on sm80/sm89
 // and 64x128 on sm90; every mask and sparsity figure records which one produced it.
 struct Geometry {
@@ -31,6 +39,31 @@ struct Geometry {
 inline constexpr Geometry kGeometry128x64{128, 64};
 inline constexpr Geometry kGeometry64x128{64, 128};
 
+// The GPU family whose SpargeAttn kernel a run imitates: it fixes the tile geometry and the numerics
+// (sm80: 128x64, int8-fp16; sm89: 128x64, int8-fp8; sm90: 64x128, int8-fp8).
+enum class Target { Sm80, Sm89, Sm90 };
+const char* toString(Target t);            // "sm80" | "sm89" | "sm90"
+Target parseTarget(const std::string& text);  // throws sparge::Error naming the accepted values
+Geometry geometryOf(Target t);
+Numerics numericsOf(Target t);
+
+// A local attention window in FlashAttention's convention: query i sees keys i - left ... i + right
+// (top-left aligned, like causal); -1 = unbounded on that side. Causal attention is right = 0.
+struct Window {
+  int64_t left = -1;
+  int64_t right = -1;
+  bool bounded() const { return left >= 0 || right >= 0; }
+  bool operator==(const Window&) const = default;
+};
+
+// The keys [first, last] (inclusive) query `query` may see among nKv keys; empty when first > last.
+struct KeyRange {
+  int64_t first = 0;
+  int64_t last = -1;
+  bool empty() const { return first > last; }
+};
+KeyRange visibleKeys(int64_t query, int64_t nKv, bool causal, const Window& window);
+
 inline int64_t ceilDiv(int64_t a, int64_t b) {
   return (a + b - 1) / b;
 }
@@ -48,10 +81,14 @@ struct EntryInfo {
   DType dtype = DType::Float16;
   Layout layout = Layout::HND;
   bool causal = false;
+  Window window;               // attribute `window` [left, right]; unbounded when absent
   double scale = 0.0;          // softmax scale used by attention (attribute or 1/sqrt(D))
   bool scaleFromFile = false;  // true when the entry carried a `scale` attribute
   std::optional<int64_t> layer;
   std::optional<int64_t> step;
+  std::string module;  // attribute `module`: the model's module path, e.g. model.layers.3.self_attn
+  std::string kind;    // attribute `kind`: "self" | "cross" (empty when not recorded)
+  std::string stack;   // attribute `stack`: "encoder" | "decoder" | ... (empty when not recorded)
 
   int64_t groupSize() const { return headsKV > 0 ? headsQ / headsKV : 0; }  // GQA query heads per KV head
   bool isGqa() const { return headsQ != headsKV; }
