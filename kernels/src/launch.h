@@ -4,7 +4,10 @@
 
 #include <cuda_runtime.h>
 
+#include <cstddef>
 #include <cstdint>
+
+#include "sparge/core/types.h"
 
 namespace sparge::cuda {
 
@@ -29,6 +32,7 @@ struct Problem {
   int BQ = 128, BK = 64;  // geometry
   int nq = 0, nk = 0;
   bool causal = false;
+  core::Window window;         // local window (core::visibleKeys defines what a query sees)
   const int* heads = nullptr;  // device array
   int nHeads = 0;
 };
@@ -48,6 +52,24 @@ void launchSelect(ElemType t, const Problem& p, const void* scores, const float*
                   const float* selfSimK, const HeadParamsDev* params, bool sink, uint8_t* mask,
                   uint8_t* reasons, float* prob, int32_t* lut, int32_t* validCount, cudaStream_t s);
 
+// --- quantize.cu: operands of the quantized numerics (SpargeAttn's scales and rounding) ---
+// Q and K are quantized per tile of the run's geometry (Q per BQ rows, K per BK rows after subtracting the
+// per-head token mean km), scale = amax/127 + 1e-7, round half away from zero. V depends on the numerics:
+// Int8Fp16 keeps fp16 V; Int8Fp8 stores e4m3 V (per-channel scale amax/2.25) in the layout the attention
+// family reads. All buffers live in one workspace of quantWorkspaceBytes() bytes.
+struct QuantOperands {
+  const int8_t* q8 = nullptr;     // [B*Hq][nq*BQ][D], zero rows past Nq
+  const float* qScale = nullptr;  // [B*Hq][nq]
+  const int8_t* k8 = nullptr;     // [B*Hkv][nk*BK][D], zero rows past Nkv
+  const float* kScale = nullptr;  // [B*Hkv][nk]
+  const void* v = nullptr;        // Int8Fp16: fp16 [B*Hkv][Nkv][D]; Int8Fp8: e4m3, family layout
+  const float* vScale = nullptr;  // Int8Fp8: [B*Hkv][D]
+};
+size_t quantWorkspaceBytes(const Problem& p, core::Numerics n);
+// Fills the workspace from q, k, v (T) and km (T, [B*Hkv][D], from launchKeyMean); returns views into it.
+QuantOperands launchQuantize(ElemType t, const Problem& p, core::Numerics n, const void* q, const void* k,
+                             const void* km, const void* v, void* workspace, cudaStream_t s);
+
 // --- attention_sm80.cu (Stage 2, mma.sync) ---
 struct AttnArgs {
   const void* q = nullptr;
@@ -60,6 +82,9 @@ struct AttnArgs {
   const HeadParamsDev* params = nullptr;  // per query head: λ and dense (sparse only)
   uint8_t* pvSkipped = nullptr;           // [B*Hq][nq][nk], written with 1 where PV was skipped
   int* emptyRows = nullptr;               // [B*Hq], rows with no attended key
+  // Numerics other than None read `quant` (from launchQuantize) instead of q, k, v.
+  core::Numerics numerics = core::Numerics::None;
+  QuantOperands quant;
 };
 // dense = true: every causally valid block, no PV skip (kernels named sparge_dense_*).
 void launchAttention(ElemType t, const Problem& p, const AttnArgs& a, bool dense, cudaStream_t s);
