@@ -82,7 +82,7 @@ struct HeadResult {
   SparsityCounts sparsity;
   // Errors against the dense fp32 reference, split by cause (each as sums, so heads aggregate):
   ErrorSums error;        // deployed: this sparse run in the chosen numerics (report key `l1`)
-  ErrorSums errorSparse;  // sparsity alone: the same mask and PV skips in exact numerics (`l1_sparse`)
+  ErrorSums errorSparse;  // sparsity alone: same Stage-1 mask and λ, exact numerics (`l1_sparse`)
   ErrorSums errorQuant;   // quantization alone: every valid block, no skip, chosen numerics (`l1_quant`)
   // With Numerics::None, errorSparse equals error and errorQuant is all zero.
   int64_t emptyRows = 0;      // query rows with no attended key (output set to 0)
