@@ -103,7 +103,7 @@ TEST(Export, JsonWritesNullForMissingFigures) {
   EXPECT_EQ(j["source"], "wall");
 }
 
-TEST(Export, CsvHasCommentsHeaderAndTenColumns) {
+TEST(Export, CsvHasCommentsHeaderAndFifteenColumns) {
   TimingReport r = buildReport(fixtures::syntheticInput());
   std::istringstream in(toCsv(r));
   std::string line;
@@ -127,8 +127,21 @@ TEST(Export, CsvHasCommentsHeaderAndTenColumns) {
   EXPECT_TRUE(hasComment("# clock: "));
   EXPECT_TRUE(hasComment("# max_sm_clock_mhz: 1980"));
   ASSERT_FALSE(rows.empty());
-  const std::vector<std::string> header = {"kind",   "name",      "stage",  "source",  "count",
-                                           "min_ms", "median_ms", "max_ms", "mean_ms", "total_ms"};
+  const std::vector<std::string> header = {"kind",
+                                           "name",
+                                           "stage",
+                                           "source",
+                                           "count",
+                                           "min_ms",
+                                           "median_ms",
+                                           "max_ms",
+                                           "mean_ms",
+                                           "total_ms",
+                                           "grid",
+                                           "block",
+                                           "registers_per_thread",
+                                           "static_shared_bytes",
+                                           "dynamic_shared_bytes"};
   EXPECT_EQ(rows[0], header);
   size_t stageRows = 0, kernelRows = 0;
   for (size_t i = 1; i < rows.size(); ++i) {
