@@ -13,12 +13,17 @@ add_library(sparge_kernels STATIC
   ${CMAKE_CURRENT_LIST_DIR}/src/attention_sm90.cu
   ${CMAKE_CURRENT_LIST_DIR}/src/reference.cu
   ${CMAKE_CURRENT_LIST_DIR}/src/error.cu
+  ${CMAKE_CURRENT_LIST_DIR}/src/quantize.cu
   ${CMAKE_CURRENT_LIST_DIR}/src/cuda_util.cpp
+  ${CMAKE_CURRENT_LIST_DIR}/src/device_stages.cpp
   ${CMAKE_CURRENT_LIST_DIR}/src/cuda_engine.cpp
+  ${CMAKE_CURRENT_LIST_DIR}/src/engine_errors.cpp
+  ${CMAKE_CURRENT_LIST_DIR}/src/engine_results.cpp
   ${CMAKE_CURRENT_LIST_DIR}/src/bench.cpp)
 target_include_directories(sparge_kernels PUBLIC ${CMAKE_CURRENT_LIST_DIR}/include
                                           PRIVATE ${CMAKE_CURRENT_LIST_DIR}/src)
-target_link_libraries(sparge_kernels PUBLIC sparge_core CUDA::cudart)
+# The engine's stage clock is the one CUDA-event timer (profiler/, a leaf target of core + cudart).
+target_link_libraries(sparge_kernels PUBLIC sparge_core CUDA::cudart PRIVATE sparge_event_timer)
 # Lets code above the kernels layer (cli/cmd_bench.cpp) know that the CUDA API is linked in.
 target_compile_definitions(sparge_kernels PUBLIC SPARGE_HAVE_CUDA_KERNELS=1)
 set_target_properties(sparge_kernels PROPERTIES POSITION_INDEPENDENT_CODE ON
@@ -27,3 +32,4 @@ set_target_properties(sparge_kernels PROPERTIES POSITION_INDEPENDENT_CODE ON
 # rounding of sqrt and division (the attention kernels use ex2.approx explicitly).
 target_compile_options(sparge_kernels PRIVATE
   $<$<COMPILE_LANGUAGE:CUDA>:-lineinfo --expt-relaxed-constexpr -Xptxas=-warn-spills>)
+include(${CMAKE_CURRENT_LIST_DIR}/cudnn.cmake)  # the cuDNN dense baseline
