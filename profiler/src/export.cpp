@@ -236,14 +236,23 @@ std::string toCsv(const TimingReport& r) {
       "registers_per_thread,static_shared_bytes,dynamic_shared_bytes\n";
   auto row = [&](const char* kind, const std::string& name, Stage stage, TimingSource source, const Stats& s,
                  const LaunchConfig& l) {
-    out += std::string(kind) + "," + csvField(name) + "," + toString(stage) + "," + toString(source) + "," +
-           std::to_string(s.count) + "," + csvNumber(s.min) + "," + csvNumber(s.median) + "," +
-           csvNumber(s.max) + "," + csvNumber(s.mean) + "," + csvNumber(s.total);
+    std::vector<std::string> cells{kind,
+                                   csvField(name),
+                                   toString(stage),
+                                   toString(source),
+                                   std::to_string(s.count),
+                                   csvNumber(s.min),
+                                   csvNumber(s.median),
+                                   csvNumber(s.max),
+                                   csvNumber(s.mean),
+                                   csvNumber(s.total)};
     if (l.known())
-      out += "," + l.gridLabel() + "," + l.blockLabel() + "," + std::to_string(l.registersPerThread) + "," +
-             std::to_string(l.staticSharedBytes) + "," + std::to_string(l.dynamicSharedBytes) + "\n";
+      cells.insert(cells.end(), {l.gridLabel(), l.blockLabel(), std::to_string(l.registersPerThread),
+                                 std::to_string(l.staticSharedBytes), std::to_string(l.dynamicSharedBytes)});
     else
-      out += ",,,,,\n";
+      cells.resize(cells.size() + 5);
+    for (size_t i = 0; i < cells.size(); ++i) out += (i ? "," : "") + cells[i];
+    out += '\n';
   };
   for (const StageStat& s : r.stages)
     row("stage", toString(s.stage), s.stage, s.source, s.ms, LaunchConfig{});

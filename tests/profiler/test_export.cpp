@@ -96,6 +96,34 @@ TEST(Export, JsonParsesBackWithEveryFigure) {
   EXPECT_EQ(j["runs"].size(), 3u);
 }
 
+TEST(Export, JsonCarriesLaunchConfigurationCudnnFiguresAndNotes) {
+  ReportInput in = fixtures::syntheticInput();
+  for (KernelSample& k : in.kernels) {
+    if (k.stage != Stage::Sparse) continue;
+    k.launch.grid = {16, 4, 1};
+    k.launch.block = {256, 1, 1};
+    k.launch.registersPerThread = 96;
+  }
+  in.notes = {"cuDNN not timed: libcudnn.so.9 not loaded"};
+  json j = json::parse(toJson(buildReport(in)));
+  bool sawLaunch = false;
+  for (const auto& k : j["kernels"]) {
+    ASSERT_TRUE(k.contains("launch"));
+    ASSERT_TRUE(k.contains("dense_equivalent_tops"));
+    if (k["launch"].is_null()) continue;
+    sawLaunch = true;
+    EXPECT_EQ(k["launch"]["grid"], json::array({16, 4, 1}));
+    EXPECT_EQ(k["launch"]["block"], json::array({256, 1, 1}));
+    EXPECT_EQ(k["launch"]["registers_per_thread"], 96);
+  }
+  EXPECT_TRUE(sawLaunch);
+  EXPECT_TRUE(j["derived"]["cudnn_ms"].is_null());
+  EXPECT_TRUE(j["derived"].contains("speedup_over_dense"));
+  EXPECT_TRUE(j["derived"].contains("cudnn_tops"));
+  ASSERT_EQ(j["notes"].size(), 1u);
+  EXPECT_EQ(j["notes"][0], "cuDNN not timed: libcudnn.so.9 not loaded");
+}
+
 TEST(Export, JsonWritesNullForMissingFigures) {
   json j = json::parse(toJson(buildReport(ReportInput{})));
   EXPECT_TRUE(j["derived"]["speedup"].is_null());
