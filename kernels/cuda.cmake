@@ -1,12 +1,6 @@
 # sparge_kernels: the CUDA engine (GPU Stage 1, block-sparse attention with PV skip, dense path,
 # fp32 reference, error reduction) and the benchmark driver. Included by kernels/CMakeLists.txt only
-# when a CUDA compiler was found; architectures come from the top level (80-real;90a-real;90-virtual).
-# CMake 3.25 does not know nvcc's C++20 flag (CMAKE_CUDA_STANDARD is 20 at the top level, and the core
-# headers need C++20); nvcc 12+ accepts -std=c++20.
-if(NOT CMAKE_CUDA20_STANDARD_COMPILE_OPTION)
-  set(CMAKE_CUDA20_STANDARD_COMPILE_OPTION "-std=c++20")
-  set(CMAKE_CUDA20_EXTENSION_COMPILE_OPTION "-std=c++20")
-endif()
+# when a CUDA compiler was found; architectures and the CUDA C++20 flag come from the top level.
 add_library(sparge_kernels STATIC
   ${CMAKE_CURRENT_LIST_DIR}/src/predict.cu
   ${CMAKE_CURRENT_LIST_DIR}/src/attention_sm80.cu
