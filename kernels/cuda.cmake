@@ -19,11 +19,15 @@ add_library(sparge_kernels STATIC
   ${CMAKE_CURRENT_LIST_DIR}/src/predict.cu
   ${CMAKE_CURRENT_LIST_DIR}/src/reference.cu
   ${CMAKE_CURRENT_LIST_DIR}/src/error.cu
+  ${CMAKE_CURRENT_LIST_DIR}/src/device_stages.cpp
   ${CMAKE_CURRENT_LIST_DIR}/src/cuda_engine.cpp
+  ${CMAKE_CURRENT_LIST_DIR}/src/engine_errors.cpp
+  ${CMAKE_CURRENT_LIST_DIR}/src/engine_results.cpp
   ${CMAKE_CURRENT_LIST_DIR}/src/bench.cpp)
 target_include_directories(sparge_kernels PUBLIC ${CMAKE_CURRENT_LIST_DIR}/include
                                           PRIVATE ${CMAKE_CURRENT_LIST_DIR}/src)
-target_link_libraries(sparge_kernels PUBLIC sparge_core sparge_attention CUDA::cudart)
+# The engine's stage clock is the one CUDA-event timer (profiler/, a leaf target of core + cudart).
+target_link_libraries(sparge_kernels PUBLIC sparge_core sparge_attention CUDA::cudart PRIVATE sparge_event_timer)
 # Lets code above the kernels layer (cli/cmd_bench.cpp) know that the CUDA API is linked in.
 target_compile_definitions(sparge_kernels PUBLIC SPARGE_HAVE_CUDA_KERNELS=1)
 set_target_properties(sparge_kernels PROPERTIES POSITION_INDEPENDENT_CODE ON
@@ -37,3 +41,5 @@ target_compile_options(sparge_kernels PRIVATE
 add_executable(sparge_attention_bench ${PROJECT_SOURCE_DIR}/bench/attention_bench.cu)
 target_link_libraries(sparge_attention_bench PRIVATE sparge_attention)
 target_include_directories(sparge_attention_bench PRIVATE ${CMAKE_CURRENT_LIST_DIR}/src)
+
+include(${CMAKE_CURRENT_LIST_DIR}/cudnn.cmake)  # the cuDNN dense baseline
