@@ -47,10 +47,12 @@ void markNonFiniteInputs(core::EntryResult& r, const std::vector<core::NonFinite
 
 void printEntry(const core::EntryResult& r, bool perHead) {
   const auto& e = r.info;
-  std::printf("\nentry %s  [B=%lld Hq=%lld Hkv=%lld Nq=%lld Nkv=%lld D=%lld%s]  geometry %s  engine %s\n",
+  std::printf("\nentry %s  [B=%lld Hq=%lld Hkv=%lld Nq=%lld Nkv=%lld D=%lld%s%s]  geometry %s%s  engine %s\n",
               e.name.c_str(), (long long)e.batch, (long long)e.headsQ, (long long)e.headsKV,
               (long long)e.tokensQ, (long long)e.tokensKV, (long long)e.headDim, e.causal ? " causal" : "",
-              r.config.geometry.label().c_str(), r.engine.c_str());
+              e.window.bounded() ? (" window " + core::toString(e.window)).c_str() : "",
+              r.config.geometry.label().c_str(), r.config.diagonal ? "  +diagonal blocks (extension)" : "",
+              r.engine.c_str());
   if (perHead) {
     Table t({"head", "θ", "τ/topk", "λ", "stage1", "pv-skip", "total", "total(area)", "L1", "cos"});
     for (const core::HeadResult& h : r.heads) {

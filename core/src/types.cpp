@@ -121,6 +121,12 @@ KeyRange visibleKeys(int64_t query, int64_t nKv, bool causal, const Window& wind
   return r;
 }
 
+std::string toString(const Window& w) {
+  std::string text = "[";  // appended piece by piece: GCC 12 warns (wrongly) on "[" + std::to_string(...)
+  text.append(std::to_string(w.left)).append(", ").append(std::to_string(w.right)).append("]");
+  return text;
+}
+
 int64_t EntryInfo::bytesOnDisk() const {
   const int64_t elem = dtype == DType::Float32 ? 4 : 2;
   const int64_t values = batch * headsQ * tokensQ * headDim + batch * headsKV * tokensKV * headDim +

@@ -102,10 +102,11 @@ struct AttnArgs {
 // dense = true: every causally valid block, no PV skip (kernels named sparge_dense_*).
 void launchAttention(ElemType t, const Problem& p, const AttnArgs& a, bool dense, cudaStream_t s);
 
-// --- attention_sm90.cu (Stage 2, wgmma; 64x128 tiles only) ---
-// Opt-in until verified on a GPU: launchAttention uses it only when the current device is sm_90, the
-// geometry is 64x128 and the environment has SPARGE_ATTN_KERNEL=sm90 (read at every launch).
-bool attentionSm90Selected(const Problem& p);
+// --- attention_sm90.cu (Stage 2, Hopper: TMA, warp-specialised wgmma; 64x128 tiles only) ---
+// launchAttention uses it when the current device is sm_90, the geometry is 64x128 and the numerics are None
+// or Int8Fp8, unless the environment has SPARGE_ATTN_KERNEL=sm80 (read at every launch; the mma.sync family
+// then runs instead, for comparison).
+bool attentionSm90Selected(const Problem& p, core::Numerics n = core::Numerics::None);
 void launchAttentionSm90(ElemType t, const Problem& p, const AttnArgs& a, bool dense, cudaStream_t s);
 // Number of sm90 launches so far in this process (lets tests prove that the wgmma kernel ran).
 int64_t attentionSm90LaunchCount();

@@ -85,7 +85,7 @@ void compareMasks(const EntryData& e, const core::RunConfig& cfg, CudaEngine& gp
     core::BlockStats st = core::computeBlockStats(e.qHead(hr.batch, hr.head), in.tokensQ,
                                                   e.kHead(hr.batch, in.kvHeadOf(hr.head)), in.tokensKV,
                                                   in.headDim, in.dtype, cfg.geometry, cfg.smoothK, in.causal);
-    core::Stage1Mask cm = core::selectBlocks(st, p, cfg.sink, in.tokensQ, in.tokensKV);
+    core::Stage1Mask cm = core::selectBlocks(st, p, {cfg.sink, cfg.diagonal}, in.tokensQ, in.tokensKV);
     ASSERT_EQ(hr.nq, st.nq);
     ASSERT_EQ(hr.nk, st.nk);
     for (int i = 0; i < st.nq; ++i)
