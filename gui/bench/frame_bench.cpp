@@ -91,9 +91,9 @@ int main(int argc, char** argv) {
   std::printf("renderer: %s\n", platform->describe().c_str());
   platform->overrideMouse = true;
   {
-    Session session([] { return EngineBox{std::make_unique<core::CpuEngine>(1), ""}; });
+    Session session([] { return engines::EngineSelection{std::make_unique<core::CpuEngine>(1), ""}; });
     AppSettings settings;
-    App app(session, settings, *platform, "/dev/null", true);
+    App app(session, settings, *platform, true);
     app.setupStyleAndFonts(1.0f);
     app.ui().thumbSize = 96;
     session.showResultForTesting(makeResult(heads, tokens, 1));
@@ -123,13 +123,16 @@ int main(int argc, char** argv) {
     auto pct = [&](double q) { return ms[std::min(ms.size() - 1, size_t(q * ms.size()))]; };
     std::printf("entry: %d heads x %lld tokens (grid %lld x %lld blocks per head), window 1920x1080\n", heads,
                 (long long)tokens, (long long)(tokens / 128), (long long)(tokens / 64));
-    std::printf("first frame (uploads %llu textures): %.2f ms\n", (unsigned long long)uploadsAfterFirst, first);
-    std::printf("steady frames (%d): min %.2f  median %.2f  p95 %.2f  max %.2f ms; texture uploads %llu\n", frames,
-                ms.front(), pct(0.5), pct(0.95), ms.back(), (unsigned long long)steadyUploads);
+    std::printf("first frame (uploads %llu textures): %.2f ms\n", (unsigned long long)uploadsAfterFirst,
+                first);
+    std::printf("steady frames (%d): min %.2f  median %.2f  p95 %.2f  max %.2f ms; texture uploads %llu\n",
+                frames, ms.front(), pct(0.5), pct(0.95), ms.back(), (unsigned long long)steadyUploads);
     std::sort(uiMs.begin() + 1, uiMs.end() - 1);
-    std::printf("UI-thread work only (ImGui + draw lists + GL submission, no glFinish): median %.2f  p95 %.2f ms\n",
-                uiMs[1 + (uiMs.size() - 2) / 2], uiMs[1 + size_t(0.95 * (uiMs.size() - 2))]);
-    std::printf("frame after a one-head change: %.2f ms (%llu uploads)\n", changed, (unsigned long long)changeUploads);
+    std::printf(
+        "UI-thread work only (ImGui + draw lists + GL submission, no glFinish): median %.2f  p95 %.2f ms\n",
+        uiMs[1 + (uiMs.size() - 2) / 2], uiMs[1 + size_t(0.95 * (uiMs.size() - 2))]);
+    std::printf("frame after a one-head change: %.2f ms (%llu uploads)\n", changed,
+                (unsigned long long)changeUploads);
   }
   platform->shutdown();
   ImGui::DestroyContext();

@@ -10,33 +10,36 @@
 namespace sparge::gui {
 
 void TimingsView::draw(Session& s, UiState& ui) {
-  const TimingSummary& t = s.timing();
-  const core::StageTimes& last = s.lastTimes();
+  const TimingSummary& t = s.profiling().timing();
+  const core::StageTimes& last = s.runs().lastRun().times;
   std::string right = std::string("clock: ") + (t.valid ? t.clock : last.clock);
   panelHeader("Timings", right.c_str());
-  ImGui::Text("%s", s.engineName().c_str());
-  if (!s.engineIsGpu()) {
+  ImGui::Text("%s", s.engine().name.c_str());
+  if (!s.engine().gpu) {
     ImGui::SameLine();
     ImGui::TextDisabled("(CPU engine: host wall-clock times)");
   }
 
   // The last interactive re-run (one sample).
-  if (s.result()) {
-    ImGui::Text("last re-run: %lld heads, %.1f ms wall", (long long)s.lastRunHeads(), s.lastRunMs());
+  if (s.runs().result()) {
+    ImGui::Text("last re-run: %lld heads, %.1f ms wall", (long long)s.runs().lastRun().heads,
+                s.runs().lastRun().wallMs);
     ImGui::PushTextWrapPos(0);
-    ImGui::TextDisabled("predict %.2f  sparse %.2f  reference %.2f%s  metrics %.2f ms", last.predictMs, last.sparseMs,
-                        last.referenceMs, last.referenceCached ? " (cached)" : "", last.metricsMs);
+    ImGui::TextDisabled("predict %.2f  sparse %.2f  reference %.2f%s  metrics %.2f ms", last.predictMs,
+                        last.sparseMs, last.referenceMs, last.referenceCached ? " (cached)" : "",
+                        last.metricsMs);
     ImGui::PopTextWrapPos();
   }
   ImGui::SetNextItemWidth(ImGui::GetFontSize() * 6);
   ImGui::SliderInt("##runs", &ui.profileRuns, 1, 20, "%d runs");
   ImGui::SameLine();
-  bool disabled = !s.entryInfo() || s.worker().runningKey() == "profile";
+  bool disabled = !s.capture().info() || s.runningJob() == JobKind::Profile;
   if (disabled) ImGui::BeginDisabled();
-  if (ImGui::Button("Profile (Ctrl+P)")) s.profile(ui.profileRuns);
+  if (ImGui::Button("Profile (Ctrl+P)")) s.profiling().profile(ui.profileRuns);
   if (disabled) ImGui::EndDisabled();
-  itemTooltip("Runs the current configuration N times (after a warm-up run that fills the dense-reference cache), "
-              "then the same entry with every head dense, and reports min / median / max per stage.");
+  itemTooltip(
+      "Runs the current configuration N times (after a warm-up run that fills the dense-reference cache), "
+      "then the same entry with every head dense, and reports min / median / max per stage.");
   if (!t.valid) {
     ImGui::PushTextWrapPos(0);
     ImGui::TextDisabled("Press Profile for min / median / max over repeated runs and the dense baseline.");
@@ -46,13 +49,15 @@ void TimingsView::draw(Session& s, UiState& ui) {
   ImGui::Separator();
   std::vector<RangeBar> bars;
   for (const auto& st : t.stages) {
-    ImU32 col = st.stage.rfind("predict", 0) == 0 ? IM_COL32(180, 140, 230, 255)
+    ImU32 col = st.stage.rfind("predict", 0) == 0  ? IM_COL32(180, 140, 230, 255)
                 : st.stage.rfind("sparse", 0) == 0 ? IM_COL32(72, 196, 150, 255)
                 : st.stage.rfind("total", 0) == 0  ? IM_COL32(120, 130, 150, 255)
                                                    : IM_COL32(86, 156, 214, 255);
     bars.push_back(RangeBar{st.stage, st.minMs, st.medianMs, st.maxMs, col});
   }
-  if (t.denseMs > 0) bars.push_back(RangeBar{"dense (all heads)", t.denseMs, t.denseMs, t.denseMs, IM_COL32(232, 84, 84, 255)});
+  if (t.denseMs > 0)
+    bars.push_back(
+        RangeBar{"dense (all heads)", t.denseMs, t.denseMs, t.denseMs, IM_COL32(232, 84, 84, 255)});
   drawRangeBars("stages", bars, "ms");
   ImGui::Separator();
   if (ImGui::BeginTable("derived", 2, ImGuiTableFlags_SizingFixedFit)) {
@@ -69,7 +74,8 @@ void TimingsView::draw(Session& s, UiState& ui) {
     row("sparse (predict + sparse)", buf, nullptr);
     if (t.denseMs > 0 && t.sparseMs > 0) {
       std::snprintf(buf, sizeof buf, "%.3f ms  ->  speedup %.2fx", t.denseMs, t.denseMs / t.sparseMs);
-      row("dense baseline", buf, "Same entry with every head dense (all valid blocks, no PV skip), same engine.");
+      row("dense baseline", buf,
+          "Same entry with every head dense (all valid blocks, no PV skip), same engine.");
     }
     std::snprintf(buf, sizeof buf, "%.3f", t.denseTops);
     row("dense-equivalent TOPS", buf, "4*B*H*Nq*Nkv*D / t (halved for causal), t = predict + sparse");
