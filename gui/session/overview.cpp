@@ -187,6 +187,16 @@ void OverviewController::reset(ResetScope scope) {
   ++generation_;
 }
 
+void OverviewController::showRows(std::vector<OverviewRow> rows) {
+  rows_ = std::move(rows);
+  for (size_t i = 0; i < rows_.size() && i < core_.capture.entries.size(); ++i) {
+    rows_[i].config = configFor(core_.capture.entries[i]);
+    rows_[i].done = true;
+  }
+  done_ = rows_.size();
+  ++generation_;
+}
+
 core::RunConfig OverviewController::configFor(const core::EntryInfo& info) const {
   core::RunConfig c = runs_.config();
   if (info.name == core_.capture.entryName && core_.capture.loaded) return c;

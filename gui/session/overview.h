@@ -73,6 +73,7 @@ class OverviewController {
   // ---- for the session ----
   void update();  // every poll: starts a refill when the settings it was filled with changed
   void reset(ResetScope scope);
+  void showRows(std::vector<OverviewRow> rows);  // benchmarks: rows as if filled with the current settings
 
  private:
   // The settings an entry runs with in the overview: the session's, with the entry's own tuned or loaded

@@ -246,3 +246,15 @@ void Session::showResultForTesting(std::shared_ptr<const core::EntryResult> resu
 }
 
 }  // namespace sparge::gui
+
+namespace sparge::gui {
+
+void Session::showOverviewForTesting(std::vector<core::EntryInfo> entries, std::vector<OverviewRow> rows) {
+  CaptureModel& c = core_.capture;
+  c.path = "(synthetic overview)";
+  c.entries = std::move(entries);
+  reset(ResetScope::Capture);
+  overview_.showRows(std::move(rows));
+}
+
+}  // namespace sparge::gui

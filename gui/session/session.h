@@ -71,6 +71,8 @@ class Session {
   Worker& worker() { return worker_; }
   // Shows `result` as if a run had produced it (benchmarks and view tests; no engine involved).
   void showResultForTesting(std::shared_ptr<const core::EntryResult> result);
+  // Shows a capture of `entries` whose overview holds `rows` (benchmarks; no engine involved).
+  void showOverviewForTesting(std::vector<core::EntryInfo> entries, std::vector<OverviewRow> rows);
 
  private:
   void startEngine();

@@ -7,6 +7,7 @@
 #include <cstdio>
 
 #include "sparge/core/stage1.h"
+#include "views/capture_browser.h"
 #include "widgets/colorbar.h"
 #include "widgets/ui_util.h"
 
@@ -105,9 +106,9 @@ void HeadDetail::tooltip(const Session& s, const core::HeadResult& h, int i, int
     if (reasons & core::kReasonSink) ImGui::BulletText("attention sink (K block 0)");
     ImGui::Text("PV: %s", skipped ? "SKIPPED (row max rose by less than -\xce\xbb)" : "computed");
   } else if (reasons & core::kReasonCausalOff) {
-    bool valid = core::blockValid(i, j, g, nQ, nKv, r ? r->info.causal : false);
-    ImGui::TextColored(col,
-                       valid ? "OFF: removed by the causal rule" : "OFF: causal, no valid (query, key) pair");
+    // Stage 1 marks exactly the blocks that core's validity rule (causal and window) leaves without a pair.
+    std::string mask = r ? maskText(r->info) : info ? maskText(*info) : std::string("?");
+    ImGui::TextColored(col, "OFF: no valid (query, key) pair (%s)", mask.c_str());
   } else {
     ImGui::TextColored(col, "OFF: not selected (below the %s cut)",
                        h.params.mode == core::SelectMode::TopK ? "top-k" : "CDF");
