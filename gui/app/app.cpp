@@ -8,6 +8,7 @@
 #include <ctime>
 #include <filesystem>
 
+#include "sparge/core/data_dir.h"
 #include "views/capture_browser.h"
 #include "views/controls_view.h"
 #include "views/curves_view.h"
@@ -25,20 +26,8 @@ namespace sparge::gui {
 
 namespace {
 std::string findAsset(const std::string& rel) {
-  std::vector<std::string> roots;
-  if (const char* env = std::getenv("SPARGE_ASSETS_DIR")) roots.push_back(env);
-  std::error_code ec;
-  fs::path exe = fs::read_symlink("/proc/self/exe", ec);
-  if (!ec) {
-    roots.push_back((exe.parent_path() / "assets").string());
-    roots.push_back((exe.parent_path() / "../share/sparge-studio/assets").string());
-  }
-  roots.push_back(SPARGE_ASSETS_DIR);
-  for (const auto& r : roots) {
-    fs::path p = fs::path(r) / rel;
-    if (fs::exists(p, ec)) return p.string();
-  }
-  return {};
+  const std::optional<fs::path> p = core::findDataFile(rel);
+  return p ? p->string() : std::string();
 }
 
 std::vector<std::unique_ptr<View>> makeViews() {
@@ -165,7 +154,7 @@ bool App::enabled(CommandId id) const {
   bool loaded = session_.capture().info() != nullptr;
   switch (id) {
     case CommandId::OpenSample:
-      return fs::exists(SPARGE_SAMPLE_CAPTURE);
+      return core::findDataFile(core::kSampleCaptureFile).has_value();
     case CommandId::ExportMasks:
     case CommandId::ExportParams:
     case CommandId::ExportReportJson:
@@ -201,7 +190,7 @@ void App::run(CommandId id) {
       browser_.setPurpose("open");
       break;
     case CommandId::OpenSample:
-      session_.openCapture(SPARGE_SAMPLE_CAPTURE);
+      if (auto sample = core::findDataFile(core::kSampleCaptureFile)) session_.openCapture(sample->string());
       break;
     case CommandId::LoadParams:
       browser_.open("Load parameters", FileBrowser::Mode::Open, defaultDir(), {".json"});

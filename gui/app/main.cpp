@@ -14,6 +14,7 @@
 #include "app/set_option.h"
 #include "session.h"
 #include "settings.h"
+#include "sparge/core/data_dir.h"
 #include "sparge/kernels/engine_factory.h"
 
 namespace fs = std::filesystem;
@@ -113,13 +114,13 @@ std::unique_ptr<Platform> openPlatform(const Startup& st, const AppSettings& set
 void openInitialCapture(App& app, Session& session, const Startup& st) {
   std::string file = st.options.file;
   if (file.empty()) {
-    if (!fs::exists(SPARGE_SAMPLE_CAPTURE)) {
-      session.messages().addNotice(
-          "The bundled sample capture (" + std::string(SPARGE_SAMPLE_CAPTURE) +
-          ") is missing: open a capture with File > Open or drop one on the window.");
+    try {
+      file = core::sampleCapturePath().string();
+    } catch (const std::exception& e) {
+      session.messages().addNotice(std::string(e.what()) +
+                                   ". Open a capture with File > Open or drop one on the window.");
       return;
     }
-    file = SPARGE_SAMPLE_CAPTURE;
   }
   if (st.automation) {
     session.openCapture(file, st.options.entry);

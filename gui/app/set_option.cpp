@@ -69,6 +69,8 @@ bool applyRunSetting(const std::string& key, const Value& v, core::RunConfig& co
       config.smoothK = v.boolean();
     } else if (key == "sink") {
       config.sink = v.boolean();
+    } else if (key == "diagonal") {
+      config.diagonal = v.boolean();
     } else {
       return false;
     }
@@ -82,7 +84,7 @@ bool applyRunSetting(const std::string& key, const Value& v, core::RunConfig& co
 const char* settingKeys() {
   return "theta, tau, topk, lambda, mode=cdf|topk, dense, geometry=128x64|64x128, "
          "quant=none|int8-fp16|int8-fp8, "
-         "target=sm80|sm89|sm90, smooth_k, sink, l1, l2";
+         "target=sm80|sm89|sm90, smooth_k, sink, diagonal (extension), l1, l2";
 }
 
 void applySetting(const std::string& keyValue, core::RunConfig& config, Budget& budget) {

@@ -74,7 +74,8 @@ bool CurveController::stale() const {
   const core::RunConfig& now = runs_.config();
   const core::RunConfig& then = data_->config;
   if (core_.capture.entryName != data_->entry || !(now.geometry == then.geometry) ||
-      now.numerics != then.numerics || now.smoothK != then.smoothK || now.sink != then.sink)
+      now.numerics != then.numerics || now.smoothK != then.smoothK || now.sink != then.sink ||
+      now.diagonal != then.diagonal)
     return true;
   // θ and τ / top-k are what the sweep varies; λ is each head's own.
   for (const auto& h : data_->heads) {

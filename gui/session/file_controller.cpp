@@ -72,6 +72,7 @@ void FileController::exportParams(const std::string& path) {
   file.geometry = config.geometry;
   file.smoothK = config.smoothK;
   file.sink = config.sink;
+  file.diagonal = config.diagonal;
   auto result = runs_.result();
   auto figures = [&](const std::string& entry, core::ParamsHead& ph) {
     if (const TuneRow* row = tuning_.row(entry, ph.head); row && row->params == ph.params) {

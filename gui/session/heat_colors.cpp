@@ -40,6 +40,7 @@ MaskCell classifyBlock(const core::HeadResult& h, size_t i) {
   if (r & core::kReasonSink) return MaskCell::Sink;
   if (r & core::kReasonForcedRow) return MaskCell::ForcedRow;
   if (r & core::kReasonForcedCol) return MaskCell::ForcedCol;
+  if (r & core::kReasonDiagonal) return MaskCell::Diagonal;
   return MaskCell::Selected;
 }
 
@@ -57,6 +58,8 @@ uint32_t maskCellColor(MaskCell c) {
       return packRgba(214, 214, 90);
     case MaskCell::Sink:
       return packRgba(180, 140, 230);
+    case MaskCell::Diagonal:
+      return packRgba(255, 128, 191);
     case MaskCell::Dense:
       return packRgba(120, 170, 230);
     case MaskCell::PvSkipped:
@@ -80,6 +83,8 @@ const char* maskCellLabel(MaskCell c) {
       return "on: forced, non-similar K block";
     case MaskCell::Sink:
       return "on: sink";
+    case MaskCell::Diagonal:
+      return "on: diagonal (extension)";
     case MaskCell::Dense:
       return "on: dense head";
     case MaskCell::PvSkipped:

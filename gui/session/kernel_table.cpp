@@ -7,10 +7,6 @@
 namespace sparge::gui {
 
 namespace {
-bool isAttentionStage(prof::Stage s) {
-  return s == prof::Stage::Sparse || s == prof::Stage::Dense;
-}
-
 std::string argOf(const prof::TimelineEvent& e, const std::string& key) {
   for (const auto& [k, v] : e.args) {
     if (k == key) return v;
@@ -19,26 +15,22 @@ std::string argOf(const prof::TimelineEvent& e, const std::string& key) {
 }
 }  // namespace
 
-std::vector<KernelRow> kernelRows(const prof::TimingReport& report, const std::string& run) {
+std::vector<KernelRow> kernelRows(const prof::TimingReport& report) {
   std::vector<KernelRow> rows;
   const double runs = std::max(1, report.profiledRuns);
   for (const prof::KernelStat& k : report.kernels) {
     KernelRow r;
     r.name = k.name;
     r.stage = prof::toString(k.stage);
-    r.run = run;
     r.source = prof::toString(k.source);
+    r.launch = k.launch;
     r.launches = k.ms.count;
     r.launchesPerRun = double(k.ms.count) / runs;
     r.minMs = k.ms.min;
     r.medianMs = k.ms.median;
     r.maxMs = k.ms.max;
-    r.executedTflops = r.denseEquivalentTflops = std::nan("");
-    double perRunMs = k.ms.median * r.launchesPerRun;
-    if (isAttentionStage(k.stage) && report.workload.valid() && perRunMs > 0) {
-      r.executedTflops = report.workload.executedFlops() / (perRunMs * 1e-3) / 1e12;
-      r.denseEquivalentTflops = report.workload.denseFlops() / (perRunMs * 1e-3) / 1e12;
-    }
+    r.executedTflops = k.executedTops.value_or(std::nan(""));
+    r.denseEquivalentTflops = k.denseEquivalentTops.value_or(std::nan(""));
     rows.push_back(std::move(r));
   }
   return rows;
@@ -46,7 +38,11 @@ std::vector<KernelRow> kernelRows(const prof::TimingReport& report, const std::s
 
 std::vector<TimelineBar> runTimeline(const prof::TimingReport& report) {
   if (report.runs.empty()) return {};
-  const std::string runId = std::to_string(report.runs.front().id);
+  auto sparse = std::find_if(report.runs.begin(), report.runs.end(), [](const prof::TimingReport::RunRow& r) {
+    return std::any_of(r.values.begin(), r.values.end(),
+                       [](const prof::StageSample& v) { return v.stage == prof::Stage::Sparse; });
+  });
+  const std::string runId = std::to_string((sparse != report.runs.end() ? *sparse : report.runs.front()).id);
   double runStartUs = 0;
   bool haveKernels = false;
   for (const auto& e : report.timeline) {

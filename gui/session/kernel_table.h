@@ -1,4 +1,4 @@
-// The kernel view's data: one row per kernel of a timing report (launch shape, duration statistics,
+// The kernel view's data: one row per kernel of a timing report (launch configuration, duration statistics,
 // TFLOPS of the attention kernels) and the kernels or stages of one run laid out on a timeline.
 #pragma once
 
@@ -12,21 +12,20 @@
 namespace sparge::gui {
 
 struct KernelRow {
-  std::string name;    // demangled
-  std::string stage;   // predict, sparse, dense, reference, metrics, other
-  std::string run;     // which profiled run set: "sparse" or "dense baseline"
-  std::string source;  // the clock: "cupti" or "cuda-event"
+  std::string name;           // demangled
+  std::string stage;          // predict, quantize, sparse, dense, cudnn, reference, metrics, other
+  std::string source;         // the clock: "cupti" or "cuda-event"
+  prof::LaunchConfig launch;  // grid, block, registers, shared memory (all zero when not recorded)
   int64_t launches = 0;
   double launchesPerRun = 0;
   double minMs = 0, medianMs = 0, maxMs = 0;
-  // Attention kernels only (sparse and dense stages), from the run's workload and the median launch;
-  // NaN for every other kernel.
+  // The profiler's figures for attention kernels launched once per run; NaN for every other kernel.
   double executedTflops = 0;
   double denseEquivalentTflops = 0;
 };
 
-// One row per kernel statistic of `report`, in the report's order (stage, then name).
-std::vector<KernelRow> kernelRows(const prof::TimingReport& report, const std::string& run);
+// One row per kernel statistic of `report` (name and launch configuration), in the report's order.
+std::vector<KernelRow> kernelRows(const prof::TimingReport& report);
 
 struct TimelineBar {
   std::string name;
@@ -37,8 +36,8 @@ struct TimelineBar {
   std::vector<std::pair<std::string, std::string>> details;
 };
 
-// The kernels (or, without kernel records, the engine's stages) of the first profiled run of `report`,
-// ordered by start.
+// The kernels (or, without kernel records, the engine's stages) of the first profiled sparse run of
+// `report` (the first run when none has a sparse stage), ordered by start.
 std::vector<TimelineBar> runTimeline(const prof::TimingReport& report);
 
 }  // namespace sparge::gui

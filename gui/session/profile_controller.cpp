@@ -1,30 +1,14 @@
 #include "profile_controller.h"
 
 #include <algorithm>
-#include <functional>
 
 #include "sparge/core/error.h"
-#include "sparge/profiler/profiler.h"
+#include "sparge/profiler/profile_entry.h"
 
 namespace sparge::gui {
 
 namespace {
-// `runs` profiled runs of `config`, `step()` after each. One profiler at a time: CUPTI's activity
-// callbacks are process-wide, so a second live profiler would fall back to CUDA events.
-prof::TimingReport timeRuns(core::Engine& engine, const std::string& entry, const core::RunConfig& config,
-                            int runs, const core::RunOptions& opt, const std::function<void()>& step) {
-  prof::Profiler profiler;
-  for (int i = 0; i < runs; ++i) {
-    profiler.begin(prof::makeRunInfo(entry, config, {}, engine.name()));
-    core::EntryResult r = engine.run(config, opt);
-    profiler.end(&r);
-    step();
-  }
-  return profiler.report();
-}
-
-TimingSummary summarize(const prof::TimingReport& rep, const prof::TimingReport& dense,
-                        const core::RunConfig& config, int runs) {
+TimingSummary summarize(const prof::TimingReport& rep, const core::RunConfig& config, int runs) {
   TimingSummary t;
   t.valid = true;
   t.runs = runs;
@@ -37,11 +21,17 @@ TimingSummary summarize(const prof::TimingReport& rep, const prof::TimingReport&
     if (st.source != rep.source) name += std::string(" (") + prof::toString(st.source) + ")";
     t.stages.push_back(StageSpan{name, st.ms.min, st.ms.median, st.ms.max});
   }
-  t.sparseMs = rep.derived.sparseMs.value_or(0);
-  t.denseMs = dense.derived.sparseMs.value_or(0);
-  t.denseTops = rep.derived.denseEquivalentTops.value_or(0);
-  t.executedTops = rep.derived.executedTops.value_or(0);
+  const prof::DerivedFigures& d = rep.derived;
+  t.sparseMs = d.sparseMs.value_or(0);
+  t.denseMs = d.denseMs.value_or(0);
+  t.cudnnMs = d.cudnnMs.value_or(0);
+  t.speedup = d.speedup.value_or(0);
+  t.speedupBaseline = d.speedupBaseline;
+  t.denseTops = d.denseEquivalentTops.value_or(0);
+  t.executedTops = d.executedTops.value_or(0);
   t.note = rep.sourceReason;
+  t.notes = rep.notes;
+  if (!d.note.empty()) t.notes.push_back(d.note);
   return t;
 }
 }  // namespace
@@ -57,33 +47,31 @@ void ProfileController::profile(int runs) {
   uint64_t epoch = core_.epoch;
   core::RunConfig config = runs_.config();
   std::string entry = core_.capture.entryName;
-  const int steps = 2 * runs + 1;
-  core_.progress = Progress{true, "timing " + std::to_string(runs) + " runs + dense", 0, steps, 0};
-  auto job = [this, backend, epoch, config, runs, entry, steps](const core::CancelFlag& cancel) {
+  core_.progress = Progress{true, "timing " + std::to_string(runs) + " runs + dense baselines", 0, 0, 0};
+  auto job = [this, backend, epoch, config, runs, entry](const core::CancelFlag& cancel) {
     core::Engine& engine = backend->ensureEngine();
     if (!backend->entry) throw Error("profile", "no entry loaded");
-    core::RunOptions opt;
-    opt.cancel = &cancel;
-    int done = 0;
-    auto step = [&] {
-      ++done;
-      core_.post([this, epoch, done, steps] {
-        if (epoch != core_.epoch) return;
+    prof::ProfilerOptions po;  // profileEntry marks its warm-up runs itself
+    po.useCupti = po.useCudaEvents = engine.isGpu();
+    prof::Profiler profiler(po);
+    prof::ProfileRequest req;
+    req.entry = entry;
+    req.config = config;
+    req.repeat = runs;
+    req.cancel = &cancel;
+    req.progress = [this, epoch](int done, int total) {
+      core_.post([this, epoch, done, total] {
+        if (epoch != core_.epoch || !core_.progress.active) return;
         core_.progress.done = done;
-        core_.progress.fraction = double(done) / double(steps);
+        core_.progress.total = total;
+        core_.progress.fraction = total > 0 ? double(done) / double(total) : 0;
       });
     };
-    engine.run(config, opt);  // warm-up: fills the dense-reference cache so it is not timed
-    step();
-    core::RunConfig dense = config;
-    dense.defaults.dense = true;
-    dense.perHead.clear();
-    prof::TimingReport rep = timeRuns(engine, entry, config, runs, opt, step);
-    prof::TimingReport drep = timeRuns(engine, entry, dense, runs, opt, step);
+    prof::profileEntry(engine, profiler, req);
+    prof::TimingReport rep = profiler.report();
     auto data = std::make_shared<ProfileData>();
-    data->summary = summarize(rep, drep, config, runs);
-    data->kernels = kernelRows(rep, "sparse");
-    for (auto& k : kernelRows(drep, "dense baseline")) data->kernels.push_back(std::move(k));
+    data->summary = summarize(rep, config, runs);
+    data->kernels = kernelRows(rep);
     data->timeline = runTimeline(rep);
     core_.post([this, data, epoch] {
       core_.progress = Progress{};

@@ -53,7 +53,7 @@ void writeReportMarkdown(const std::string& path, const core::EntryResult& r,
   o << buf;
   o << "- Numerics: " << core::toString(r.config.numerics) << "; geometry: " << r.config.geometry.label()
     << ", smooth_k " << (r.config.smoothK ? "on" : "off") << ", sink " << (r.config.sink ? "on" : "off")
-    << "\n";
+    << (r.config.diagonal ? ", diagonal blocks on (an extension, not SpargeAttn's)" : "") << "\n";
   std::snprintf(buf, sizeof buf,
                 "- Entry: stage-1 sparsity %.1f %%, PV-skip rate %.1f %%, total sparsity %.1f %%, L1 %.4f "
                 "(sparsity alone %.4f, quantization alone %.4f), cos %.5f\n",
@@ -66,7 +66,8 @@ void writeReportMarkdown(const std::string& path, const core::EntryResult& r,
                 r.times.referenceCached ? " (cached)" : "", r.times.totalMs);
   o << buf;
   o << "Legend: green = selected by top-CDF / top-k, orange = forced (non-similar Q block), yellow = forced "
-       "(non-similar K block), purple = sink, blue = dense head, red = PV skipped, grey = off, black = no "
+       "(non-similar K block), purple = sink, pink = diagonal (extension), blue = dense head, red = PV "
+       "skipped, grey = off, black = no "
        "valid pair (causal or outside the window). Dropped mass: reference attention mass of blocks whose PV "
        "was not computed (log scale, inferno). L1 is what deployment gives (sparse, in the numerics above); "
        "L1 sparse is the same mask in exact numerics, L1 quant every valid block in the numerics above.\n\n";

@@ -23,7 +23,7 @@ int RunController::overrideCount() const {
 
 bool sameConfig(const core::RunConfig& a, const core::RunConfig& b) {
   return a.geometry == b.geometry && a.numerics == b.numerics && a.smoothK == b.smoothK && a.sink == b.sink &&
-         a.defaults == b.defaults && a.perHead == b.perHead;
+         a.diagonal == b.diagonal && a.defaults == b.defaults && a.perHead == b.perHead;
 }
 
 void RunController::fitPerHead(core::RunConfig& config) const {
@@ -38,7 +38,8 @@ void RunController::applyConfig(const core::RunConfig& requested) {
   core::RunConfig next = requested;
   fitPerHead(next);
   bool everyHead = !(next.geometry == config_.geometry) || next.numerics != config_.numerics ||
-                   next.smoothK != config_.smoothK || next.sink != config_.sink;
+                   next.smoothK != config_.smoothK || next.sink != config_.sink ||
+                   next.diagonal != config_.diagonal;
   std::set<int64_t> changed;
   for (int64_t h = 0; !everyHead && h < core_.capture.headsQ(); ++h) {
     if (!(next.forHead(h) == config_.forHead(h))) changed.insert(h);
@@ -175,7 +176,7 @@ std::shared_ptr<core::EntryResult> RunController::merge(std::shared_ptr<core::En
   auto sameShape = [&](const core::EntryResult& a) {
     return a.info.name == r->info.name && a.config.geometry == r->config.geometry &&
            a.config.numerics == r->config.numerics && a.config.smoothK == r->config.smoothK &&
-           a.config.sink == r->config.sink;
+           a.config.sink == r->config.sink && a.config.diagonal == r->config.diagonal;
   };
   // A partial result of another geometry or numerics cannot be merged; it is shown alone until the
   // full one lands.

@@ -168,8 +168,9 @@ void TuneController::onFinished(std::shared_ptr<const core::TuneResult> result, 
 
 void TuneController::onHeadTuned(const std::string& entry, const core::TunedHead& h, uint64_t epoch) {
   if (epoch != core_.epoch) return;
-  TuneRow row{entry,           h.head, h.params, h.isSparse, h.stage1Sparsity,
-              h.totalSparsity, h.l1,   h.probes, h.decision};
+  TuneRow row{entry,      h.head,           h.params,
+              h.isSparse, h.stage1Sparsity, h.totalSparsity,
+              h.l1,       h.probes,         core::describe(h.decision)};
   auto it = std::find_if(rows_.begin(), rows_.end(),
                          [&](const TuneRow& r) { return r.entry == entry && r.head == h.head; });
   if (it != rows_.end()) {

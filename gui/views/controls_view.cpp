@@ -125,6 +125,11 @@ void ControlsView::drawRunSettings(Session& s) {
   ImGui::SameLine();
   changed |= ImGui::Checkbox("sink", &c.sink);
   itemTooltip("Attention sink: K block 0 always on.");
+  ImGui::SameLine();
+  changed |= ImGui::Checkbox("diagonal", &c.diagonal);
+  itemTooltip(
+      "Not SpargeAttn's (an extension): the diagonal blocks, those holding key == query, always on, so no "
+      "causal row loses its local keys.");
 
   int target = targetIndex(c);
   const char* targets[] = {"sm80 (128x64, int8-fp16)", "sm89 (128x64, int8-fp8)", "sm90 (64x128, int8-fp8)"};

@@ -104,6 +104,8 @@ void HeadDetail::tooltip(const Session& s, const core::HeadResult& h, int i, int
     if (reasons & core::kReasonForcedCol)
       ImGui::BulletText("forced: K block %d not self-similar (s <= \xce\xb8)", j);
     if (reasons & core::kReasonSink) ImGui::BulletText("attention sink (K block 0)");
+    if (reasons & core::kReasonDiagonal)
+      ImGui::BulletText("diagonal block (holds key == query; an extension)");
     ImGui::Text("PV: %s", skipped ? "SKIPPED (row max rose by less than -\xce\xbb)" : "computed");
   } else if (reasons & core::kReasonCausalOff) {
     // Stage 1 marks exactly the blocks that core's validity rule (causal and window) leaves without a pair.
@@ -200,7 +202,7 @@ void HeadDetail::draw(Session& s, UiState& ui) {
   static const MaskCell legend[] = {MaskCell::Selected, MaskCell::ForcedRow, MaskCell::ForcedCol,
                                     MaskCell::Sink,     MaskCell::PvSkipped, MaskCell::Off,
                                     MaskCell::Invalid};
-  drawMaskLegend(legend, 7);
+  drawMaskLegend(legend, 8);
   ImVec2 avail = ImGui::GetContentRegionAvail();
   avail.y -= 2;
   const ImGuiStyle& style = ImGui::GetStyle();

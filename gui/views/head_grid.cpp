@@ -77,7 +77,7 @@ void HeadGrid::drawToolbar(UiState& ui) {
   if (ImGui::IsItemHovered()) {
     ImGui::BeginTooltip();
     ImGui::PushTextWrapPos(ImGui::GetFontSize() * 40);
-    drawMaskLegend(legend, 7);
+    drawMaskLegend(legend, 8);
     ImGui::PopTextWrapPos();
     ImGui::EndTooltip();
   }

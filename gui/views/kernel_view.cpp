@@ -12,19 +12,44 @@
 namespace sparge::gui {
 
 namespace {
-enum Col { kName, kStage, kRun, kLaunches, kMin, kMedian, kMax, kExecTf, kDenseTf, kCount };
+enum Col {
+  kName,
+  kStage,
+  kGrid,
+  kBlock,
+  kRegs,
+  kSmem,
+  kLaunches,
+  kMin,
+  kMedian,
+  kMax,
+  kExecTf,
+  kDenseTf,
+  kCount
+};
 
 ImU32 stageColor(const std::string& stage) {
   if (stage == "predict") return IM_COL32(180, 140, 230, 255);
   if (stage == "sparse") return IM_COL32(72, 196, 150, 255);
   if (stage == "dense") return IM_COL32(232, 84, 84, 255);
+  if (stage == "cudnn") return IM_COL32(250, 200, 60, 255);
+  if (stage == "quantize") return IM_COL32(255, 128, 191, 255);
   if (stage == "reference") return IM_COL32(86, 156, 214, 255);
   if (stage == "metrics") return IM_COL32(236, 170, 60, 255);
   return IM_COL32(140, 146, 160, 255);
 }
 
 double key(const KernelRow& r, int col) {
+  const prof::LaunchConfig& l = r.launch;
   switch (col) {
+    case kGrid:
+      return double(l.grid[0]) * l.grid[1] * l.grid[2];
+    case kBlock:
+      return double(l.block[0]) * l.block[1] * l.block[2];
+    case kRegs:
+      return l.registersPerThread;
+    case kSmem:
+      return double(l.staticSharedBytes) + l.dynamicSharedBytes;
     case kLaunches:
       return double(r.launches);
     case kMin:
@@ -40,6 +65,28 @@ double key(const KernelRow& r, int col) {
     default:
       return 0;
   }
+}
+
+// Grid, block, registers and shared memory; dashes where the clock recorded no launch configuration.
+void drawLaunch(const prof::LaunchConfig& l) {
+  ImGui::TableNextColumn();
+  if (!l.known()) {
+    for (int i = 0; i < 3; ++i) {
+      ImGui::TextDisabled("-");
+      ImGui::TableNextColumn();
+    }
+    ImGui::TextDisabled("-");
+    return;
+  }
+  ImGui::TextUnformatted(l.gridLabel().c_str());
+  ImGui::TableNextColumn();
+  ImGui::TextUnformatted(l.blockLabel().c_str());
+  ImGui::TableNextColumn();
+  ImGui::Text("%d", l.registersPerThread);
+  ImGui::TableNextColumn();
+  ImGui::Text("%.1f", (l.staticSharedBytes + l.dynamicSharedBytes) / 1024.0);
+  if (ImGui::IsItemHovered())
+    ImGui::SetTooltip("%d bytes static + %d bytes dynamic", l.staticSharedBytes, l.dynamicSharedBytes);
 }
 
 void tflops(double v) {
@@ -75,13 +122,9 @@ void KernelView::drawTable(const ProfileData& d) {
     bool desc = sp.SortDirection == ImGuiSortDirection_Descending;
     std::stable_sort(order_.begin(), order_.end(), [&](size_t a, size_t b) {
       const KernelRow &ra = d.kernels[a], &rb = d.kernels[b];
-      if (sp.ColumnUserID == kName || sp.ColumnUserID == kStage || sp.ColumnUserID == kRun) {
-        const std::string& sa = sp.ColumnUserID == kName    ? ra.name
-                                : sp.ColumnUserID == kStage ? ra.stage
-                                                            : ra.run;
-        const std::string& sb = sp.ColumnUserID == kName    ? rb.name
-                                : sp.ColumnUserID == kStage ? rb.stage
-                                                            : rb.run;
+      if (sp.ColumnUserID == kName || sp.ColumnUserID == kStage) {
+        const std::string& sa = sp.ColumnUserID == kName ? ra.name : ra.stage;
+        const std::string& sb = sp.ColumnUserID == kName ? rb.name : rb.stage;
         return desc ? sa > sb : sa < sb;
       }
       return desc ? key(ra, sp.ColumnUserID) > key(rb, sp.ColumnUserID)
@@ -99,8 +142,7 @@ void KernelView::drawTable(const ProfileData& d) {
     }
     ImGui::TableNextColumn();
     ImGui::TextColored(ImGui::ColorConvertU32ToFloat4(stageColor(r.stage)), "%s", r.stage.c_str());
-    ImGui::TableNextColumn();
-    ImGui::TextUnformatted(r.run.c_str());
+    drawLaunch(r.launch);
     ImGui::TableNextColumn();
     ImGui::Text("%lld", (long long)r.launches);
     for (double v : {r.minMs, r.medianMs, r.maxMs}) {

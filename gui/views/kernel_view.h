@@ -1,6 +1,6 @@
-// Kernels: every kernel of the last profile (name, stage, launches, duration min / median / max, executed
-// and dense-equivalent TFLOPS), sortable, and a timeline strip of one run with hover details; the device,
-// the clock and its source as the timings view shows them.
+// Kernels: every kernel of the last profile (name, stage, grid, block, registers per thread, shared memory,
+// launches, duration min / median / max, executed and dense-equivalent TFLOPS), sortable, and a timeline
+// strip of one run with hover details; the device, the clock and its source as the timings view shows them.
 #pragma once
 
 #include <vector>

@@ -10,6 +10,9 @@ class TimingsView final : public View {
   const char* id() const override { return "timings"; }
   const char* title() const override { return "Timings"; }
   void draw(Session& session, UiState& ui) override;
+
+ private:
+  void drawFigures(const TimingSummary& t);
 };
 
 }  // namespace sparge::gui

@@ -193,6 +193,13 @@ TEST(KernelData, RowsEqualTheProfilersRecords) {
       k.startNs = run.startNs + offsetNs;
       k.endNs = k.startNs + uint64_t(ms * 1e6);
       k.streamId = 7;
+      if (stage == prof::Stage::Sparse) {
+        k.launch.grid = {8, 2, 1};
+        k.launch.block = {128, 1, 1};
+        k.launch.registersPerThread = 168;
+        k.launch.staticSharedBytes = 1024;
+        k.launch.dynamicSharedBytes = 65536;
+      }
       in.kernels.push_back(k);
     };
     kernel(predict, prof::Stage::Predict, 1000, 0.1);
@@ -200,7 +207,7 @@ TEST(KernelData, RowsEqualTheProfilersRecords) {
   }
   in.workload = prof::Workload{1, 2, 1024, 1024, 64, 64, false, 128, 64, 100, 80};
   prof::TimingReport rep = prof::buildReport(in);
-  std::vector<KernelRow> rows = kernelRows(rep, "sparse");
+  std::vector<KernelRow> rows = kernelRows(rep);
   ASSERT_EQ(rows.size(), rep.kernels.size());
   for (size_t i = 0; i < rows.size(); ++i) {
     EXPECT_EQ(rows[i].name, rep.kernels[i].name);
@@ -209,8 +216,8 @@ TEST(KernelData, RowsEqualTheProfilersRecords) {
     EXPECT_EQ(rows[i].minMs, rep.kernels[i].ms.min);
     EXPECT_EQ(rows[i].medianMs, rep.kernels[i].ms.median);
     EXPECT_EQ(rows[i].maxMs, rep.kernels[i].ms.max);
-    EXPECT_EQ(rows[i].run, "sparse");
     EXPECT_EQ(rows[i].source, "cupti");
+    EXPECT_EQ(rows[i].launch, rep.kernels[i].launch);
   }
   auto row = [&](const std::string& name) {
     for (const auto& r : rows) {
@@ -230,6 +237,11 @@ TEST(KernelData, RowsEqualTheProfilersRecords) {
   EXPECT_NEAR(a.executedTflops, 188743680.0 / 2e-3 / 1e12, 1e-9);
   EXPECT_NEAR(a.denseEquivalentTflops, 536870912.0 / 2e-3 / 1e12, 1e-9);
   EXPECT_TRUE(std::isnan(p.executedTflops));
+  EXPECT_EQ(a.launch.gridLabel(), "8x2x1");
+  EXPECT_EQ(a.launch.blockLabel(), "128x1x1");
+  EXPECT_EQ(a.launch.registersPerThread, 168);
+  EXPECT_EQ(a.launch.dynamicSharedBytes, 65536);
+  EXPECT_FALSE(p.launch.known());
   // The first run laid out: predict at 1 us, the attention kernel at 200 us, both on GPU stream track 1.
   std::vector<TimelineBar> bars = runTimeline(rep);
   ASSERT_EQ(bars.size(), 2u);
