@@ -45,6 +45,9 @@ struct ParamsFile {
   Geometry geometry = kGeometry128x64;
   bool smoothK = true;
   bool sink = false;
+  // Top-level "complete": false while tuning runs (checkpoints) and after it was interrupted; unset
+  // for files written before the key existed.
+  std::optional<bool> complete;
   std::vector<ParamsGroup> groups;
 };
 
