@@ -5,6 +5,7 @@
 #include "commands.h"
 #include "format.h"
 #include "sparge/core/capture.h"
+#include "sparge/core/names.h"
 
 namespace sparge::cli {
 
@@ -17,16 +18,18 @@ void registerInfo(CLI::App& app, Action& action) {
     action = [file] {
       const std::string path = file->empty() ? defaultCapturePath() : *file;
       core::CaptureReader reader(path);
-      std::printf("capture  %s\nversion  %d\n", path.c_str(), reader.version());
+      std::printf("capture  %s\nversion  %d\n", core::printable(path).c_str(), reader.version());
       for (const auto& [k, v] : reader.rootAttributes())
-        if (k != "sparge_capture_version") std::printf("  %-22s %s\n", k.c_str(), v.c_str());
+        if (k != "sparge_capture_version")
+          std::printf("  %-22s %s\n", core::printable(k).c_str(), core::printable(v).c_str());
       std::printf("\n%zu entries\n", reader.entries().size());
       Table t({"entry", "layer", "step", "B", "Hq", "Hkv", "GQA", "Nq", "Nkv", "D", "Dv", "dtype", "layout",
                "causal", "scale", "size"});
       int64_t total = 0;
       for (const core::EntryInfo& e : reader.entries()) {
         total += e.bytesOnDisk();
-        t.row({e.name, e.layer ? std::to_string(*e.layer) : "-", e.step ? std::to_string(*e.step) : "-",
+        t.row({core::printable(e.name), e.layer ? std::to_string(*e.layer) : "-",
+               e.step ? std::to_string(*e.step) : "-",
                std::to_string(e.batch), std::to_string(e.headsQ), std::to_string(e.headsKV),
                e.isGqa() ? std::to_string(e.groupSize()) + ":1" : "no", std::to_string(e.tokensQ),
                std::to_string(e.tokensKV), std::to_string(e.headDim), std::to_string(e.headDimV),

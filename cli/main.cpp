@@ -5,6 +5,7 @@
 #include "commands.h"
 #include "sparge/core/engine.h"
 #include "sparge/core/error.h"
+#include "sparge/core/names.h"
 
 namespace sparge::cli {
 // Subcommands that live in other issues' files may be absent from a build; weak references let main
@@ -51,7 +52,8 @@ int main(int argc, char** argv) {
     std::cerr << "sparge: cancelled\n";
     return 130;
   } catch (const std::exception& e) {
-    std::cerr << "sparge: error: " << e.what() << "\n";
+    std::cerr << "sparge: error: " << sparge::core::printable(e.what())
+              << "\n";  // names may hold control bytes
     return 1;
   }
 }
