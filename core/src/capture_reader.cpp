@@ -8,6 +8,7 @@
 #include <map>
 #include <sstream>
 
+#include "entry_attrs.h"
 #include "hdf5_util.h"
 #include "input_file.h"
 #include "sparge/core/atomic_file.h"
@@ -24,6 +25,7 @@ constexpr int kSupportedVersion = 1;
 constexpr const char* kAcceptedDtypes =
     "use float16, float32, or bfloat16 stored as uint16 with the dataset attribute dtype = \"bfloat16\"";
 constexpr const char* kFixCorrupt = "re-create the capture or copy it again";
+constexpr int64_t kMaxWindow = 2147483647;  // the largest dimension a capture may have (hdf5_util.h)
 constexpr const char* kExternalLink =
     "is an external link to another file — a capture must hold its data itself; copy the data into the file";
 
@@ -433,6 +435,11 @@ EntryInfo CaptureReader::Impl::readEntry(const std::string& name, EntryMeta& met
     fail(groupPath, "attribute layer = " + num(*info.layer) + " — use an index >= 0");
   if (info.step.value_or(0) < 0)
     fail(groupPath, "attribute step = " + num(*info.step) + " — use an index >= 0");
+  if (std::string problem = readEntryExtras(g.get(), info); !problem.empty()) fail(groupPath, problem);
+  // Beyond any token count a window side means "unbounded"; such values would overflow query ± side.
+  if (std::max(info.window.left, info.window.right) > kMaxWindow)
+    fail(groupPath, "window " + toString(info.window) + " reaches beyond " + num(kMaxWindow) +
+                        " keys — use -1 for an unbounded side");
 
   info.scale = 1.0 / std::sqrt(static_cast<double>(info.headDim));
   if (H5Aexists(g.get(), "scale") > 0) {

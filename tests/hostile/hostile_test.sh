@@ -1,13 +1,14 @@
 #!/usr/bin/env bash
-# Hostile-input and output-safety checks of the sparge CLI. usage: hostile_test.sh SPARGE FAULT_LIB CASE
-# FAULT_LIB is the LD_PRELOAD library of write_fault.c (full disk, signals at chosen points).
+# Hostile-input and output-safety checks of the sparge CLI. usage: hostile_test.sh SPARGE FAULT_LIB CASE PYTHON
+# FAULT_LIB is the LD_PRELOAD library of write_fault.c (full disk, signals at chosen points); PYTHON has
+# h5py and numpy.
 # Each case exits non-zero with a message when a check fails.
 set -uo pipefail
 SPARGE="$1"
 FAULT="$2"
 CASE="$3"
 HERE="$(cd "$(dirname "$0")" && pwd)"
-PY=/usr/bin/python3
+PY="$4"
 WORK="$(mktemp -d)"
 trap 'chmod -R u+w "$WORK" 2>/dev/null; rm -rf "$WORK"' EXIT
 cd "$WORK" || exit 1

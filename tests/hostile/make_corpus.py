@@ -208,7 +208,12 @@ for key, value, expect in (
         ("step", -2, "step = -2"), ("step", 2.0**63, "not a single integer"),
         ("scale", 0.0, "scale = 0"), ("scale", -1.0, "scale = -1"), ("scale", float("inf"), "scale = inf"),
         ("scale", float("nan"), "scale = nan"), ("scale", "x", "not a single number"),
-        ("layout", "XYZ", 'layout = "XYZ"'), ("layout", 3, "layout is not a string")):
+        ("layout", "XYZ", 'layout = "XYZ"'), ("layout", 3, "layout is not a string"),
+        ("window", np.array([0, 2**63 - 1], dtype=np.int64), "reaches beyond 2147483647"),
+        ("window", np.array([2**62, 0], dtype=np.int64), "reaches beyond 2147483647"),
+        ("window", np.array([-5, 0], dtype=np.int64), "below -1"),
+        ("window", np.array([1, 2, 3], dtype=np.int64), "exactly two values"),
+        ("window", 1.5, "not an integer array")):
     label = f"attr_{key}_{str(value).replace('.', 'p').replace(' ', '')[:12]}"
     label = "".join(c if c.isalnum() or c in "_-" else "_" for c in label)
     capture(label + ".h5", with_attr(key, value), expect)
