@@ -6,6 +6,7 @@
 #include "sparge/core/data_dir.h"
 #include "sparge/core/engine.h"
 #include "sparge/core/error.h"
+#include "sparge/core/names.h"
 
 namespace sparge::cli {
 
@@ -45,7 +46,8 @@ int main(int argc, char** argv) {
     std::cerr << "sparge: cancelled\n";
     return 130;
   } catch (const std::exception& e) {
-    std::cerr << "sparge: error: " << e.what() << "\n";
+    std::cerr << "sparge: error: " << sparge::core::printable(e.what())
+              << "\n";  // names may hold control bytes
     return 1;
   }
 }
