@@ -98,15 +98,19 @@ atomic)
   ;;
 stage1_reference)
   # Masks agree with an independent numpy transcription of SpargeAttn's Stage 1 on inputs the engine
-  # was not tuned to: random Gaussian data, bf16 and NHD, both geometries, causal, top-k and CDF.
+  # was not tuned to: random Gaussian data, bf16 and NHD, both geometries, causal, windows (c: causal
+  # sliding window, d: bidirectional local window), top-k and CDF, sink and the diagonal extension.
   $PY - "$WORK/rand.h5" <<'PYEOF' || fail "write random capture"
 import sys, h5py, numpy as np
 rng = np.random.default_rng(2024)
 with h5py.File(sys.argv[1], "w") as f:
     f.attrs["sparge_capture_version"] = 1
-    for name, causal, n, scale in (("a", 0, 1000, 1.0), ("b", 1, 777, 3.0)):
+    for name, causal, n, scale, window in (("a", 0, 1000, 1.0, None), ("b", 1, 777, 3.0, None),
+                                           ("c", 1, 1200, 2.0, [500, 0]), ("d", 0, 1000, 1.0, [300, 300])):
         g = f.create_group(f"entries/{name}")
         g.attrs["causal"] = causal
+        if window:
+            g.attrs["window"] = np.array(window, dtype=np.int64)
         base = rng.standard_normal((1, 2, 1, 64)) * scale
         q = (rng.standard_normal((1, 2, n, 64)) + base).astype(np.float16)
         k = (rng.standard_normal((1, 2, n, 64)) * 0.7 + base).astype(np.float16)
@@ -114,7 +118,8 @@ with h5py.File(sys.argv[1], "w") as f:
         g["q"], g["k"], g["v"] = q, k, v
 PYEOF
   for args in "--theta 0.6 --tau 0.98" "--theta 0.3 --tau 0.7" "--theta -0.1 --topk 0.3" "--theta 0.5 --tau 0.9 --block 64x128" \
-              "--theta 0.2 --tau 0.8 --no-smooth-k --sink"; do
+              "--theta 0.2 --tau 0.8 --no-smooth-k --sink" "--theta -0.1 --topk 0.2 --diagonal" \
+              "--theta -0.1 --tau 0.5 --block 64x128 --diagonal --sink"; do
     # shellcheck disable=SC2086
     "$SPARGE" run "$WORK/rand.h5" --engine cpu $args --masks "$WORK/m.h5" >/dev/null || fail "run $args"
     # shellcheck disable=SC2086
