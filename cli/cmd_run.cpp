@@ -12,6 +12,7 @@
 #include "sparge/core/error.h"
 #include "sparge/core/exports.h"
 #include "sparge/kernels/engine_factory.h"
+#include "sparge/profiler/profile_entry.h"
 #include "sparge/profiler/profiler.h"
 
 namespace sparge::cli {
@@ -81,46 +82,10 @@ void printEntry(const core::EntryResult& r, bool perHead) {
     std::fprintf(stderr, "warning: entry %s: %s\n", e.name.c_str(), w.c_str());
 }
 
-// Runs one entry warmup + repeat times under the profiler. Each profiled run is followed by a dense
-// baseline run (every valid block, no PV skip, no error) whose time is recorded as the dense stage, so
-// the report can give the speedup of sparse over dense. Returns the last sparse result.
-core::EntryResult profileEntry(core::Engine& engine, prof::Profiler& profiler, const std::string& name,
-                               const core::RunConfig& config, const core::RunOptions& options,
-                               const RunCommandOptions& o) {
-  core::RunConfig denseConfig = config;
-  denseConfig.perHead.clear();
-  denseConfig.defaults.dense = true;
-  core::RunOptions denseOptions = options;
-  denseOptions.computeError = false;
-  core::EntryResult last;
-  for (int i = 0; i < o.warmup + o.repeat; ++i) {
-    {
-      prof::ProfileScope scope(profiler, prof::makeRunInfo(name, config, options.heads, engine.name()));
-      last = engine.run(config, options);
-      scope.end(&last);
-    }
-    if (!o.noDenseBaseline) {
-      if (profiler.source() == prof::TimingSource::Cupti) {
-        // Under CUPTI the dense run's kernels (sparge_dense_*) are attributed to the dense stage by name.
-        prof::ProfileScope scope(profiler, prof::makeRunInfo(name + " (dense baseline)", denseConfig,
-                                                             options.heads, engine.name()));
-        engine.run(denseConfig, denseOptions);
-        scope.end();
-      } else {
-        // Otherwise the dense run's Stage-2 time, on the engine's clock (CUDA events or wall), is recorded as
-        // the dense stage of this run.
-        const core::EntryResult dense = engine.run(denseConfig, denseOptions);
-        profiler.record(prof::Stage::Dense, dense.times.sparseMs,
-                        prof::parseTimingSource(dense.times.clock).value_or(prof::TimingSource::WallClock));
-      }
-    }
-  }
-  return last;
-}
-
-void printTimings(const prof::TimingReport& r) {
-  std::printf("\ntimings: %s, %d profiled runs after %d warm-up; %s\n", r.clock.c_str(), r.profiledRuns,
-              r.warmupRuns, r.device.name.c_str());
+// `repeat` and `warmup` are per entry and per kind of run (sparse, dense, each baseline).
+void printTimings(const prof::TimingReport& r, int repeat, int warmup) {
+  std::printf("\ntimings: %s, %d profiled runs after %d warm-up; %s\n", r.clock.c_str(), repeat, warmup,
+              r.device.name.c_str());
   if (!r.sourceReason.empty()) std::printf("  clock source: %s\n", r.sourceReason.c_str());
   if (!r.device.clockNote.empty()) std::printf("  SM clock: %s\n", r.device.clockNote.c_str());
   Table t({"stage", "source", "min ms", "median ms", "max ms", "runs"});
@@ -129,12 +94,24 @@ void printTimings(const prof::TimingReport& r) {
            fmtNum(s.ms.max, 3), std::to_string(s.ms.count)});
   t.print(std::cout);
   const prof::DerivedFigures& d = r.derived;
-  if (d.speedup) std::printf("  speedup of sparse over %s: %.2fx\n", d.speedupBaseline.c_str(), *d.speedup);
-  if (d.denseEquivalentTops)
+  if (d.speedup) {
+    // The headline divides the fastest dense time measured; ours is shown beside it.
+    std::string beside;
+    if (d.speedupBaseline == "cudnn" && d.speedupOverDense)
+      beside = " (the fastest dense measured); over our dense kernel " + fmtNum(*d.speedupOverDense, 3) + "x";
+    else if (d.speedupBaseline == "dense" && d.cudnnMs)
+      beside = " (faster than cuDNN's " + fmtNum(*d.cudnnMs, 3) + " ms)";
+    std::printf("  speedup of sparse over %s: %.2fx%s\n", d.speedupBaseline.c_str(), *d.speedup,
+                beside.c_str());
+  }
+  if (d.denseEquivalentTops) {
+    std::string dense = d.denseTops ? ", our dense " + fmtNum(*d.denseTops, 4) + " TOPS" : "";
+    if (d.cudnnTops) dense += ", cuDNN " + fmtNum(*d.cudnnTops, 4) + " TOPS";
     std::printf("  dense-equivalent %.4f TOPS, executed %.4f TOPS%s\n", *d.denseEquivalentTops,
-                d.executedTops.value_or(0.0),
-                d.denseTops ? (", dense " + fmtNum(*d.denseTops, 4) + " TOPS").c_str() : "");
+                d.executedTops.value_or(0.0), dense.c_str());
+  }
   if (!d.note.empty()) std::printf("  note: %s\n", d.note.c_str());
+  for (const std::string& n : r.notes) std::printf("  note: %s\n", n.c_str());
 }
 
 }  // namespace
@@ -158,8 +135,9 @@ void registerRun(CLI::App& app, Action& action) {
       ->capture_default_str();
   cmd->add_option("--timings", o->timingsPath,
                   "Write timing statistics: .json, .csv or .trace.json (Perfetto)");
-  cmd->add_flag("--no-dense-baseline", o->noDenseBaseline,
-                "Do not time a dense run (every valid block) next to each profiled run");
+  cmd->add_flag(
+      "--no-dense-baseline", o->noDenseBaseline,
+      "Do not time dense runs (ours over every valid block, and cuDNN's) next to each profiled run");
   cmd->callback([&action, o] {
     action = [o] {
       const std::string path = o->file.empty() ? defaultCapturePath() : o->file;
@@ -175,9 +153,7 @@ void registerRun(CLI::App& app, Action& action) {
       const bool profiling = o->repeat > 1 || !o->timingsPath.empty();
       std::unique_ptr<prof::Profiler> profiler;
       if (profiling) {
-        prof::ProfilerOptions po;
-        // Under CUPTI each repeat is two profiler runs (sparse, then the dense baseline).
-        po.warmup = o->warmup * (sel.engine->isGpu() && !o->noDenseBaseline ? 2 : 1);
+        prof::ProfilerOptions po;  // profileEntry marks its warm-up runs itself
         po.useCupti = sel.engine->isGpu();
         po.useCudaEvents = sel.engine->isGpu();
         profiler = std::make_unique<prof::Profiler>(po);
@@ -198,7 +174,14 @@ void registerRun(CLI::App& app, Action& action) {
         core::RunOptions ro;
         ro.heads = o->heads;
         if (profiling) {
-          results.push_back(profileEntry(*sel.engine, *profiler, name, config, ro, *o));
+          prof::ProfileRequest req;
+          req.entry = name;
+          req.config = config;
+          req.heads = o->heads;
+          req.warmup = o->warmup;
+          req.repeat = o->repeat;
+          req.denseBaseline = req.engineBaselines = !o->noDenseBaseline;
+          results.push_back(prof::profileEntry(*sel.engine, *profiler, req));
         } else {
           results.push_back(sel.engine->run(config, ro));
         }
@@ -209,7 +192,7 @@ void registerRun(CLI::App& app, Action& action) {
       std::printf("\n%zu entries in %.2f s\n", results.size(), seconds);
       if (profiling) {
         const prof::TimingReport report = profiler->report();
-        printTimings(report);
+        printTimings(report, o->repeat, o->warmup);
         if (!o->timingsPath.empty()) {
           prof::writeTimings(report, o->timingsPath);
           std::printf("timings written to %s\n", o->timingsPath.c_str());

@@ -37,7 +37,7 @@ json headJson(const ParamsHead& h, SelectMode mode) {
 
 json traceJson(const TunedHead& th) {
   json t;
-  t["decision"] = th.decision;
+  t["decision"] = describe(th.decision);
   t["probes"] = th.probes;
   json pts = json::array();
   for (const ThetaPoint& p : th.thetaPoints) {

@@ -93,6 +93,7 @@ struct HeadResult {
 // Wall-clock or device time per stage of one run, in milliseconds; `clock` says which clock.
 struct StageTimes {
   double predictMs = 0;
+  double quantizeMs = 0;  // operands of quantized numerics (INT8 Q/K, FP8 V); 0 for exact numerics
   double sparseMs = 0;
   double referenceMs = 0;  // dense fp32 reference (0 when it came from the cache)
   double metricsMs = 0;
