@@ -8,7 +8,10 @@
 #include <vector>
 
 #include "commands.h"
+#include "dist_timings.h"
 #include "format.h"
+#include "job_support.h"
+#include "piece_job.h"
 #include "sparge/core/atomic_file.h"
 #include "sparge/core/error.h"
 #include "sparge/profiler/profiler.h"
@@ -43,112 +46,196 @@ nlohmann::json statsJson(const cuda::TimeStats& s) {
   return {{"median_ms", s.medianMs}, {"min_ms", s.minMs}, {"max_ms", s.maxMs}};
 }
 
-int runBenchCommand(const BenchOptions& o) {
-  std::string device;
-  try {
-    device = cuda::benchDeviceName();
-  } catch (const Error& e) {
-    std::cerr << "sparge bench: " << e.problem() << "\n";
-    return 1;
-  }
-  core::Geometry g = o.geometry.empty() ? cuda::benchDefaultGeometry() : core::Geometry::parse(o.geometry);
-  core::DType dt;
-  if (o.dtype == "float16" || o.dtype == "fp16")
-    dt = core::DType::Float16;
-  else if (o.dtype == "bfloat16" || o.dtype == "bf16")
-    dt = core::DType::BFloat16;
-  else
-    throw Error("--dtype", "expected float16 or bfloat16, got '" + o.dtype + "'");
+// One point of the sweep.
+struct BenchPoint {
+  int64_t tokens = 0, dim = 0;
+  bool causal = false;
+};
 
-  nlohmann::json out;
-  out["device"] = device;
-  out["clock"] = "cuda-event";
-  out["geometry"] = g.label();
-  out["dtype"] = o.dtype;
-  out["heads"] = o.heads;
-  out["batch"] = o.batch;
-  out["repeat"] = o.repeat;
-  out["lambda"] = o.lambda;
-  out["kernel"] = o.kernel;
-  out["flops_rule"] =
-      "4*B*H*Nq*Nkv*D / t, halved when causal (dense-equivalent); executed counts only computed blocks";
-  out["results"] = nlohmann::json::array();
-
-  std::cout << "device: " << device << ", geometry " << g.label() << ", " << o.dtype << ", kernel " << o.kernel << ", B=" << o.batch
-            << " H=" << o.heads << ", repeat " << o.repeat << " (CUDA events, median [min-max])\n";
-  Table t({"N", "D", "causal", "topk", "density", "stage1 ms", "s1/dense", "select ms", "stage2 ms",
-           "dense ms", "s2/dense", "eq TOPS", "exec TOPS", "dense TOPS"});
-  // The CUPTI collector records every kernel of the sweep (one profiler run per configuration) as an
-  // independent cross-check of the CUDA-event table, attributed to stages by kernel name.
-  std::unique_ptr<prof::Profiler> profiler;
-  if (!o.timings.empty()) profiler = std::make_unique<prof::Profiler>(prof::ProfilerOptions{});
+std::vector<BenchPoint> sweepOf(const BenchOptions& o) {
+  std::vector<BenchPoint> points;
   for (int64_t n : o.tokens)
     for (int64_t d : o.dims)
-      for (int c : o.causal) {
-        std::unique_ptr<prof::ProfileScope> scope;
-        if (profiler) {
-          prof::RunInfo info;
-          info.entry = "bench N=" + std::to_string(n) + " D=" + std::to_string(d) + (c ? " causal" : "");
-          info.heads = "all";
-          info.params = g.label();
-          info.engine = device;
-          scope = std::make_unique<prof::ProfileScope>(*profiler, info);
-        }
-        cuda::BenchCase bc;
-        bc.batch = o.batch;
-        bc.heads = o.heads;
-        bc.tokens = n;
-        bc.headDim = d;
-        bc.causal = c != 0;
-        bc.topks = o.topk;
-        bc.geometry = g;
-        bc.dtype = dt;
-        bc.lambda = o.lambda;
-        bc.repeat = o.repeat;
-        bc.warmup = o.warmup;
-        cuda::BenchResult r = cuda::runBench(bc);
-        const double denseTops = r.denseFlops / (r.dense.medianMs * 1e-3) / 1e12;
-        nlohmann::json jr;
-        jr["tokens"] = n;
-        jr["head_dim"] = d;
-        jr["causal"] = bc.causal;
-        jr["stage1"] = statsJson(r.stage1);
-        jr["stage1_select"] = statsJson(r.stage1Select);
-        jr["dense"] = statsJson(r.dense);
-        jr["dense"]["tops"] = denseTops;
-        jr["dense_flops"] = r.denseFlops;
-        jr["stage1_over_dense"] = r.stage1.medianMs / r.dense.medianMs;
-        jr["sparse"] = nlohmann::json::array();
-        for (const auto& s : r.sparse) {
-          const double sec = s.stage2.medianMs * 1e-3;
-          const double exec = (double(s.selectedBlocks) + double(s.selectedBlocks - s.skippedPvBlocks)) *
-                              (r.blockFlops / 2) / sec / 1e12;
-          const double eq = r.denseFlops / sec / 1e12;
-          nlohmann::json js;
-          js["topk"] = s.topk;
-          js["stage2"] = statsJson(s.stage2);
-          js["valid_blocks"] = s.validBlocks;
-          js["selected_blocks"] = s.selectedBlocks;
-          js["skipped_pv_blocks"] = s.skippedPvBlocks;
-          js["density"] = s.density();
-          js["sparsity"] = 1.0 - s.density();
-          js["dense_equivalent_tops"] = eq;
-          js["executed_tops"] = exec;
-          js["stage2_over_dense"] = s.stage2.medianMs / r.dense.medianMs;
-          jr["sparse"].push_back(js);
-          t.row({std::to_string(n), std::to_string(d), bc.causal ? "yes" : "no", fmtNum(s.topk, 2),
-                 fmtPct(s.density()), fmtNum(r.stage1.medianMs, 3),
-                 fmtPct(r.stage1.medianMs / r.dense.medianMs), fmtNum(r.stage1Select.medianMs, 3),
-                 fmtNum(s.stage2.medianMs, 3), fmtNum(r.dense.medianMs, 3),
-                 fmtNum(s.stage2.medianMs / r.dense.medianMs, 3), fmtNum(eq, 1), fmtNum(exec, 1),
-                 fmtNum(denseTops, 1)});
-        }
-        out["results"].push_back(jr);
-        if (scope) scope->end();
-      }
-  t.print(std::cout);
+      for (int c : o.causal) points.push_back({n, d, c != 0});
+  return points;
+}
+
+// Times one point on this process's GPU; the row of the JSON output.
+nlohmann::json benchPoint(const BenchOptions& o, const core::Geometry& g, core::DType dt,
+                          const BenchPoint& pt, prof::Profiler* profiler, const std::string& device) {
+  std::unique_ptr<prof::ProfileScope> scope;
   if (profiler) {
-    const prof::TimingReport report = profiler->report();
+    prof::RunInfo info;
+    info.entry = "bench N=" + std::to_string(pt.tokens) + " D=" + std::to_string(pt.dim) +
+                 (pt.causal ? " causal" : "");
+    info.heads = "all";
+    info.params = g.label();
+    info.engine = device;
+    scope = std::make_unique<prof::ProfileScope>(*profiler, info);
+  }
+  cuda::BenchCase bc;
+  bc.batch = o.batch;
+  bc.heads = o.heads;
+  bc.tokens = pt.tokens;
+  bc.headDim = pt.dim;
+  bc.causal = pt.causal;
+  bc.topks = o.topk;
+  bc.geometry = g;
+  bc.dtype = dt;
+  bc.lambda = o.lambda;
+  bc.repeat = o.repeat;
+  bc.warmup = o.warmup;
+  cuda::BenchResult r = cuda::runBench(bc);
+  nlohmann::json jr;
+  jr["tokens"] = pt.tokens;
+  jr["head_dim"] = pt.dim;
+  jr["causal"] = pt.causal;
+  jr["stage1"] = statsJson(r.stage1);
+  jr["stage1_select"] = statsJson(r.stage1Select);
+  jr["dense"] = statsJson(r.dense);
+  jr["dense"]["tops"] = r.denseFlops / (r.dense.medianMs * 1e-3) / 1e12;
+  jr["dense_flops"] = r.denseFlops;
+  jr["stage1_over_dense"] = r.stage1.medianMs / r.dense.medianMs;
+  jr["sparse"] = nlohmann::json::array();
+  for (const auto& s : r.sparse) {
+    const double sec = s.stage2.medianMs * 1e-3;
+    const double exec = (double(s.selectedBlocks) + double(s.selectedBlocks - s.skippedPvBlocks)) *
+                        (r.blockFlops / 2) / sec / 1e12;
+    nlohmann::json js;
+    js["topk"] = s.topk;
+    js["stage2"] = statsJson(s.stage2);
+    js["valid_blocks"] = s.validBlocks;
+    js["selected_blocks"] = s.selectedBlocks;
+    js["skipped_pv_blocks"] = s.skippedPvBlocks;
+    js["density"] = s.density();
+    js["sparsity"] = 1.0 - s.density();
+    js["dense_equivalent_tops"] = r.denseFlops / sec / 1e12;
+    js["executed_tops"] = exec;
+    js["stage2_over_dense"] = s.stage2.medianMs / r.dense.medianMs;
+    jr["sparse"].push_back(js);
+  }
+  if (scope) scope->end();
+  return jr;
+}
+
+// The table rows of one JSON row (one per top-k).
+void addRows(Table& t, const nlohmann::json& jr) {
+  const double denseMs = jr["dense"]["median_ms"].get<double>();
+  const double stage1Ms = jr["stage1"]["median_ms"].get<double>();
+  for (const nlohmann::json& s : jr["sparse"]) {
+    const double stage2Ms = s["stage2"]["median_ms"].get<double>();
+    t.row({std::to_string(jr["tokens"].get<int64_t>()), std::to_string(jr["head_dim"].get<int64_t>()),
+           jr["causal"].get<bool>() ? "yes" : "no", fmtNum(s["topk"].get<double>(), 2),
+           fmtPct(s["density"].get<double>()), fmtNum(stage1Ms, 3), fmtPct(stage1Ms / denseMs),
+           fmtNum(jr["stage1_select"]["median_ms"].get<double>(), 3), fmtNum(stage2Ms, 3), fmtNum(denseMs, 3),
+           fmtNum(stage2Ms / denseMs, 3), fmtNum(s["dense_equivalent_tops"].get<double>(), 1),
+           fmtNum(s["executed_tops"].get<double>(), 1), fmtNum(jr["dense"]["tops"].get<double>(), 1)});
+  }
+}
+
+core::DType parseDType(const std::string& text) {
+  if (text == "float16" || text == "fp16") return core::DType::Float16;
+  if (text == "bfloat16" || text == "bf16") return core::DType::BFloat16;
+  throw Error("--dtype", "expected float16 or bfloat16, got '" + text + "'");
+}
+
+// What a rank of the bench job keeps: its GPU, and on rank 0 the rows in sweep order.
+struct BenchRun {
+  explicit BenchRun(const BenchOptions& options)
+      : o(options), points(sweepOf(options)), dtype(parseDType(options.dtype)) {}
+
+  const BenchOptions& o;
+  std::vector<BenchPoint> points;
+  core::DType dtype;
+  std::string device;
+  core::Geometry geometry;
+  std::unique_ptr<prof::Profiler> profiler;
+  nlohmann::json out;
+  Table table{{"N", "D", "causal", "topk", "density", "stage1 ms", "s1/dense", "select ms", "stage2 ms",
+               "dense ms", "s2/dense", "eq TOPS", "exec TOPS", "dense TOPS"}};
+  prof::ReportInput timings;
+
+  dist::RankInfo start() {
+    placeOnGpu(jobTransport());
+    device = cuda::benchDeviceName();  // throws when no GPU is usable
+    geometry = o.geometry.empty() ? cuda::benchDefaultGeometry() : core::Geometry::parse(o.geometry);
+    // The CUPTI collector records every kernel of the sweep (one profiler run per point) as an independent
+    // cross-check of the CUDA-event table, attributed to stages by kernel name.
+    if (!o.timings.empty()) profiler = std::make_unique<prof::Profiler>(prof::ProfilerOptions{});
+    if (jobTransport().rank() == 0) {
+      out = header();
+      std::cout << "device: " << device << ", geometry " << geometry.label() << ", " << o.dtype << ", kernel "
+                << o.kernel << ", B=" << o.batch << " H=" << o.heads << ", repeat " << o.repeat
+                << " (CUDA events, median [min-max])\n";
+    }
+    dist::RankInfo info;
+    info.engine = device;
+    info.device = "GPU";
+    return info;
+  }
+
+  nlohmann::json header() const {
+    nlohmann::json h;
+    h["device"] = device;
+    h["clock"] = "cuda-event";
+    h["geometry"] = geometry.label();
+    h["dtype"] = o.dtype;
+    h["heads"] = o.heads;
+    h["batch"] = o.batch;
+    h["repeat"] = o.repeat;
+    h["lambda"] = o.lambda;
+    h["kernel"] = o.kernel;
+    h["flops_rule"] =
+        "4*B*H*Nq*Nkv*D / t, halved when causal (dense-equivalent); executed counts only computed blocks";
+    h["results"] = nlohmann::json::array();
+    return h;
+  }
+
+  PieceJobHooks hooks() {
+    PieceJobHooks h;
+    h.start = [this] { return start(); };
+    h.run = [this](size_t unit, const std::vector<int64_t>&, bool) {
+      nlohmann::json jr = benchPoint(o, geometry, dtype, points[unit], profiler.get(), device);
+      // Rows measured by other ranks say where they were measured.
+      if (jobTransport().size() > 1) {
+        jr["rank"] = jobTransport().rank();
+        jr["device"] = device;
+      }
+      return jr.dump();
+    };
+    h.final = [this] { return profiler ? encodeTimings(profiler->collect()) : std::string(); };
+    h.unitDone = [this](size_t, std::vector<std::string>& parts) {
+      const nlohmann::json jr = nlohmann::json::parse(parts.at(0));
+      addRows(table, jr);
+      out["results"].push_back(jr);
+    };
+    h.finals = [this](std::vector<std::string>& payloads) {
+      if (profiler) timings = mergeTimings(payloads);
+    };
+    return h;
+  }
+};
+
+// The sweep as a job: each point is a unit (cost ~ N²·D, halved when causal), never split.
+PieceJobSpec benchJobSpec(const std::vector<BenchPoint>& points) {
+  PieceJobSpec spec;
+  spec.splitHeads = false;
+  spec.verb = "bench";
+  for (const BenchPoint& p : points) {
+    spec.units.push_back({double(p.tokens) * double(p.tokens) * double(p.dim) * (p.causal ? 0.5 : 1.0), {0}});
+    spec.names.push_back("N=" + std::to_string(p.tokens) + " D=" + std::to_string(p.dim) +
+                         (p.causal ? " causal" : ""));
+  }
+  return spec;
+}
+
+int runBenchCommand(const BenchOptions& o) {
+  BenchRun run(o);
+  const int code = runPieceJob(jobTransport(), benchJobSpec(run.points), run.hooks());
+  if (code != 0 || jobTransport().rank() != 0) return code;
+  run.table.print(std::cout);
+  if (run.profiler) {
+    const prof::TimingReport report = prof::buildReport(run.timings);
     std::cout << "kernel records: " << report.clock << " (" << report.sourceReason << ")\n";
     Table kt({"kernel", "stage", "launches", "min ms", "median ms", "max ms"});
     for (const prof::KernelStat& k : report.kernels)
@@ -159,7 +246,7 @@ int runBenchCommand(const BenchOptions& o) {
     std::cout << "wrote " << o.timings << "\n";
   }
   if (!o.json.empty()) {
-    core::writeTextAtomically(o.json, out.dump(2) + "\n");
+    core::writeTextAtomically(o.json, run.out.dump(2) + "\n");
     std::cout << "wrote " << o.json << "\n";
   }
   return 0;

@@ -12,11 +12,12 @@
 
 #include "commands.h"
 #include "format.h"
+#include "job_support.h"
 #include "sparge/core/capture.h"
 #include "sparge/core/error.h"
 #include "sparge/core/params_io.h"
 #include "sparge/core/tuner.h"
-#include "sparge/kernels/engine_factory.h"
+#include "tune_job.h"
 
 namespace sparge::cli {
 namespace {
@@ -141,6 +142,7 @@ void registerTune(CLI::App& app, Action& action) {
     bool noTunePv = false;
     std::vector<int64_t> heads;
     std::string out;
+    std::string resume;
     bool trace = false;
   };
   auto o = std::make_shared<Opts>();
@@ -158,7 +160,11 @@ void registerTune(CLI::App& app, Action& action) {
                 "Tune entries sharing a `layer` attribute together (bin rule, one parameter set per layer)");
   cmd->add_flag("--no-tune-pv", o->noTunePv, "Do not search λ; export λ = 50 verified against --l1");
   cmd->add_option("--heads", o->heads, "Query heads to tune (default: all)");
-  cmd->add_option("-o,--output", o->out, "Output parameter file (.json)")->required();
+  cmd->add_option("-o,--output", o->out, "Output parameter file (.json); default with --resume: that file");
+  cmd->add_option("--resume", o->resume,
+                  "Keep the heads this parameter file already holds (an interrupted or failed run) and tune "
+                  "only the missing ones")
+      ->check(CLI::ExistingFile);
   cmd->add_flag("--trace", o->trace, "Also store every head's θ points and probe trace in the output");
   cmd->callback([&action, o, cmd] {
     action = [o, cmd]() -> int {
@@ -176,6 +182,10 @@ void registerTune(CLI::App& app, Action& action) {
       opt.sink = o->sink;
       opt.heads = o->heads;
       opt.validate("sparge tune");
+      if (o->out.empty() && o->resume.empty()) {
+        std::fprintf(stderr, "sparge tune: -o/--output is required (or --resume FILE)\n");
+        return 2;
+      }
 
       const std::string path = o->file.empty() ? defaultCapturePath() : o->file;
       core::CaptureReader reader(path);
@@ -206,58 +216,34 @@ void registerTune(CLI::App& app, Action& action) {
         };
         inputs.push_back(std::move(in));
       }
-      const std::vector<core::TuneGroupInput> groups = core::makeGroups(inputs, o->groupByLayer);
 
-      engines::EngineSelection sel = engines::makeEngine(core::parseEngineChoice(o->engine), o->threads);
-      if (!sel.message.empty()) std::fprintf(stderr, "note: %s\n", sel.message.c_str());
-      std::fprintf(stderr, "tuning %zu group%s of %s with %s: l1 < %g%s, %s, geometry %s%s%s\n", groups.size(),
-                   groups.size() == 1 ? "" : "s", path.c_str(), sel.engine->name().c_str(), opt.l1,
-                   opt.tunePv ? (", l2 < " + fmtNum(opt.l2, 4)).c_str() : " (λ fixed)",
-                   opt.mode == core::SelectMode::Cdf ? "τ search" : "top-k search", opt.geometry.label().c_str(),
-                   opt.smoothK ? "" : ", no smooth-k", opt.sink ? ", sink" : "");
+      TuneJobSpec spec;
+      spec.capturePath = path;
+      spec.groups = core::makeGroups(inputs, o->groupByLayer);
+      for (const auto& n : names) spec.infos[n] = reader.entry(n);
+      spec.options = opt;
+      spec.output = o->out.empty() ? o->resume : o->out;
+      spec.trace = o->trace;
+      spec.resumePath = o->resume;
+      spec.engine = core::parseEngineChoice(o->engine);
+      spec.threads = o->threads;
+      spec.interrupt = &gCancel;
 
       SigintGuard guard;
       ProgressPrinter progress;
-      core::TuneCallbacks cb;
-      cb.cancel = &gCancel;
-      cb.progress = [&](const core::TuneProgress& p) { progress.update(p); };
-      // Partial results are written after every group, so a killed process still leaves whole groups.
-      core::TuneResult partial;
-      partial.options = opt;
-      partial.engine = sel.engine->name();
-      cb.groupFinished = [&](const core::TunedGroup& g) {
-        progress.clear();
-        printGroup(g, opt);
-        partial.groups.push_back(g);
-        core::writeParams(o->out, core::toParamsFile(partial, path), o->trace ? &partial : nullptr);
+      TuneJobOutput out;
+      out.started = [&](const std::string& engine) {
+        std::fprintf(stderr, "tuning %zu group%s of %s with %s: l1 < %g%s, %s, geometry %s%s%s\n",
+                     spec.groups.size(), spec.groups.size() == 1 ? "" : "s", path.c_str(), engine.c_str(),
+                     opt.l1, opt.tunePv ? (", l2 < " + fmtNum(opt.l2, 4)).c_str() : " (λ fixed)",
+                     opt.mode == core::SelectMode::Cdf ? "τ search" : "top-k search",
+                     opt.geometry.label().c_str(), opt.smoothK ? "" : ", no smooth-k",
+                     opt.sink ? ", sink" : "");
       };
-      core::TuneResult result = core::tune(*sel.engine, groups, opt, cb);
-      progress.clear();
-
-      if (result.cancelled) {
-        const int64_t kept = result.headsFinished();
-        if (!result.groups.empty() && !result.groups.back().heads.empty() && !result.groups.back().complete)
-          printGroup(result.groups.back(), opt);
-        if (kept > 0) {
-          core::writeParams(o->out, core::toParamsFile(result, path), o->trace ? &result : nullptr);
-          std::fprintf(stderr, "interrupted: kept %lld finished head%s in %s (%.1f s)\n", (long long)kept,
-                       kept == 1 ? "" : "s", o->out.c_str(), result.elapsedSeconds);
-        } else {
-          std::fprintf(stderr, "interrupted: no head was finished, %s not written\n", o->out.c_str());
-        }
-        return 130;
-      }
-      core::writeParams(o->out, core::toParamsFile(result, path), o->trace ? &result : nullptr);
-      int64_t sparse = 0, total = 0;
-      for (const auto& g : result.groups)
-        for (const auto& h : g.heads) {
-          ++total;
-          sparse += h.isSparse ? 1 : 0;
-        }
-      std::printf("\n%lld heads tuned (%lld sparse, %lld dense) in %.1f s, %lld engine runs; parameters written to %s\n",
-                  (long long)total, (long long)sparse, (long long)(total - sparse), result.elapsedSeconds,
-                  (long long)result.probes, o->out.c_str());
-      return 0;
+      out.progress = [&](const core::TuneProgress& p) { progress.update(p); };
+      out.clearProgress = [&] { progress.clear(); };
+      out.group = [&](const core::TunedGroup& g) { printGroup(g, opt); };
+      return runTuneJob(jobTransport(), spec, out);
     };
   });
 }

@@ -228,6 +228,10 @@ void Profiler::setWorkload(const Workload& workload) {
 }
 
 TimingReport Profiler::report() {
+  return buildReport(collect());
+}
+
+ReportInput Profiler::collect() {
   Impl& m = *impl_;
   ReportInput in;
   in.source = m.source;
@@ -259,7 +263,7 @@ TimingReport Profiler::report() {
           "; CUPTI recorded no kernels in the profiled runs (CPU engine?): engine stage times used";
     }
   }
-  return buildReport(in);
+  return in;
 }
 
 void Profiler::reset() {
