@@ -25,6 +25,16 @@ std::vector<std::string> visibleGpus() {
   for (auto it = std::filesystem::directory_iterator("/proc/driver/nvidia/gpus", ec);
        !ec && it != std::filesystem::directory_iterator(); it.increment(ec))
     ++count;
+  if (count == 0) {
+    // Sandboxes and containers may hide /proc/driver/nvidia but still show the device nodes /dev/nvidiaN.
+    for (auto it = std::filesystem::directory_iterator("/dev", ec);
+         !ec && it != std::filesystem::directory_iterator(); it.increment(ec)) {
+      const std::string name = it->path().filename().string();
+      if (name.size() > 6 && name.compare(0, 6, "nvidia") == 0 &&
+          name.find_first_not_of("0123456789", 6) == std::string::npos)
+        ++count;
+    }
+  }
   for (int i = 0; i < count; ++i) gpus.push_back(std::to_string(i));
   return gpus;
 }

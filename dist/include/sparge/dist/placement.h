@@ -14,8 +14,8 @@ struct Placement {
 };
 
 // GPUs this process may use: the entries of CUDA_VISIBLE_DEVICES when it is set, else one per device
-// the NVIDIA driver lists under /proc/driver/nvidia/gpus (without initialising CUDA, which must not
-// happen before CUDA_VISIBLE_DEVICES is final).
+// the NVIDIA driver lists under /proc/driver/nvidia/gpus (or, where that is hidden, per /dev/nvidiaN),
+// found without initialising CUDA, which must not happen before CUDA_VISIBLE_DEVICES is final.
 std::vector<std::string> visibleGpus();
 
 // The placement of local rank `localRank` of `localSize` on a host with `gpus` and `hostCores` cores, of
