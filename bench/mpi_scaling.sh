@@ -2,10 +2,10 @@
 # Scaling of `sparge tune` over GPUs on one multi-GPU machine: a synthetic 28 layers x 32 heads x 16K x
 # D 128 capture tuned on 1 GPU (one process) and with mpirun on 4 and 2 GPUs; wall times, speedups, and
 # whether every parameter file equals the one-GPU file byte for byte. Runs from the pack made by
-# scripts/mpi-pack.sh (carried as .device/mpi). Results: $OUT/log.txt, $OUT/p*.json.
+# scripts/mpi-pack.sh (gpu-pack/mpi, copied to the GPU machine). Results: $OUT/log.txt, $OUT/p*.json.
 set -uo pipefail
 HERE="$(cd "$(dirname "$0")" && pwd)"
-OUT=${OUT:-$PWD/device-out}
+OUT=${OUT:-$PWD/gpu-out}
 W=/tmp/spmpi
 mkdir -p "$OUT" $W/ompi
 # The capture (10.5 GB at full size) goes to RAM when /dev/shm has room: the timings are about tuning.

@@ -120,7 +120,10 @@ void printGroup(const core::TunedGroup& g, const core::TuneOptions& o) {
            std::to_string(h.probes)});
   }
   t.print(std::cout);
-  std::cout.flush();
+  // Why each head got its values: the tuner's decision, rendered here.
+  for (const core::TunedHead& h : g.heads)
+    std::printf("  head %lld: %s\n", (long long)h.head, core::describe(h.decision).c_str());
+  std::fflush(stdout);
 }
 
 }  // namespace

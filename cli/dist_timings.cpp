@@ -1,6 +1,7 @@
 // Encoding and merging of raw profiler runs from several ranks.
 #include "dist_timings.h"
 
+#include <algorithm>
 #include <map>
 
 #include "sparge/dist/wire.h"
@@ -9,13 +10,14 @@ namespace sparge::dist {
 
 // A field added to one of these records must be added to its WireFields below, or ranks would drop it
 // silently; these sizes make the build fail until that is done (then update the size here).
-static_assert(sizeof(prof::ReportInput) == 408, "ReportInput changed: update cli/dist_timings.cpp");
+static_assert(sizeof(prof::ReportInput) == 432, "ReportInput changed: update cli/dist_timings.cpp");
 static_assert(sizeof(prof::DeviceInfo) == 160, "DeviceInfo changed: update cli/dist_timings.cpp");
-static_assert(sizeof(prof::RunRecord) == 208, "RunRecord changed: update cli/dist_timings.cpp");
-static_assert(sizeof(prof::RunInfo) == 128, "RunInfo changed: update cli/dist_timings.cpp");
+static_assert(sizeof(prof::RunRecord) == 216, "RunRecord changed: update cli/dist_timings.cpp");
+static_assert(sizeof(prof::RunInfo) == 136, "RunInfo changed: update cli/dist_timings.cpp");
 static_assert(sizeof(prof::StageSample) == 24, "StageSample changed: update cli/dist_timings.cpp");
-static_assert(sizeof(prof::KernelSample) == 120, "KernelSample changed: update cli/dist_timings.cpp");
+static_assert(sizeof(prof::KernelSample) == 152, "KernelSample changed: update cli/dist_timings.cpp");
 static_assert(sizeof(prof::Workload) == 80, "Workload changed: update cli/dist_timings.cpp");
+static_assert(sizeof(prof::LaunchConfig) == 36, "LaunchConfig changed: update cli/dist_timings.cpp");
 
 template <>
 struct WireFields<prof::DeviceInfo> {
@@ -30,7 +32,7 @@ template <>
 struct WireFields<prof::RunInfo> {
   template <class S, class F>
   static void visit(S& v, F&& f) {
-    f(v.entry, v.heads, v.params, v.engine);
+    f(v.entry, v.heads, v.params, v.engine, v.otherKernels);
   }
 };
 
@@ -47,6 +49,15 @@ struct WireFields<prof::RunRecord> {
   template <class S, class F>
   static void visit(S& v, F&& f) {
     f(v.id, v.index, v.warmup, v.info, v.clock, v.startNs, v.endNs, v.samples, v.smClockMHz);
+  }
+};
+
+template <>
+struct WireFields<prof::LaunchConfig> {
+  template <class S, class F>
+  static void visit(S& v, F&& f) {
+    f(v.grid[0], v.grid[1], v.grid[2], v.block[0], v.block[1], v.block[2], v.registersPerThread,
+      v.staticSharedBytes, v.dynamicSharedBytes);
   }
 };
 
@@ -73,7 +84,7 @@ struct WireFields<prof::ReportInput> {
   template <class S, class F>
   static void visit(S& v, F&& f) {
     f(v.source, v.sourceReason, v.device, v.runs, v.kernels, v.workload, v.droppedRecords, v.smClockSource,
-      v.smClockMissing, v.smClockSampleUs);
+      v.smClockMissing, v.smClockSampleUs, v.notes);
   }
 };
 
@@ -99,6 +110,7 @@ prof::ReportInput mergeTimings(const std::vector<std::string>& payloads) {
   if (payloads.size() == 1) return out;
   out.runs.clear();
   out.kernels.clear();
+  out.notes.clear();
   out.droppedRecords = 0;
   uint64_t nextId = 1;
   for (auto& [rank, in] : inputs) {
@@ -116,6 +128,8 @@ prof::ReportInput mergeTimings(const std::vector<std::string>& payloads) {
       out.kernels.push_back(std::move(k));
     }
     out.droppedRecords += in.droppedRecords;
+    for (const std::string& n : in.notes)
+      if (std::find(out.notes.begin(), out.notes.end(), n) == out.notes.end()) out.notes.push_back(n);
     if (!out.workload.valid() && in.workload.valid()) out.workload = in.workload;
     if (in.source != out.source || in.device.name != out.device.name)
       out.sourceReason += "; rank " + std::to_string(rank) + " measured with " + prof::describe(in.source) +

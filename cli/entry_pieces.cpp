@@ -41,6 +41,7 @@ core::EntryResult mergeEntryPieces(std::vector<std::string>& payloads, const std
         out.warnings.push_back(w);
     core::StageTimes& t = out.times;
     t.predictMs += part.times.predictMs;
+    t.quantizeMs += part.times.quantizeMs;
     t.sparseMs += part.times.sparseMs;
     t.referenceMs += part.times.referenceMs;
     t.metricsMs += part.times.metricsMs;

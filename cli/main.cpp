@@ -5,21 +5,14 @@
 
 #include "commands.h"
 #include "job_support.h"
+#include "sparge/core/data_dir.h"
 #include "sparge/core/engine.h"
 #include "sparge/core/error.h"
 
 namespace sparge::cli {
-// Subcommands that live in other issues' files may be absent from a build; weak references let main
-// register whatever was linked in.
-__attribute__((weak)) void registerTune(CLI::App& app, Action& action);
-__attribute__((weak)) void registerBench(CLI::App& app, Action& action);
 
 std::string defaultCapturePath() {
-#ifdef SPARGE_SAMPLE_CAPTURE
-  return SPARGE_SAMPLE_CAPTURE;
-#else
-  return "captures/sample.h5";
-#endif
+  return core::sampleCapturePath().string();
 }
 
 namespace {
@@ -42,8 +35,8 @@ int runCommand(int argc, char** argv, int rank, bool& escaped) {
   registerInfo(app, action);
   registerRun(app, action);
   registerSynth(app, action);
-  if (registerTune) registerTune(app, action);
-  if (registerBench) registerBench(app, action);
+  registerTune(app, action);
+  registerBench(app, action);
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp& e) {

@@ -7,6 +7,7 @@
 #include <cstdlib>
 #include <memory>
 #include <optional>
+#include <set>
 
 #include "job_support.h"
 #include "sparge/core/error.h"
@@ -85,6 +86,8 @@ class TuneJobRunner {
       resume = core::readParams(spec_.resumePath);
       dist::checkResumable(*resume, spec_.resumePath, spec_.options);
       others_ = dist::otherGroups(*resume, spec_.groups);
+      for (const core::TunedGroup& g : others_)
+        for (const core::TunedHead& h : g.heads) resumedKeys_.insert({g.name, h.head});
     }
     std::vector<dist::WorkUnit> units;
     for (const core::TuneGroupInput& g : spec_.groups) {
@@ -94,6 +97,7 @@ class TuneJobRunner {
       resumed_.push_back(resume ? dist::finishedHeads(*resume, g, headsQ, &note)
                                 : std::vector<core::TunedHead>{});
       if (!note.empty() && job_.root()) std::fprintf(stderr, "note: %s\n", note.c_str());
+      for (const core::TunedHead& h : resumed_.back()) resumedKeys_.insert({g.name, h.head});
       dist::WorkUnit u;
       for (const core::TuneInput& e : g.entries) u.costPerHead += dist::headCost(spec_.infos.at(e.name));
       for (int64_t h : wanted)
@@ -287,7 +291,17 @@ class TuneJobRunner {
   }
 
   void write(const core::TuneResult& r) const {
-    core::writeParams(spec_.output, core::toParamsFile(r, spec_.capturePath), spec_.trace ? &r : nullptr);
+    if (!spec_.trace) {
+      core::writeParams(spec_.output, core::toParamsFile(r, spec_.capturePath));
+      return;
+    }
+    // Heads kept from --resume have no trace of this run: they are written without one.
+    core::TuneResult traced = r;
+    for (core::TunedGroup& g : traced.groups)
+      std::erase_if(g.heads, [&](const core::TunedHead& h) {
+        return resumedKeys_.count({g.name, h.head}) > 0;
+      });
+    core::writeParams(spec_.output, core::toParamsFile(r, spec_.capturePath), &traced);
   }
 
   int conclude(const dist::JobOutcome& outcome) {
@@ -339,7 +353,8 @@ class TuneJobRunner {
   std::unique_ptr<dist::UnitCollector> collector_;
   std::vector<std::vector<core::TunedHead>> resumed_;  // per group: heads kept from --resume
   std::vector<core::TunedGroup> others_;               // groups of the resumed file this run does not tune
-  std::vector<core::TunedGroup> done_;                 // rank 0: handed-over groups, in order
+  std::set<std::pair<std::string, int64_t>> resumedKeys_;  // (group, head) kept from --resume
+  std::vector<core::TunedGroup> done_;                     // rank 0: handed-over groups, in order
   std::vector<dist::RankInfo> ranks_;
   int hellos_ = 0;
   int64_t probes_ = 0, totalProbes_ = 0;

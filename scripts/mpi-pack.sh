@@ -2,11 +2,12 @@
 # Packs what a multi-GPU machine without Open MPI needs to run `mpirun ... sparge` (bench/mpi_scaling.sh):
 # the CUDA build's sparge and MPI plugin with the shared libraries the GPU machine lacks, and Debian's
 # Open MPI runtime (its .deb files unpacked with dpkg -x into a prefix that bench/mpi_env.sh makes usable
-# wherever it lands). Output: .device/mpi/ (git-ignored). Build first: SPARGE_BUILD_DIR=build-gpu scripts/build.sh
+# wherever it lands). Output: gpu-pack/mpi/ ($SPARGE_PACK_DIR/mpi; git-ignored).
+# Build first: SPARGE_BUILD_DIR=build-gpu scripts/build.sh
 set -euo pipefail
 ROOT="$(cd "$(dirname "$0")/.." && pwd)"
 BUILD="${SPARGE_BUILD_DIR:-$ROOT/build-gpu}"
-OUTDIR="$ROOT/.device/mpi"
+OUTDIR="${SPARGE_PACK_DIR:-$ROOT/gpu-pack}/mpi"
 TMP="$(mktemp -d)"
 trap 'rm -rf "$TMP"' EXIT
 mkdir -p "$TMP/bin" "$TMP/lib" "$TMP/debs" "$TMP/ompi" "$OUTDIR"

@@ -8,6 +8,7 @@
 #include <map>
 #include <sstream>
 
+#include "entry_attrs.h"
 #include "hdf5_util.h"
 #include "sparge/core/capture.h"
 #include "sparge/core/error.h"
@@ -412,6 +413,7 @@ EntryInfo CaptureReader::Impl::readEntry(const std::string& name, EntryMeta& met
   info.causal = intAttr("causal").value_or(0) != 0;
   info.layer = intAttr("layer");
   info.step = intAttr("step");
+  if (std::string problem = readEntryExtras(g.get(), info); !problem.empty()) fail(groupPath, problem);
 
   info.scale = 1.0 / std::sqrt(static_cast<double>(info.headDim));
   if (H5Aexists(g.get(), "scale") > 0) {

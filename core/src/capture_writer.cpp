@@ -3,6 +3,7 @@
 #include <cmath>
 #include <set>
 
+#include "entry_attrs.h"
 #include "hdf5_util.h"
 #include "sparge/core/capture.h"
 #include "sparge/core/error.h"
@@ -162,6 +163,8 @@ void CaptureWriter::addEntry(const EntryInfo& info, const std::vector<float>& q,
   if (info.scaleFromFile && !(info.scale > 0 && std::isfinite(info.scale))) {
     impl_->fail(groupPath, "scale must be a positive finite number");
   }
+  if (std::string p = windowProblem(info.window, info.causal); !p.empty()) impl_->fail(groupPath, p);
+  if (std::string p = kindProblem(info.kind); !p.empty()) impl_->fail(groupPath, p);
   auto checkSize = [&](const std::vector<float>& data, Tensor t, int64_t heads, int64_t tokens, int64_t dim) {
     const int64_t expected = info.batch * heads * tokens * dim;
     if (static_cast<int64_t>(data.size()) != expected) {
@@ -184,6 +187,7 @@ void CaptureWriter::addEntry(const EntryInfo& info, const std::vector<float>& q,
   if (info.layer) ok = ok && h5::writeInteger(g.get(), "layer", *info.layer);
   if (info.step) ok = ok && h5::writeInteger(g.get(), "step", *info.step);
   if (info.layout == Layout::NHD) ok = ok && h5::writeString(g.get(), "layout", "NHD");
+  ok = ok && writeEntryExtras(g.get(), info);
   if (!ok) impl_->fail(groupPath, withDetail(attrFailed) + " — check free disk space");
 
   impl_->writeTensor(g.get(), groupPath, Tensor::Q, q, info, info.headsQ, info.tokensQ, info.headDim);

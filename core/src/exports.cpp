@@ -6,6 +6,7 @@
 #include <nlohmann/json.hpp>
 #include <sstream>
 
+#include "entry_attrs.h"
 #include "hdf5_util.h"
 #include "sparge/core/atomic_file.h"
 #include "sparge/core/error.h"
@@ -76,7 +77,9 @@ void writeMasksTo(const std::string& path, const std::vector<EntryResult>& resul
     h5::writeString(g.get(), "geometry", r.config.geometry.label());
     h5::writeInteger(g.get(), "smooth_k", r.config.smoothK);
     h5::writeInteger(g.get(), "sink", r.config.sink);
+    h5::writeInteger(g.get(), "diagonal", r.config.diagonal);  // extension, not SpargeAttn's
     h5::writeInteger(g.get(), "causal", r.info.causal);
+    writeEntryExtras(g.get(), r.info);  // window, module, kind, stack, as in the capture
     h5::writeString(g.get(), "engine", r.engine);
     writeDoubleArray(g.get(), "heads_present", present);
     if (sameParamsForAllHeads(r)) {
@@ -172,11 +175,14 @@ nlohmann::json reportJson(const std::vector<EntryResult>& results, const std::st
                   {"tokens_kv", r.info.tokensKV}, {"head_dim", r.info.headDim},
                   {"head_dim_v", r.info.headDimV}};
     e["causal"] = r.info.causal;
+    e["window"] =
+        r.info.window.bounded() ? nlohmann::json{r.info.window.left, r.info.window.right} : nlohmann::json();
     e["geometry"] = r.config.geometry.label();
     e["block_q"] = r.config.geometry.blockQ;
     e["block_k"] = r.config.geometry.blockK;
     e["smooth_k"] = r.config.smoothK;
     e["sink"] = r.config.sink;
+    e["diagonal_extension"] = r.config.diagonal;  // Sparge Studio's option, not SpargeAttn's
     e["engine"] = r.engine;
     e["totals"] = sparsityJson(r.sparsity);
     e["totals"].update(errorJson(r.error));

@@ -37,7 +37,7 @@ json headJson(const ParamsHead& h, SelectMode mode) {
 
 json traceJson(const TunedHead& th) {
   json t;
-  t["decision"] = th.decision;
+  t["decision"] = describe(th.decision);
   t["probes"] = th.probes;
   json pts = json::array();
   for (const ThetaPoint& p : th.thetaPoints) {
@@ -156,6 +156,7 @@ std::string paramsToJson(const ParamsFile& f, const TuneResult* traceSource) {
   root["geometry"] = f.geometry.label();
   root["smooth_k"] = f.smoothK;
   root["sink"] = f.sink;
+  root["diagonal"] = f.diagonal;
   json groups = json::array();
   for (const ParamsGroup& g : f.groups) {
     json jg;
@@ -222,6 +223,7 @@ ParamsFile parseParams(const std::string& text, const std::string& source) {
   }
   f.smoothK = rd.boolean(root, "", "smooth_k");
   f.sink = rd.boolean(root, "", "sink");
+  if (rd.optional(root, "diagonal")) f.diagonal = rd.boolean(root, "", "diagonal");
   const json& groups = rd.member(root, "", "groups");
   if (!groups.is_array()) rd.fail("/groups", "expected an array");
   std::set<std::string> names;
@@ -349,6 +351,10 @@ void applyParams(const ParamsFile& f, const std::string& source, const EntryInfo
   config.geometry = f.geometry;
   config.smoothK = f.smoothK;
   config.sink = f.sink;
+  if (warnings && config.diagonal != f.diagonal)
+    warnings->push_back(source + std::string(": using diagonal blocks = ") + (f.diagonal ? "on" : "off") +
+                        " (the parameters were tuned with it)");
+  config.diagonal = f.diagonal;
 }
 
 }  // namespace sparge::core

@@ -7,7 +7,8 @@
 namespace sparge::dist {
 
 // A field added to one of these records must be added to its WireFields below, or ranks would drop it
-// silently; these sizes make the build fail until that is done (then update the size here).
+// silently; these sizes make the build fail until that is done (then update the size here). A small field
+// can hide in padding (RunConfig::diagonal did): check the lists when a record changes.
 static_assert(sizeof(core::EntryInfo) == 264,
               "EntryInfo changed: update its WireFields in dist/src/codec.cpp");
 static_assert(sizeof(core::HeadParams) == 48, "HeadParams changed: update WireFields in dist/src/codec.cpp");
@@ -15,14 +16,15 @@ static_assert(sizeof(core::RunConfig) == 88, "RunConfig changed: update WireFiel
 static_assert(sizeof(core::HeadResult) == 576, "HeadResult changed: update WireFields in dist/src/codec.cpp");
 static_assert(sizeof(core::SparsityCounts) == 56, "SparsityCounts changed: update dist/src/codec.cpp");
 static_assert(sizeof(core::ErrorSums) == 56, "ErrorSums changed: update WireFields in dist/src/codec.cpp");
-static_assert(sizeof(core::StageTimes) == 80, "StageTimes changed: update WireFields in dist/src/codec.cpp");
-static_assert(sizeof(core::EntryResult) == 736,
+static_assert(sizeof(core::StageTimes) == 88, "StageTimes changed: update WireFields in dist/src/codec.cpp");
+static_assert(sizeof(core::EntryResult) == 744,
               "EntryResult changed: update WireFields in dist/src/codec.cpp");
 static_assert(sizeof(core::TunedGroup) == 120, "TunedGroup changed: update WireFields in dist/src/codec.cpp");
-static_assert(sizeof(core::TunedHead) == 200, "TunedHead changed: update WireFields in dist/src/codec.cpp");
+static_assert(sizeof(core::TunedHead) == 296, "TunedHead changed: update WireFields in dist/src/codec.cpp");
 static_assert(sizeof(core::EntryAchieved) == 56, "EntryAchieved changed: update dist/src/codec.cpp");
 static_assert(sizeof(core::ThetaPoint) == 64, "ThetaPoint changed: update WireFields in dist/src/codec.cpp");
 static_assert(sizeof(core::TuneProbe) == 36, "TuneProbe changed: update WireFields in dist/src/codec.cpp");
+static_assert(sizeof(core::TuneDecision) == 128, "TuneDecision changed: update dist/src/codec.cpp");
 
 template <>
 struct WireFields<core::Window> {
@@ -61,7 +63,7 @@ template <>
 struct WireFields<core::RunConfig> {
   template <class S, class F>
   static void visit(S& v, F&& f) {
-    f(v.geometry, v.numerics, v.smoothK, v.sink, v.defaults, v.perHead);
+    f(v.geometry, v.numerics, v.smoothK, v.sink, v.diagonal, v.defaults, v.perHead);
   }
 };
 
@@ -96,7 +98,8 @@ template <>
 struct WireFields<core::StageTimes> {
   template <class S, class F>
   static void visit(S& v, F&& f) {
-    f(v.predictMs, v.sparseMs, v.referenceMs, v.metricsMs, v.totalMs, v.referenceCached, v.clock);
+    f(v.predictMs, v.quantizeMs, v.sparseMs, v.referenceMs, v.metricsMs, v.totalMs, v.referenceCached,
+      v.clock);
   }
 };
 
@@ -130,6 +133,16 @@ struct WireFields<core::TuneProbe> {
   template <class S, class F>
   static void visit(S& v, F&& f) {
     f(v.entry, v.phase, v.dense, v.theta, v.sel, v.lambda, v.stage1, v.total, v.l1, v.pass);
+  }
+};
+
+template <>
+struct WireFields<core::TuneDecision> {
+  template <class S, class F>
+  static void visit(S& v, F&& f) {
+    f(v.mode, v.entries, v.basis, v.denseCause, v.lambdaSource, v.l1Budget, v.l2Budget, v.minSparsity,
+      v.thetaSwept, v.thetaReused, v.theta, v.sel, v.stage1, v.l1, v.binLow, v.binHigh, v.binMeanSparsity,
+      v.binPoints, v.singlePointsTried, v.achievedSparsity, v.lambda);
   }
 };
 

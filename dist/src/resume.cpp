@@ -17,7 +17,6 @@ core::TunedHead tunedHeadOf(const core::ParamsHead& h) {
   t.stage1Sparsity = h.stage1Sparsity;
   t.totalSparsity = h.totalSparsity;
   t.l1 = h.l1;
-  t.decision = "kept from the resumed parameter file";
   return t;
 }
 

@@ -12,6 +12,7 @@
 #include <filesystem>
 
 #include "app/layout.h"
+#include "sparge/core/data_dir.h"
 #include "sysinfo.h"
 #include "views/capture_browser.h"
 #include "views/controls_view.h"
@@ -28,20 +29,8 @@ namespace sparge::gui {
 
 namespace {
 std::string findAsset(const std::string& rel) {
-  std::vector<std::string> roots;
-  if (const char* env = std::getenv("SPARGE_ASSETS_DIR")) roots.push_back(env);
-  std::error_code ec;
-  fs::path exe = fs::read_symlink("/proc/self/exe", ec);
-  if (!ec) {
-    roots.push_back((exe.parent_path() / "assets").string());
-    roots.push_back((exe.parent_path() / "../share/sparge-studio/assets").string());
-  }
-  roots.push_back(SPARGE_ASSETS_DIR);
-  for (const auto& r : roots) {
-    fs::path p = fs::path(r) / rel;
-    if (fs::exists(p, ec)) return p.string();
-  }
-  return {};
+  const std::optional<fs::path> p = core::findDataFile(rel);
+  return p ? p->string() : std::string();
 }
 }  // namespace
 
@@ -187,8 +176,9 @@ void App::drawMenu() {
       if (ImGui::MenuItem("Clear list")) settings_.recentFiles.clear();
       ImGui::EndMenu();
     }
-    if (ImGui::MenuItem("Open bundled sample", nullptr, false, fs::exists(SPARGE_SAMPLE_CAPTURE))) {
-      session_.openCapture(SPARGE_SAMPLE_CAPTURE);
+    const std::optional<fs::path> sample = core::findDataFile(core::kSampleCaptureFile);
+    if (ImGui::MenuItem("Open bundled sample", nullptr, false, sample.has_value())) {
+      session_.openCapture(sample->string());
     }
     if (ImGui::MenuItem("Load parameters (.json)...")) {
       browser_.open("Load parameters", FileBrowser::Mode::Open, defaultDir(), {".json"});

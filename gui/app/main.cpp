@@ -13,6 +13,7 @@
 #include "app/platform.h"
 #include "session.h"
 #include "settings.h"
+#include "sparge/core/data_dir.h"
 #include "sparge/core/error.h"
 #include "sparge/kernels/engine_factory.h"
 
@@ -115,11 +116,10 @@ int main(int argc, char** argv) {
 
     std::string file = opt.file;
     if (file.empty()) {
-      if (fs::exists(SPARGE_SAMPLE_CAPTURE)) {
-        file = SPARGE_SAMPLE_CAPTURE;
-      } else {
-        session.addNotice("The bundled sample capture (" + std::string(SPARGE_SAMPLE_CAPTURE) +
-                          ") is missing: open a capture with File > Open or drop one on the window.");
+      try {
+        file = core::sampleCapturePath().string();
+      } catch (const std::exception& e) {
+        session.addNotice(std::string(e.what()) + ". Open a capture with File > Open or drop one on the window.");
       }
     }
     if (!file.empty()) {

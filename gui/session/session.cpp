@@ -735,7 +735,7 @@ void Session::retuneSelectedForBudget() {
 
 void Session::onHeadTuned(const std::string& entry, const core::TunedHead& h, uint64_t epoch) {
   if (epoch != epoch_) return;
-  TuneRow row{entry, h.head, h.params, h.isSparse, h.stage1Sparsity, h.totalSparsity, h.l1, h.probes, h.decision};
+  TuneRow row{entry, h.head, h.params, h.isSparse, h.stage1Sparsity, h.totalSparsity, h.l1, h.probes, core::describe(h.decision)};
   auto it = std::find_if(tuned_.begin(), tuned_.end(),
                          [&](const TuneRow& r) { return r.entry == entry && r.head == h.head; });
   if (it != tuned_.end()) {

@@ -1,11 +1,11 @@
 #!/usr/bin/env bash
-# End-to-end checks of the sparge CLI. usage: cli_test.sh SPARGE_BIN CASE
+# End-to-end checks of the sparge CLI. usage: cli_test.sh SPARGE_BIN CASE PYTHON
 # Each case exits non-zero with a message when a check fails.
 set -uo pipefail
 SPARGE="$1"
 CASE="$2"
 HERE="$(cd "$(dirname "$0")" && pwd)"
-PY=/usr/bin/python3
+PY="$3"
 WORK="$(mktemp -d)"
 trap 'rm -rf "$WORK"' EXIT
 fail() { echo "FAIL: $*" >&2; exit 1; }

@@ -18,6 +18,7 @@
 #include "sparge/core/half.h"
 #include "sparge/core/stage1.h"
 #include "sparge/kernels/cuda_engine.h"
+#include "engine_fixture.h"
 
 namespace sparge::cuda {
 namespace {
@@ -25,78 +26,10 @@ namespace {
 using core::DType;
 using core::EntryData;
 using core::Geometry;
-
-#define REQUIRE_GPU()                                                   \
-  do {                                                                  \
-    std::string why;                                                    \
-    if (!deviceUsable(&why)) GTEST_SKIP() << "no CUDA device: " << why; \
-  } while (0)
-
-float roundTo(float x, DType t) {
-  return t == DType::BFloat16 ? core::roundToBf16(x) : core::roundToHalf(x);
-}
-
-struct Shape {
-  int B = 1, Hq = 4, Hkv = 2, Nq = 1000, Nkv = 1000, D = 64;
-  DType dtype = DType::Float16;
-  bool causal = false;
-};
-
-// Tokens come in segments around a few cluster centres, so block self-similarities spread over [0, 1]
-// and pooled scores differ between blocks. `loud`: K blocks alternate between keys aligned with the
-// queries and keys opposed to them, which makes the PV skip fire.
-std::shared_ptr<EntryData> makeEntry(const Shape& s, uint32_t seed, bool loud = false) {
-  auto e = std::make_shared<EntryData>();
-  core::EntryInfo& in = e->info;
-  in.name = "test";
-  in.batch = s.B;
-  in.headsQ = s.Hq;
-  in.headsKV = s.Hkv;
-  in.tokensQ = s.Nq;
-  in.tokensKV = s.Nkv;
-  in.headDim = in.headDimV = s.D;
-  in.dtype = s.dtype;
-  in.causal = s.causal;
-  in.scale = 1.0 / std::sqrt(double(s.D));
-  std::mt19937 rng(seed);
-  std::normal_distribution<float> nd(0.f, 1.f);
-  std::uniform_int_distribution<int> seg(30, 220);
-  auto fill = [&](std::vector<float>& x, int heads, int n, float noise, bool isK) {
-    x.resize((size_t)s.B * heads * n * s.D);
-    for (int bh = 0; bh < s.B * heads; ++bh) {
-      std::vector<std::vector<float>> centres(4, std::vector<float>(s.D));
-      for (auto& c : centres)
-        for (auto& v : c) v = nd(rng);
-      int t = 0, m = 0;
-      while (t < n) {
-        int len = seg(rng);
-        m = (m + 1 + (int)(rng() % 3)) % 4;
-        for (int u = t; u < std::min(n, t + len); ++u) {
-          float sign = 1.f;
-          if (loud && isK) sign = ((u / 64) % 2 == 0 || u < 128) ? 1.f : -1.f;
-          for (int d = 0; d < s.D; ++d) {
-            float v = loud ? centres[0][d] * sign * 1.5f + noise * nd(rng) : centres[m][d] + noise * nd(rng);
-            x[((size_t)bh * n + u) * s.D + d] = roundTo(v, s.dtype);
-          }
-        }
-        t += len;
-      }
-    }
-  };
-  fill(e->q, s.Hq, s.Nq, 0.8f, false);
-  fill(e->k, s.Hkv, s.Nkv, 0.8f, true);
-  fill(e->v, s.Hkv, s.Nkv, 1.0f, false);
-  return e;
-}
-
-core::RunConfig makeConfig(const Geometry& g, bool smoothK, const core::HeadParams& p, bool sink = false) {
-  core::RunConfig c;
-  c.geometry = g;
-  c.smoothK = smoothK;
-  c.sink = sink;
-  c.defaults = p;
-  return c;
-}
+using fixture::makeConfig;
+using fixture::makeEntry;
+using fixture::roundTo;
+using fixture::Shape;
 
 // ---------------------------------------------------------------------------------------------
 // Stage 1: masks
@@ -152,7 +85,7 @@ void compareMasks(const EntryData& e, const core::RunConfig& cfg, CudaEngine& gp
     core::BlockStats st = core::computeBlockStats(e.qHead(hr.batch, hr.head), in.tokensQ,
                                                   e.kHead(hr.batch, in.kvHeadOf(hr.head)), in.tokensKV,
                                                   in.headDim, in.dtype, cfg.geometry, cfg.smoothK, in.causal);
-    core::Stage1Mask cm = core::selectBlocks(st, p, cfg.sink, in.tokensQ, in.tokensKV);
+    core::Stage1Mask cm = core::selectBlocks(st, p, {cfg.sink, cfg.diagonal}, in.tokensQ, in.tokensKV);
     ASSERT_EQ(hr.nq, st.nq);
     ASSERT_EQ(hr.nk, st.nk);
     for (int i = 0; i < st.nq; ++i)

@@ -3,13 +3,13 @@
 # the same report numbers as one process, whatever the number of ranks; a failing rank is named with its
 # host and entry, finished groups are kept (a partly tuned one marked incomplete) and --resume finishes
 # the file to exactly what an uninterrupted run writes.
-# usage: mpi_test.sh SPARGE_BIN CASE MPIRUN
+# usage: mpi_test.sh SPARGE_BIN CASE MPIRUN PYTHON
 set -uo pipefail
 SPARGE="$1"
 CASE="$2"
 MPIRUN="$3"
+PY="$4"
 HERE="$(cd "$(dirname "$0")" && pwd)"
-PY=/usr/bin/python3
 WORK="$(mktemp -d)"
 trap 'rm -rf "$WORK"' EXIT
 fail() { echo "FAIL: $*" >&2; exit 1; }

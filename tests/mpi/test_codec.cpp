@@ -39,6 +39,7 @@ core::EntryResult runResult() {
   core::RunConfig c;
   c.geometry = core::kGeometry64x128;
   c.sink = true;
+  c.diagonal = true;
   c.perHead = {c.defaults, c.defaults, c.defaults, c.defaults};
   c.perHead[1].theta = -0.25;
   c.perHead[2].lambda = 2.5;
@@ -92,6 +93,7 @@ TEST(Codec, RunResultRoundTripsFieldForField) {
   EXPECT_EQ(a.info.scale, b.info.scale);
   EXPECT_EQ(a.config.geometry, b.config.geometry);
   EXPECT_EQ(a.config.sink, b.config.sink);
+  EXPECT_EQ(a.config.diagonal, b.config.diagonal);
   EXPECT_EQ(a.config.perHead, b.config.perHead);
   EXPECT_EQ(a.engine, b.engine);
   EXPECT_EQ(a.times.sparseMs, b.times.sparseMs);
@@ -119,6 +121,7 @@ TEST(Codec, TunedGroupRoundTripsWithItsTrace) {
   EXPECT_EQ(g.elapsedSeconds, r.groups[0].elapsedSeconds);
   EXPECT_EQ(g.heads[1].perEntry.size(), r.groups[0].heads[1].perEntry.size());
   EXPECT_EQ(g.heads[1].decision, r.groups[0].heads[1].decision);
+  EXPECT_DOUBLE_EQ(g.heads[1].decision.l1Budget, 0.05);  // a filled-in decision, not two defaults
   // The parameter file with every trace is byte for byte the same.
   EXPECT_EQ(core::paramsToJson(core::toParamsFile(r, "c.h5"), &r),
             core::paramsToJson(core::toParamsFile(copy, "c.h5"), &copy));

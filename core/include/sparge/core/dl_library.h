@@ -1,5 +1,5 @@
-// Run-time loading of an optional shared library (CUPTI, NVML): the first candidate that dlopens and whose
-// function table binds, with a message naming every candidate tried when none does.
+// Run-time loading of an optional shared library (CUPTI, NVML, cuDNN): the first candidate that dlopens and
+// whose function table binds, with a message naming every candidate tried when none does.
 #pragma once
 
 #include <dlfcn.h>
@@ -8,7 +8,7 @@
 #include <string>
 #include <vector>
 
-namespace sparge::prof::dl {
+namespace sparge::core::dl {
 
 // A loaded function table, or why there is none.
 template <typename Api>
@@ -50,8 +50,8 @@ inline std::vector<std::string> candidates(const char* envVar, std::vector<std::
 // or why it is refused (then the handle is closed and the next candidate is tried). The error reads
 // "<soname> not loaded: <path> (<why>); ...; set <envVar> to its path".
 template <typename Api, typename Bind>
-LoadResult<Api> openFirst(const std::vector<std::string>& paths, const std::string& soname, const char* envVar,
-                          Bind bind) {
+LoadResult<Api> openFirst(const std::vector<std::string>& paths, const std::string& soname,
+                          const char* envVar, Bind bind) {
   LoadResult<Api> r;
   std::string tried;
   auto note = [&](const std::string& path, const std::string& why) {
@@ -82,4 +82,4 @@ LoadResult<Api> openFirst(const std::vector<std::string>& paths, const std::stri
   return r;
 }
 
-}  // namespace sparge::prof::dl
+}  // namespace sparge::core::dl
