@@ -42,10 +42,10 @@ TUNE=(--l1 0.05 --l2 0.06 --engine "${ENGINE:-cuda}")
     devs=$(seq -s, 0 $((n - 1)))
     t=$(now)
     if [ "$n" -eq 1 ]; then
-      CUDA_VISIBLE_DEVICES=0 timeout 200 $S tune $DATA/cap.h5 "${TUNE[@]}" -o $OUT/p1.json 2>&1 | grep -v '^tune:' | grep -vE '^[0-9]+ +[-0-9]'
+      CUDA_VISIBLE_DEVICES=0 timeout 200 $S tune $DATA/cap.h5 "${TUNE[@]}" -o $OUT/p1.json 2>&1 | grep -v '^tune:' | grep -vE '^[0-9]+ +[-0-9]|^  head '
     else
       CUDA_VISIBLE_DEVICES=$devs timeout 200 $MPIRUN --bind-to none -np $n $S tune $DATA/cap.h5 "${TUNE[@]}" -o $OUT/p$n.json 2>&1 \
-        | grep -v '^tune:' | grep -vE '^[0-9]+ +[-0-9]'
+        | grep -v '^tune:' | grep -vE '^[0-9]+ +[-0-9]|^  head '
     fi
     T[$n]=$(elapsed $t)
     echo "wall: ${T[$n]} s"
