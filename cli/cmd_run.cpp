@@ -4,17 +4,20 @@
 #include <cmath>
 #include <cstdio>
 #include <iostream>
+#include <set>
 
 #include "commands.h"
 #include "dist_timings.h"
 #include "entry_pieces.h"
 #include "format.h"
+#include "guards.h"
 #include "job_support.h"
 #include "piece_job.h"
 #include "run_options.h"
 #include "sparge/core/capture.h"
 #include "sparge/core/error.h"
 #include "sparge/core/exports.h"
+#include "sparge/core/names.h"
 #include "sparge/dist/codec.h"
 #include "sparge/profiler/profile_entry.h"
 #include "sparge/profiler/profiler.h"
@@ -52,7 +55,7 @@ void markNonFiniteInputs(core::EntryResult& r, const std::vector<core::NonFinite
 void printEntry(const core::EntryResult& r, bool perHead) {
   const auto& e = r.info;
   std::printf("\nentry %s  [B=%lld Hq=%lld Hkv=%lld Nq=%lld Nkv=%lld D=%lld%s%s]  geometry %s%s  engine %s\n",
-              e.name.c_str(), (long long)e.batch, (long long)e.headsQ, (long long)e.headsKV,
+              core::printable(e.name).c_str(), (long long)e.batch, (long long)e.headsQ, (long long)e.headsKV,
               (long long)e.tokensQ, (long long)e.tokensKV, (long long)e.headDim, e.causal ? " causal" : "",
               e.window.bounded() ? (" window " + core::toString(e.window)).c_str() : "",
               r.config.geometry.label().c_str(), r.config.diagonal ? "  +diagonal blocks (extension)" : "",
@@ -83,7 +86,8 @@ void printEntry(const core::EntryResult& r, bool perHead) {
     std::printf("dense reference: %.1f GFLOP in %.1f ms = %.1f GFLOP/s\n", denseFlops(e) / 1e9,
                 tm.referenceMs, denseFlops(e) / (tm.referenceMs * 1e6));
   for (const std::string& w : r.warnings)
-    std::fprintf(stderr, "warning: entry %s: %s\n", e.name.c_str(), w.c_str());
+    std::fprintf(stderr, "warning: entry %s: %s\n", core::printable(e.name).c_str(),
+                 core::printable(w).c_str());
 }
 
 // `repeat` and `warmup` are per entry and per kind of run (sparse, dense, each baseline).
@@ -125,14 +129,18 @@ struct EntryRun {
         path(o.file.empty() ? defaultCapturePath() : o.file),
         reader(path),
         profiling(o.repeat > 1 || !o.timingsPath.empty()) {
-    names = o.entries;
+    names = uniqueEntries(o.entries);
     if (names.empty())
       for (const auto& e : reader.entries()) names.push_back(e.name);
     for (const auto& n : names) reader.entry(n);  // fail early on a misspelt entry
   }
 
-  // Places the rank, creates its engine (and profiler).
+  // Rank 0 (the only writer) checks every output before any rank computes, so that a bad path never
+  // costs a whole run; then the rank is placed and its engine (and profiler) created.
   dist::RankInfo start() {
+    if (jobTransport().rank() == 0)
+      checkOutputs({{"--masks", o.masksPath}, {"--report", o.reportPath}, {"--timings", o.timingsPath}},
+                   {{"capture", path}, {"--params", o.paramsPath}});
     rank = std::make_unique<RankEngine>(
         makeRankEngine(jobTransport(), core::parseEngineChoice(o.engine), o.threads));
     const core::Engine& engine = *rank->selection.engine;
@@ -151,19 +159,22 @@ struct EntryRun {
   std::string runEntry(size_t unit, const std::vector<int64_t>& heads, bool whole) {
     core::Engine& engine = *rank->selection.engine;
     const std::string& name = names[unit];
+    const std::vector<int64_t>& runHeads = whole ? o.heads : heads;
+    std::vector<std::string> configWarnings;
+    core::RunConfig config = makeRunConfig(o, reader.entry(name), path, &configWarnings);
+    checkRunMemory(path, reader.entry(name), config.geometry,
+                   std::set<int64_t>(runHeads.begin(), runHeads.end()).size());  // before allocating
     std::vector<core::NonFiniteReport> nonFinite;
     auto entry = std::make_shared<core::EntryData>(core::loadEntry(reader, name, &nonFinite));
     for (const auto& nf : nonFinite)
       std::fprintf(stderr, "warning: %s:/entries/%s/%s batch %lld head %lld holds %lld NaN/Inf values\n",
-                   path.c_str(), name.c_str(), core::toString(nf.tensor), (long long)nf.batch,
-                   (long long)nf.head, (long long)nf.count);
-    std::vector<std::string> configWarnings;
-    core::RunConfig config = makeRunConfig(o, entry->info, path, &configWarnings);
+                   core::printable(path).c_str(), core::printable(name).c_str(), core::toString(nf.tensor),
+                   (long long)nf.batch, (long long)nf.head, (long long)nf.count);
     for (const auto& w : configWarnings)
-      std::fprintf(stderr, "note: entry %s: %s\n", name.c_str(), w.c_str());
+      std::fprintf(stderr, "note: entry %s: %s\n", core::printable(name).c_str(), core::printable(w).c_str());
     engine.setEntry(entry);
     core::RunOptions ro;
-    ro.heads = whole ? o.heads : heads;
+    ro.heads = runHeads;
     core::EntryResult r;
     if (profiling) {
       prof::ProfileRequest req;
@@ -240,9 +251,11 @@ void registerRun(CLI::App& app, Action& action) {
   auto* cmd =
       app.add_subcommand("run", "Run SpargeAttn on captured entries: masks, PV skips, error vs dense");
   auto o = std::make_shared<RunCommandOptions>();
+  auto maxMemory = std::make_shared<std::string>();
   cmd->add_option("file", o->file, "Capture file (.h5); default: the bundled sample capture");
   cmd->add_option("--entry", o->entries, "Entry to run (repeatable); default: all entries");
   addMethodOptions(*cmd, *o);
+  addMaxMemoryOption(*cmd, *maxMemory);
   cmd->add_option("--masks", o->masksPath, "Write masks v1 (.h5)");
   cmd->add_option("--report", o->reportPath, "Write the report (.json, or .csv)");
   cmd->add_flag("--summary-only", o->summaryOnly,
@@ -258,8 +271,9 @@ void registerRun(CLI::App& app, Action& action) {
   cmd->add_flag(
       "--no-dense-baseline", o->noDenseBaseline,
       "Do not time dense runs (ours over every valid block, and cuDNN's) next to each profiled run");
-  cmd->callback([&action, o] {
-    action = [o] {
+  cmd->callback([&action, o, maxMemory] {
+    action = [o, maxMemory] {
+      applyMaxMemory(*maxMemory);
       EntryRun run(*o);
       const auto t0 = std::chrono::steady_clock::now();
       const int code =

@@ -1,5 +1,5 @@
 // `sparge tune [FILE] --l1 X --l2 Y -o params.json`: per-head auto-tuning with a progress bar, a summary
-// table and Ctrl-C handling (the first SIGINT stops after keeping the finished heads; exit 130).
+// table and Ctrl-C handling (the first SIGINT or SIGTERM stops after keeping the finished heads; exit 130).
 #include <unistd.h>
 
 #include <atomic>
@@ -12,9 +12,11 @@
 
 #include "commands.h"
 #include "format.h"
+#include "guards.h"
 #include "job_support.h"
 #include "sparge/core/capture.h"
 #include "sparge/core/error.h"
+#include "sparge/core/names.h"
 #include "sparge/core/params_io.h"
 #include "sparge/core/tuner.h"
 #include "tune_job.h"
@@ -25,31 +27,37 @@ namespace {
 core::CancelFlag gCancel{false};
 std::atomic<int> gSignals{0};
 
-extern "C" void onSigint(int) {
-  // Only async-signal-safe work here: set the flag; a second Ctrl-C falls back to the default action.
+extern "C" void onStopSignal(int sig) {
+  // Only async-signal-safe work here: set the flag; a second signal falls back to the default action.
   gCancel.store(true);
   if (gSignals.fetch_add(1) >= 1) {
-    std::signal(SIGINT, SIG_DFL);
-    std::raise(SIGINT);
+    std::signal(sig, SIG_DFL);
+    std::raise(sig);
   }
 }
 
-// Installs the handler for the lifetime of the command and restores the previous one afterwards.
-class SigintGuard {
+// Installs the handler for SIGINT (Ctrl-C) and SIGTERM (kill, service managers) for the lifetime of the
+// command and restores the previous ones afterwards.
+class StopSignalGuard {
  public:
-  SigintGuard() {
+  StopSignalGuard() {
     gCancel.store(false);
     gSignals.store(0);
     struct sigaction sa {};
-    sa.sa_handler = onSigint;
+    sa.sa_handler = onStopSignal;
     sigemptyset(&sa.sa_mask);
     sa.sa_flags = 0;
-    sigaction(SIGINT, &sa, &old_);
+    sigaction(SIGINT, &sa, &oldInt_);
+    sigaction(SIGTERM, &sa, &oldTerm_);
   }
-  ~SigintGuard() { sigaction(SIGINT, &old_, nullptr); }
+  ~StopSignalGuard() {
+    sigaction(SIGINT, &oldInt_, nullptr);
+    sigaction(SIGTERM, &oldTerm_, nullptr);
+  }
 
  private:
-  struct sigaction old_ {};
+  struct sigaction oldInt_ {};
+  struct sigaction oldTerm_ {};
 };
 
 std::string fmtSeconds(double s) {
@@ -108,8 +116,9 @@ class ProgressPrinter {
 };
 
 void printGroup(const core::TunedGroup& g, const core::TuneOptions& o) {
-  std::printf("\n%s  (%zu entr%s, %zu/%lld heads, %.1f s)\n", g.name.c_str(), g.entries.size(),
-              g.entries.size() == 1 ? "y" : "ies", g.heads.size(), (long long)g.headsQ, g.elapsedSeconds);
+  std::printf("\n%s  (%zu entr%s, %zu/%lld heads, %.1f s)\n", core::printable(g.name).c_str(),
+              g.entries.size(), g.entries.size() == 1 ? "y" : "ies", g.heads.size(), (long long)g.headsQ,
+              g.elapsedSeconds);
   const bool cdf = o.mode == core::SelectMode::Cdf;
   Table t({"head", "θ", cdf ? "τ" : "topk", "λ", "sparse?", "stage1", "sparsity", "L1", "probes"});
   for (const core::TunedHead& h : g.heads) {
@@ -149,6 +158,8 @@ void registerTune(CLI::App& app, Action& action) {
     bool trace = false;
   };
   auto o = std::make_shared<Opts>();
+  auto maxMemory = std::make_shared<std::string>();
+  addMaxMemoryOption(*cmd, *maxMemory);
   cmd->add_option("file", o->file, "Capture file (.h5); default: the bundled sample capture");
   cmd->add_option("--l1", o->l1, "L1 budget for θ and τ / top-k (PV skip off), e.g. 0.05")->required();
   cmd->add_option("--l2", o->l2, "L1 budget for λ (PV skip on), > l1, e.g. 0.06");
@@ -169,8 +180,8 @@ void registerTune(CLI::App& app, Action& action) {
                   "only the missing ones")
       ->check(CLI::ExistingFile);
   cmd->add_flag("--trace", o->trace, "Also store every head's θ points and probe trace in the output");
-  cmd->callback([&action, o, cmd] {
-    action = [o, cmd]() -> int {
+  cmd->callback([&action, o, cmd, maxMemory] {
+    action = [o, cmd, maxMemory]() -> int {
       core::TuneOptions opt;
       opt.l1 = o->l1;
       opt.tunePv = !o->noTunePv;
@@ -191,8 +202,9 @@ void registerTune(CLI::App& app, Action& action) {
       }
 
       const std::string path = o->file.empty() ? defaultCapturePath() : o->file;
+      applyMaxMemory(*maxMemory);
       core::CaptureReader reader(path);
-      std::vector<std::string> names = o->entries;
+      std::vector<std::string> names = uniqueEntries(o->entries);
       if (names.empty())
         for (const auto& e : reader.entries()) names.push_back(e.name);
       std::vector<core::TuneInput> inputs;
@@ -207,14 +219,15 @@ void registerTune(CLI::App& app, Action& action) {
         in.name = n;
         in.layer = info.layer;
         in.headsQ = info.headsQ;
-        in.load = [&reader, n, path, warned] {
+        in.load = [&reader, n, path, warned] {  // the job checks the memory first
           std::vector<core::NonFiniteReport> nonFinite;
           auto data = std::make_shared<core::EntryData>(core::loadEntry(reader, n, &nonFinite));
           if (warned->insert(n).second)
             for (const auto& nf : nonFinite)
-              std::fprintf(stderr, "\nwarning: %s:/entries/%s/%s batch %lld head %lld holds %lld NaN/Inf values\n",
-                           path.c_str(), n.c_str(), core::toString(nf.tensor), (long long)nf.batch,
-                           (long long)nf.head, (long long)nf.count);
+              std::fprintf(
+                  stderr, "\nwarning: %s:/entries/%s/%s batch %lld head %lld holds %lld NaN/Inf values\n",
+                  core::printable(path).c_str(), core::printable(n).c_str(), core::toString(nf.tensor),
+                  (long long)nf.batch, (long long)nf.head, (long long)nf.count);
           return std::shared_ptr<const core::EntryData>(data);
         };
         inputs.push_back(std::move(in));
@@ -231,8 +244,12 @@ void registerTune(CLI::App& app, Action& action) {
       spec.engine = core::parseEngineChoice(o->engine);
       spec.threads = o->threads;
       spec.interrupt = &gCancel;
+      // Before hours of tuning, not after; the output of --resume is that file, which it may replace.
+      spec.checkOutputs = [&] {
+        checkOutputs({{o->out.empty() ? "--resume" : "-o", spec.output}}, {{"capture", path}});
+      };
 
-      SigintGuard guard;
+      StopSignalGuard guard;
       ProgressPrinter progress;
       TuneJobOutput out;
       out.started = [&](const std::string& engine) {

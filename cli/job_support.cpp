@@ -5,6 +5,7 @@
 #include <map>
 
 #include "sparge/core/error.h"
+#include "sparge/core/names.h"
 #include "sparge/dist/placement.h"
 
 namespace sparge::cli {
@@ -63,9 +64,11 @@ void placeOnGpu(dist::Transport& transport) {
 }
 
 std::string describeFailure(const dist::RankFailure& f, int ranks) {
-  std::string where = f.where.empty() ? "" : " on " + f.where;
-  if (ranks <= 1) return (f.where.empty() ? "" : f.where + ": ") + f.problem;
-  return "rank " + std::to_string(f.rank) + " (" + f.host + ") failed" + where + ": " + f.problem;
+  // Entry names and messages may hold control bytes: printed through printable().
+  const std::string where = core::printable(f.where), problem = core::printable(f.problem);
+  if (ranks <= 1) return (where.empty() ? "" : where + ": ") + problem;
+  return "rank " + std::to_string(f.rank) + " (" + core::printable(f.host) + ") failed" +
+         (where.empty() ? "" : " on " + where) + ": " + problem;
 }
 
 std::string describeRanks(const std::vector<dist::RankInfo>& ranks, const std::string& transportName) {

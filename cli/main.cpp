@@ -8,6 +8,7 @@
 #include "sparge/core/data_dir.h"
 #include "sparge/core/engine.h"
 #include "sparge/core/error.h"
+#include "sparge/core/names.h"
 
 namespace sparge::cli {
 
@@ -58,8 +59,9 @@ int runCommand(int argc, char** argv, int rank, bool& escaped) {
     return 130;
   } catch (const std::exception& e) {
     escaped = true;
-    std::cerr << "sparge: error: " << (rank > 0 ? "rank " + std::to_string(rank) + ": " : "") << e.what()
-              << "\n";
+    // Names may hold control bytes: printed through printable().
+    std::cerr << "sparge: error: " << (rank > 0 ? "rank " + std::to_string(rank) + ": " : "")
+              << sparge::core::printable(e.what()) << "\n";
     return 1;
   }
 }
@@ -72,7 +74,7 @@ int main(int argc, char** argv) {
   try {
     transport = sparge::dist::openTransport(&argc, &argv);
   } catch (const std::exception& e) {
-    std::cerr << "sparge: error: " << e.what() << "\n";
+    std::cerr << "sparge: error: " << sparge::core::printable(e.what()) << "\n";
     return 1;
   }
   setJobTransport(transport.get());

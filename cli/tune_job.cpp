@@ -9,8 +9,10 @@
 #include <optional>
 #include <set>
 
+#include "guards.h"
 #include "job_support.h"
 #include "sparge/core/error.h"
+#include "sparge/core/names.h"
 #include "sparge/core/params_io.h"
 #include "sparge/dist/codec.h"
 #include "sparge/dist/collector.h"
@@ -44,6 +46,7 @@ class TuneJobRunner {
 
   int run() {
     try {
+      if (job_.root() && spec_.checkOutputs) spec_.checkOutputs();  // rank 0 writes; the others stop
       plan();
       RankEngine engine = makeRankEngine(transport_, spec_.engine, spec_.threads);
       if (!engine.selection.message.empty() && job_.root())
@@ -96,7 +99,7 @@ class TuneJobRunner {
       std::string note;
       resumed_.push_back(resume ? dist::finishedHeads(*resume, g, headsQ, &note)
                                 : std::vector<core::TunedHead>{});
-      if (!note.empty() && job_.root()) std::fprintf(stderr, "note: %s\n", note.c_str());
+      if (!note.empty() && job_.root()) std::fprintf(stderr, "note: %s\n", core::printable(note).c_str());
       for (const core::TunedHead& h : resumed_.back()) resumedKeys_.insert({g.name, h.head});
       dist::WorkUnit u;
       for (const core::TuneInput& e : g.entries) u.costPerHead += dist::headCost(spec_.infos.at(e.name));
@@ -121,8 +124,9 @@ class TuneJobRunner {
     for (const auto& r : resumed_) resumedHeads += r.size();
     for (const auto& p : plan_.pieces) todo += p.heads.size();
     if (!spec_.resumePath.empty())
-      std::fprintf(stderr, "resuming %s: %zu head%s kept, %zu to tune\n", spec_.resumePath.c_str(),
-                   resumedHeads, resumedHeads == 1 ? "" : "s", todo);
+      std::fprintf(stderr, "resuming %s: %zu head%s kept, %zu to tune\n",
+                   core::printable(spec_.resumePath).c_str(), resumedHeads, resumedHeads == 1 ? "" : "s",
+                   todo);
     if (job_.size() > 1)
       std::fprintf(stderr, "plan: %zu groups in %zu pieces over %d ranks, estimated load imbalance %.2f\n",
                    spec_.groups.size(), plan_.pieces.size(), job_.size(), plan_.imbalance());
@@ -130,12 +134,14 @@ class TuneJobRunner {
 
   bool interrupted() const { return spec_.interrupt && spec_.interrupt->load(); }
 
-  // The group with loaders that record which entry this rank is reading (for error messages).
-  core::TuneGroupInput traced(const core::TuneGroupInput& g) {
+  // The group with loaders that record which entry this rank is reading (for error messages) and check,
+  // before allocating, that tuning `heads` of it fits in memory.
+  core::TuneGroupInput traced(const core::TuneGroupInput& g, size_t heads) {
     core::TuneGroupInput copy = g;
     for (core::TuneInput& e : copy.entries)
-      e.load = [this, load = e.load, name = e.name] {
+      e.load = [this, load = e.load, name = e.name, heads] {
         currentEntry_ = name;
+        checkRunMemory(spec_.capturePath, spec_.infos.at(name), spec_.options.geometry, heads);
         return load();
       };
     return copy;
@@ -155,7 +161,7 @@ class TuneJobRunner {
       if (interrupted()) job_.requestStop();
       if (job_.service()) break;
       const dist::Piece& piece = plan_.pieces[size_t(pi)];
-      const core::TuneGroupInput group = traced(spec_.groups[size_t(piece.unit)]);
+      const core::TuneGroupInput group = traced(spec_.groups[size_t(piece.unit)], piece.heads.size());
       currentEntry_ = group.entries.front().name;
       core::TuneOptions opt = spec_.options;
       opt.heads = piece.heads;
@@ -272,12 +278,7 @@ class TuneJobRunner {
       }
       wrote = true;
     });
-    // Partial results are written as groups finish (at most every second), so a killed job still
-    // leaves whole groups for --resume.
-    if (wrote && (lastWrite_ == Clock::time_point{} || Clock::now() - lastWrite_ > std::chrono::seconds(1))) {
-      write(result());
-      lastWrite_ = Clock::now();
-    }
+    if (wrote) checkpoint();
   }
 
   core::TuneResult result() const {
@@ -290,10 +291,13 @@ class TuneJobRunner {
     return r;
   }
 
-  void write(const core::TuneResult& r) const {
+  // Writes the parameter file; returns how many groups it holds.
+  size_t write(const core::TuneResult& r, bool complete) const {
+    core::ParamsFile file = core::toParamsFile(r, spec_.capturePath);
+    file.complete = complete;
     if (!spec_.trace) {
-      core::writeParams(spec_.output, core::toParamsFile(r, spec_.capturePath));
-      return;
+      core::writeParams(spec_.output, file);
+      return file.groups.size();
     }
     // Heads kept from --resume have no trace of this run: they are written without one.
     core::TuneResult traced = r;
@@ -301,7 +305,38 @@ class TuneJobRunner {
       std::erase_if(g.heads, [&](const core::TunedHead& h) {
         return resumedKeys_.count({g.name, h.head}) > 0;
       });
-    core::writeParams(spec_.output, core::toParamsFile(r, spec_.capturePath), &traced);
+    core::writeParams(spec_.output, file, &traced);
+    return file.groups.size();
+  }
+
+  // After every handed-over group: the file so far, top-level "complete": false, so that a killed job
+  // leaves whole groups that say they are not the whole result (and --resume finishes them). A failed
+  // checkpoint stops nothing: the result is written at the end, when the disk may have room again.
+  void checkpoint() {
+    try {
+      checkpointGroups_ = write(result(), false);
+    } catch (const Error& e) {
+      if (!checkpointWarned_) {
+        if (out_.clearProgress) out_.clearProgress();
+        std::fprintf(stderr,
+                     "warning: checkpoint not written (%s); tuning goes on, the result is written at "
+                     "the end\n",
+                     core::printable(e.what()).c_str());
+      }
+      checkpointWarned_ = true;
+    }
+  }
+
+  // The last write ("complete" unless the job stopped early); when it fails, say what the file holds.
+  void writeResult(const core::TuneResult& r) const {
+    try {
+      write(r, !r.cancelled);
+    } catch (const Error& e) {
+      if (checkpointGroups_ == 0) throw;
+      throw Error(e.where(), e.problem() + " — the file still holds the checkpoint of " +
+                                 std::to_string(checkpointGroups_) +
+                                 " finished group(s), marked \"complete\": false");
+    }
   }
 
   int conclude(const dist::JobOutcome& outcome) {
@@ -320,7 +355,7 @@ class TuneJobRunner {
     r.elapsedSeconds = secondsSince(start_);
     const int64_t kept = r.headsFinished();
     if (outcome.stopped) return concludeStopped(r, kept, !outcome.failures.empty());
-    write(r);
+    writeResult(r);
     int64_t sparse = 0;
     for (const auto& g : r.groups)
       for (const auto& h : g.heads) sparse += h.isSparse ? 1 : 0;
@@ -335,7 +370,7 @@ class TuneJobRunner {
   int concludeStopped(const core::TuneResult& r, int64_t kept, bool failed) {
     const char* why = failed ? "failed" : "interrupted";
     if (kept > 0) {
-      write(r);
+      writeResult(r);
       std::fprintf(stderr, "%s: kept %lld finished head%s in %s (%.1f s)%s\n", why, (long long)kept,
                    kept == 1 ? "" : "s", spec_.output.c_str(), r.elapsedSeconds,
                    " — `sparge tune ... --resume` with that file tunes only the rest");
@@ -361,7 +396,8 @@ class TuneJobRunner {
   int64_t headsDone_ = 0;  // heads this rank finished
   core::ProbePhase phase_ = core::ProbePhase::Select;
   std::string currentEntry_;
-  Clock::time_point lastWrite_{};
+  size_t checkpointGroups_ = 0;  // groups in the last checkpoint written
+  bool checkpointWarned_ = false;
   Clock::time_point start_ = Clock::now();
 };
 

@@ -1,7 +1,7 @@
 // `sparge tune` as a job over one or many processes: the groups (and, where groups are fewer than
 // ranks, their heads) are split by estimated cost, every rank tunes its share, rank 0 prints the groups
-// in order, keeps the parameter file up to date and writes it atomically. --resume tunes only the heads
-// a previous file lacks.
+// in order, checkpoints the parameter file after every group ("complete": false) and writes it atomically.
+// --resume tunes only the heads a previous file lacks.
 #pragma once
 
 #include <atomic>
@@ -26,7 +26,8 @@ struct TuneJobSpec {
   std::string resumePath;  // empty: tune everything
   core::EngineChoice engine = core::EngineChoice::Auto;
   int threads = 0;
-  const std::atomic<bool>* interrupt = nullptr;  // set by Ctrl-C
+  const std::atomic<bool>* interrupt = nullptr;  // set by Ctrl-C or SIGTERM
+  std::function<void()> checkOutputs;            // rank 0, before any work: throws when -o is unusable
 };
 
 // Rank 0's terminal output; the command keeps its own formatting.

@@ -8,17 +8,8 @@ HERE="$(cd "$(dirname "$0")" && pwd)"
 PY="$3"
 WORK="$(mktemp -d)"
 trap 'rm -rf "$WORK"' EXIT
-fail() { echo "FAIL: $*" >&2; exit 1; }
-
-expect_exit() {  # expect_exit CODE MESSAGE_SUBSTRING -- command...
-  local want="$1" msg="$2"; shift 3
-  local out rc
-  out="$("$@" 2>&1)"; rc=$?
-  [ "$rc" -eq "$want" ] || fail "'$*' exited $rc, expected $want; output: $out"
-  if [ -n "$msg" ]; then
-    grep -qF -- "$msg" <<<"$out" || fail "'$*' output lacks '$msg'; output: $out"
-  fi
-}
+# shellcheck source=test_lib.sh
+source "$HERE/test_lib.sh"
 
 case "$CASE" in
 exit_codes)

@@ -2,7 +2,7 @@
 # End-to-end checks of sparge under mpirun on the CPU engine: the same parameter file (byte for byte) and
 # the same report numbers as one process, whatever the number of ranks; a failing rank is named with its
 # host and entry, finished groups are kept (a partly tuned one marked incomplete) and --resume finishes
-# the file to exactly what an uninterrupted run writes.
+# the file to exactly what an uninterrupted run writes; the output and memory checks hold under mpirun.
 # usage: mpi_test.sh SPARGE_BIN CASE MPIRUN PYTHON
 set -uo pipefail
 SPARGE="$1"
@@ -115,6 +115,7 @@ fault_partial_then_resume)
   $PY - p.json <<'PYEOF' || fail "partial parameter file"
 import json, sys
 p = json.load(open(sys.argv[1]))
+assert p["complete"] is False, "a file left by a failed job must say it is incomplete"
 part = [g for g in p["groups"] if not g["complete"]]
 assert part and all(0 < len(g["heads"]) < g["heads_q"] for g in part), p["groups"]
 print("incomplete:", [(g["name"], [h["head"] for h in g["heads"]]) for g in part])
@@ -122,6 +123,24 @@ PYEOF
   mpi 2 tune cap.h5 "${TUNE[@]}" --resume p.json >log 2>&1 || fail "resume: $(cat log)"
   grep -q "heads kept" log || fail "resume should say what it kept: $(cat log)"
   same_file one.json p.json "a resumed file differs from an uninterrupted run"
+  ;;
+guards_np2)
+  # The checks of one process hold for a job: rank 0 refuses an output that is an input or cannot be
+  # written before any rank tunes, and each rank checks the memory of its share before loading it.
+  "$SPARGE" synth cap.h5 --entries 3 --heads 4 --tokens 2048 --dim 64 --seed 2 >/dev/null || fail synth
+  cp cap.h5 orig.h5
+  mpi 2 run cap.h5 --engine cpu --masks cap.h5 >log 2>&1 && fail "run over its capture accepted"
+  grep -q "is the same file as the input capture" log || fail "run --masks cap.h5: $(cat log)"
+  mpi 2 tune cap.h5 "${TUNE[@]}" -o cap.h5 >log 2>&1 && fail "tune over its capture accepted"
+  grep -q "is the same file as the input capture" log || fail "tune -o cap.h5: $(cat log)"
+  cmp -s cap.h5 orig.h5 || fail "the capture was modified"
+  mpi 2 tune cap.h5 "${TUNE[@]}" -o missing/p.json >log 2>&1 && fail "tune into a missing folder accepted"
+  grep -q "does not exist" log || fail "tune -o missing/p.json: $(cat log)"
+  ! grep -q "^tuning " log || fail "tune started before checking its output: $(cat log)"
+  mpi 2 tune cap.h5 "${TUNE[@]}" --max-memory 1M -o p.json >log 2>&1 && fail "--max-memory 1M accepted"
+  grep -qE "rank [01] \([^)]*\) failed on entry l0[0-9]: .*the --max-memory limit is 1 MiB" log \
+    || fail "memory check: $(cat log)"
+  [ ! -e p.json ] || fail "p.json written although nothing was tuned"
   ;;
 resume_one_process)
   # --resume on one process, after an interruption.
