@@ -21,6 +21,7 @@ struct RunCommandOptions {
   std::string block = "128x64";
   bool noSmoothK = false;
   bool sink = false;
+  bool diagonal = false;  // extension: diagonal blocks always on
   bool dense = false;
   std::string engine = "auto";
   int threads = 0;

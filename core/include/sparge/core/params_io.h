@@ -18,9 +18,9 @@ inline constexpr int kParamsVersion = 1;
 // One head as stored in the file.
 struct ParamsHead {
   int64_t head = 0;
-  HeadParams params;           // θ, τ or top-k, λ; dense = !is_sparse
+  HeadParams params;  // θ, τ or top-k, λ; dense = !is_sparse
   bool isSparse = true;
-  double stage1Sparsity = 0;   // achieved, as measured by the tuner
+  double stage1Sparsity = 0;  // achieved, as measured by the tuner
   double totalSparsity = 0;
   double l1 = 0;
 };
@@ -37,7 +37,7 @@ struct ParamsGroup {
 
 struct ParamsFile {
   int version = kParamsVersion;
-  std::string capture;   // provenance (may be empty)
+  std::string capture;  // provenance (may be empty)
   std::string engine;
   SelectMode mode = SelectMode::Cdf;
   double l1 = 0, l2 = 0;
@@ -45,6 +45,10 @@ struct ParamsFile {
   Geometry geometry = kGeometry128x64;
   bool smoothK = true;
   bool sink = false;
+  bool diagonal = false;  // extension (not SpargeAttn's); optional in the file, default false
+  // Top-level "complete": false while tuning runs (checkpoints) and after it was interrupted; unset
+  // for files written before the key existed.
+  std::optional<bool> complete;
   std::vector<ParamsGroup> groups;
 };
 
@@ -78,7 +82,7 @@ std::vector<HeadParams> headParamsFor(const ParamsFile& file, const std::string&
 // What `sparge run --params` does: sets config.perHead for `info` and, because tuned values are only
 // meaningful under the settings they were tuned with, config.geometry / smoothK / sink from the file
 // (a warning is added for each one that changes the caller's value). Missing heads get config.defaults.
-void applyParams(const ParamsFile& file, const std::string& source, const EntryInfo& info,
-                 RunConfig& config, std::vector<std::string>* warnings = nullptr);
+void applyParams(const ParamsFile& file, const std::string& source, const EntryInfo& info, RunConfig& config,
+                 std::vector<std::string>* warnings = nullptr);
 
 }  // namespace sparge::core
