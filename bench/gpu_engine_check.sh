@@ -6,7 +6,7 @@
 # Inputs: a pack made by scripts/gpu-pack.sh, and a folder with SpargeAttn prebuilt for this GPU:
 # spargeattn-so.tar.xz (its spas_sage_attn/*.so), spargeattn-py.tar.xz (its Python package) and the einops
 # wheel it imports. Output: $OUT/engine_log.txt and $OUT/engine_results.tar.gz (JSON of every figure).
-# usage: bench/gpu_engine_check.sh [PACK_DIR=gpu-pack] [SPARGEATTN_DIR] [quick]     (about 3 minutes)
+# usage: bench/gpu_engine_check.sh [PACK_DIR=gpu-pack] [SPARGEATTN_DIR] [quick]   (about 3 minutes, at most 6)
 set -uo pipefail
 PACK="${1:-gpu-pack}"
 SA="${2:-}"
@@ -34,16 +34,17 @@ fi
   nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm,temperature.gpu --format=csv
   echo "cuDNN: ${SPARGE_CUDNN_LIBRARY:-not found}"
   echo "== CUDA engine tests"
-  timeout 150 $B/sparge_kernel_tests --gtest_brief=1 2>&1 | tail -30
-  echo "== memcheck: reference, error split (quantized too), windows"
-  timeout 90 compute-sanitizer --tool memcheck --error-exitcode 9 $B/sparge_kernel_tests --gtest_brief=1 \
-    --gtest_filter='CudaReference.*:CudaErrorSplit.*:CudaEngineWindow.*' 2>&1 | tail -4
+  timeout 90 $B/sparge_kernel_tests --gtest_brief=1 2>&1 | tail -30
   echo "== sparge run --repeat: the whole call next to our dense kernel and cuDNN (CUPTI)"
   $B/sparge synth "$WORK/s.h5" --heads 16 --tokens 8192 --dim 128 --causal >/dev/null
-  timeout 60 $B/sparge run "$WORK/s.h5" --engine cuda --theta=-0.1 --topk 0.2 --block 64x128 --repeat 5 \
+  timeout 40 $B/sparge run "$WORK/s.h5" --engine cuda --theta=-0.1 --topk 0.2 --block 64x128 --repeat 5 \
     --summary-only --timings "$WORK/results/timings.json" 2>&1 | tail -16
   echo "== whole call against SpargeAttn, torch SDPA and cuDNN ($MODE)"
-  timeout 240 bash "$HERE/spargeattn_compare.sh" $B/sparge "$SRC" "$WORK/results" "$MODE"
+  timeout 180 bash "$HERE/spargeattn_compare.sh" $B/sparge "$SRC" "$WORK/results" "$MODE"
+  # Last, so that the table is never the part cut short.
+  echo "== memcheck: reference, error split (quantized too), windows"
+  timeout 45 compute-sanitizer --tool memcheck --error-exitcode 9 $B/sparge_kernel_tests --gtest_brief=1 \
+    --gtest_filter='CudaReference.*:CudaErrorSplit.*:CudaEngineWindow.*' 2>&1 | tail -4
   date -u
 } 2>&1 | tee "$OUT/engine_log.txt"
 tar -czf "$OUT/engine_results.tar.gz" -C "$WORK" results
