@@ -29,6 +29,8 @@ std::string fmt(double v, int digits = 4) {
 // Figures of one head in one run, summed over the batch items.
 struct Measured {
   double stage1 = 0, total = 0, l1 = 0;
+  // The same run in exact numerics, and dense in the tuned numerics (NaN when not measured).
+  double l1Sparse = std::numeric_limits<double>::quiet_NaN(), l1Quant = std::numeric_limits<double>::quiet_NaN();
   // Self-similarity of every Q / K block of every batch item (empty when the engine does not report
   // them); used to find θ values that give identical masks.
   std::vector<float> simQ, simK;
@@ -409,6 +411,8 @@ class SingleHead : public HeadTask {
     out_.stage1Sparsity = m.stage1;
     out_.totalSparsity = m.total;
     out_.l1 = m.l1;
+    out_.l1Sparse = m.l1Sparse;
+    out_.l1Quant = m.l1Quant;
     out_.perEntry.clear();
     out_.decision = decision_;
     stage_ = Stage::Done;
@@ -495,6 +499,7 @@ class GroupRunner {
       if (cb_.cancel && cb_.cancel->load()) throw Cancelled();
       RunConfig cfg;
       cfg.geometry = o_.geometry;
+      cfg.numerics = o_.numerics;
       cfg.smoothK = o_.smoothK;
       cfg.sink = o_.sink;
       cfg.perHead.assign(size_t(headsQ_), cfg.defaults);
@@ -516,11 +521,14 @@ class GroupRunner {
       EntryResult res = engine_.run(cfg, ro);
       ++result_.probes;
       std::map<int64_t, std::pair<SparsityCounts, ErrorSums>> sums;
+      std::map<int64_t, std::pair<ErrorSums, ErrorSums>> splitSums;  // sparse alone, quantization alone
       std::map<int64_t, Measured> measured;
       for (const HeadResult& hr : res.heads) {
         auto& s = sums[hr.head];
         s.first += hr.sparsity;
         s.second += hr.error;
+        splitSums[hr.head].first += hr.errorSparse;
+        splitSums[hr.head].second += hr.errorQuant;
         Measured& m = measured[hr.head];
         m.simQ.insert(m.simQ.end(), hr.selfSimQ.begin(), hr.selfSimQ.end());
         m.simK.insert(m.simK.end(), hr.selfSimK.begin(), hr.selfSimK.end());
@@ -533,6 +541,8 @@ class GroupRunner {
         m.stage1 = it->second.first.stage1();
         m.total = it->second.first.total();
         m.l1 = it->second.second.l1();
+        m.l1Sparse = splitSums[h].first.l1();
+        m.l1Quant = splitSums[h].second.l1();
         const Probe& p = probes[size_t(h)];
         const bool pass = std::isfinite(m.l1) && m.l1 < p.budget;
         tasks[size_t(h)]->feed(p, m, pass);
@@ -825,13 +835,15 @@ class GroupRunner {
       }
       th.decision = decision[size_t(h)];
       th.perEntry.clear();
-      th.stage1Sparsity = th.totalSparsity = th.l1 = 0;
+      th.stage1Sparsity = th.totalSparsity = th.l1 = th.l1Sparse = th.l1Quant = 0;
       for (size_t e = 0; e < c.perEntry.size(); ++e) {
         const Measured& m = c.perEntry[e];
         th.perEntry.push_back(EntryAchieved{input_.entries[e].name, m.stage1, m.total, m.l1});
         th.stage1Sparsity += m.stage1;
         th.totalSparsity += m.total;
         th.l1 = std::max(th.l1, m.l1);
+        th.l1Sparse = std::max(th.l1Sparse, m.l1Sparse);
+        th.l1Quant = std::max(th.l1Quant, m.l1Quant);
       }
       if (!c.perEntry.empty()) {
         th.stage1Sparsity /= double(c.perEntry.size());

@@ -97,7 +97,8 @@ struct StageTimes {
   double metricsMs = 0;
   double totalMs = 0;
   bool referenceCached = false;
-  std::string clock = "wall";  // "wall" (host steady_clock), "cuda-event", "cupti"
+  bool referenceInSparse = false;  // computed in the same pass as the sparse run: its time is inside sparseMs
+  std::string clock = "wall";      // "wall" (host steady_clock), "cuda-event", "cupti"
 };
 
 struct EntryResult {
