@@ -162,6 +162,19 @@ SPARGE_VECTOR_CLONES void roundToHalfInPlace(float* x, size_t n) {
   for (size_t i = 0; i < n; ++i) x[i] = roundToHalf(x[i]);
 }
 
+// m_new = max(m, rowMax) and alpha = 2^(m - m_new) per row; a row that has seen no visible key yet keeps
+// m = -inf, alpha 1 and gets nothing added. Returns whether some row has seen a key.
+SPARGE_VECTOR_CLONES bool advanceMaxima(const float* m, const float* rowMax, int rows, float* mNew,
+                                        float* alpha) {
+  int any = 0;
+  for (int r = 0; r < rows; ++r) {
+    mNew[r] = m[r] > rowMax[r] ? m[r] : rowMax[r];
+    alpha[r] = mNew[r] == kNegInf ? 1.0f : exp2Fast(m[r] - mNew[r]);
+    any |= int(mNew[r] != kNegInf);
+  }
+  return any != 0;
+}
+
 // acc = acc · alpha[r] + g, row-wise ([rows, dv]).
 SPARGE_VECTOR_CLONES void rescaleAdd(float* acc, const float* g, const float* alpha, int rows, int dv) {
   for (int r = 0; r < rows; ++r)
@@ -355,18 +368,15 @@ void TileRunner::visit(PassState& p, int j) {
       if (mx[r] == kNegInf) continue;  // nothing visible in this block for this row
       delta = std::max(delta, p.m[r] == kNegInf ? std::numeric_limits<float>::infinity() : mx[r] - p.m[r]);
     }
+    // The quantized kernels vote with the zero rows that pad a partial last query tile too: their scores are
+    // 0, so after the first block their maxima rise by exactly 0, and such a tile skips only when λ = 0.
+    if (quantized(p.spec->numerics) && rows_ < g_.blockQ) delta = std::max(delta, 0.0f);
     if (double(delta) + p.spec->lambda <= 0.0) {
       p.out->pvSkipped[size_t(r0_ / g_.blockQ) * nk_ + j] = 1;
       return;
     }
   }
-  bool anyRow = false;
-  for (int r = 0; r < rows_; ++r) {
-    p.mNew[r] = std::max(p.m[r], mx[r]);
-    // A row that has seen no visible key yet keeps m = -inf; its alpha is 1 and nothing is added.
-    p.alpha[r] = p.mNew[r] == kNegInf ? 1.0f : exp2Fast(p.m[r] - p.mNew[r]);
-    anyRow |= p.mNew[r] != kNegInf;
-  }
+  const bool anyRow = advanceMaxima(p.m.data(), mx, rows_, p.mNew.data(), p.alpha.data());
   if (!anyRow) return;
   const BlockProduct& bp = product(p);
   for (int r = 0; r < rows_; ++r) {

@@ -8,28 +8,12 @@
 
 namespace sparge::core {
 
-int8_t quantizeInt8(float x, float scale) {
-  float t = x / scale;
-  if (std::isnan(t)) return 0;
-  t += t >= 0.0f ? 0.5f : -0.5f;
-  t = std::trunc(t);
-  return int8_t(std::clamp(t, -128.0f, 127.0f));
-}
-
-float int8Scale(float amax) {
-  return amax / 127.0f + 1e-7f;
-}
-
 std::string targetLabel(const Geometry& g, Numerics n) {
   if (n == Numerics::None) return "none";
   // sm89 before sm90: both use int8-fp8, and 128x64 is sm89's geometry.
   for (Target t : {Target::Sm80, Target::Sm89, Target::Sm90})
     if (geometryOf(t) == g && numericsOf(t) == n) return toString(t);
   return "custom";
-}
-
-float roundToInput(float x, DType input) {
-  return input == DType::BFloat16 ? roundToBf16(x) : roundToHalf(x);
 }
 
 Int8Rows quantizeRowsInt8(const float* x, int64_t n, int64_t d, int blockRows, const float* mean,

@@ -65,7 +65,7 @@ std::vector<float> keyTokenMean(const float* k, int64_t nKv, int64_t d, DType in
   // Upstream casts float32 inputs to float16 first, so float32 captures are rounded like float16 ones.
   std::vector<double> acc(d, 0.0);
   for (int64_t r = 0; r < nKv; ++r)
-    for (int64_t c = 0; c < d; ++c) acc[c] += k[r * d + c];
+    for (int64_t c = 0; c < d; ++c) acc[c] += roundToInput(k[r * d + c], inputType);
   std::vector<float> mean(d);
   for (int64_t c = 0; c < d; ++c) mean[c] = roundToInput(float(acc[c] / double(nKv)), inputType);
   return mean;

@@ -3,10 +3,12 @@
 #pragma once
 
 #include <bit>
+#include <cmath>
 #include <cstdint>
 #include <string>
 #include <vector>
 
+#include "sparge/core/half.h"
 #include "sparge/core/types.h"
 
 namespace sparge::core {
@@ -30,10 +32,17 @@ inline float roundToE4m3(float x) {
 
 // INT8 code of x for a block scale (upstream's Triton quantizer): t = x / scale in fp32, plus 0.5 away from
 // zero, truncated toward zero, clamped to [-128, 127]; NaN gives 0 (the GPU's float-to-int conversion).
-int8_t quantizeInt8(float x, float scale);
+inline int8_t quantizeInt8(float x, float scale) {
+  float t = x / scale;
+  t += t >= 0.0f ? 0.5f : -0.5f;
+  t = t != t ? 0.0f : std::trunc(t);
+  return int8_t(t < -128.0f ? -128.0f : (t > 127.0f ? 127.0f : t));
+}
 
 // Block scale of the INT8 quantizer: amax / 127 + 1e-7 (an all-zero block gets 1e-7).
-float int8Scale(float amax);
+inline float int8Scale(float amax) {
+  return amax / 127.0f + 1e-7f;
+}
 
 // Rows [0, n) of x [n, d] quantized in blocks of `blockRows` rows (the last block zero-padded), after
 // subtracting `mean` [d] in the input precision when given (K smoothing): x' = round_T(x - mean).
@@ -63,6 +72,8 @@ std::string targetLabel(const Geometry& g, Numerics n);
 
 // x rounded as the deployed kernel stores its inputs: fp16 for float16 and float32 captures (upstream casts
 // float32 to float16), bfloat16 for bfloat16 ones.
-float roundToInput(float x, DType input);
+inline float roundToInput(float x, DType input) {
+  return input == DType::BFloat16 ? roundToBf16(x) : roundToHalf(x);
+}
 
 }  // namespace sparge::core
