@@ -214,6 +214,15 @@ void CpuEngine::computeErrors(HeadResult& hr, const HeadOutputs& o, const RunCon
         compare(o.quantDense->out, o.reference->out, info.tokensQ, info.headDimV, bq, &nonFinite, nullptr);
   }
   hr.hasNonFinite = hr.hasNonFinite || nonFinite;
+  // Non-finite scores can leave both outputs at 0 (every score -inf): the figures must not read as perfect.
+  if (hr.hasNonFinite)
+    for (ErrorSums* e : {&hr.error, &hr.errorSparse, &hr.errorQuant}) {
+      const int64_t count = e->count;
+      *e = ErrorSums{};
+      e->absDiff = e->absRef = e->dot = e->normO = e->normRef = e->sqDiff =
+          std::numeric_limits<double>::quiet_NaN();
+      e->count = count;
+    }
 }
 
 EntryResult CpuEngine::run(const RunConfig& config, const RunOptions& options) {

@@ -4,7 +4,8 @@
 //   quant_probe int8 SCALE                   INT8 codes for one block scale
 //   quant_probe int8rows N D BLOCK [mean]    quantizeRowsInt8 on [N, D] (K smoothing with the next D
 //                                            values when "mean"); writes codes [nb*BLOCK, D] then scales [nb]
-//   quant_probe fp8cols N D                  quantizeColumnsFp8 on [N, D]; writes codes [N, D] then scales [D]
+//   quant_probe fp8cols N D                  quantizeColumnsFp8 on [N, D]; writes codes [N, D] then scales
+//   [D]
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -31,7 +32,8 @@ void write(const std::vector<float>& v) {
 }
 
 int usage() {
-  std::fprintf(stderr, "usage: quant_probe e4m3|half|bf16 | int8 SCALE | int8rows N D BLOCK [mean] | fp8cols N D\n");
+  std::fprintf(stderr,
+               "usage: quant_probe e4m3|half|bf16 | int8 SCALE | int8rows N D BLOCK [mean] | fp8cols N D\n");
   return 2;
 }
 
@@ -42,7 +44,8 @@ int main(int argc, char** argv) {
   const std::string mode = argv[1];
   std::vector<float> in = readAll(), out;
   if (mode == "e4m3" || mode == "half" || mode == "bf16") {
-    for (float x : in) out.push_back(mode == "e4m3" ? roundToE4m3(x) : mode == "half" ? roundToHalf(x) : roundToBf16(x));
+    for (float x : in)
+      out.push_back(mode == "e4m3" ? roundToE4m3(x) : mode == "half" ? roundToHalf(x) : roundToBf16(x));
   } else if (mode == "int8" && argc == 3) {
     const float scale = std::strtof(argv[2], nullptr);
     for (float x : in) out.push_back(float(quantizeInt8(x, scale)));
@@ -51,7 +54,8 @@ int main(int argc, char** argv) {
     const int block = std::atoi(argv[4]);
     const bool smooth = argc == 6 && std::strcmp(argv[5], "mean") == 0;
     if (long(in.size()) != n * d + (smooth ? d : 0)) return usage();
-    Int8Rows r = quantizeRowsInt8(in.data(), n, d, block, smooth ? in.data() + n * d : nullptr, DType::Float16);
+    Int8Rows r =
+        quantizeRowsInt8(in.data(), n, d, block, smooth ? in.data() + n * d : nullptr, DType::Float16);
     out = r.codes;
     out.insert(out.end(), r.scales.begin(), r.scales.end());
   } else if (mode == "fp8cols" && argc == 4) {

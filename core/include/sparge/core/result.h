@@ -57,7 +57,8 @@ struct ErrorSums {
   double sqDiff = 0;   // Σ (O - Oref)²
   int64_t count = 0;   // number of elements
 
-  double l1() const { return absRef > 0 ? absDiff / absRef : 0.0; }
+  // NaN when the sums are (non-finite outputs), 0 for an all-zero reference.
+  double l1() const { return absRef > 0 || absRef != absRef ? absDiff / absRef : 0.0; }
   double cosSim() const;
   double rmse() const;
   ErrorSums& operator+=(const ErrorSums& o);
