@@ -1,5 +1,6 @@
-// `sparge bench`: times the CUDA kernels (Stage 1, Stage 2 per top-k, dense path) on random device
-// data over a sweep of sequence lengths, head dims, causal and top-k; prints a table and writes JSON.
+// `sparge bench`: times the whole GPU call (Stage 1 + quantization + attention) and its parts on random
+// device data over a sweep of sequence lengths, head dims, causal and top-k, next to our dense kernel and
+// cuDNN's fused attention; prints a table and writes JSON.
 #include <cstdlib>
 #include <iostream>
 #include <memory>
@@ -32,15 +33,122 @@ struct BenchOptions {
   int64_t batch = 1;
   std::string geometry;  // empty: the device's default
   std::string dtype = "float16";
+  std::string quant = "none";
   double lambda = 50.0;
+  bool noCudnn = false;
   std::string json;
-  std::string timings;  // CUPTI kernel records of the whole sweep (.json | .csv | .trace.json)
+  std::string timings;          // CUPTI kernel records of the whole sweep (.json | .csv | .trace.json)
   std::string kernel = "sm80";  // Stage-2 kernel family: sm80 (mma.sync) or sm90 (wgmma, 64x128 only)
 };
 
 #ifdef SPARGE_HAVE_CUDA_KERNELS
 nlohmann::json statsJson(const cuda::TimeStats& s) {
   return {{"median_ms", s.medianMs}, {"min_ms", s.minMs}, {"max_ms", s.maxMs}};
+}
+
+double tops(double flops, double ms) {
+  return ms > 0 ? flops / (ms * 1e-3) / 1e12 : 0.0;
+}
+
+std::string span(const cuda::TimeStats& s) {
+  return fmtNum(s.medianMs, 3) + " [" + fmtNum(s.minMs, 3) + "-" + fmtNum(s.maxMs, 3) + "]";
+}
+
+// The fastest dense time measured (ours or cuDNN's) and its name: what speedups are quoted against.
+std::pair<double, std::string> bestDense(const cuda::BenchResult& r) {
+  if (r.cudnnTimed && r.cudnn.medianMs < r.dense.medianMs) return {r.cudnn.medianMs, "cudnn"};
+  return {r.dense.medianMs, "dense"};
+}
+
+nlohmann::json resultJson(const cuda::BenchResult& r) {
+  const auto [bestMs, bestName] = bestDense(r);
+  nlohmann::json jr;
+  jr["tokens"] = r.config.tokens;
+  jr["head_dim"] = r.config.headDim;
+  jr["causal"] = r.config.causal;
+  jr["stage1"] = statsJson(r.stage1);
+  jr["stage1_select"] = statsJson(r.stage1Select);
+  jr["quantize"] = statsJson(r.quantize);
+  jr["dense"] = statsJson(r.dense);
+  jr["dense"]["tops"] = tops(r.denseFlops, r.dense.medianMs);
+  jr["cudnn"] = r.cudnnTimed ? statsJson(r.cudnn) : nlohmann::json(nullptr);
+  if (r.cudnnTimed) jr["cudnn"]["tops"] = tops(r.denseFlops, r.cudnn.medianMs);
+  jr["cudnn_label"] = r.cudnnLabel;
+  jr["best_dense"] = bestName;
+  jr["dense_flops"] = r.denseFlops;
+  jr["stage1_over_dense"] = r.stage1.medianMs / r.dense.medianMs;
+  jr["sparse"] = nlohmann::json::array();
+  for (const auto& s : r.sparse) {
+    const double executed =
+        (double(s.selectedBlocks) + double(s.selectedBlocks - s.skippedPvBlocks)) * (r.blockFlops / 2);
+    nlohmann::json js;
+    js["topk"] = s.topk;
+    js["call"] = statsJson(s.call);
+    js["stage2"] = statsJson(s.stage2);
+    js["valid_blocks"] = s.validBlocks;
+    js["selected_blocks"] = s.selectedBlocks;
+    js["skipped_pv_blocks"] = s.skippedPvBlocks;
+    js["density"] = s.density();
+    js["sparsity"] = 1.0 - s.density();
+    js["dense_equivalent_tops"] = tops(r.denseFlops, s.call.medianMs);
+    js["dense_equivalent_tops_min_max"] = {tops(r.denseFlops, s.call.maxMs),
+                                           tops(r.denseFlops, s.call.minMs)};
+    js["executed_tops"] = tops(executed, s.call.medianMs);
+    js["stage2_over_dense"] = s.stage2.medianMs / r.dense.medianMs;
+    js["speedup_over_best_dense"] = bestMs / s.call.medianMs;
+    js["speedup_over_dense"] = r.dense.medianMs / s.call.medianMs;
+    jr["sparse"].push_back(js);
+  }
+  return jr;
+}
+
+void addRows(Table& t, const cuda::BenchResult& r) {
+  const auto [bestMs, bestName] = bestDense(r);
+  for (const auto& s : r.sparse) {
+    const double executed =
+        (double(s.selectedBlocks) + double(s.selectedBlocks - s.skippedPvBlocks)) * (r.blockFlops / 2);
+    t.row({std::to_string(r.config.tokens), std::to_string(r.config.headDim), r.config.causal ? "yes" : "no",
+           fmtNum(s.topk, 2), fmtPct(s.density()), span(s.call), fmtNum(r.stage1.medianMs, 3),
+           fmtPct(r.stage1.medianMs / r.dense.medianMs), fmtNum(r.quantize.medianMs, 3),
+           fmtNum(s.stage2.medianMs, 3), fmtNum(r.dense.medianMs, 3),
+           r.cudnnTimed ? fmtNum(r.cudnn.medianMs, 3) : "-", fmtNum(tops(r.denseFlops, s.call.medianMs), 1),
+           fmtNum(tops(executed, s.call.medianMs), 1),
+           fmtNum(bestMs / s.call.medianMs, 2) + "x " + bestName});
+  }
+}
+
+cuda::BenchCase makeCase(const BenchOptions& o, int64_t n, int64_t d, int c, const core::Geometry& g,
+                         core::DType dt) {
+  cuda::BenchCase bc;
+  bc.batch = o.batch;
+  bc.heads = o.heads;
+  bc.tokens = n;
+  bc.headDim = d;
+  bc.causal = c != 0;
+  bc.topks = o.topk;
+  bc.geometry = g;
+  bc.dtype = dt;
+  bc.numerics = core::parseNumerics(o.quant);
+  bc.lambda = o.lambda;
+  bc.repeat = o.repeat;
+  bc.warmup = o.warmup;
+  bc.cudnn = !o.noCudnn;
+  return bc;
+}
+
+void printKernelRecords(prof::Profiler& profiler, const std::string& path) {
+  const prof::TimingReport report = profiler.report();
+  std::cout << "kernel records: " << report.clock << " (" << report.sourceReason << ")\n";
+  Table kt(
+      {"kernel", "stage", "grid", "block", "regs", "smem B", "launches", "min ms", "median ms", "max ms"});
+  for (const prof::KernelStat& k : report.kernels)
+    kt.row({k.name.substr(0, 60), prof::toString(k.stage), k.launch.gridLabel(), k.launch.blockLabel(),
+            std::to_string(k.launch.registersPerThread),
+            std::to_string(k.launch.staticSharedBytes + k.launch.dynamicSharedBytes),
+            std::to_string(k.ms.count), fmtNum(k.ms.min, 3), fmtNum(k.ms.median, 3), fmtNum(k.ms.max, 3)});
+  kt.print(std::cout);
+  prof::writeTimings(report, path);
+  std::cout << "wrote " << path << "\n";
 }
 
 int runBenchCommand(const BenchOptions& o) {
@@ -51,7 +159,8 @@ int runBenchCommand(const BenchOptions& o) {
     std::cerr << "sparge bench: " << e.problem() << "\n";
     return 1;
   }
-  core::Geometry g = o.geometry.empty() ? cuda::benchDefaultGeometry() : core::Geometry::parse(o.geometry);
+  const core::Geometry g =
+      o.geometry.empty() ? cuda::benchDefaultGeometry() : core::Geometry::parse(o.geometry);
   core::DType dt;
   if (o.dtype == "float16" || o.dtype == "fp16")
     dt = core::DType::Float16;
@@ -65,23 +174,27 @@ int runBenchCommand(const BenchOptions& o) {
   out["clock"] = "cuda-event";
   out["geometry"] = g.label();
   out["dtype"] = o.dtype;
+  out["numerics"] = o.quant;
   out["heads"] = o.heads;
   out["batch"] = o.batch;
   out["repeat"] = o.repeat;
   out["lambda"] = o.lambda;
   out["kernel"] = o.kernel;
   out["flops_rule"] =
-      "4*B*H*Nq*Nkv*D / t, halved when causal (dense-equivalent); executed counts only computed blocks";
+      "4*B*H*Nq*Nkv*D / t, halved when causal (dense-equivalent); executed counts only computed blocks; t is "
+      "the whole call (Stage 1 + quantization + attention)";
   out["results"] = nlohmann::json::array();
 
-  std::cout << "device: " << device << ", geometry " << g.label() << ", " << o.dtype << ", kernel " << o.kernel << ", B=" << o.batch
-            << " H=" << o.heads << ", repeat " << o.repeat << " (CUDA events, median [min-max])\n";
-  Table t({"N", "D", "causal", "topk", "density", "stage1 ms", "s1/dense", "select ms", "stage2 ms",
-           "dense ms", "s2/dense", "eq TOPS", "exec TOPS", "dense TOPS"});
+  std::cout << "device: " << device << ", geometry " << g.label() << ", " << o.dtype << ", numerics "
+            << o.quant << ", kernel " << o.kernel << ", B=" << o.batch << " H=" << o.heads << ", repeat "
+            << o.repeat << " (CUDA events; call = Stage 1 + quantization + attention, median [min-max])\n";
+  Table t({"N", "D", "causal", "topk", "density", "call ms", "stage1 ms", "s1/dense", "quant ms", "attn ms",
+           "dense ms", "cudnn ms", "eq TOPS", "exec TOPS", "vs best dense"});
   // The CUPTI collector records every kernel of the sweep (one profiler run per configuration) as an
   // independent cross-check of the CUDA-event table, attributed to stages by kernel name.
   std::unique_ptr<prof::Profiler> profiler;
   if (!o.timings.empty()) profiler = std::make_unique<prof::Profiler>(prof::ProfilerOptions{});
+  std::string cudnnNote;
   for (int64_t n : o.tokens)
     for (int64_t d : o.dims)
       for (int c : o.causal) {
@@ -90,74 +203,20 @@ int runBenchCommand(const BenchOptions& o) {
           prof::RunInfo info;
           info.entry = "bench N=" + std::to_string(n) + " D=" + std::to_string(d) + (c ? " causal" : "");
           info.heads = "all";
-          info.params = g.label();
+          info.params = g.label() + " " + o.quant;
           info.engine = device;
+          info.otherKernels = prof::Stage::Cudnn;  // the only kernels without our prefix are cuDNN's
           scope = std::make_unique<prof::ProfileScope>(*profiler, info);
         }
-        cuda::BenchCase bc;
-        bc.batch = o.batch;
-        bc.heads = o.heads;
-        bc.tokens = n;
-        bc.headDim = d;
-        bc.causal = c != 0;
-        bc.topks = o.topk;
-        bc.geometry = g;
-        bc.dtype = dt;
-        bc.lambda = o.lambda;
-        bc.repeat = o.repeat;
-        bc.warmup = o.warmup;
-        cuda::BenchResult r = cuda::runBench(bc);
-        const double denseTops = r.denseFlops / (r.dense.medianMs * 1e-3) / 1e12;
-        nlohmann::json jr;
-        jr["tokens"] = n;
-        jr["head_dim"] = d;
-        jr["causal"] = bc.causal;
-        jr["stage1"] = statsJson(r.stage1);
-        jr["stage1_select"] = statsJson(r.stage1Select);
-        jr["dense"] = statsJson(r.dense);
-        jr["dense"]["tops"] = denseTops;
-        jr["dense_flops"] = r.denseFlops;
-        jr["stage1_over_dense"] = r.stage1.medianMs / r.dense.medianMs;
-        jr["sparse"] = nlohmann::json::array();
-        for (const auto& s : r.sparse) {
-          const double sec = s.stage2.medianMs * 1e-3;
-          const double exec = (double(s.selectedBlocks) + double(s.selectedBlocks - s.skippedPvBlocks)) *
-                              (r.blockFlops / 2) / sec / 1e12;
-          const double eq = r.denseFlops / sec / 1e12;
-          nlohmann::json js;
-          js["topk"] = s.topk;
-          js["stage2"] = statsJson(s.stage2);
-          js["valid_blocks"] = s.validBlocks;
-          js["selected_blocks"] = s.selectedBlocks;
-          js["skipped_pv_blocks"] = s.skippedPvBlocks;
-          js["density"] = s.density();
-          js["sparsity"] = 1.0 - s.density();
-          js["dense_equivalent_tops"] = eq;
-          js["executed_tops"] = exec;
-          js["stage2_over_dense"] = s.stage2.medianMs / r.dense.medianMs;
-          jr["sparse"].push_back(js);
-          t.row({std::to_string(n), std::to_string(d), bc.causal ? "yes" : "no", fmtNum(s.topk, 2),
-                 fmtPct(s.density()), fmtNum(r.stage1.medianMs, 3),
-                 fmtPct(r.stage1.medianMs / r.dense.medianMs), fmtNum(r.stage1Select.medianMs, 3),
-                 fmtNum(s.stage2.medianMs, 3), fmtNum(r.dense.medianMs, 3),
-                 fmtNum(s.stage2.medianMs / r.dense.medianMs, 3), fmtNum(eq, 1), fmtNum(exec, 1),
-                 fmtNum(denseTops, 1)});
-        }
-        out["results"].push_back(jr);
+        const cuda::BenchResult r = cuda::runBench(makeCase(o, n, d, c, g, dt));
+        cudnnNote = r.cudnnLabel;
+        out["results"].push_back(resultJson(r));
+        addRows(t, r);
         if (scope) scope->end();
       }
   t.print(std::cout);
-  if (profiler) {
-    const prof::TimingReport report = profiler->report();
-    std::cout << "kernel records: " << report.clock << " (" << report.sourceReason << ")\n";
-    Table kt({"kernel", "stage", "launches", "min ms", "median ms", "max ms"});
-    for (const prof::KernelStat& k : report.kernels)
-      kt.row({k.name.substr(0, 60), prof::toString(k.stage), std::to_string(k.ms.count), fmtNum(k.ms.min, 3),
-              fmtNum(k.ms.median, 3), fmtNum(k.ms.max, 3)});
-    kt.print(std::cout);
-    prof::writeTimings(report, o.timings);
-    std::cout << "wrote " << o.timings << "\n";
-  }
+  std::cout << "dense baseline: " << cudnnNote << "\n";
+  if (profiler) printKernelRecords(*profiler, o.timings);
   if (!o.json.empty()) {
     core::writeTextAtomically(o.json, out.dump(2) + "\n");
     std::cout << "wrote " << o.json << "\n";
@@ -181,13 +240,18 @@ void registerBench(CLI::App& app, Action& action) {
   cmd->add_option("--batch", o->batch, "Batch (B)")->check(CLI::Range(1, 4096));
   cmd->add_option("--geometry", o->geometry, "Tile geometry 128x64 or 64x128 (default: 64x128 on sm90)");
   cmd->add_option("--dtype", o->dtype, "float16 or bfloat16");
+  cmd->add_option("--quant", o->quant, "Numerics of the attention: none, int8-fp16 or int8-fp8")
+      ->check(CLI::IsMember({"none", "int8-fp16", "int8-fp8"}))
+      ->capture_default_str();
   cmd->add_option("--lambda", o->lambda, "PV-skip threshold λ (pvthreshd)");
+  cmd->add_flag("--no-cudnn", o->noCudnn, "Do not time cuDNN's fused attention next to our dense kernel");
   cmd->add_option("--json", o->json, "Write the results as JSON to this file");
   cmd->add_option("--kernel", o->kernel,
                   "Stage-2 kernel: sm80 (mma.sync) or sm90 (wgmma; used only for 64x128 on an sm_90 GPU)")
       ->check(CLI::IsMember({"sm80", "sm90"}));
-  cmd->add_option("--timings", o->timings,
-                  "Also record every kernel with the CUPTI collector and write it (.json, .csv, .trace.json)");
+  cmd->add_option(
+      "--timings", o->timings,
+      "Also record every kernel with the CUPTI collector and write it (.json, .csv, .trace.json)");
   cmd->callback([o, &action] {
     action = [o]() -> int {
 #ifdef SPARGE_HAVE_CUDA_KERNELS

@@ -1,5 +1,5 @@
 // `sparge tune [FILE] --l1 X --l2 Y -o params.json`: per-head auto-tuning with a progress bar, a summary
-// table and Ctrl-C handling (the first SIGINT stops after keeping the finished heads; exit 130).
+// table and Ctrl-C handling (the first SIGINT or SIGTERM stops after keeping the finished heads; exit 130).
 #include <unistd.h>
 
 #include <atomic>
@@ -13,9 +13,11 @@
 
 #include "commands.h"
 #include "format.h"
+#include "guards.h"
 #include "run_options.h"
 #include "sparge/core/capture.h"
 #include "sparge/core/error.h"
+#include "sparge/core/names.h"
 #include "sparge/core/params_io.h"
 #include "sparge/core/tuner.h"
 #include "sparge/kernels/engine_factory.h"
@@ -26,31 +28,37 @@ namespace {
 core::CancelFlag gCancel{false};
 std::atomic<int> gSignals{0};
 
-extern "C" void onSigint(int) {
-  // Only async-signal-safe work here: set the flag; a second Ctrl-C falls back to the default action.
+extern "C" void onStopSignal(int sig) {
+  // Only async-signal-safe work here: set the flag; a second signal falls back to the default action.
   gCancel.store(true);
   if (gSignals.fetch_add(1) >= 1) {
-    std::signal(SIGINT, SIG_DFL);
-    std::raise(SIGINT);
+    std::signal(sig, SIG_DFL);
+    std::raise(sig);
   }
 }
 
-// Installs the handler for the lifetime of the command and restores the previous one afterwards.
-class SigintGuard {
+// Installs the handler for SIGINT (Ctrl-C) and SIGTERM (kill, service managers) for the lifetime of the
+// command and restores the previous ones afterwards.
+class StopSignalGuard {
  public:
-  SigintGuard() {
+  StopSignalGuard() {
     gCancel.store(false);
     gSignals.store(0);
     struct sigaction sa {};
-    sa.sa_handler = onSigint;
+    sa.sa_handler = onStopSignal;
     sigemptyset(&sa.sa_mask);
     sa.sa_flags = 0;
-    sigaction(SIGINT, &sa, &old_);
+    sigaction(SIGINT, &sa, &oldInt_);
+    sigaction(SIGTERM, &sa, &oldTerm_);
   }
-  ~SigintGuard() { sigaction(SIGINT, &old_, nullptr); }
+  ~StopSignalGuard() {
+    sigaction(SIGINT, &oldInt_, nullptr);
+    sigaction(SIGTERM, &oldTerm_, nullptr);
+  }
 
  private:
-  struct sigaction old_ {};
+  struct sigaction oldInt_ {};
+  struct sigaction oldTerm_ {};
 };
 
 std::string fmtSeconds(double s) {
@@ -109,8 +117,9 @@ class ProgressPrinter {
 };
 
 void printGroup(const core::TunedGroup& g, const core::TuneOptions& o) {
-  std::printf("\n%s  (%zu entr%s, %zu/%lld heads, %.1f s)\n", g.name.c_str(), g.entries.size(),
-              g.entries.size() == 1 ? "y" : "ies", g.heads.size(), (long long)g.headsQ, g.elapsedSeconds);
+  std::printf("\n%s  (%zu entr%s, %zu/%lld heads, %.1f s)\n", core::printable(g.name).c_str(),
+              g.entries.size(), g.entries.size() == 1 ? "y" : "ies", g.heads.size(), (long long)g.headsQ,
+              g.elapsedSeconds);
   const bool cdf = o.mode == core::SelectMode::Cdf;
   const bool quant = o.numerics != core::Numerics::None;
   // L1 is the budgeted, deployed figure; without quantization the sparse-only L1 equals it.
@@ -125,6 +134,9 @@ void printGroup(const core::TunedGroup& g, const core::TuneOptions& o) {
            split(h.l1Sparse), split(h.l1Quant), std::to_string(h.probes)});
   }
   t.print(std::cout);
+  // Why each head got its values: the tuner's decision, rendered here.
+  for (const core::TunedHead& h : g.heads)
+    std::printf("  head %lld: %s\n", (long long)h.head, core::describe(h.decision).c_str());
   // With quantized numerics a budget can lie below what quantization alone costs: no θ, τ, λ meets it.
   std::string floor;
   for (const core::TunedHead& h : g.heads)
@@ -134,7 +146,7 @@ void printGroup(const core::TunedGroup& g, const core::TuneOptions& o) {
     std::printf(
         "note: head(s) %s cannot meet l1 < %g in %s: quantization alone (L1 quant) already costs that much\n",
         floor.c_str(), o.l1, core::toString(o.numerics));
-  std::cout.flush();
+  std::fflush(stdout);
 }
 
 }  // namespace
@@ -159,6 +171,8 @@ void registerTune(CLI::App& app, Action& action) {
     bool trace = false;
   };
   auto o = std::make_shared<Opts>();
+  auto maxMemory = std::make_shared<std::string>();
+  addMaxMemoryOption(*cmd, *maxMemory);
   cmd->add_option("file", o->file, "Capture file (.h5); default: the bundled sample capture");
   cmd->add_option("--l1", o->l1, "L1 budget for θ and τ / top-k (PV skip off), e.g. 0.05")->required();
   cmd->add_option("--l2", o->l2, "L1 budget for λ (PV skip on), > l1, e.g. 0.06");
@@ -175,8 +189,8 @@ void registerTune(CLI::App& app, Action& action) {
   cmd->add_option("--heads", o->heads, "Query heads to tune (default: all)");
   cmd->add_option("-o,--output", o->out, "Output parameter file (.json)")->required();
   cmd->add_flag("--trace", o->trace, "Also store every head's θ points and probe trace in the output");
-  cmd->callback([&action, o, cmd] {
-    action = [o, cmd]() -> int {
+  cmd->callback([&action, o, cmd, maxMemory] {
+    action = [o, cmd, maxMemory]() -> int {
       core::TuneOptions opt;
       opt.l1 = o->l1;
       opt.tunePv = !o->noTunePv;
@@ -194,8 +208,10 @@ void registerTune(CLI::App& app, Action& action) {
       opt.validate("sparge tune");
 
       const std::string path = o->file.empty() ? defaultCapturePath() : o->file;
+      applyMaxMemory(*maxMemory);
+      checkOutputs({{"-o", o->out}}, {{"capture", path}});  // before hours of tuning, not after
       core::CaptureReader reader(path);
-      std::vector<std::string> names = o->entries;
+      std::vector<std::string> names = uniqueEntries(o->entries);
       if (names.empty())
         for (const auto& e : reader.entries()) names.push_back(e.name);
       std::vector<core::TuneInput> inputs;
@@ -210,14 +226,17 @@ void registerTune(CLI::App& app, Action& action) {
         in.name = n;
         in.layer = info.layer;
         in.headsQ = info.headsQ;
-        in.load = [&reader, n, path, warned] {
+        const size_t headCount = std::set<int64_t>(o->heads.begin(), o->heads.end()).size();
+        in.load = [&reader, n, path, warned, headCount, geometry = opt.geometry] {
+          checkRunMemory(path, reader.entry(n), geometry, headCount);  // before allocating
           std::vector<core::NonFiniteReport> nonFinite;
           auto data = std::make_shared<core::EntryData>(core::loadEntry(reader, n, &nonFinite));
           if (warned->insert(n).second)
             for (const auto& nf : nonFinite)
-              std::fprintf(stderr, "\nwarning: %s:/entries/%s/%s batch %lld head %lld holds %lld NaN/Inf values\n",
-                           path.c_str(), n.c_str(), core::toString(nf.tensor), (long long)nf.batch,
-                           (long long)nf.head, (long long)nf.count);
+              std::fprintf(
+                  stderr, "\nwarning: %s:/entries/%s/%s batch %lld head %lld holds %lld NaN/Inf values\n",
+                  core::printable(path).c_str(), core::printable(n).c_str(), core::toString(nf.tensor),
+                  (long long)nf.batch, (long long)nf.head, (long long)nf.count);
           return std::shared_ptr<const core::EntryData>(data);
         };
         inputs.push_back(std::move(in));
@@ -233,20 +252,47 @@ void registerTune(CLI::App& app, Action& action) {
                    numericsHeader(opt.geometry, opt.numerics).c_str(), opt.smoothK ? "" : ", no smooth-k",
                    opt.sink ? ", sink" : "");
 
-      SigintGuard guard;
+      StopSignalGuard guard;
       ProgressPrinter progress;
       core::TuneCallbacks cb;
       cb.cancel = &gCancel;
       cb.progress = [&](const core::TuneProgress& p) { progress.update(p); };
-      // Partial results are written after every group, so a killed process still leaves whole groups.
+      // A checkpoint is written after every group (top-level "complete": false), so a killed process still
+      // leaves whole groups that say they are not the whole result. A failed checkpoint stops nothing: the
+      // result is written at the end, when the disk may have room again.
       core::TuneResult partial;
       partial.options = opt;
       partial.engine = sel.engine->name();
+      size_t checkpointGroups = 0;
+      bool checkpointWarned = false;
       cb.groupFinished = [&](const core::TunedGroup& g) {
         progress.clear();
         printGroup(g, opt);
         partial.groups.push_back(g);
-        core::writeParams(o->out, core::toParamsFile(partial, path), o->trace ? &partial : nullptr);
+        core::ParamsFile checkpoint = core::toParamsFile(partial, path);
+        checkpoint.complete = false;
+        try {
+          core::writeParams(o->out, checkpoint, o->trace ? &partial : nullptr);
+          checkpointGroups = partial.groups.size();
+        } catch (const Error& e) {
+          if (!checkpointWarned)
+            std::fprintf(stderr,
+                         "warning: checkpoint not written (%s); tuning goes on, the result is written at "
+                         "the end\n",
+                         core::printable(e.what()).c_str());
+          checkpointWarned = true;
+        }
+      };
+      // The final write; if it fails, say what the file holds now.
+      auto writeResult = [&](const core::TuneResult& r) {
+        try {
+          core::writeParams(o->out, core::toParamsFile(r, path), o->trace ? &r : nullptr);
+        } catch (const Error& e) {
+          if (checkpointGroups == 0) throw;
+          throw Error(e.where(), e.problem() + " — the file still holds the checkpoint of " +
+                                     std::to_string(checkpointGroups) +
+                                     " finished group(s), marked \"complete\": false");
+        }
       };
       core::TuneResult result = core::tune(*sel.engine, groups, opt, cb);
       progress.clear();
@@ -256,7 +302,7 @@ void registerTune(CLI::App& app, Action& action) {
         if (!result.groups.empty() && !result.groups.back().heads.empty() && !result.groups.back().complete)
           printGroup(result.groups.back(), opt);
         if (kept > 0) {
-          core::writeParams(o->out, core::toParamsFile(result, path), o->trace ? &result : nullptr);
+          writeResult(result);
           std::fprintf(stderr, "interrupted: kept %lld finished head%s in %s (%.1f s)\n", (long long)kept,
                        kept == 1 ? "" : "s", o->out.c_str(), result.elapsedSeconds);
         } else {
@@ -264,7 +310,7 @@ void registerTune(CLI::App& app, Action& action) {
         }
         return 130;
       }
-      core::writeParams(o->out, core::toParamsFile(result, path), o->trace ? &result : nullptr);
+      writeResult(result);
       int64_t sparse = 0, total = 0;
       for (const auto& g : result.groups)
         for (const auto& h : g.heads) {

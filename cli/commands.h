@@ -14,10 +14,10 @@ using Action = std::function<int()>;
 void registerInfo(CLI::App& app, Action& action);
 void registerRun(CLI::App& app, Action& action);
 void registerSynth(CLI::App& app, Action& action);
-void registerTune(CLI::App& app, Action& action);   // cli/cmd_tune.cpp (auto-tuner issue)
-void registerBench(CLI::App& app, Action& action);  // cli/cmd_bench.cpp (CUDA engine / profiler issues)
+void registerTune(CLI::App& app, Action& action);
+void registerBench(CLI::App& app, Action& action);  // without CUDA: explains that it needs a GPU build
 
-// The capture opened when a command gets no file: the bundled real sample.
+// The capture opened when a command gets no file: the bundled real sample (see core/data_dir.h).
 std::string defaultCapturePath();
 
 }  // namespace sparge::cli

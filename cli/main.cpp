@@ -3,22 +3,17 @@
 #include <iostream>
 
 #include "commands.h"
+#include "sparge/core/data_dir.h"
 #include "sparge/core/engine.h"
 #include "sparge/core/error.h"
+#include "sparge/core/names.h"
 
 namespace sparge::cli {
-// Subcommands that live in other issues' files may be absent from a build; weak references let main
-// register whatever was linked in.
-__attribute__((weak)) void registerTune(CLI::App& app, Action& action);
-__attribute__((weak)) void registerBench(CLI::App& app, Action& action);
 
 std::string defaultCapturePath() {
-#ifdef SPARGE_SAMPLE_CAPTURE
-  return SPARGE_SAMPLE_CAPTURE;
-#else
-  return "captures/sample.h5";
-#endif
+  return core::sampleCapturePath().string();
 }
+
 }  // namespace sparge::cli
 
 int main(int argc, char** argv) {
@@ -31,8 +26,8 @@ int main(int argc, char** argv) {
   registerInfo(app, action);
   registerRun(app, action);
   registerSynth(app, action);
-  if (registerTune) registerTune(app, action);
-  if (registerBench) registerBench(app, action);
+  registerTune(app, action);
+  registerBench(app, action);
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp& e) {
@@ -51,7 +46,8 @@ int main(int argc, char** argv) {
     std::cerr << "sparge: cancelled\n";
     return 130;
   } catch (const std::exception& e) {
-    std::cerr << "sparge: error: " << e.what() << "\n";
+    std::cerr << "sparge: error: " << sparge::core::printable(e.what())
+              << "\n";  // names may hold control bytes
     return 1;
   }
 }

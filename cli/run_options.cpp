@@ -45,12 +45,14 @@ void addMethodOptions(CLI::App& cmd, RunCommandOptions& o) {
   addNumericsOptions(cmd, o.numerics);
   cmd.add_flag("--no-smooth-k", o.noSmoothK, "Do not subtract the K token mean before pooling");
   cmd.add_flag("--sink", o.sink, "Attention sink: K block 0 always on");
+  cmd.add_flag("--diagonal", o.diagonal,
+               "Extension, not SpargeAttn's: the diagonal blocks (those holding key == query) always on");
   cmd.add_flag("--dense", o.dense, "Compute every valid block (is_sparse = false), no PV skip");
   cmd.add_option("--engine", o.engine, "auto | cpu | cuda")->capture_default_str();
   cmd.add_option("--threads", o.threads, "CPU engine threads (0 = all cores)")->capture_default_str();
   cmd.add_option(
          "--params", o.paramsPath,
-         "Per-head parameters from `sparge tune` (JSON); they also set geometry, numerics, smooth-k and sink")
+         "Per-head parameters from `sparge tune` (JSON); they also set geometry, numerics, smooth-k, sink, diagonal")
       ->check(CLI::ExistingFile);
   cmd.add_option("--heads", o.heads, "Only these query heads (comma separated)")->delimiter(',');
 }
@@ -62,6 +64,7 @@ core::RunConfig makeRunConfig(const RunCommandOptions& o, const core::EntryInfo&
   c.numerics = o.numerics.numerics();
   c.smoothK = !o.noSmoothK;
   c.sink = o.sink;
+  c.diagonal = o.diagonal;
   core::HeadParams& p = c.defaults;
   p.theta = o.theta;
   p.lambda = o.lambda;

@@ -34,6 +34,7 @@ struct RunCommandOptions {
   NumericsOptions numerics;
   bool noSmoothK = false;
   bool sink = false;
+  bool diagonal = false;  // extension: diagonal blocks always on
   bool dense = false;
   std::string engine = "auto";
   int threads = 0;

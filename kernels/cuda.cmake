@@ -1,24 +1,33 @@
 # sparge_kernels: the CUDA engine (GPU Stage 1, block-sparse attention with PV skip, dense path,
 # fp32 reference, error reduction) and the benchmark driver. Included by kernels/CMakeLists.txt only
-# when a CUDA compiler was found; architectures come from the top level (80-real;90a-real;90-virtual).
-# CMake 3.25 does not know nvcc's C++20 flag (CMAKE_CUDA_STANDARD is 20 at the top level, and the core
-# headers need C++20); nvcc 12+ accepts -std=c++20.
-if(NOT CMAKE_CUDA20_STANDARD_COMPILE_OPTION)
-  set(CMAKE_CUDA20_STANDARD_COMPILE_OPTION "-std=c++20")
-  set(CMAKE_CUDA20_EXTENSION_COMPILE_OPTION "-std=c++20")
-endif()
-add_library(sparge_kernels STATIC
-  ${CMAKE_CURRENT_LIST_DIR}/src/predict.cu
+# when a CUDA compiler was found; architectures and the CUDA C++20 flag come from the top level.
+# sparge_attention: the Stage-2 attention families and the operand quantization, with no dependency beyond
+# cudart and the core headers (kernel tests and benchmarks link it alone).
+add_library(sparge_attention STATIC
   ${CMAKE_CURRENT_LIST_DIR}/src/attention_sm80.cu
   ${CMAKE_CURRENT_LIST_DIR}/src/attention_sm90.cu
+  ${CMAKE_CURRENT_LIST_DIR}/src/quantize.cu
+  ${CMAKE_CURRENT_LIST_DIR}/src/cuda_util.cpp)
+target_include_directories(sparge_attention PUBLIC ${PROJECT_SOURCE_DIR}/core/include
+                                            PRIVATE ${CMAKE_CURRENT_LIST_DIR}/src)
+target_link_libraries(sparge_attention PUBLIC CUDA::cudart)
+set_target_properties(sparge_attention PROPERTIES POSITION_INDEPENDENT_CODE ON CUDA_SEPARABLE_COMPILATION OFF)
+target_compile_options(sparge_attention PRIVATE
+  $<$<COMPILE_LANGUAGE:CUDA>:-lineinfo --expt-relaxed-constexpr -Xptxas=-warn-spills>)
+
+add_library(sparge_kernels STATIC
+  ${CMAKE_CURRENT_LIST_DIR}/src/predict.cu
   ${CMAKE_CURRENT_LIST_DIR}/src/reference.cu
   ${CMAKE_CURRENT_LIST_DIR}/src/error.cu
-  ${CMAKE_CURRENT_LIST_DIR}/src/cuda_util.cpp
+  ${CMAKE_CURRENT_LIST_DIR}/src/device_stages.cpp
   ${CMAKE_CURRENT_LIST_DIR}/src/cuda_engine.cpp
+  ${CMAKE_CURRENT_LIST_DIR}/src/engine_errors.cpp
+  ${CMAKE_CURRENT_LIST_DIR}/src/engine_results.cpp
   ${CMAKE_CURRENT_LIST_DIR}/src/bench.cpp)
 target_include_directories(sparge_kernels PUBLIC ${CMAKE_CURRENT_LIST_DIR}/include
                                           PRIVATE ${CMAKE_CURRENT_LIST_DIR}/src)
-target_link_libraries(sparge_kernels PUBLIC sparge_core CUDA::cudart)
+# The engine's stage clock is the one CUDA-event timer (profiler/, a leaf target of core + cudart).
+target_link_libraries(sparge_kernels PUBLIC sparge_core sparge_attention CUDA::cudart PRIVATE sparge_event_timer)
 # Lets code above the kernels layer (cli/cmd_bench.cpp) know that the CUDA API is linked in.
 target_compile_definitions(sparge_kernels PUBLIC SPARGE_HAVE_CUDA_KERNELS=1)
 set_target_properties(sparge_kernels PROPERTIES POSITION_INDEPENDENT_CODE ON
@@ -27,3 +36,10 @@ set_target_properties(sparge_kernels PROPERTIES POSITION_INDEPENDENT_CODE ON
 # rounding of sqrt and division (the attention kernels use ex2.approx explicitly).
 target_compile_options(sparge_kernels PRIVATE
   $<$<COMPILE_LANGUAGE:CUDA>:-lineinfo --expt-relaxed-constexpr -Xptxas=-warn-spills>)
+
+# Kernel-level benchmark of the attention families and the quantization (bench/attention_bench.cu).
+add_executable(sparge_attention_bench ${PROJECT_SOURCE_DIR}/bench/attention_bench.cu)
+target_link_libraries(sparge_attention_bench PRIVATE sparge_attention)
+target_include_directories(sparge_attention_bench PRIVATE ${CMAKE_CURRENT_LIST_DIR}/src)
+
+include(${CMAKE_CURRENT_LIST_DIR}/cudnn.cmake)  # the cuDNN dense baseline

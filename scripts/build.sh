@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Configures and builds Sparge Studio into build/ (or $SPARGE_BUILD_DIR). Extra arguments go to CMake.
-# CUDA is used when nvcc is found (PATH or /usr/local/cuda/bin); the GUI is built unless -DSPARGE_WITH_GUI=OFF.
+# CUDA is used when nvcc is found (PATH or /usr/local/cuda/bin); the GUI is built unless
+# -DSPARGE_WITH_GUI=OFF.
 set -euo pipefail
 ROOT="$(cd "$(dirname "$0")/.." && pwd)"
 BUILD="${SPARGE_BUILD_DIR:-$ROOT/build}"

@@ -1,8 +1,14 @@
 // Capture format v1 writer: q/k/v in the requested dtype and layout, one head per gzip chunk.
+#include <fcntl.h>
+#include <unistd.h>
+
 #include <array>
+#include <cerrno>
 #include <cmath>
+#include <cstring>
 #include <set>
 
+#include "entry_attrs.h"
 #include "hdf5_util.h"
 #include "sparge/core/capture.h"
 #include "sparge/core/error.h"
@@ -20,9 +26,14 @@ std::string withDetail(const std::string& problem) {
 
 struct CaptureWriter::Impl {
   std::string path;
+  int fd = -1;  // the destination, opened up front so that a bad path fails at once
   h5::Handle file;
   h5::Handle entries;
   std::set<std::string> names;
+
+  ~Impl() {
+    if (fd >= 0) ::close(fd);
+  }
 
   [[noreturn]] void fail(const std::string& h5path, const std::string& problem) const {
     throw Error(path + ":" + h5path, problem);
@@ -107,11 +118,14 @@ CaptureWriter::CaptureWriter(const std::string& path) : impl_(std::make_unique<I
   std::lock_guard lock(h5::mutex());
   h5::silenceErrors();
   impl_->path = path;
-  impl_->file = h5::file(H5Fcreate(path.c_str(), H5F_ACC_TRUNC, H5P_DEFAULT, H5P_DEFAULT));
-  if (!impl_->file) {
-    throw Error(path,
-                withDetail("cannot create the file") + " — check that the folder exists and is writable");
+  impl_->fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0666);
+  if (impl_->fd < 0) {
+    throw Error(path, "cannot create the file (" + std::string(std::strerror(errno)) +
+                          ") — check that the folder exists and is writable");
   }
+  // Built in memory and written at close() (h5::createInMemory says why).
+  impl_->file = h5::createInMemory();
+  if (!impl_->file) throw Error(path, withDetail("cannot create the file in memory"));
   if (!h5::writeInteger(impl_->file.get(), "sparge_capture_version", 1)) {
     impl_->fail("/", withDetail("writing the version attribute failed") + " — check free disk space");
   }
@@ -162,6 +176,8 @@ void CaptureWriter::addEntry(const EntryInfo& info, const std::vector<float>& q,
   if (info.scaleFromFile && !(info.scale > 0 && std::isfinite(info.scale))) {
     impl_->fail(groupPath, "scale must be a positive finite number");
   }
+  if (std::string p = windowProblem(info.window, info.causal); !p.empty()) impl_->fail(groupPath, p);
+  if (std::string p = kindProblem(info.kind); !p.empty()) impl_->fail(groupPath, p);
   auto checkSize = [&](const std::vector<float>& data, Tensor t, int64_t heads, int64_t tokens, int64_t dim) {
     const int64_t expected = info.batch * heads * tokens * dim;
     if (static_cast<int64_t>(data.size()) != expected) {
@@ -184,6 +200,7 @@ void CaptureWriter::addEntry(const EntryInfo& info, const std::vector<float>& q,
   if (info.layer) ok = ok && h5::writeInteger(g.get(), "layer", *info.layer);
   if (info.step) ok = ok && h5::writeInteger(g.get(), "step", *info.step);
   if (info.layout == Layout::NHD) ok = ok && h5::writeString(g.get(), "layout", "NHD");
+  ok = ok && writeEntryExtras(g.get(), info);
   if (!ok) impl_->fail(groupPath, withDetail(attrFailed) + " — check free disk space");
 
   impl_->writeTensor(g.get(), groupPath, Tensor::Q, q, info, info.headsQ, info.tokensQ, info.headDim);
@@ -195,11 +212,15 @@ void CaptureWriter::close() {
   std::lock_guard lock(h5::mutex());
   if (!impl_ || !impl_->file) return;
   impl_->entries.reset();
-  const hid_t id = impl_->file.get();
-  const herr_t flushed = H5Fflush(id, H5F_SCOPE_GLOBAL);
-  impl_->file.reset();  // closes even if the flush failed, so a retry cannot touch a dead handle
-  if (flushed < 0)
-    throw Error(impl_->path, withDetail("flushing the file failed") + " — check free disk space");
+  std::string image;
+  const bool assembled = h5::fileImage(impl_->file.get(), image);
+  impl_->file.reset();  // closes even if assembling failed, so a retry cannot touch a dead handle
+  if (!assembled) throw Error(impl_->path, withDetail("assembling the file in memory failed"));
+  std::string why = h5::writeAll(impl_->fd, image);
+  if (::close(impl_->fd) != 0 && why.empty()) why = std::strerror(errno);
+  impl_->fd = -1;
+  if (!why.empty())
+    throw Error(impl_->path, "writing the file failed (" + why + ") — check free disk space and permissions");
 }
 
 }  // namespace sparge::core

@@ -95,7 +95,7 @@ const BlockStats& CpuEngine::blockStats(int64_t b, int64_t h, const Geometry& g,
   const EntryInfo& info = entry_->info;
   auto st = std::make_unique<BlockStats>(
       computeBlockStats(entry_->qHead(b, h), info.tokensQ, entry_->kHead(b, info.kvHeadOf(h)), info.tokensKV,
-                        info.headDim, info.dtype, g, smoothK, info.causal));
+                        info.headDim, info.dtype, g, smoothK, info.causal, info.window));
   std::lock_guard<std::mutex> lock(cacheMutex_);
   auto& slot = stats_[key];
   if (!slot) slot = std::move(st);
@@ -107,7 +107,8 @@ const BlockValidity& CpuEngine::blockValidity(const Geometry& g) {
   auto& slot = validity_[std::make_pair(g.blockQ, g.blockK)];
   if (!slot) {
     const EntryInfo& info = entry_->info;
-    slot = std::make_unique<BlockValidity>(computeBlockValidity(g, info.tokensQ, info.tokensKV, info.causal));
+    slot = std::make_unique<BlockValidity>(
+        computeBlockValidity(g, info.tokensQ, info.tokensKV, info.causal, info.window));
   }
   return *slot;
 }
@@ -251,7 +252,7 @@ EntryResult CpuEngine::run(const RunConfig& config, const RunOptions& options) {
     hr.nq = nq;
     hr.nk = nk;
     const BlockStats& st = blockStats(hr.batch, hr.head, g, config.smoothK);
-    Stage1Mask m = selectBlocks(st, hr.params, config.sink, info.tokensQ, info.tokensKV);
+    Stage1Mask m = selectBlocks(st, hr.params, {config.sink, config.diagonal}, info.tokensQ, info.tokensKV);
     hr.blockMask = std::move(m.mask);
     hr.reasons = std::move(m.reasons);
     hr.pooledProb = std::move(m.pooledProb);

@@ -9,9 +9,11 @@
 #include <set>
 #include <sstream>
 
+#include "input_file.h"
 #include "sparge/core/atomic_file.h"
 #include "sparge/core/error.h"
 #include "sparge/core/quant.h"
+#include "sparge/core/names.h"
 
 namespace sparge::core {
 namespace {
@@ -43,7 +45,7 @@ json headJson(const ParamsHead& h, SelectMode mode) {
 
 json traceJson(const TunedHead& th) {
   json t;
-  t["decision"] = th.decision;
+  t["decision"] = describe(th.decision);
   t["probes"] = th.probes;
   json pts = json::array();
   for (const ThetaPoint& p : th.thetaPoints) {
@@ -98,8 +100,9 @@ class Reader {
   }
   int64_t integer(const json& obj, const std::string& path, const std::string& key) const {
     const json& v = member(obj, path, key);
-    if (!v.is_number_integer())
-      fail(path + "/" + key, "expected an integer, got " + std::string(v.type_name()));
+    if (!v.is_number_integer()) fail(path + "/" + key, "expected an integer, got " + std::string(v.type_name()));
+    if (v.is_number_unsigned() && v.get<uint64_t>() > uint64_t(INT64_MAX))
+      fail(path + "/" + key, "integer out of range");
     return v.get<int64_t>();
   }
   bool boolean(const json& obj, const std::string& path, const std::string& key) const {
@@ -133,6 +136,7 @@ ParamsFile toParamsFile(const TuneResult& r, const std::string& capturePath) {
   f.numerics = r.options.numerics;
   f.smoothK = r.options.smoothK;
   f.sink = r.options.sink;
+  f.complete = !r.cancelled;
   for (const TunedGroup& g : r.groups) {
     if (g.heads.empty()) continue;
     ParamsGroup pg;
@@ -162,7 +166,8 @@ std::string paramsToJson(const ParamsFile& f, const TuneResult* traceSource) {
   json root;
   root["sparge_params_version"] = f.version;
   root["generator"] = "sparge tune";
-  root["capture"] = f.capture;
+  root["complete"] = f.complete.value_or(true);
+  root["capture"] = utf8Safe(f.capture);
   root["engine"] = f.engine;
   root["mode"] = modeName(f.mode);
   root["l1"] = f.l1;
@@ -173,11 +178,14 @@ std::string paramsToJson(const ParamsFile& f, const TuneResult* traceSource) {
   root["target"] = targetLabel(f.geometry, f.numerics);
   root["smooth_k"] = f.smoothK;
   root["sink"] = f.sink;
+  root["diagonal"] = f.diagonal;
   json groups = json::array();
   for (const ParamsGroup& g : f.groups) {
     json jg;
-    jg["name"] = g.name;
-    jg["entries"] = g.entries;
+    // Names that are not UTF-8 are stored escaped; findGroup matches either form.
+    jg["name"] = utf8Safe(g.name);
+    jg["entries"] = json::array();
+    for (const std::string& e : g.entries) jg["entries"].push_back(utf8Safe(e));
     jg["layer"] = g.layer ? json(*g.layer) : json(nullptr);
     jg["heads_q"] = g.headsQ;
     jg["complete"] = g.complete;
@@ -196,7 +204,8 @@ std::string paramsToJson(const ParamsFile& f, const TuneResult* traceSource) {
     groups.push_back(jg);
   }
   root["groups"] = groups;
-  return root.dump(2) + "\n";
+  // Every name was made UTF-8 above; `replace` keeps any string we missed from failing the export.
+  return root.dump(2, ' ', false, json::error_handler_t::replace) + "\n";
 }
 
 void writeParams(const std::string& path, const ParamsFile& f, const TuneResult* traceSource) {
@@ -208,15 +217,21 @@ ParamsFile parseParams(const std::string& text, const std::string& source) {
   json root;
   try {
     root = json::parse(text);
-  } catch (const json::parse_error& e) {
-    rd.fail("", std::string("not valid JSON (") + e.what() + ")");
+  } catch (const json::exception& e) {
+    // Syntax errors and numbers beyond double range (1e400) alike; the library's tag is noise to users.
+    std::string what = e.what();
+    if (what.rfind("[json.exception.", 0) == 0 && what.find("] ") != std::string::npos)
+      what = what.substr(what.find("] ") + 2);
+    rd.fail("", "not valid JSON (" + what + ") — fix the file or re-create it with sparge tune");
   }
   if (!root.is_object()) rd.fail("", "expected a JSON object at the top level");
   ParamsFile f;
-  f.version = int(rd.integer(root, "", "sparge_params_version"));
-  if (f.version != kParamsVersion)
-    rd.fail("/sparge_params_version", "unsupported version " + std::to_string(f.version) +
+  const int64_t version = rd.integer(root, "", "sparge_params_version");
+  if (version != kParamsVersion)
+    rd.fail("/sparge_params_version", "unsupported version " + std::to_string(version) +
                                           " (this build reads " + std::to_string(kParamsVersion) + ")");
+  f.version = int(version);
+  if (rd.optional(root, "complete")) f.complete = rd.boolean(root, "", "complete");
   if (const json* c = rd.optional(root, "capture")) f.capture = rd.string(*c, "/capture");
   if (const json* e = rd.optional(root, "engine")) f.engine = rd.string(*e, "/engine");
   const std::string mode = rd.string(root, "", "mode");
@@ -247,6 +262,7 @@ ParamsFile parseParams(const std::string& text, const std::string& source) {
   }
   f.smoothK = rd.boolean(root, "", "smooth_k");
   f.sink = rd.boolean(root, "", "sink");
+  if (rd.optional(root, "diagonal")) f.diagonal = rd.boolean(root, "", "diagonal");
   const json& groups = rd.member(root, "", "groups");
   if (!groups.is_array()) rd.fail("/groups", "expected an array");
   std::set<std::string> names;
@@ -321,6 +337,7 @@ ParamsFile parseParams(const std::string& text, const std::string& source) {
 }
 
 ParamsFile readParams(const std::string& path) {
+  checkRegularInputFile(path, "parameter file");  // before opening: a FIFO would block forever
   std::ifstream in(path, std::ios::binary);
   if (!in) throw Error(path, "cannot open the parameter file");
   std::ostringstream s;
@@ -333,7 +350,7 @@ const ParamsGroup* findGroup(const ParamsFile& f, const std::string& entryName,
                              std::optional<int64_t> layer) {
   for (const ParamsGroup& g : f.groups)
     for (const std::string& e : g.entries)
-      if (e == entryName) return &g;
+      if (e == entryName || e == utf8Safe(entryName)) return &g;
   if (layer)
     for (const ParamsGroup& g : f.groups)
       if (g.layer && *g.layer == *layer) return &g;
@@ -361,10 +378,14 @@ std::vector<HeadParams> headParamsFor(const ParamsFile& f, const std::string& so
   if (warnings) {
     int64_t missing = 0;
     for (bool b : have) missing += b ? 0 : 1;
+    // Heads can be missing because tuning stopped early or because only some heads were asked for.
+    const char* why = !f.complete.has_value() ? "tuning was interrupted or limited to some heads"
+                      : *f.complete           ? "only some heads were tuned (sparge tune --heads)"
+                                              : "tuning was interrupted";
     if (missing > 0)
-      warnings->push_back(source + ": group \"" + g->name +
-                          "\" is incomplete (tuning was interrupted): " + std::to_string(missing) + " of " +
-                          std::to_string(headsQ) + " heads use the default parameters");
+      warnings->push_back(source + ": group \"" + g->name + "\" has no parameters for " +
+                          std::to_string(missing) + " of " + std::to_string(headsQ) + " heads (" + why +
+                          "); they use the default parameters");
   }
   return out;
 }
@@ -390,6 +411,10 @@ void applyParams(const ParamsFile& f, const std::string& source, const EntryInfo
   config.numerics = f.numerics;
   config.smoothK = f.smoothK;
   config.sink = f.sink;
+  if (warnings && config.diagonal != f.diagonal)
+    warnings->push_back(source + std::string(": using diagonal blocks = ") + (f.diagonal ? "on" : "off") +
+                        " (the parameters were tuned with it)");
+  config.diagonal = f.diagonal;
 }
 
 }  // namespace sparge::core

@@ -80,4 +80,8 @@ EngineChoice parseEngineChoice(const std::string& text) {
   throw Error("--engine", "unknown engine '" + text + "': use auto, cpu or cuda");
 }
 
+double Engine::runDenseBaseline(const std::string& name) {
+  throw Error(this->name(), "no dense baseline '" + name + "' on this engine");
+}
+
 }  // namespace sparge::core

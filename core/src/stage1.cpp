@@ -1,5 +1,5 @@
 // Stage 1 of SpargeAttn on the CPU, mirroring the reference implementation's precision step by step
-// (SPARGE_SPEC.md §3.6): fp32 sums rounded to the input half type, fp16 unit vectors, half scores.
+// (docs/method.md): fp32 sums rounded to the input half type, fp16 unit vectors, half scores.
 #include "sparge/core/stage1.h"
 
 #include <algorithm>
@@ -50,7 +50,7 @@ BlockPass blockPass(const float* x, int64_t n, int64_t d, int blockSize, const f
       for (int64_t c = 0; c < d; ++c) unitSum[c] += roundToHalf(row[c] / norm);
     }
     for (int64_t c = 0; c < d; ++c) out.pooled[b * d + c] = roundToInput(sum[c] / float(count), t);
-    // Padded rows of a partial block are zero, so upstream's Gram sum is NaN there (NaN rule, §3.1).
+    // Padded rows of a partial block are zero, so upstream's Gram sum is NaN there (NaN rule).
     if (count < blockSize || zeroRow) continue;
     float s = 0.0f;
     for (int64_t c = 0; c < d; ++c) s += unitSum[c] * unitSum[c];
@@ -61,37 +61,71 @@ BlockPass blockPass(const float* x, int64_t n, int64_t d, int blockSize, const f
 
 }  // namespace
 
-std::vector<float> keyTokenMean(const float* k, int64_t nKv, int64_t d, DType inputType) {
-  // Upstream casts float32 inputs to float16 first, so float32 captures are rounded like float16 ones.
-  std::vector<double> acc(d, 0.0);
-  for (int64_t r = 0; r < nKv; ++r)
-    for (int64_t c = 0; c < d; ++c) acc[c] += roundToInput(k[r * d + c], inputType);
-  std::vector<float> mean(d);
-  for (int64_t c = 0; c < d; ++c) mean[c] = roundToInput(float(acc[c] / double(nKv)), inputType);
-  return mean;
+namespace {
+
+// Token ranges of block (i, j), clipped to the grid: queries [q0, q1), keys [k0, k1).
+struct BlockSpan {
+  int64_t q0, q1, k0, k1;
+  bool empty() const { return q1 <= q0 || k1 <= k0; }
+};
+
+BlockSpan spanOf(int i, int j, const Geometry& g, int64_t nQ, int64_t nKv) {
+  const int64_t q0 = int64_t(i) * g.blockQ, k0 = int64_t(j) * g.blockK;
+  return {q0, std::min<int64_t>(nQ, q0 + g.blockQ), k0, std::min<int64_t>(nKv, k0 + g.blockK)};
 }
 
-bool blockValid(int i, int j, const Geometry& g, int64_t nQ, int64_t nKv, bool causal) {
-  const int64_t k0 = int64_t(j) * g.blockK;
-  if (k0 >= nKv) return false;
-  if (!causal) return true;
-  // Top-left alignment: query t sees keys 0..t. The block holds a valid pair when its first key is
-  // not after its last query.
-  const int64_t lastQuery = std::min<int64_t>(nQ, int64_t(i + 1) * g.blockQ) - 1;
-  return k0 <= lastQuery;
+// Keys of [k0, k1) that query `query` sees.
+int64_t visibleInSpan(int64_t query, const BlockSpan& s, int64_t nKv, bool causal, const Window& w) {
+  const KeyRange r = visibleKeys(query, nKv, causal, w);
+  return std::max<int64_t>(0, std::min(r.last, s.k1 - 1) - std::max(r.first, s.k0) + 1);
 }
 
-double blockValidArea(int i, int j, const Geometry& g, int64_t nQ, int64_t nKv, bool causal) {
-  const int64_t q0 = int64_t(i) * g.blockQ, q1 = std::min<int64_t>(nQ, q0 + g.blockQ);
-  const int64_t k0 = int64_t(j) * g.blockK, k1 = std::min<int64_t>(nKv, k0 + g.blockK);
-  if (q1 <= q0 || k1 <= k0) return 0.0;
-  if (!causal) return double(q1 - q0) * double(k1 - k0);
+bool unmasked(bool causal, const Window& w) {
+  return !causal && !w.bounded();
+}
+
+}  // namespace
+
+bool blockValid(int i, int j, const Geometry& g, int64_t nQ, int64_t nKv, bool causal, const Window& window) {
+  const BlockSpan s = spanOf(i, j, g, nQ, nKv);
+  if (s.empty()) return false;
+  if (unmasked(causal, window)) return true;
+  // Both ends of a query's visible range never decrease as the query grows (top-left alignment), so
+  // the first query whose range reaches k0 is the one most likely to also start before k1.
+  int64_t lo = s.q0, hi = s.q1;
+  while (lo < hi) {
+    const int64_t mid = lo + (hi - lo) / 2;
+    if (visibleKeys(mid, nKv, causal, window).last >= s.k0)
+      hi = mid;
+    else
+      lo = mid + 1;
+  }
+  return lo < s.q1 && visibleInSpan(lo, s, nKv, causal, window) > 0;
+}
+
+double blockValidArea(int i, int j, const Geometry& g, int64_t nQ, int64_t nKv, bool causal,
+                      const Window& window) {
+  const BlockSpan s = spanOf(i, j, g, nQ, nKv);
+  if (s.empty()) return 0.0;
+  if (unmasked(causal, window)) return double(s.q1 - s.q0) * double(s.k1 - s.k0);
   double area = 0;
-  for (int64_t q = q0; q < q1; ++q) area += double(std::max<int64_t>(0, std::min(q + 1, k1) - k0));
+  for (int64_t q = s.q0; q < s.q1; ++q) area += double(visibleInSpan(q, s, nKv, causal, window));
   return area;
 }
 
-BlockValidity computeBlockValidity(const Geometry& g, int64_t nQ, int64_t nKv, bool causal) {
+bool blockOnDiagonal(int i, int j, const Geometry& g, int64_t nQ, int64_t nKv, bool causal,
+                     const Window& window) {
+  const BlockSpan s = spanOf(i, j, g, nQ, nKv);
+  const int64_t first = std::max(s.q0, s.k0), last = std::min(s.q1, s.k1) - 1;
+  for (int64_t t = first; t <= last; ++t) {
+    const KeyRange r = visibleKeys(t, nKv, causal, window);
+    if (r.first <= t && t <= r.last) return true;
+  }
+  return false;
+}
+
+BlockValidity computeBlockValidity(const Geometry& g, int64_t nQ, int64_t nKv, bool causal,
+                                   const Window& window) {
   BlockValidity v;
   v.nq = int(ceilDiv(nQ, g.blockQ));
   v.nk = int(ceilDiv(nKv, g.blockK));
@@ -99,8 +133,8 @@ BlockValidity computeBlockValidity(const Geometry& g, int64_t nQ, int64_t nKv, b
   v.area.resize(v.valid.size());
   for (int i = 0; i < v.nq; ++i)
     for (int j = 0; j < v.nk; ++j) {
-      v.valid[size_t(i) * v.nk + j] = blockValid(i, j, g, nQ, nKv, causal);
-      v.area[size_t(i) * v.nk + j] = blockValidArea(i, j, g, nQ, nKv, causal);
+      v.area[size_t(i) * v.nk + j] = blockValidArea(i, j, g, nQ, nKv, causal, window);
+      v.valid[size_t(i) * v.nk + j] = v.area[size_t(i) * v.nk + j] > 0;
     }
   return v;
 }
@@ -125,11 +159,23 @@ SparsityCounts countSparsity(const BlockValidity& validity, const uint8_t* mask,
   return sc;
 }
 
+std::vector<float> keyTokenMean(const float* k, int64_t nKv, int64_t d, DType inputType) {
+  // Upstream casts float32 inputs to float16 first, so float32 captures are rounded like float16 ones.
+  std::vector<double> acc(d, 0.0);
+  for (int64_t r = 0; r < nKv; ++r)
+    for (int64_t c = 0; c < d; ++c) acc[c] += roundToInput(k[r * d + c], inputType);
+  std::vector<float> mean(d);
+  for (int64_t c = 0; c < d; ++c) mean[c] = roundToInput(float(acc[c] / double(nKv)), inputType);
+  return mean;
+}
+
 BlockStats computeBlockStats(const float* q, int64_t nQ, const float* k, int64_t nKv, int64_t d,
-                             DType inputType, const Geometry& geometry, bool smoothK, bool causal) {
+                             DType inputType, const Geometry& geometry, bool smoothK, bool causal,
+                             const Window& window) {
   BlockStats st;
   st.geometry = geometry;
   st.causal = causal;
+  st.window = window;
   st.nq = int(ceilDiv(nQ, geometry.blockQ));
   st.nk = int(ceilDiv(nKv, geometry.blockK));
 
@@ -139,7 +185,7 @@ BlockStats computeBlockStats(const float* q, int64_t nQ, const float* k, int64_t
   st.selfSimQ = std::move(pq.selfSim);
   st.selfSimK = std::move(pk.selfSim);
 
-  // The predictor always scales by D^-0.5, whatever softmax scale the attention uses (§8.9).
+  // The predictor always scales by D^-0.5, whatever softmax scale the attention uses.
   const float predictorScale = float(1.0 / std::sqrt(double(d)));
   st.scores.resize(size_t(st.nq) * st.nk);
   for (int i = 0; i < st.nq; ++i) {
@@ -148,14 +194,14 @@ BlockStats computeBlockStats(const float* q, int64_t nQ, const float* k, int64_t
       const float* b = pk.pooled.data() + size_t(j) * d;
       float dot = 0.0f;
       for (int64_t c = 0; c < d; ++c) dot += a[c] * b[c];
-      st.scores[size_t(i) * st.nk + j] =
-          roundToInput(roundToInput(dot, inputType) * predictorScale, inputType);
+      st.scores[size_t(i) * st.nk + j] = roundToInput(roundToInput(dot, inputType) * predictorScale, inputType);
     }
   }
   return st;
 }
 
-Stage1Mask selectBlocks(const BlockStats& st, const HeadParams& p, bool sink, int64_t nQ, int64_t nKv) {
+Stage1Mask selectBlocks(const BlockStats& st, const HeadParams& p, const ForcedBlocks& forced, int64_t nQ,
+                        int64_t nKv) {
   const int nq = st.nq, nk = st.nk;
   const Geometry& g = st.geometry;
   // Probabilities are rounded to float16 (the softmax output dtype of fp16 inputs; for bf16 inputs
@@ -178,7 +224,7 @@ Stage1Mask selectBlocks(const BlockStats& st, const HeadParams& p, bool sink, in
     float* prow = m.pooledProb.data() + size_t(i) * nk;
     float rowMax = kNegInf;
     for (int j = 0; j < nk; ++j) {
-      const bool masked = !m.similarK[j] || !blockValid(i, j, g, nQ, nKv, st.causal);
+      const bool masked = !m.similarK[j] || !blockValid(i, j, g, nQ, nKv, st.causal, st.window);
       row[j] = masked ? kNegInf : st.scores[size_t(i) * nk + j];
       rowMax = std::max(rowMax, row[j]);
     }
@@ -221,10 +267,13 @@ Stage1Mask selectBlocks(const BlockStats& st, const HeadParams& p, bool sink, in
       if (!m.similarK[j]) rrow[j] |= kReasonForcedCol;
       if (!m.similarQ[i]) rrow[j] |= kReasonForcedRow;
       if (p.dense) rrow[j] |= kReasonDenseHead;
-      if (sink && j == 0) rrow[j] |= kReasonSink;
+      if (forced.sink && j == 0) rrow[j] |= kReasonSink;
+      if (forced.diagonal && blockOnDiagonal(i, j, g, nQ, nKv, st.causal, st.window))
+        rrow[j] |= kReasonDiagonal;
       bool on = (rrow[j] & (kReasonSelected | kReasonForcedCol | kReasonForcedRow | kReasonDenseHead |
-                            kReasonSink)) != 0;
-      if (!blockValid(i, j, g, nQ, nKv, st.causal)) {
+                            kReasonSink | kReasonDiagonal)) != 0;
+      // Invalid blocks (causal rule or window) go off after forcing, whatever put them on.
+      if (!blockValid(i, j, g, nQ, nKv, st.causal, st.window)) {
         rrow[j] |= kReasonCausalOff;
         on = false;
       }

@@ -3,11 +3,26 @@
 
 #include <algorithm>
 #include <cctype>
+#include <initializer_list>
 
 #include "sparge/core/capture.h"
 #include "sparge/core/error.h"
 
 namespace sparge::core {
+namespace {
+
+// The value whose toString() is `text`; otherwise an error naming `what` and every accepted name.
+template <class Enum>
+Enum parseByName(const std::string& text, std::initializer_list<Enum> values, const char* what) {
+  std::string names;
+  for (Enum v : values) {
+    if (text == toString(v)) return v;
+    names += (names.empty() ? "" : ", ") + std::string(toString(v));
+  }
+  throw Error(what, "'" + text + "' is not known — use one of " + names);
+}
+
+}  // namespace
 
 const char* toString(DType d) {
   switch (d) {
@@ -71,9 +86,7 @@ const char* toString(Numerics n) {
 }
 
 Numerics parseNumerics(const std::string& text) {
-  for (Numerics n : {Numerics::None, Numerics::Int8Fp16, Numerics::Int8Fp8})
-    if (text == toString(n)) return n;
-  throw Error("numerics", "'" + text + "' is not known — use none, int8-fp16 or int8-fp8");
+  return parseByName(text, {Numerics::None, Numerics::Int8Fp16, Numerics::Int8Fp8}, "numerics");
 }
 
 const char* toString(Target t) {
@@ -89,9 +102,7 @@ const char* toString(Target t) {
 }
 
 Target parseTarget(const std::string& text) {
-  for (Target t : {Target::Sm80, Target::Sm89, Target::Sm90})
-    if (text == toString(t)) return t;
-  throw Error("target", "'" + text + "' is not known — use sm80, sm89 or sm90");
+  return parseByName(text, {Target::Sm80, Target::Sm89, Target::Sm90}, "target");
 }
 
 Geometry geometryOf(Target t) {
@@ -108,6 +119,12 @@ KeyRange visibleKeys(int64_t query, int64_t nKv, bool causal, const Window& wind
   if (right >= 0) r.last = std::min(r.last, query + right);
   if (window.left >= 0) r.first = std::max<int64_t>(0, query - window.left);
   return r;
+}
+
+std::string toString(const Window& w) {
+  std::string text = "[";  // appended piece by piece: GCC 12 warns (wrongly) on "[" + std::to_string(...)
+  text.append(std::to_string(w.left)).append(", ").append(std::to_string(w.right)).append("]");
+  return text;
 }
 
 int64_t EntryInfo::bytesOnDisk() const {

@@ -1,296 +1,574 @@
-// Stage 2 on Hopper tensor cores (sm_90a) for the 64x128 geometry: one warpgroup of 128 threads per
-// 64-row query tile issues wgmma.mma_async m64n128k16 for Q·Kᵀ (Q and K from 128-byte-swizzled shared
-// memory) and m64nDk16 for P·V (P from registers, V read MN-major through the descriptor's transpose
-// bit). Semantics are those of attention_sm80.cu with MT = KS = 1, row for row: the LUT walk or every
-// causally valid block, base-2 online softmax, the CTA-uniform PV skip of SPARGE_SPEC.md §4.4 (block
-// 0 and the last block never skipped), exact causal / kv-length masks, zero-filled tails, GQA, rows
-// with no visible key written as 0 and counted. K and V are double-buffered with cp.async.
-// Only the sm_90a pass has a body; other passes compile to a trap (the launcher never selects them).
+// Stage 2 on Hopper (sm_90a) for the 64x128 geometry, with FlashAttention-3's structure: a CTA holds two
+// adjacent 64-row query tiles, one per consumer warpgroup (each with its own LUT row), and a producer warp
+// that loads K and V blocks with TMA into a multi-stage shared-memory pipeline guarded by mbarriers. The
+// producer walks the sorted union of both LUT rows; every stage carries its key block and which consumers
+// need it, so one load serves both tiles when their rows agree (dense attention, and neighbouring rows of
+// real data). The consumers take turns on the tensor cores (ping-pong on named barriers): one issues Q·Kᵀ of
+// its block and P·V of its previous block while the other runs its softmax. Register reallocation gives the
+// consumers 240 registers. Numerics: fp16/bf16 exact (wgmma m64n128k16, P·V m64nDk16 with V transposed by the
+// descriptor), and int8-fp8 (wgmma s8 m64n128k32, P rounded to e4m3, P·V e4m3 m64nDk32 into a fresh per-block
+// fp32 buffer). Masks, the PV-skip vote (per query tile), empty rows and the output go through the shared
+// parts. Only the sm_90a image has a body; other images trap (the launcher never selects them).
+#include <cuda.h>
 #include <cuda_runtime.h>
 
+#include <climits>
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
+#include <string>
+#include <type_traits>
 
+#include "attention_params.cuh"
 #include "cuda_util.h"
 #include "device_common.cuh"
-#include "attention_params.cuh"
 #include "launch.h"
-#include "mma_sm80.cuh"
+#include "parts/block_walk.cuh"
+#include "parts/epilogue.cuh"
+#include "parts/hopper_sync.cuh"
+#include "parts/online_softmax.cuh"
 #include "smem_layout_sm90.h"
+#include "sparge/core/error.h"
 #include "wgmma_sm90.cuh"
+
+// Only the sm_90a pass compiles the kernel bodies; the other passes would warn about the constants they use.
+#pragma nv_diag_suppress 177
 
 namespace sparge::cuda {
 namespace {
 
-constexpr int kBQ = 64, kBK = 128, kThreads90 = 128;
+using core::Numerics;
 
-template <int D>
-struct Smem90 {
-  static constexpr int kQBytes = kBQ * D * 2;
-  static constexpr int kKVBytes = kBK * D * 2;
-  // Q, two K tiles, two V tiles; +1024 to align the base to the swizzle atom.
-  static constexpr int kBytes = kQBytes + 4 * kKVBytes + 1024;
+constexpr int kBQ = 64, kBK = 128;
+constexpr int kConsumers = 2;
+constexpr int kThreads90 = 128 * (1 + kConsumers);  // producer warpgroup + two consumer warpgroups
+constexpr int kProducerRegs = 24, kConsumerRegs = 240;
+// Named barriers: ping-pong turns (1, 2) and the per-tile skip vote (3, 4).
+constexpr int kBarTurn = 1, kBarVote = 3;
+
+template <typename T_, int D_, Numerics N_>
+struct Sm90Traits {
+  using T = T_;  // input and output element type
+  static constexpr int D = D_;
+  static constexpr bool kFp8 = N_ == Numerics::Int8Fp8;
+  static constexpr int kElemBytes = kFp8 ? 1 : 2;  // Q and K elements
+  static constexpr int kQkRowBytes = D * kElemBytes;
+  static constexpr int kSlabBytes = kQkRowBytes < 128 ? kQkRowBytes : 128;  // one TMA box row, one swizzle
+  static constexpr int kSlabs = kQkRowBytes / kSlabBytes;
+  static constexpr int kQTileBytes = kBQ * kQkRowBytes;
+  static constexpr int kKTileBytes = kBK * kQkRowBytes;
+  static constexpr int kVTileBytes = kFp8 ? D * kBK : kBK * D * 2;  // e4m3 [D][keys] or 16-bit [keys][D]
+  static constexpr int kStages = kKTileBytes + kVTileBytes > 32768 ? 2 : 4;
+  static constexpr int kQkSteps = kQkRowBytes / 32;  // wgmma k-steps of 32 bytes
+  static constexpr int kPSteps = kFp8 ? kBK / 32 : kBK / 16;
+  static constexpr int kNT = kBK / 8, kDT = D / 8;
+  // e4m3 P·V runs in parts of kPvN channels, each into a fresh fp32 block buffer that is added to O before
+  // the next part: the two-level accumulation in 16 (D = 128) or 32 (D = 64) buffer registers, so that the
+  // consumers do not spill.
+  static constexpr int kPvN = kFp8 ? (D == 128 ? 32 : 64) : D;
+  static constexpr int kPvParts = D / kPvN;
+  // Q tiles, K stages, V stages (all 1024-byte aligned), then barriers and stage tags.
+  static constexpr int kOffK = kConsumers * kQTileBytes;
+  static constexpr int kOffV = kOffK + kStages * kKTileBytes;
+  static constexpr int kOffBar = kOffV + kStages * kVTileBytes;
+  static constexpr int kBarBytes = 8 * (1 + 4 * kStages);
+  static constexpr int kOffTag = kOffBar + kBarBytes;
+  static constexpr int kSmemBytes = kOffTag + 8 * kStages + 1024;  // + alignment slack
+  static_assert(kQTileBytes % 1024 == 0 && kKTileBytes % 1024 == 0 && kVTileBytes % 1024 == 0,
+                "aligned tiles");
+};
+
+template <typename T>
+struct Sm90Params {
+  KParams<T> k;
+  CUtensorMap q, kmap, v;
 };
 
 #ifdef SPARGE_SM90A_DEVICE
 
-using sm80::cpAsync16;
-using sm80::cpAsyncCommit;
-using sm80::cpAsyncWait;
-using sm80::ex2;
+using namespace sm90;
 
-// R rows x D columns from global rows r0.. into the swizzled slab layout; rows >= N are zero-filled.
-template <int D, int R, typename T>
-__device__ __forceinline__ void loadTile90(uint32_t smBase, const T* g, int r0, int N, int tid) {
-  constexpr int kChunks = D / 8;
-  constexpr int kTotal = R * kChunks;
+// Shared-memory addresses of the pipeline.
+template <class Tr>
+struct Pipe {
+  uint32_t base;
+  __device__ __forceinline__ uint32_t q(int c) const { return base + c * Tr::kQTileBytes; }
+  __device__ __forceinline__ uint32_t k(int s) const { return base + Tr::kOffK + s * Tr::kKTileBytes; }
+  __device__ __forceinline__ uint32_t v(int s) const { return base + Tr::kOffV + s * Tr::kVTileBytes; }
+  __device__ __forceinline__ uint32_t fullQ() const { return base + Tr::kOffBar; }
+  __device__ __forceinline__ uint32_t fullK(int s) const { return base + Tr::kOffBar + 8 * (1 + s); }
+  __device__ __forceinline__ uint32_t fullV(int s) const { return fullK(s) + 8 * Tr::kStages; }
+  __device__ __forceinline__ uint32_t emptyK(int s) const { return fullK(s) + 16 * Tr::kStages; }
+  __device__ __forceinline__ uint32_t emptyV(int s) const { return fullK(s) + 24 * Tr::kStages; }
+  __device__ __forceinline__ uint32_t tag(int s) const { return base + Tr::kOffTag + 8 * s; }
+};
+
+// A stage's tag: its key block, which consumers need it, whether it is the last stage, and the block's
+// INT8 K scale (int8-fp8).
+struct StageTag {
+  int j;
+  int mask;
+  bool last;
+  float kScale;
+};
+__device__ __forceinline__ void storeTag(uint32_t addr, const StageTag& t) {
+  const uint32_t w = (uint32_t)t.j | ((uint32_t)t.mask << 24) | ((uint32_t)t.last << 26);
+  asm volatile("st.shared.v2.u32 [%0], {%1, %2};\n" ::"r"(addr), "r"(w), "r"(__float_as_uint(t.kScale))
+               : "memory");
+}
+__device__ __forceinline__ StageTag loadTag(uint32_t addr) {
+  uint32_t w, f;
+  asm volatile("ld.shared.v2.u32 {%0, %1}, [%2];\n" : "=r"(w), "=r"(f) : "r"(addr) : "memory");
+  return StageTag{int(w & 0xFFFFFF), int((w >> 24) & 3), ((w >> 26) & 1) != 0, __uint_as_float(f)};
+}
+
+// The tag as every lane of the warp sees it (the same value; the shuffle tells the compiler so, which keeps
+// the wgmma issue off divergent paths).
+__device__ __forceinline__ StageTag uniformTag(const StageTag& t) {
+  return StageTag{__shfl_sync(0xffffffffu, t.j, 0), __shfl_sync(0xffffffffu, t.mask, 0),
+                  __shfl_sync(0xffffffffu, (int)t.last, 0) != 0, t.kScale};
+}
+
+// The CTA's two query tiles and their walks, computed the same way by every thread.
+template <typename T, bool kDense>
+struct TilePair {
+  int i[kConsumers];
+  BlockWalk<kDense> walk[kConsumers];
+  int bhq, bhk, hq;
+
+  __device__ __forceinline__ static TilePair make(const KParams<T>& p) {
+    TilePair tp;
+    const int c = gridDim.x - 1 - blockIdx.x;  // longest causal rows first
+    tp.hq = p.heads[blockIdx.y];
+    tp.bhq = blockIdx.z * p.Hq + tp.hq;
+    tp.bhk = blockIdx.z * p.Hkv + tp.hq / (p.Hq / p.Hkv);
 #pragma unroll
-  for (int x = tid; x < kTotal; x += kThreads90) {
-    int row = x / kChunks, ch = x % kChunks;
-    int gr = r0 + row;
-    bool ok = gr < N;
-    const T* src = g + (size_t)(ok ? gr : 0) * D + ch * 8;
-    cpAsync16(smBase + 2u * (uint32_t)sm90::tileChunkOffset<R>(row, ch), src, ok);
+    for (int w = 0; w < kConsumers; ++w) {
+      tp.i[w] = kConsumers * c + w;
+      const int q0 = tp.i[w] * kBQ, q1 = min(q0 + kBQ, p.Nq) - 1;
+      const size_t row = (size_t)tp.bhq * p.nq + tp.i[w];
+      if (tp.i[w] < p.nq)
+        tp.walk[w] = BlockWalk<kDense>::make(p.vis, q0, q1, kBK, kDense ? nullptr : p.lut + row * p.nk,
+                                             kDense ? nullptr : p.validCount + row);
+      else
+        tp.walk[w].n = 0;
+    }
+    return tp;
+  }
+  __device__ __forceinline__ bool empty() const {
+    return walk[0].n == 0 && walk[1].n == 0;
+  }
+};
+
+// ---------------------------------------------------------------------------------------------
+// Producer: one thread merges both walks and streams Q once, then K and V per union step.
+
+template <class Tr>
+__device__ __forceinline__ void loadKV(const Sm90Params<typename Tr::T>& prm, const Pipe<Tr>& pp, int s,
+                                       int j, int bhk) {
+  mbarArriveExpectTx(pp.fullK(s), Tr::kKTileBytes);
+#pragma unroll
+  for (int x = 0; x < Tr::kSlabs; ++x)
+    tmaLoad3d(pp.k(s) + x * kBK * Tr::kSlabBytes, &prm.kmap, pp.fullK(s), x * Tr::kSlabBytes / Tr::kElemBytes,
+              j * kBK, bhk);
+}
+
+template <class Tr>
+__device__ __forceinline__ void loadV(const Sm90Params<typename Tr::T>& prm, const Pipe<Tr>& pp, int s, int j,
+                                      int bhk) {
+  mbarArriveExpectTx(pp.fullV(s), Tr::kVTileBytes);
+  if constexpr (Tr::kFp8) {
+    tmaLoad3d(pp.v(s), &prm.v, pp.fullV(s), j * kBK, 0, bhk);
+  } else {
+#pragma unroll
+    for (int x = 0; x < Tr::D / 64; ++x)
+      tmaLoad3d(pp.v(s) + x * kBK * 128, &prm.v, pp.fullV(s), x * 64, j * kBK, bhk);
   }
 }
 
-template <typename T, int D, bool kDense>
-__device__ __forceinline__ void attention90Body(const KParams<T>& p) {
-  using L = Smem90<D>;
-  extern __shared__ unsigned char smemRaw[];
-  const uint32_t rawAddr = sm80::smemAddr(smemRaw);
-  const uint32_t base = (rawAddr + 1023u) & ~1023u;
-  const uint32_t sQ = base;
-  const uint32_t sK0 = sQ + L::kQBytes;
-  const uint32_t sV0 = sK0 + 2 * L::kKVBytes;
-
-  const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
-  const int i = gridDim.x - 1 - blockIdx.x;  // longest causal rows first
-  const int hq = p.heads[blockIdx.y], b = blockIdx.z;
-  const int bhq = b * p.Hq + hq;
-  const int bhk = b * p.Hkv + hq / (p.Hq / p.Hkv);
-  const T* gQ = p.q + (size_t)bhq * p.Nq * D;
-  const T* gK = p.k + (size_t)bhk * p.Nkv * D;
-  const T* gV = p.v + (size_t)bhk * p.Nkv * D;
-  const size_t rowIdx = (size_t)bhq * p.nq + i;
-  const int qRow0 = i * kBQ;
-  const int warpRow0 = warp * 16;
-  const float sc = p.scaleLog2;
-
-  int n;
-  const int32_t* lutRow = nullptr;
-  float lambda = INFINITY;
-  bool skipOn = false;
-  if constexpr (kDense) {
-    int lastQ = min(qRow0 + kBQ, p.Nq) - 1;
-    n = p.causal ? min(p.nk, lastQ / kBK + 1) : p.nk;
-  } else {
-    n = p.validCount[rowIdx];
-    lutRow = p.lut + rowIdx * p.nk;
-    HeadParamsDev hp = p.params[hq];
-    lambda = hp.lambda;
-    skipOn = !hp.dense && isfinite(lambda);
+template <class Tr, bool kDense>
+__device__ __forceinline__ void produce(const Sm90Params<typename Tr::T>& prm, const Pipe<Tr>& pp,
+                                        const TilePair<typename Tr::T, kDense>& tp) {
+  const KParams<typename Tr::T>& p = prm.k;
+  prefetchTensorMap(&prm.kmap);
+  prefetchTensorMap(&prm.v);
+  const bool second = tp.i[1] < p.nq;  // an odd tile count leaves the last CTA one tile
+  mbarArriveExpectTx(pp.fullQ(), (second ? 2 : 1) * Tr::kQTileBytes);
+#pragma unroll
+  for (int w = 0; w < kConsumers; ++w)
+#pragma unroll
+    for (int x = 0; x < Tr::kSlabs; ++x)
+      if (w == 0 || second)
+        tmaLoad3d(pp.q(w) + x * kBQ * Tr::kSlabBytes, &prm.q, pp.fullQ(), x * Tr::kSlabBytes / Tr::kElemBytes,
+                  tp.i[w] * kBQ, tp.bhq);
+  int t[kConsumers] = {0, 0}, j[kConsumers];
+#pragma unroll
+  for (int w = 0; w < kConsumers; ++w) j[w] = tp.walk[w].n > 0 ? tp.walk[w].first() : INT_MAX;
+  for (int u = 0;; ++u) {
+    const int s = u % Tr::kStages;
+    const uint32_t phase = (u / Tr::kStages) & 1;
+    StageTag tag;
+    tag.j = min(j[0], j[1]);
+    tag.mask = 0;
+#pragma unroll
+    for (int w = 0; w < kConsumers; ++w)
+      if (j[w] == tag.j) {
+        tag.mask |= 1 << w;
+        j[w] = ++t[w] < tp.walk[w].n ? tp.walk[w].advance(j[w], t[w]) : INT_MAX;
+      }
+    tag.last = j[0] == INT_MAX && j[1] == INT_MAX;
+    tag.kScale = Tr::kFp8 ? p.kScale[(size_t)tp.bhk * p.nk + tag.j] : 1.f;
+    mbarWait(pp.emptyK(s), phase ^ 1);
+    storeTag(pp.tag(s), tag);
+    loadKV<Tr>(prm, pp, s, tag.j, tp.bhk);
+    mbarWait(pp.emptyV(s), phase ^ 1);
+    loadV<Tr>(prm, pp, s, tag.j, tp.bhk);
+    if (tag.last) break;
   }
+}
 
-  // Accumulator fragments (wgmma m64nN f32): element 4*nt + e of a thread is row
-  // warpRow0 + lane/4 + 8*(e/2), column 8*nt + 2*(lane%4) + e%2, as in mma.sync's C layout.
-  float m[2] = {-INFINITY, -INFINITY}, l[2] = {0.f, 0.f};
-  float acc[D / 2];
-#pragma unroll
-  for (int x = 0; x < D / 2; ++x) acc[x] = 0.f;
-  float s[kBK / 2];
-#pragma unroll
-  for (int x = 0; x < kBK / 2; ++x) s[x] = 0.f;
+// ---------------------------------------------------------------------------------------------
+// Consumers: one warpgroup per 64-row query tile.
 
-  if (n > 0) {
-    // Groups: {Q, K_0, V_0}, {K_1, V_1} (maybe empty), then one group per iteration (maybe empty),
-    // so that "all but the newest group done" always means block t has landed.
-    loadTile90<D, kBQ>(sQ, gQ, qRow0, p.Nq, tid);
-    int jc = kDense ? 0 : lutRow[0];  // block computed in this iteration
-    loadTile90<D, kBK>(sK0, gK, jc * kBK, p.Nkv, tid);
-    loadTile90<D, kBK>(sV0, gV, jc * kBK, p.Nkv, tid);
-    cpAsyncCommit();
-    int jl = jc;  // block of the newest issued load
-    if (n > 1) {
-      jl = kDense ? 1 : jc + lutRow[1];
-      loadTile90<D, kBK>(sK0 + L::kKVBytes, gK, jl * kBK, p.Nkv, tid);
-      loadTile90<D, kBK>(sV0 + L::kKVBytes, gV, jl * kBK, p.Nkv, tid);
-    }
-    cpAsyncCommit();
+template <class Tr>
+struct ConsumerState {
+  float m[2], l[2];
+  float acc[Tr::kDT][4];
+  uint32_t pf[Tr::kPSteps][4];
+  // The block whose P·V is still to issue (or whose V stage is still to release).
+  bool pending = false, pendingGemm = false;
+  int pendingStage = 0;
+  uint32_t pendingPhase = 0;
+};
 
-    for (int t = 0; t < n; ++t) {
-      const uint32_t buf = (uint32_t)(t & 1) * L::kKVBytes;
-      cpAsyncWait<1>();
-      sm90::fenceProxyAsync();  // cp.async writes (generic proxy) before wgmma reads (async proxy)
-      __syncthreads();
+template <class Tr>
+__device__ __forceinline__ void issueQK(float (&s)[Tr::kNT][4], int32_t (&si)[Tr::kNT][4], uint32_t sQ,
+                                        uint32_t sK) {
+  using namespace sm90;
+#pragma unroll
+  for (int ks = 0; ks < Tr::kQkSteps; ++ks) {
+    const uint64_t dq = kMajorDescriptorBytes<kBQ, Tr::kSlabBytes>(sQ, ks * 32);
+    const uint64_t dk = kMajorDescriptorBytes<kBK, Tr::kSlabBytes>(sK, ks * 32);
+    if constexpr (Tr::kFp8)
+      WgmmaS8::run(si, dq, dk, ks > 0);
+    else
+      WgmmaSS<typename Tr::T, kBK>::run(s, dq, dk, ks > 0);
+  }
+}
 
-      sm90::wgmmaFence();
+// P·V of one part of the output channels (all of them for 16-bit V).
+template <class Tr>
+__device__ __forceinline__ void issuePV(ConsumerState<Tr>& st, float (&blk)[Tr::kPvN / 8][4], uint32_t sV,
+                                        int part) {
+  using namespace sm90;
 #pragma unroll
-      for (int ks = 0; ks < D / 16; ++ks)
-        sm90::WgmmaSS<T, kBK>::run(s, sm90::kMajorDescriptor<kBQ>(sQ, ks),
-                                   sm90::kMajorDescriptor<kBK>(sK0 + buf, ks), ks > 0 ? 1 : 0);
-      sm90::wgmmaCommit();
-      sm90::wgmmaWait<0>();
+  for (int kk = 0; kk < Tr::kPSteps; ++kk) {
+    if constexpr (Tr::kFp8)
+      WgmmaE4m3<Tr::kPvN>::run(
+          blk, st.pf[kk], kMajorDescriptorBytes<Tr::kPvN, 128>(sV + part * Tr::kPvN * 128, kk * 32), kk > 0);
+    else
+      WgmmaRS<typename Tr::T, Tr::D>::run(st.acc, st.pf[kk], mnMajorDescriptor<kBK>(sV, kk), 1);
+  }
+}
 
-      const int kBase = jc * kBK;
-      const bool needMask = (kBase + kBK > p.Nkv) || (p.causal && kBase + kBK - 1 > qRow0);
-      if (needMask) {
+template <class Tr>
+__device__ __forceinline__ void addPart(ConsumerState<Tr>& st, const float (&blk)[Tr::kPvN / 8][4],
+                                        int part) {
 #pragma unroll
-        for (int nt = 0; nt < kBK / 8; ++nt)
+  for (int dt = 0; dt < Tr::kPvN / 8; ++dt)
 #pragma unroll
-          for (int e = 0; e < 4; ++e) {
-            int row = qRow0 + warpRow0 + (lane >> 2) + ((e >> 1) << 3);
-            int col = kBase + nt * 8 + ((lane & 3) << 1) + (e & 1);
-            if (col >= p.Nkv || (p.causal && col > row)) s[4 * nt + e] = -INFINITY;
-          }
-      }
-      float rmax[2] = {-INFINITY, -INFINITY};
-#pragma unroll
-      for (int nt = 0; nt < kBK / 8; ++nt) {
-        rmax[0] = fmaxf(rmax[0], fmaxf(s[4 * nt + 0], s[4 * nt + 1]));
-        rmax[1] = fmaxf(rmax[1], fmaxf(s[4 * nt + 2], s[4 * nt + 3]));
-      }
-#pragma unroll
-      for (int r = 0; r < 2; ++r) {
-        rmax[r] = fmaxf(rmax[r], __shfl_xor_sync(0xffffffffu, rmax[r], 1));
-        rmax[r] = fmaxf(rmax[r], __shfl_xor_sync(0xffffffffu, rmax[r], 2));
-        rmax[r] *= sc;  // base-2 units (the scale is positive)
-      }
+    for (int e = 0; e < 4; ++e) st.acc[part * (Tr::kPvN / 8) + dt][e] += blk[dt][e];
+}
 
-      bool skip = false;
-      if (!kDense && skipOn && t >= 1 && t < n - 1) {
-        // Skip iff max over the tile's real rows of (rowmax_new - m_old) <= -λ (CTA-uniform).
-        float dmax = -INFINITY;
-#pragma unroll
-        for (int r = 0; r < 2; ++r) {
-          int row = qRow0 + warpRow0 + (lane >> 2) + 8 * r;
-          if (row < p.Nq && rmax[r] != -INFINITY)
-            dmax = fmaxf(dmax, m[r] == -INFINITY ? INFINITY : rmax[r] - m[r]);
-        }
-        skip = !__syncthreads_or(dmax + lambda > 0.f);
-      }
+// Softmax of the consumer's own block (scores in s): masks, skip vote, rescale, exponentiate, pack P.
+// Returns true when the block's P·V is skipped.
+template <class Tr>
+__device__ __forceinline__ bool consumerSoftmax(ConsumerState<Tr>& st, float (&s)[Tr::kNT][4], float sc,
+                                                bool vote, float lambda, int row0, int nQ, int wg) {
+  float rmax[2];
+  rowMax(s, rmax);
+  rmax[0] *= sc;
+  rmax[1] *= sc;
+  if (vote && !sm90::barAny(kBarVote + wg, 128, maxRise(rmax, st.m, row0, nQ) + lambda > 0.f)) return true;
+  float muse[2];
+  rescaleRows(st.m, st.l, st.acc, rmax, muse);
+  exponentiate<RowSum::Fp32>(s, muse, sc, Tr::kFp8 ? kFp8POffset : 0.f, st.l);
+  if constexpr (Tr::kFp8)
+    packPE4m3(s, st.pf);
+  else
+    packP16<typename Tr::T>(s, st.pf);
+  return false;
+}
 
-      if (!skip) {
-        float muse[2];
+// Finishes the pending block once its first P·V part has completed: the remaining parts (e4m3 V), then
+// releases its V stage.
+template <class Tr>
+__device__ __forceinline__ void releasePending(ConsumerState<Tr>& st, float (&blk)[Tr::kPvN / 8][4],
+                                               const Pipe<Tr>& pp) {
+  if (!st.pending) return;
+  if (!st.pendingGemm) sm90::mbarWait(pp.fullV(st.pendingStage), st.pendingPhase);  // keep the phases in step
+  if constexpr (Tr::kFp8) {
+    if (st.pendingGemm) {
+      addPart(st, blk, 0);
 #pragma unroll
-        for (int r = 0; r < 2; ++r) {
-          float mnew = fmaxf(m[r], rmax[r]);
-          muse[r] = mnew == -INFINITY ? 0.f : mnew;
-          float alpha = ex2(m[r] - muse[r]);  // m = -inf gives 0: nothing accumulated yet
-          m[r] = mnew;
-          l[r] *= alpha;
-#pragma unroll
-          for (int dt = 0; dt < D / 8; ++dt) {
-            acc[4 * dt + 2 * r] *= alpha;
-            acc[4 * dt + 2 * r + 1] *= alpha;
-          }
-        }
-#pragma unroll
-        for (int nt = 0; nt < kBK / 8; ++nt) {
-          s[4 * nt + 0] = ex2(fmaf(s[4 * nt + 0], sc, -muse[0]));
-          s[4 * nt + 1] = ex2(fmaf(s[4 * nt + 1], sc, -muse[0]));
-          s[4 * nt + 2] = ex2(fmaf(s[4 * nt + 2], sc, -muse[1]));
-          s[4 * nt + 3] = ex2(fmaf(s[4 * nt + 3], sc, -muse[1]));
-          l[0] += s[4 * nt + 0] + s[4 * nt + 1];
-          l[1] += s[4 * nt + 2] + s[4 * nt + 3];
-        }
-        uint32_t pf[kBK / 16][4];
-#pragma unroll
-        for (int kk = 0; kk < kBK / 16; ++kk) {
-          pf[kk][0] = Elem<T>::pack(s[8 * kk + 0], s[8 * kk + 1]);
-          pf[kk][1] = Elem<T>::pack(s[8 * kk + 2], s[8 * kk + 3]);
-          pf[kk][2] = Elem<T>::pack(s[8 * kk + 4], s[8 * kk + 5]);
-          pf[kk][3] = Elem<T>::pack(s[8 * kk + 6], s[8 * kk + 7]);
-        }
+      for (int part = 1; part < Tr::kPvParts; ++part) {
         sm90::wgmmaFence();
-#pragma unroll
-        for (int kk = 0; kk < kBK / 16; ++kk)
-          sm90::WgmmaRS<T, D>::run(acc, pf[kk], sm90::mnMajorDescriptor<kBK>(sV0 + buf, kk));
+        issuePV<Tr>(st, blk, pp.v(st.pendingStage), part);
         sm90::wgmmaCommit();
         sm90::wgmmaWait<0>();
-      } else if (!kDense && tid == 0 && p.pvSkipped) {
-        p.pvSkipped[rowIdx * p.nk + jc] = 1;
+        addPart(st, blk, part);
       }
-
-      // Every warp is done with K_t and V_t: block t+2 loads into their buffers.
-      __syncthreads();
-      if (t + 2 < n) {
-        jl = kDense ? jl + 1 : jl + lutRow[t + 2];
-        loadTile90<D, kBK>(sK0 + buf, gK, jl * kBK, p.Nkv, tid);
-        loadTile90<D, kBK>(sV0 + buf, gV, jl * kBK, p.Nkv, tid);
-      }
-      cpAsyncCommit();
-      if (t + 1 < n) jc = kDense ? jc + 1 : jc + lutRow[t + 1];
     }
-    cpAsyncWait<0>();
   }
+  sm90::mbarArrive(pp.emptyV(st.pendingStage));
+  st.pending = false;
+}
 
-  T* gO = p.o + (size_t)bhq * p.Nq * D;
-#pragma unroll
-  for (int r = 0; r < 2; ++r) {
-    float lr = l[r];
-    lr += __shfl_xor_sync(0xffffffffu, lr, 1);
-    lr += __shfl_xor_sync(0xffffffffu, lr, 2);
-    int row = qRow0 + warpRow0 + (lane >> 2) + 8 * r;
-    if (row < p.Nq) {
-      float inv = lr > 0.f ? 1.f / lr : 0.f;  // a row with no attended key is written as 0
-      if (lr == 0.f && (lane & 3) == 0 && p.emptyRows) atomicAdd(&p.emptyRows[bhq], 1);
-#pragma unroll
-      for (int dt = 0; dt < D / 8; ++dt) {
-        int col = dt * 8 + ((lane & 3) << 1);
-        *reinterpret_cast<uint32_t*>(gO + (size_t)row * D + col) =
-            Elem<T>::pack(acc[4 * dt + 2 * r] * inv, acc[4 * dt + 2 * r + 1] * inv);
-      }
+// Per-consumer constants of the walk.
+struct ConsumerCtx {
+  int wg, i, n, row0, col0, qRow0, qLast;
+  size_t rowIdx;
+  float lambda;
+  bool skipOn;
+};
+
+template <class Tr, bool kDense>
+__device__ __forceinline__ void consume(const Sm90Params<typename Tr::T>& prm, const Pipe<Tr>& pp,
+                                        const ConsumerCtx& cx, ConsumerState<Tr>& st) {
+  using namespace sm90;
+  const KParams<typename Tr::T>& p = prm.k;
+  const float qScale = Tr::kFp8 && cx.i < p.nq ? p.qScale[cx.rowIdx] : 1.f;
+  float blk[Tr::kPvN / 8][4];
+  mbarWait(pp.fullQ(), 0);
+  int t = 0;
+  for (int u = 0;; ++u) {
+    const int s = u % Tr::kStages;
+    const uint32_t phase = (u / Tr::kStages) & 1;
+    mbarWait(pp.fullK(s), phase);
+    const StageTag tag = uniformTag(loadTag(pp.tag(s)));
+    const bool mine = (tag.mask >> cx.wg) & 1;
+    float sc[Tr::kNT][4];
+    int32_t si[Tr::kNT][4];
+    barSync(kBarTurn + cx.wg, 256);  // our turn on the tensor cores
+    wgmmaFence();
+    if (mine) issueQK<Tr>(sc, si, pp.q(cx.wg), pp.k(s));
+    if (st.pending && st.pendingGemm) {
+      mbarWait(pp.fullV(st.pendingStage), st.pendingPhase);
+      issuePV<Tr>(st, blk, pp.v(st.pendingStage), 0);
     }
+    wgmmaCommit();
+    if (!(tag.last && cx.wg == kConsumers - 1)) barArrive(kBarTurn + (cx.wg ^ 1), 256);
+    wgmmaWait<0>();
+    mbarArrive(pp.emptyK(s));
+    releasePending<Tr>(st, blk, pp);
+    st.pending = true;
+    st.pendingGemm = false;
+    st.pendingStage = s;
+    st.pendingPhase = phase;
+    if (mine) {
+      if constexpr (Tr::kFp8) intToFloat(si, sc);
+      const float scale = Tr::kFp8 ? p.scaleLog2 * (qScale * tag.kScale) : p.scaleLog2;
+      if (!p.vis.fullyVisible(cx.qRow0, cx.qLast, tag.j * kBK, kBK))
+        maskFragment(sc, cx.row0, tag.j * kBK + cx.col0, p.vis);
+      const bool vote = !kDense && cx.skipOn && skipEligible(t, cx.n, 1);
+      // The vote is warpgroup-wide; the shuffle tells the compiler the branch is uniform.
+      const bool skip = __shfl_sync(
+          0xffffffffu, (int)consumerSoftmax<Tr>(st, sc, scale, vote, cx.lambda, cx.row0, p.Nq, cx.wg), 0);
+      st.pendingGemm = !skip;
+      if (skip && threadIdx.x % 128 == 0 && p.pvSkipped) p.pvSkipped[cx.rowIdx * p.nk + tag.j] = 1;
+      ++t;
+    }
+    if (tag.last) break;
+  }
+  if (st.pending && st.pendingGemm) {
+    mbarWait(pp.fullV(st.pendingStage), st.pendingPhase);
+    wgmmaFence();
+    issuePV<Tr>(st, blk, pp.v(st.pendingStage), 0);
+    wgmmaCommit();
+    wgmmaWait<0>();
+  }
+  releasePending<Tr>(st, blk, pp);
+}
+
+template <class Tr, bool kDense>
+__device__ __forceinline__ void consumerTile(const Sm90Params<typename Tr::T>& prm, const Pipe<Tr>& pp,
+                                             const TilePair<typename Tr::T, kDense>& tp, int wg) {
+  const KParams<typename Tr::T>& p = prm.k;
+  const int lane = threadIdx.x & 31, warp = (threadIdx.x >> 5) & 3;
+  ConsumerCtx cx;
+  cx.wg = wg;
+  cx.i = wg ? tp.i[1] : tp.i[0];  // constant indices keep the pair in registers
+  cx.n = wg ? tp.walk[1].n : tp.walk[0].n;
+  cx.qRow0 = cx.i * kBQ;
+  cx.qLast = min(cx.qRow0 + kBQ, p.Nq) - 1;
+  cx.row0 = cx.qRow0 + warp * 16 + (lane >> 2);
+  cx.col0 = 2 * (lane & 3);
+  cx.rowIdx = (size_t)tp.bhq * p.nq + cx.i;
+  cx.lambda = INFINITY;
+  cx.skipOn = false;
+  if constexpr (!kDense) {
+    const HeadParamsDev hp = p.params[tp.hq];
+    cx.lambda = hp.lambda;
+    cx.skipOn = !hp.dense && isfinite(hp.lambda);
+  }
+  ConsumerState<Tr> st;
+  st.m[0] = st.m[1] = -INFINITY;
+  st.l[0] = st.l[1] = 0.f;
+#pragma unroll
+  for (int dt = 0; dt < Tr::kDT; ++dt) st.acc[dt][0] = st.acc[dt][1] = st.acc[dt][2] = st.acc[dt][3] = 0.f;
+  if (!tp.empty()) {
+    if (wg == 1) sm90::barArrive(kBarTurn, 256);  // consumer 0 takes the first turn
+    consume<Tr, kDense>(prm, pp, cx, st);
+  }
+  if (cx.i >= p.nq) return;
+  typename Tr::T* gO = p.o + (size_t)tp.bhq * p.Nq * Tr::D;
+  const float* vScale = Tr::kFp8 ? p.vScale + (size_t)tp.bhk * Tr::D : nullptr;
+  storeRows<typename Tr::T, Tr::kDT>(gO, Tr::D, st.acc, st.l, cx.row0, cx.col0, p.Nq, vScale,
+                                     p.emptyRows ? p.emptyRows + tp.bhq : nullptr);
+}
+
+template <class Tr, bool kDense>
+__device__ __forceinline__ void attention90(const Sm90Params<typename Tr::T>& prm) {
+  extern __shared__ unsigned char smemRaw[];
+  const Pipe<Tr> pp{((uint32_t)__cvta_generic_to_shared(smemRaw) + 1023u) & ~1023u};
+  if (threadIdx.x == 0) {
+    sm90::mbarInit(pp.fullQ(), 1);
+    for (int s = 0; s < Tr::kStages; ++s) {
+      sm90::mbarInit(pp.fullK(s), 1);
+      sm90::mbarInit(pp.fullV(s), 1);
+      sm90::mbarInit(pp.emptyK(s), 128 * kConsumers);
+      sm90::mbarInit(pp.emptyV(s), 128 * kConsumers);
+    }
+    sm90::fenceBarrierInit();
+  }
+  __syncthreads();
+  const TilePair<typename Tr::T, kDense> tp = TilePair<typename Tr::T, kDense>::make(prm.k);
+  // Warp-uniform by construction (a shuffle from lane 0): lets the compiler give each role its own registers.
+  const int wg = __shfl_sync(0xffffffffu, (int)threadIdx.x / 128, 0);
+  if (wg == 0) {
+    sm90::regDealloc<kProducerRegs>();
+    if (threadIdx.x == 0 && !tp.empty()) produce<Tr, kDense>(prm, pp, tp);
+  } else {
+    sm90::regAlloc<kConsumerRegs>();
+    consumerTile<Tr, kDense>(prm, pp, tp, wg - 1);
   }
 }
 
 #endif  // SPARGE_SM90A_DEVICE
 
-template <typename T, int D>
-__global__ void __launch_bounds__(kThreads90, 1) sparge_sparse_attention_sm90(const KParams<T> p) {
+template <class Tr>
+__global__ void __launch_bounds__(kThreads90, 1)
+    sparge_sparse_attention_sm90(const __grid_constant__ Sm90Params<typename Tr::T> p) {
 #ifdef SPARGE_SM90A_DEVICE
-  attention90Body<T, D, false>(p);
+  attention90<Tr, false>(p);
 #else
   __trap();  // only the sm_90a image is ever launched
 #endif
 }
 
-template <typename T, int D>
-__global__ void __launch_bounds__(kThreads90, 1) sparge_dense_attention_sm90(const KParams<T> p) {
+template <class Tr>
+__global__ void __launch_bounds__(kThreads90, 1)
+    sparge_dense_attention_sm90(const __grid_constant__ Sm90Params<typename Tr::T> p) {
 #ifdef SPARGE_SM90A_DEVICE
-  attention90Body<T, D, true>(p);
+  attention90<Tr, true>(p);
 #else
   __trap();
 #endif
 }
 
+// ---------------------------------------------------------------------------------------------
+// Host: TMA descriptors (cuTensorMapEncodeTiled through the runtime's driver entry point, so no libcuda
+// link).
+
+using EncodeTiled = CUresult (*)(CUtensorMap*, CUtensorMapDataType, cuuint32_t, void*, const cuuint64_t*,
+                                 const cuuint64_t*, const cuuint32_t*, const cuuint32_t*,
+                                 CUtensorMapInterleave, CUtensorMapSwizzle, CUtensorMapL2promotion,
+                                 CUtensorMapFloatOOBfill);
+
+EncodeTiled encodeTiled() {
+  static EncodeTiled fn = [] {
+    void* f = nullptr;
+    cudaDriverEntryPointQueryResult q{};
+    check(cudaGetDriverEntryPointByVersion("cuTensorMapEncodeTiled", &f, 12000, cudaEnableDefault, &q),
+          "cudaGetDriverEntryPointByVersion(cuTensorMapEncodeTiled)");
+    if (!f || q != cudaDriverEntryPointSuccess)
+      throw Error("CUDA engine", "the driver has no cuTensorMapEncodeTiled (TMA); update the NVIDIA driver");
+    return reinterpret_cast<EncodeTiled>(f);
+  }();
+  return fn;
+}
+
+// A [d2][d1][d0] tensor of `elemBytes` elements, boxes of box1 x box0 elements, swizzled per row width.
+CUtensorMap tensorMap3d(const void* base, CUtensorMapDataType type, int elemBytes, uint64_t d0, uint64_t d1,
+                        uint64_t d2, uint32_t box0, uint32_t box1) {
+  CUtensorMap map;
+  const cuuint64_t dims[3] = {d0, d1, d2};
+  const cuuint64_t strides[2] = {d0 * elemBytes, d0 * d1 * elemBytes};
+  const cuuint32_t box[3] = {box0, box1, 1};
+  const cuuint32_t elemStrides[3] = {1, 1, 1};
+  const CUtensorMapSwizzle sw =
+      box0 * elemBytes == 128 ? CU_TENSOR_MAP_SWIZZLE_128B : CU_TENSOR_MAP_SWIZZLE_64B;
+  const CUresult r = encodeTiled()(&map, type, 3, const_cast<void*>(base), dims, strides, box, elemStrides,
+                                   CU_TENSOR_MAP_INTERLEAVE_NONE, sw, CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
+                                   CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
+  if (r != CUDA_SUCCESS)
+    throw Error("CUDA engine", "cuTensorMapEncodeTiled failed (error " + std::to_string(int(r)) + ")");
+  return map;
+}
+
+template <class Tr>
+Sm90Params<typename Tr::T> makeSm90Params(const Problem& pr, const AttnArgs& a) {
+  Sm90Params<typename Tr::T> p;
+  p.k = makeKParams<typename Tr::T>(pr, a);
+  const uint64_t bhq = (uint64_t)pr.B * pr.Hq, bhk = (uint64_t)pr.B * pr.Hkv, D = Tr::D;
+  if constexpr (Tr::kFp8) {
+    const auto u8 = CU_TENSOR_MAP_DATA_TYPE_UINT8;
+    p.q = tensorMap3d(p.k.q, u8, 1, D, (uint64_t)pr.nq * kBQ, bhq, D, kBQ);
+    p.kmap = tensorMap3d(p.k.k, u8, 1, D, (uint64_t)pr.nk * kBK, bhk, D, kBK);
+    p.v = tensorMap3d(p.k.v, u8, 1, (uint64_t)fp8VTokens(pr.Nkv), D, bhk, kBK, D);
+  } else {
+    const auto t = std::is_same_v<typename Tr::T, __half> ? CU_TENSOR_MAP_DATA_TYPE_FLOAT16
+                                                          : CU_TENSOR_MAP_DATA_TYPE_BFLOAT16;
+    p.q = tensorMap3d(p.k.q, t, 2, D, (uint64_t)pr.Nq, bhq, 64, kBQ);
+    p.kmap = tensorMap3d(p.k.k, t, 2, D, (uint64_t)pr.Nkv, bhk, 64, kBK);
+    p.v = tensorMap3d(p.k.v, t, 2, D, (uint64_t)pr.Nkv, bhk, 64, kBK);
+  }
+  return p;
+}
+
 int64_t gSm90Launches = 0;
 
-template <typename T, int D>
+template <class Tr>
 void launch90(const Problem& pr, const AttnArgs& a, bool dense, cudaStream_t s) {
-  const KParams<T> kp = makeKParams<T>(pr, a);
-  dim3 grid(pr.nq, pr.nHeads, pr.B);
-  auto kernel = dense ? sparge_dense_attention_sm90<T, D> : sparge_sparse_attention_sm90<T, D>;
-  constexpr int kSmem = Smem90<D>::kBytes;
+  const Sm90Params<typename Tr::T> kp = makeSm90Params<Tr>(pr, a);
+  dim3 grid((pr.nq + kConsumers - 1) / kConsumers, pr.nHeads, pr.B);
+  auto kernel = dense ? sparge_dense_attention_sm90<Tr> : sparge_sparse_attention_sm90<Tr>;
   static bool attrSet[2] = {false, false};
   if (!attrSet[dense]) {
-    check(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, kSmem),
+    check(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, Tr::kSmemBytes),
           "cudaFuncSetAttribute(attention sm90)");
     attrSet[dense] = true;
   }
-  kernel<<<grid, kThreads90, kSmem, s>>>(kp);
+  kernel<<<grid, kThreads90, Tr::kSmemBytes, s>>>(kp);
   checkLaunch(dense ? "sparge_dense_attention_sm90" : "sparge_sparse_attention_sm90");
   ++gSm90Launches;
 }
 
+template <typename T, Numerics N>
+void launchHeadDim90(const Problem& p, const AttnArgs& a, bool dense, cudaStream_t s) {
+  if (p.D == 64)
+    launch90<Sm90Traits<T, 64, N>>(p, a, dense, s);
+  else
+    launch90<Sm90Traits<T, 128, N>>(p, a, dense, s);
+}
+
 }  // namespace
 
-bool attentionSm90Selected(const Problem& p) {
+bool attentionSm90Selected(const Problem& p, core::Numerics n) {
   const char* env = std::getenv("SPARGE_ATTN_KERNEL");
-  if (!env || std::strcmp(env, "sm90") != 0) return false;
+  if (env && std::strcmp(env, "sm80") == 0) return false;
   if (p.BQ != kBQ || p.BK != kBK || (p.D != 64 && p.D != 128)) return false;
+  if (n == Numerics::Int8Fp16) return false;  // fp16-accumulated P·V: the mma.sync family
   int dev = 0, major = 0, minor = 0;
   if (cudaGetDevice(&dev) != cudaSuccess) return false;
   if (cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev) != cudaSuccess) return false;
@@ -303,16 +581,19 @@ int64_t attentionSm90LaunchCount() {
 }
 
 void launchAttentionSm90(ElemType t, const Problem& p, const AttnArgs& a, bool dense, cudaStream_t s) {
+  if (a.numerics == Numerics::Int8Fp16)
+    throw Error("CUDA engine", "the Hopper kernel has no int8-fp16 numerics (the mma.sync family runs it)");
+  const bool fp8 = a.numerics == Numerics::Int8Fp8;
   if (t == ElemType::F16) {
-    if (p.D == 64)
-      launch90<__half, 64>(p, a, dense, s);
+    if (fp8)
+      launchHeadDim90<__half, Numerics::Int8Fp8>(p, a, dense, s);
     else
-      launch90<__half, 128>(p, a, dense, s);
+      launchHeadDim90<__half, Numerics::None>(p, a, dense, s);
   } else {
-    if (p.D == 64)
-      launch90<__nv_bfloat16, 64>(p, a, dense, s);
+    if (fp8)
+      launchHeadDim90<__nv_bfloat16, Numerics::Int8Fp8>(p, a, dense, s);
     else
-      launch90<__nv_bfloat16, 128>(p, a, dense, s);
+      launchHeadDim90<__nv_bfloat16, Numerics::None>(p, a, dense, s);
   }
 }
 

@@ -1,32 +1,40 @@
-// Compile-time tile traits of the Stage-2 attention kernels, shared by the mma.sync path
-// (attention_sm80.cu) and a future Hopper wgmma/TMA path (attention_sm90.cu, not written yet).
+// Compile-time tile traits of the mma.sync attention family (attention_sm80.cu) for each numerics: tile
+// shapes, warp layout, shared-memory tiles and MMA step counts.
 #pragma once
+
+#include "sparge/core/types.h"
 
 namespace sparge::cuda {
 
-// One CTA owns a BQ-row query tile and walks BK-key blocks. Each warp owns MT m-tiles of 16 query
-// rows and 1/KS of the keys of a block. MT = 2 halves the K/V shared-memory reads per MMA (v1, with
-// 16 rows per warp, was bound by them); KS = 2 keeps the per-warp S tile at 32x64 for 64x128 tiles
-// (the two warps of a row group exchange row maxima every block and add their O at the end).
-template <int D_, int BQ_, int BK_, int MT_ = 1, int KS_ = 1>
+// One CTA owns a BQ-row query tile and walks BK-key blocks; each warp owns MT m-tiles of 16 query rows and
+// every key of a block. MT = 2 halves the K/V shared-memory reads per MMA (v2 in kernels/NOTES.md).
+// Q and K are fp16/bf16 (exact numerics) or INT8; V is fp16/bf16 [BK][D] (exact, int8-fp16) or e4m3
+// [D][BK] (int8-fp8, keys contiguous per channel). Shared tiles are rows of 16-byte chunks.
+template <int D_, int BQ_, int BK_, int MT_, core::Numerics N_>
 struct AttnTraits {
-  static constexpr int D = D_, BQ = BQ_, BK = BK_, MT = MT_, KS = KS_;
+  static constexpr int D = D_, BQ = BQ_, BK = BK_, MT = MT_;
+  static constexpr core::Numerics N = N_;
+  static constexpr bool kQuant = N != core::Numerics::None;
+  static constexpr bool kVFp8 = N == core::Numerics::Int8Fp8;
   static constexpr int kWarpRows = 16 * MT;
-  static constexpr int kRowGroups = BQ / kWarpRows;
-  static constexpr int kWarps = kRowGroups * KS;
-  static constexpr int kWarpKeys = BK / KS;
+  static constexpr int kWarps = BQ / kWarpRows;
   static constexpr int kThreads = kWarps * 32;
-  static constexpr int kChunks = D / 8;       // 16-byte chunks per row
-  static constexpr int kNT = kWarpKeys / 8;   // n-tiles of S per warp
-  static constexpr int kDT = D / 8;           // n-tiles of O per warp
-  static constexpr int kKS = D / 16;          // k-steps of Q·Kᵀ
-  static constexpr int kPS = kWarpKeys / 16;  // k-steps of P·V
-  // Last LUT entries that carry the element masks and are never PV-skipped (SPARGE_SPEC.md §4.3).
+  static constexpr int kQkChunks = D * (kQuant ? 1 : 2) / 16;  // 16-byte chunks per Q or K row
+  static constexpr int kQkSteps = kQkChunks / 2;               // MMA k-steps of Q·Kᵀ (32 bytes each)
+  static constexpr int kNT = BK / 8;                           // n-tiles of S per warp
+  static constexpr int kDT = D / 8;                            // n-tiles of O per warp
+  static constexpr int kVRows = kVFp8 ? D : BK;
+  static constexpr int kVChunks = kVFp8 ? BK / 16 : D / 8;
+  static constexpr int kPSteps = kVFp8 ? BK / 32 : BK / 16;  // MMA k-steps of P·V
+  // Last LUT entries that carry the element masks and are never PV-skipped (core::Geometry::tailBlocks).
   static constexpr int kTail = BQ > BK ? BQ / BK : 1;
+  static constexpr int kQBytes = BQ * kQkChunks * 16;
+  static constexpr int kKBytes = BK * kQkChunks * 16;
+  static constexpr int kVBytes = kVRows * kVChunks * 16;
   // Q tile + two K tiles + one V tile: K of block t+1 and V of block t load during Q·Kᵀ of block t.
-  static constexpr int kSmemBytes = (BQ + 3 * BK) * D * 2;
+  static constexpr int kSmemBytes = kQBytes + 2 * kKBytes + kVBytes;
   static_assert(D == 64 || D == 128, "head dim 64 or 128");
-  static_assert(BQ % (16 * MT) == 0 && BK % (16 * KS) == 0 && BK % 16 == 0, "tiles are multiples of 16");
+  static_assert(BQ % kWarpRows == 0 && BK % 32 == 0, "tiles are multiples of the MMA shapes");
 };
 
 }  // namespace sparge::cuda

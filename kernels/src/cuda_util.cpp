@@ -1,3 +1,4 @@
+// Host helpers for the CUDA engine (cuda_util.h).
 #include "cuda_util.h"
 
 #include <string>
@@ -38,27 +39,6 @@ void DeviceBuffer::release() {
   if (p_) cudaFree(p_);
   p_ = nullptr;
   n_ = 0;
-}
-
-EventTimer::EventTimer() {
-  check(cudaEventCreate(&a_), "cudaEventCreate");
-  check(cudaEventCreate(&b_), "cudaEventCreate");
-}
-EventTimer::~EventTimer() {
-  if (a_) cudaEventDestroy(a_);
-  if (b_) cudaEventDestroy(b_);
-}
-void EventTimer::start(cudaStream_t s) {
-  check(cudaEventRecord(a_, s), "cudaEventRecord");
-}
-void EventTimer::stop(cudaStream_t s) {
-  check(cudaEventRecord(b_, s), "cudaEventRecord");
-}
-double EventTimer::ms() {
-  check(cudaEventSynchronize(b_), "cudaEventSynchronize");
-  float t = 0;
-  check(cudaEventElapsedTime(&t, a_, b_), "cudaEventElapsedTime");
-  return t;
 }
 
 std::string deviceNameOrThrow() {

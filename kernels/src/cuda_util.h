@@ -1,4 +1,4 @@
-// Host helpers for the CUDA engine: error checks that throw sparge::Error, RAII device buffers, events.
+// Host helpers for the CUDA engine: error checks that throw sparge::Error, RAII device buffers, downloads.
 #pragma once
 
 #include <cuda_runtime.h>
@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <string>
 #include <utility>
+#include <vector>
 
 namespace sparge::cuda {
 
@@ -48,20 +49,12 @@ class DeviceBuffer {
   size_t n_ = 0;
 };
 
-// A pair of CUDA events measuring one stage on the default stream.
-class EventTimer {
- public:
-  EventTimer();
-  ~EventTimer();
-  EventTimer(const EventTimer&) = delete;
-  EventTimer& operator=(const EventTimer&) = delete;
-  void start(cudaStream_t s = 0);
-  void stop(cudaStream_t s = 0);
-  double ms();  // synchronises on the stop event
-
- private:
-  cudaEvent_t a_ = nullptr, b_ = nullptr;
-};
+// Copies `count` elements of `dev` into `host` (resized), synchronously.
+template <typename T>
+void download(std::vector<T>& host, const DeviceBuffer& dev, size_t count, const char* what) {
+  host.resize(count);
+  if (count) check(cudaMemcpy(host.data(), dev.get(), count * sizeof(T), cudaMemcpyDeviceToHost), what);
+}
 
 std::string deviceNameOrThrow();
 int deviceComputeCapability();  // major*10 + minor of the current device

@@ -1,8 +1,10 @@
-// Device helpers shared by the kernel families: element conversions and the causal block rule.
+// Device helpers shared by the kernel families: element conversions, exp2, e4m3 packing and the causal
+// block rule of Stage 1.
 #pragma once
 
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
+#include <cuda_fp8.h>
 
 #include <cstdint>
 
@@ -33,6 +35,19 @@ struct Elem<__nv_bfloat16> {
 template <typename T>
 __device__ __forceinline__ float roundT(float x) {
   return Elem<T>::toF(Elem<T>::fromF(x));
+}
+
+__device__ __forceinline__ float ex2(float x) {
+  float y;
+  asm("ex2.approx.ftz.f32 %0, %1;\n" : "=f"(y) : "f"(x));
+  return y;
+}
+
+// Four floats to e4m3 (round to nearest even, saturating to ±448), a in the lowest byte.
+__device__ __forceinline__ uint32_t packE4m3x4(float a, float b, float c, float d) {
+  const uint32_t lo = __nv_cvt_float2_to_fp8x2(make_float2(a, b), __NV_SATFINITE, __NV_E4M3);
+  const uint32_t hi = __nv_cvt_float2_to_fp8x2(make_float2(c, d), __NV_SATFINITE, __NV_E4M3);
+  return lo | (hi << 16);
 }
 
 // core::blockValid on the device: block (i, j) holds at least one pair with key <= query (top-left).

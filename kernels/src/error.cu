@@ -33,7 +33,9 @@ __global__ void __launch_bounds__(kThreads)
     acc[4] += rv * rv;
     acc[5] += df * df;
     acc[6] += 1;
-    acc[7] += isfinite(ov) ? 0 : 1;
+    // A non-finite reference (e.g. a softmax scale that overflows) makes the comparison meaningless too: the
+    // head is flagged instead of showing the L1 0 / cos 1 that NaN sums would turn into.
+    acc[7] += (isfinite(ov) && isfinite(rv)) ? 0 : 1;
   }
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
 #pragma unroll

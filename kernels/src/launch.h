@@ -47,10 +47,23 @@ void launchBlockStats(ElemType t, const void* x, int BH, int N, int D, int BS, c
 // scores[b*Hq+hq][i][j] = T(T(pq·pk) · D^-0.5) for all heads.
 void launchScores(ElemType t, const Problem& p, const void* pooledQ, const void* pooledK, void* scores,
                   cudaStream_t s);
-// Selection, final mask, reasons, pooled probabilities and the delta LUT for the listed heads.
-void launchSelect(ElemType t, const Problem& p, const void* scores, const float* selfSimQ,
-                  const float* selfSimK, const HeadParamsDev* params, bool sink, uint8_t* mask,
-                  uint8_t* reasons, float* prob, int32_t* lut, int32_t* validCount, cudaStream_t s);
+// Inputs and outputs of the selection, per (b*Hq+hq) unless noted.
+struct SelectArgs {
+  const void* scores = nullptr;           // [nq][nk] (T), from launchScores
+  const float* selfSimQ = nullptr;        // [nq]
+  const float* selfSimK = nullptr;        // per (b*Hkv+hk): [nk]
+  const uint8_t* blockValid = nullptr;    // [nq][nk], the same for every head: core::computeBlockValidity
+  const HeadParamsDev* params = nullptr;  // per query head
+  bool sink = false;
+  uint8_t* mask = nullptr;        // [nq][nk]
+  uint8_t* reasons = nullptr;     // [nq][nk], core::BlockReason bits
+  float* prob = nullptr;          // [nq][nk]
+  int32_t* lut = nullptr;         // [nq][nk] delta LUT
+  int32_t* validCount = nullptr;  // [nq]
+};
+// Selection, final mask, reasons, pooled probabilities and the delta LUT for the listed heads. Block validity
+// (causal, window) comes from the host's core::computeBlockValidity, so both engines agree on it.
+void launchSelect(ElemType t, const Problem& p, const SelectArgs& a, cudaStream_t s);
 
 // --- quantize.cu: operands of the quantized numerics (SpargeAttn's scales and rounding) ---
 // Q and K are quantized per tile of the run's geometry (Q per BQ rows, K per BK rows after subtracting the
@@ -89,10 +102,11 @@ struct AttnArgs {
 // dense = true: every causally valid block, no PV skip (kernels named sparge_dense_*).
 void launchAttention(ElemType t, const Problem& p, const AttnArgs& a, bool dense, cudaStream_t s);
 
-// --- attention_sm90.cu (Stage 2, wgmma; 64x128 tiles only) ---
-// Opt-in until verified on a GPU: launchAttention uses it only when the current device is sm_90, the
-// geometry is 64x128 and the environment has SPARGE_ATTN_KERNEL=sm90 (read at every launch).
-bool attentionSm90Selected(const Problem& p);
+// --- attention_sm90.cu (Stage 2, Hopper: TMA, warp-specialised wgmma; 64x128 tiles only) ---
+// launchAttention uses it when the current device is sm_90, the geometry is 64x128 and the numerics are None
+// or Int8Fp8, unless the environment has SPARGE_ATTN_KERNEL=sm80 (read at every launch; the mma.sync family
+// then runs instead, for comparison).
+bool attentionSm90Selected(const Problem& p, core::Numerics n = core::Numerics::None);
 void launchAttentionSm90(ElemType t, const Problem& p, const AttnArgs& a, bool dense, cudaStream_t s);
 // Number of sm90 launches so far in this process (lets tests prove that the wgmma kernel ran).
 int64_t attentionSm90LaunchCount();

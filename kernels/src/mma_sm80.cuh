@@ -1,5 +1,6 @@
-// PTX wrappers for the sm80-class path (also runs on sm90): cp.async, ldmatrix, mma.sync m16n8k16,
-// ex2.approx, and the 128-byte XOR swizzle of 16-byte chunks used by every shared-memory tile.
+// PTX wrappers for the sm80-class path (also runs on sm90): cp.async, ldmatrix, mma.sync (m16n8k16 fp16/bf16
+// with fp32 or fp16 accumulators, m16n8k32 s8 and e4m3), named barriers, and the XOR swizzle of 16-byte
+// chunks used by every shared-memory tile.
 #pragma once
 
 #include <cuda_bf16.h>
@@ -62,15 +63,42 @@ struct Mma<__nv_bfloat16> {
   }
 };
 
+// D = A·B + C with fp16 accumulators (two half2 registers): the per-block P·V buffer of the int8-fp16
+// numerics.
+__device__ __forceinline__ void mmaF16Acc(uint32_t (&c)[2], const uint32_t (&a)[4], uint32_t b0,
+                                          uint32_t b1) {
+  asm volatile("mma.sync.aligned.m16n8k16.row.col.f16.f16.f16.f16 {%0,%1}, {%2,%3,%4,%5}, {%6,%7}, {%0,%1};\n"
+               : "+r"(c[0]), "+r"(c[1])
+               : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+}
+
+// INT8 Q·Kᵀ: m16n8k32, exact int32 accumulation.
+__device__ __forceinline__ void mmaS8(int32_t (&c)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1) {
+  asm volatile(
+      "mma.sync.aligned.m16n8k32.row.col.s32.s8.s8.s32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
+      "{%0,%1,%2,%3};\n"
+      : "+r"(c[0]), "+r"(c[1]), "+r"(c[2]), "+r"(c[3])
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+}
+
+// FP8 P·V: m16n8k32 e4m3 x e4m3 with fp32 accumulators. The instruction exists from sm_89; the launcher
+// refuses older devices, so other images only trap.
+__device__ __forceinline__ void mmaE4m3(float (&c)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 890
+  asm volatile(
+      "mma.sync.aligned.m16n8k32.row.col.f32.e4m3.e4m3.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
+      "{%0,%1,%2,%3};\n"
+      : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+#else
+  (void)c, (void)a, (void)b0, (void)b1;
+  __trap();
+#endif
+}
+
 // Barrier among `count` threads (a multiple of 32) on hardware barrier `id` (0 is __syncthreads).
 __device__ __forceinline__ void namedBarrierSync(int id, int count) {
   asm volatile("bar.sync %0, %1;\n" ::"r"(id), "r"(count) : "memory");
-}
-
-__device__ __forceinline__ float ex2(float x) {
-  float y;
-  asm("ex2.approx.ftz.f32 %0, %1;\n" : "=f"(y) : "f"(x));
-  return y;
 }
 
 // Element offset of 16-byte chunk `chunk` of row `row` in a [rows][D] tile: chunks are XORed with
@@ -79,6 +107,17 @@ __device__ __forceinline__ float ex2(float x) {
 template <int D>
 __device__ __forceinline__ int swz(int row, int chunk) {
   return row * D + ((chunk ^ (row & 7)) << 3);
+}
+
+// Byte offset of 16-byte chunk `chunk` of row `row` in a tile of kRowChunks chunks per row (4, 8 or 16).
+// Rows of 8 or more chunks XOR the chunk with row % 8 (as swz); rows of 4 chunks (64 bytes: two rows per
+// 128-byte bank line) XOR with (row / 2) % 4. Either way the 8 rows one ldmatrix reads hit 8 distinct bank
+// groups.
+template <int kRowChunks>
+__device__ __forceinline__ uint32_t chunkOffset(int row, int chunk) {
+  static_assert(kRowChunks == 4 || kRowChunks == 8 || kRowChunks == 16, "4, 8 or 16 chunks per row");
+  const int x = kRowChunks >= 8 ? (row & 7) : ((row >> 1) & 3);
+  return (uint32_t)(row * kRowChunks + (chunk ^ x)) << 4;
 }
 
 }  // namespace sparge::cuda::sm80

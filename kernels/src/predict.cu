@@ -140,12 +140,18 @@ __device__ __forceinline__ bool before(float ka, int ia, float kb, int ib) {
 // rows of nk (selected, final mask).
 template <typename T>
 __global__ void __launch_bounds__(256)
-    sparge_predict_select(const T* __restrict__ scores, const float* __restrict__ selfSimQ,
-                          const float* __restrict__ selfSimK, const HeadParamsDev* __restrict__ params,
-                          const int* __restrict__ heads, int Hq, int Hkv, int Nq, int BQ, int BK, int nq,
-                          int nk, int np, int causal, int sink, uint8_t* __restrict__ maskOut,
-                          uint8_t* __restrict__ reasonsOut, float* __restrict__ probOut,
-                          int32_t* __restrict__ lutOut, int32_t* __restrict__ validOut) {
+    sparge_predict_select(const SelectArgs a, const int* __restrict__ heads, int Hq, int Hkv, int nq, int nk,
+                          int np) {
+  const T* __restrict__ scores = static_cast<const T*>(a.scores);
+  const float* __restrict__ selfSimQ = a.selfSimQ;
+  const float* __restrict__ selfSimK = a.selfSimK;
+  const uint8_t* __restrict__ blockValid = a.blockValid;
+  const bool sink = a.sink;
+  uint8_t* __restrict__ maskOut = a.mask;
+  uint8_t* __restrict__ reasonsOut = a.reasons;
+  float* __restrict__ probOut = a.prob;
+  int32_t* __restrict__ lutOut = a.lut;
+  int32_t* __restrict__ validOut = a.validCount;
   extern __shared__ unsigned char smem[];
   float* keys = reinterpret_cast<float*>(smem);
   int* idx = reinterpret_cast<int*>(keys + np);
@@ -157,16 +163,16 @@ __global__ void __launch_bounds__(256)
   const int i = blockIdx.x, hq = heads[blockIdx.y], b = blockIdx.z;
   const int bhq = b * Hq + hq;
   const int bhk = b * Hkv + hq / (Hq / Hkv);
-  const HeadParamsDev prm = params[hq];
+  const HeadParamsDev prm = a.params[hq];
   const int tid = threadIdx.x, nt = blockDim.x, warp = tid >> 5, lane = tid & 31;
   const size_t rowOff = ((size_t)bhq * nq + i) * nk;
   const float theta = (float)prm.theta;                      // the CPU engine compares s > float(θ)
   const bool simQ = selfSimQ[(size_t)bhq * nq + i] > theta;  // NaN compares false
 
-  // Masked scores: non-similar K columns and causally invalid blocks -> -inf.
+  // Masked scores: non-similar K columns and blocks no query of the row may see -> -inf.
   float mx = -INFINITY;
   for (int j = tid; j < nk; j += nt) {
-    bool valid = blockValidDev(i, j, BQ, BK, Nq, causal);
+    bool valid = blockValid[(size_t)i * nk + j];
     bool simK = selfSimK[(size_t)bhk * nk + j] > theta;
     float v = (valid && simK) ? Elem<T>::toF(scores[rowOff + j]) : -INFINITY;
     keys[j] = v;
@@ -257,7 +263,7 @@ __global__ void __launch_bounds__(256)
   __syncthreads();
 
   for (int j = tid; j < nk; j += nt) {
-    bool valid = blockValidDev(i, j, BQ, BK, Nq, causal);
+    bool valid = blockValid[(size_t)i * nk + j];
     bool simK = selfSimK[(size_t)bhk * nk + j] > theta;
     // Reason bits as in core::selectBlocks; a block is on when any "on" reason holds and it is valid.
     uint8_t rs = (sel[j] ? core::kReasonSelected : 0) | (simQ ? 0 : core::kReasonForcedRow) |
@@ -353,9 +359,7 @@ void scores(const Problem& p, const void* pq, const void* pk, void* out, cudaStr
 }
 
 template <typename T>
-void selectRows(const Problem& p, const void* sc, const float* sq, const float* sk, const HeadParamsDev* prm,
-                bool sink, uint8_t* mask, uint8_t* reasons, float* prob, int32_t* lut, int32_t* valid,
-                cudaStream_t s) {
+void selectRows(const Problem& p, const SelectArgs& a, cudaStream_t s) {
   int np = 1;
   while (np < p.nk) np <<= 1;
   size_t smem = (size_t)np * 8 + 2 * (size_t)p.nk;
@@ -365,9 +369,7 @@ void selectRows(const Problem& p, const void* sc, const float* sq, const float* 
                                (int)smem),
           "cudaFuncSetAttribute(sparge_predict_select)");
   dim3 grid(p.nq, p.nHeads, p.B);
-  sparge_predict_select<T><<<grid, 256, smem, s>>>(static_cast<const T*>(sc), sq, sk, prm, p.heads, p.Hq,
-                                                   p.Hkv, p.Nq, p.BQ, p.BK, p.nq, p.nk, np, p.causal ? 1 : 0,
-                                                   sink ? 1 : 0, mask, reasons, prob, lut, valid);
+  sparge_predict_select<T><<<grid, 256, smem, s>>>(a, p.heads, p.Hq, p.Hkv, p.nq, p.nk, np);
   checkLaunch("sparge_predict_select");
 }
 
@@ -396,13 +398,11 @@ void launchScores(ElemType t, const Problem& p, const void* pq, const void* pk, 
     scores<__nv_bfloat16>(p, pq, pk, out, s);
 }
 
-void launchSelect(ElemType t, const Problem& p, const void* sc, const float* sq, const float* sk,
-                  const HeadParamsDev* prm, bool sink, uint8_t* mask, uint8_t* reasons, float* prob,
-                  int32_t* lut, int32_t* valid, cudaStream_t s) {
+void launchSelect(ElemType t, const Problem& p, const SelectArgs& a, cudaStream_t s) {
   if (t == ElemType::F16)
-    selectRows<__half>(p, sc, sq, sk, prm, sink, mask, reasons, prob, lut, valid, s);
+    selectRows<__half>(p, a, s);
   else
-    selectRows<__nv_bfloat16>(p, sc, sq, sk, prm, sink, mask, reasons, prob, lut, valid, s);
+    selectRows<__nv_bfloat16>(p, a, s);
 }
 
 void launchRandomFill(ElemType t, void* x, int64_t n, uint64_t seed, float stddev, cudaStream_t s) {

@@ -1,8 +1,10 @@
-// Dense fp32 reference attention on CUDA cores (exact top-left causal mask), computed once per entry
+// Dense fp32 reference attention on CUDA cores (exact top-left causal mask and local window, as
+// core::visibleKeys defines them), computed once per entry
 // and head and cached by the engine; also the true attention mass per 64x64 tile, from which the
 // per-block mass of either geometry is summed on the host.
 #include <cuda_runtime.h>
 
+#include <algorithm>
 #include <cmath>
 
 #include "cuda_util.h"
@@ -26,8 +28,14 @@ struct RParams {
   const int* heads;
   int Hq, Hkv, Nq, Nkv, D;
   float scale;
-  int causal;
+  int left;   // keys before the query a row sees (-1: unbounded)
+  int right;  // keys after it (-1: unbounded; 0 when causal)
 };
+
+// core::visibleKeys on the device: may query qi see key kj?
+__device__ __forceinline__ bool keyVisible(int qi, int kj, int Nkv, int left, int right) {
+  return kj < Nkv && (right < 0 || kj <= qi + right) && (left < 0 || kj >= qi - left);
+}
 
 template <typename T>
 __device__ void loadRows(float* dst, int ld, const T* src, int r0, int rows, int N, int D) {
@@ -39,8 +47,9 @@ __device__ void loadRows(float* dst, int ld, const T* src, int r0, int rows, int
 }
 
 // S tile for this thread: 4x4 scores (rows ty+16a, keys tx+16c), masked to -inf.
+template <typename T>
 __device__ __forceinline__ void scoreTile(float (&s)[4][4], const float* sQ, const float* sK, int ld, int D,
-                                          int q0, int k0, int Nq, int Nkv, bool causal, float scale) {
+                                          int q0, int k0, const RParams<T>& p) {
   const int tx = threadIdx.x & 15, ty = threadIdx.x >> 4;
 #pragma unroll
   for (int a = 0; a < 4; ++a)
@@ -62,8 +71,8 @@ __device__ __forceinline__ void scoreTile(float (&s)[4][4], const float* sQ, con
 #pragma unroll
     for (int c = 0; c < 4; ++c) {
       int qi = q0 + ty + 16 * a, kj = k0 + tx + 16 * c;
-      bool ok = kj < Nkv && qi < Nq && !(causal && kj > qi);
-      s[a][c] = ok ? s[a][c] * scale : -INFINITY;
+      bool ok = qi < p.Nq && keyVisible(qi, kj, p.Nkv, p.left, p.right);
+      s[a][c] = ok ? s[a][c] * p.scale : -INFINITY;
     }
 }
 
@@ -93,8 +102,9 @@ __global__ void __launch_bounds__(kThreads) sparge_reference_attention(const RPa
   const T* gK = p.k + (size_t)bhk * p.Nkv * D;
   const T* gV = p.v + (size_t)bhk * p.Nkv * D;
   const int nkt = (p.Nkv + kC - 1) / kC;
-  int lastQ = min(q0 + kR, p.Nq) - 1;
-  int ktEnd = p.causal ? min(nkt, lastQ / kC + 1) : nkt;
+  // Tiles past the last key any row of this tile may see hold no mass (and are not visited).
+  const int lastQ = min(q0 + kR, p.Nq) - 1;
+  const int ktEnd = p.right >= 0 ? min(nkt, (lastQ + p.right) / kC + 1) : nkt;
 
   loadRows(sQ, ld, gQ, q0, kR, p.Nq, D);
   // Pass 1: row max and normaliser.
@@ -106,7 +116,7 @@ __global__ void __launch_bounds__(kThreads) sparge_reference_attention(const RPa
     loadRows(sK, ld, gK, kt * kC, kC, p.Nkv, D);
     __syncthreads();
     float s[4][4];
-    scoreTile(s, sQ, sK, ld, D, q0, kt * kC, p.Nq, p.Nkv, p.causal, p.scale);
+    scoreTile(s, sQ, sK, ld, D, q0, kt * kC, p);
 #pragma unroll
     for (int a = 0; a < 4; ++a) {
       float mx = max16(fmaxf(fmaxf(s[a][0], s[a][1]), fmaxf(s[a][2], s[a][3])));
@@ -135,7 +145,7 @@ __global__ void __launch_bounds__(kThreads) sparge_reference_attention(const RPa
     if (threadIdx.x == 0) sMass = 0.f;
     __syncthreads();
     float s[4][4];
-    scoreTile(s, sQ, sK, ld, D, q0, kt * kC, p.Nq, p.Nkv, p.causal, p.scale);
+    scoreTile(s, sQ, sK, ld, D, q0, kt * kC, p);
     float part = 0.f;
 #pragma unroll
     for (int a = 0; a < 4; ++a)
@@ -163,7 +173,7 @@ __global__ void __launch_bounds__(kThreads) sparge_reference_attention(const RPa
       }
     }
   }
-  // Tiles past the causal end hold no mass.
+  // Tiles past the last visible key hold no mass.
   if (threadIdx.x == 0 && p.mass)
     for (int kt = ktEnd; kt < nkt; ++kt) p.mass[((size_t)bhq * nqt + qt) * nkt + kt] = 0.f;
 #pragma unroll
@@ -174,6 +184,11 @@ __global__ void __launch_bounds__(kThreads) sparge_reference_attention(const RPa
     for (int c = 0; c < 8; ++c)
       if (c < DC) p.o[((size_t)bhq * p.Nq + qi) * D + tx + 16 * c] = o[a][c];
   }
+}
+
+// A window bound as the kernel reads it: -1 unbounded; bounds past the sequence are the same as Nkv.
+int clampBound(int64_t bound, int nkv) {
+  return bound < 0 ? -1 : (int)std::min<int64_t>(bound, nkv);
 }
 
 template <typename T>
@@ -191,7 +206,8 @@ void reference(const Problem& pr, const void* q, const void* k, const void* v, d
                 pr.Nkv,
                 pr.D,
                 (float)scale,
-                pr.causal ? 1 : 0};
+                clampBound(pr.window.left, pr.Nkv),
+                pr.causal ? 0 : clampBound(pr.window.right, pr.Nkv)};
   size_t smem = sizeof(float) * ((size_t)kR * (pr.D + 1) * 2 + (size_t)kC * pr.D + kR * 65);
   check(cudaFuncSetAttribute(sparge_reference_attention<T>, cudaFuncAttributeMaxDynamicSharedMemorySize,
                              (int)smem),

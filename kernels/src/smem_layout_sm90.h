@@ -57,6 +57,19 @@ SPARGE_HD constexpr uint64_t mnMajorDescriptor(uint32_t tileAddr, int kk) {
                         kSwizzleAtomBytes);
 }
 
+// Swizzled K-major operand of any width: a tile of R rows whose rows are split into slabs of kSlabBytes
+// (128: 128-byte swizzle, 64: 64-byte swizzle), slab after slab (what a TMA box of kSlabBytes-wide rows
+// writes); `byteOffset` is the k-step's start inside a row (a multiple of 32). Serves Q and K of every
+// numerics and the e4m3 V tile (rows = channels, K = keys).
+template <int R, int kSlabBytes>
+SPARGE_HD constexpr uint64_t kMajorDescriptorBytes(uint32_t tileAddr, int byteOffset) {
+  static_assert(kSlabBytes == 128 || kSlabBytes == 64, "128- or 64-byte swizzle");
+  const uint32_t slab = (uint32_t)byteOffset / kSlabBytes, within = (uint32_t)byteOffset % kSlabBytes;
+  const uint64_t mode = kSlabBytes == 128 ? 1 : 2;
+  const uint64_t d = makeDescriptor(tileAddr + slab * R * kSlabBytes + within, 16u, 8u * kSlabBytes);
+  return (d & ~(3ull << 62)) | (mode << 62);
+}
+
 // The 128-byte swizzle as the hardware applies it to a byte address: bits 4-6 ^= bits 7-9.
 SPARGE_HD constexpr uint32_t swizzle128(uint32_t addr) {
   return addr ^ (((addr >> 7) & 7u) << 4);

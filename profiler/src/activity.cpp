@@ -7,6 +7,19 @@
 
 namespace sparge::prof {
 
+namespace {
+std::string dims(const std::array<int32_t, 3>& d) {
+  return std::to_string(d[0]) + "x" + std::to_string(d[1]) + "x" + std::to_string(d[2]);
+}
+}  // namespace
+
+std::string LaunchConfig::gridLabel() const {
+  return dims(grid);
+}
+std::string LaunchConfig::blockLabel() const {
+  return dims(block);
+}
+
 const char* toString(Attribution a) {
   switch (a) {
     case Attribution::ExternalId:
@@ -75,6 +88,7 @@ std::vector<KernelSample> ActivityLog::resolve(const std::vector<RunWindow>& win
     s.deviceId = k.deviceId;
     s.streamId = k.streamId;
     s.source = TimingSource::Cupti;
+    s.launch = k.launch;
     auto it = external.find(k.correlationId);
     if (k.correlationId != 0 && it != external.end() && it->second != 0 &&
         (knownRuns.empty() || knownRuns.count(it->second))) {

@@ -2,11 +2,11 @@
 // it, libcupti is loaded at run time (cupti_loader.h) and a missing library is a reason, not a crash.
 #include "sparge/profiler/cupti_collector.h"
 
-#include "steady_clock.h"
-
 #include <chrono>
 #include <cstdlib>
 #include <mutex>
+
+#include "steady_clock.h"
 
 #ifdef SPARGE_PROF_HAVE_CUPTI
 #include <cuda_runtime_api.h>
@@ -59,6 +59,11 @@ void CUPTIAPI bufferCompleted(CUcontext context, uint32_t streamId, uint8_t* buf
         a.contextId = k->contextId;
         a.streamId = k->streamId;
         a.correlationId = k->correlationId;
+        a.launch.grid = {k->gridX, k->gridY, k->gridZ};
+        a.launch.block = {k->blockX, k->blockY, k->blockZ};
+        a.launch.registersPerThread = k->registersPerThread;
+        a.launch.staticSharedBytes = k->staticSharedMemory;
+        a.launch.dynamicSharedBytes = k->dynamicSharedMemory;
         g_log->add(a);
         break;
       }

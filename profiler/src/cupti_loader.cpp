@@ -3,8 +3,6 @@
 
 #include <mutex>
 
-#include "dl_library.h"
-
 #ifndef SPARGE_CUPTI_SONAME
 #define SPARGE_CUPTI_SONAME "libcupti.so"
 #endif
@@ -24,8 +22,10 @@ bool resolveAll(void* h, CuptiApi& api, std::string& missing) {
   ok &= dl::resolve(h, "cuptiActivityFlushAll", api.activityFlushAll, missing);
   ok &= dl::resolve(h, "cuptiActivityGetNextRecord", api.activityGetNextRecord, missing);
   ok &= dl::resolve(h, "cuptiActivityGetNumDroppedRecords", api.activityGetNumDroppedRecords, missing);
-  ok &= dl::resolve(h, "cuptiActivityPopExternalCorrelationId", api.activityPopExternalCorrelationId, missing);
-  ok &= dl::resolve(h, "cuptiActivityPushExternalCorrelationId", api.activityPushExternalCorrelationId, missing);
+  ok &=
+      dl::resolve(h, "cuptiActivityPopExternalCorrelationId", api.activityPopExternalCorrelationId, missing);
+  ok &= dl::resolve(h, "cuptiActivityPushExternalCorrelationId", api.activityPushExternalCorrelationId,
+                    missing);
   ok &= dl::resolve(h, "cuptiActivityRegisterCallbacks", api.activityRegisterCallbacks, missing);
   ok &= dl::resolve(h, "cuptiGetResultString", api.getResultString, missing);
   ok &= dl::resolve(h, "cuptiGetTimestamp", api.getTimestamp, missing);
@@ -44,19 +44,19 @@ std::vector<std::string> cuptiCandidates() {
 }
 
 CuptiLoadResult loadCuptiFrom(const std::vector<std::string>& candidates) {
-  return dl::openFirst<CuptiApi>(candidates, SPARGE_CUPTI_SONAME, "SPARGE_CUPTI_LIBRARY",
-                                 [](void* h, CuptiApi& api) -> std::string {
-                                   std::string missing;
-                                   if (!resolveAll(h, api, missing)) return "missing symbols: " + missing;
-                                   // The activity record structs come from the headers this was built with;
-                                   // a library of an older major release lays them out differently, so it
-                                   // is refused rather than misread.
-                                   uint32_t version = 0;
-                                   if (api.getVersion(&version) != CUPTI_SUCCESS || version < kMinCuptiVersion)
-                                     return "CUPTI API version " + std::to_string(version) + " is older than " +
-                                            std::to_string(kMinCuptiVersion) + ", the headers' major release";
-                                   return {};
-                                 });
+  return dl::openFirst<CuptiApi>(
+      candidates, SPARGE_CUPTI_SONAME, "SPARGE_CUPTI_LIBRARY", [](void* h, CuptiApi& api) -> std::string {
+        std::string missing;
+        if (!resolveAll(h, api, missing)) return "missing symbols: " + missing;
+        // The activity record structs come from the headers this was built with;
+        // a library of an older major release lays them out differently, so it
+        // is refused rather than misread.
+        uint32_t version = 0;
+        if (api.getVersion(&version) != CUPTI_SUCCESS || version < kMinCuptiVersion)
+          return "CUPTI API version " + std::to_string(version) + " is older than " +
+                 std::to_string(kMinCuptiVersion) + ", the headers' major release";
+        return {};
+      });
 }
 
 const CuptiLoadResult& cupti() {

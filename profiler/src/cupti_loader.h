@@ -7,9 +7,11 @@
 #include <string>
 #include <vector>
 
-#include "dl_library.h"
+#include "sparge/core/dl_library.h"
 
 namespace sparge::prof {
+
+namespace dl = core::dl;
 
 // Exactly the CUPTI functions the profiler calls. All non-null once loaded.
 struct CuptiApi {
@@ -27,7 +29,8 @@ struct CuptiApi {
   CUptiResult(CUPTIAPI* getVersion)(uint32_t*) = nullptr;
 };
 
-using CuptiLoadResult = dl::LoadResult<CuptiApi>;  // handle never closed: CUPTI keeps threads and callbacks alive until exit
+using CuptiLoadResult =
+    dl::LoadResult<CuptiApi>;  // handle never closed: CUPTI keeps threads and callbacks alive until exit
 
 // The candidates in search order: $SPARGE_CUPTI_LIBRARY alone when it is set and non-empty (an explicit
 // choice is not second-guessed, and a bad path is a way to turn CUPTI off), else the soname, the unversioned

@@ -92,6 +92,15 @@ json workloadJson(const Workload& w) {
           {"executed_flops", w.valid() && w.blockQ > 0 ? json(w.executedFlops()) : json(nullptr)}};
 }
 
+json launchJson(const LaunchConfig& l) {
+  if (!l.known()) return nullptr;
+  return {{"grid", l.grid},
+          {"block", l.block},
+          {"registers_per_thread", l.registersPerThread},
+          {"static_shared_bytes", l.staticSharedBytes},
+          {"dynamic_shared_bytes", l.dynamicSharedBytes}};
+}
+
 std::string csvField(const std::string& text) {
   if (text.find_first_of(",\"\n\r") == std::string::npos) return text;
   std::string out = "\"";
@@ -157,6 +166,9 @@ std::string toJson(const TimingReport& r) {
     e["name"] = k.name;
     e["stage"] = toString(k.stage);
     e["source"] = toString(k.source);
+    e["launch"] = launchJson(k.launch);
+    e["dense_equivalent_tops"] = optional(k.denseEquivalentTops);
+    e["executed_tops"] = optional(k.executedTops);
     kernels.push_back(std::move(e));
   }
   j["kernels"] = std::move(kernels);
@@ -173,12 +185,16 @@ std::string toJson(const TimingReport& r) {
   j["derived"] = {{"source", toString(d.source)},
                   {"sparse_ms", optional(d.sparseMs)},
                   {"dense_ms", optional(d.denseMs)},
+                  {"cudnn_ms", optional(d.cudnnMs)},
                   {"speedup_baseline", d.speedupBaseline},
                   {"speedup", optional(d.speedup)},
+                  {"speedup_over_dense", optional(d.speedupOverDense)},
                   {"dense_equivalent_tops", optional(d.denseEquivalentTops)},
                   {"executed_tops", optional(d.executedTops)},
                   {"dense_tops", optional(d.denseTops)},
+                  {"cudnn_tops", optional(d.cudnnTops)},
                   {"note", d.note}};
+  j["notes"] = r.notes;
   return j.dump(2) + "\n";
 }
 
@@ -210,17 +226,37 @@ std::string toCsv(const TimingReport& r) {
           std::to_string(r.profiledRuns) + " profiled after " + std::to_string(r.warmupRuns) + " warm-up");
   comment("speedup", csvOptional(r.derived.speedup) + " (baseline " +
                          (r.derived.speedupBaseline.empty() ? "none" : r.derived.speedupBaseline) + ")");
+  comment("speedup_over_dense", csvOptional(r.derived.speedupOverDense));
+  comment("cudnn_ms", csvOptional(r.derived.cudnnMs));
   comment("dense_equivalent_tops", csvOptional(r.derived.denseEquivalentTops));
   comment("executed_tops", csvOptional(r.derived.executedTops));
-  out += "kind,name,stage,source,count,min_ms,median_ms,max_ms,mean_ms,total_ms\n";
-  auto row = [&](const char* kind, const std::string& name, Stage stage, TimingSource source,
-                 const Stats& s) {
-    out += std::string(kind) + "," + csvField(name) + "," + toString(stage) + "," + toString(source) + "," +
-           std::to_string(s.count) + "," + csvNumber(s.min) + "," + csvNumber(s.median) + "," +
-           csvNumber(s.max) + "," + csvNumber(s.mean) + "," + csvNumber(s.total) + "\n";
+  for (const std::string& n : r.notes) comment("note", n);
+  out +=
+      "kind,name,stage,source,count,min_ms,median_ms,max_ms,mean_ms,total_ms,grid,block,"
+      "registers_per_thread,static_shared_bytes,dynamic_shared_bytes\n";
+  auto row = [&](const char* kind, const std::string& name, Stage stage, TimingSource source, const Stats& s,
+                 const LaunchConfig& l) {
+    std::vector<std::string> cells{kind,
+                                   csvField(name),
+                                   toString(stage),
+                                   toString(source),
+                                   std::to_string(s.count),
+                                   csvNumber(s.min),
+                                   csvNumber(s.median),
+                                   csvNumber(s.max),
+                                   csvNumber(s.mean),
+                                   csvNumber(s.total)};
+    if (l.known())
+      cells.insert(cells.end(), {l.gridLabel(), l.blockLabel(), std::to_string(l.registersPerThread),
+                                 std::to_string(l.staticSharedBytes), std::to_string(l.dynamicSharedBytes)});
+    else
+      cells.resize(cells.size() + 5);
+    for (size_t i = 0; i < cells.size(); ++i) out += (i ? "," : "") + cells[i];
+    out += '\n';
   };
-  for (const StageStat& s : r.stages) row("stage", toString(s.stage), s.stage, s.source, s.ms);
-  for (const KernelStat& k : r.kernels) row("kernel", k.name, k.stage, k.source, k.ms);
+  for (const StageStat& s : r.stages)
+    row("stage", toString(s.stage), s.stage, s.source, s.ms, LaunchConfig{});
+  for (const KernelStat& k : r.kernels) row("kernel", k.name, k.stage, k.source, k.ms, k.launch);
   return out;
 }
 

@@ -3,8 +3,6 @@
 
 #include <mutex>
 
-#include "dl_library.h"
-
 namespace sparge::prof {
 
 namespace {
@@ -36,14 +34,16 @@ std::string nvmlErrorText(const NvmlApi& api, NvmlReturn code) {
   return text + " (" + std::to_string(int(code)) + ")";
 }
 
-std::vector<std::string> nvmlCandidates() { return dl::candidates("SPARGE_NVML_LIBRARY", {kNvmlSoname}); }
+std::vector<std::string> nvmlCandidates() {
+  return dl::candidates("SPARGE_NVML_LIBRARY", {kNvmlSoname});
+}
 
 NvmlLoadResult loadNvmlFrom(const std::vector<std::string>& candidates) {
-  return dl::openFirst<NvmlApi>(candidates, kNvmlSoname, "SPARGE_NVML_LIBRARY",
-                                [](void* h, NvmlApi& api) -> std::string {
-                                  std::string missing;
-                                  return resolveAll(h, api, missing) ? std::string() : "missing symbols: " + missing;
-                                });
+  return dl::openFirst<NvmlApi>(
+      candidates, kNvmlSoname, "SPARGE_NVML_LIBRARY", [](void* h, NvmlApi& api) -> std::string {
+        std::string missing;
+        return resolveAll(h, api, missing) ? std::string() : "missing symbols: " + missing;
+      });
 }
 
 const NvmlLoadResult& nvml() {

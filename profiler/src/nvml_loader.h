@@ -12,9 +12,11 @@
 #define SPARGE_PROF_HAVE_NVML_H 1
 #endif
 
-#include "dl_library.h"
+#include "sparge/core/dl_library.h"
 
 namespace sparge::prof {
+
+namespace dl = core::dl;
 
 #ifdef SPARGE_PROF_HAVE_NVML_H
 using NvmlReturn = nvmlReturn_t;
@@ -43,7 +45,8 @@ struct NvmlApi {
   const char* (*errorString)(NvmlReturn) = nullptr;
 };
 
-using NvmlLoadResult = dl::LoadResult<NvmlApi>;  // handle kept open for the process: handles from it may outlive any one user
+using NvmlLoadResult =
+    dl::LoadResult<NvmlApi>;  // handle kept open for the process: handles from it may outlive any one user
 
 // $SPARGE_NVML_LIBRARY alone when set and non-empty (an explicit choice is not second-guessed, and a bad
 // path turns NVML off), else libnvidia-ml.so.1 (the driver's soname; there is no unversioned name without

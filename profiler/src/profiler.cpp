@@ -1,6 +1,7 @@
 // The Profiler facade: chooses CUPTI / CUDA events / wall clock once, then records runs.
 #include "sparge/profiler/profiler.h"
 
+#include <algorithm>
 #include <chrono>
 #include <vector>
 
@@ -49,6 +50,7 @@ struct Profiler::Impl {
   std::string smClockMissing;
   std::string lastSampleError;
   std::vector<double> sampleUs;  // host cost of each SM clock read
+  std::vector<std::string> notes;
 
   void openSmClock();
   void sampleSmClock(RunRecord& r);
@@ -156,13 +158,13 @@ int Profiler::runs() const {
   return int(impl_->runs.size()) - (impl_->open ? 1 : 0);
 }
 
-void Profiler::begin(const RunInfo& info) {
+void Profiler::begin(const RunInfo& info, std::optional<bool> warmup) {
   Impl& m = *impl_;
   if (m.open) throw Error("profiler", "begin() while a run is open: call end() first");
   RunRecord r;
   r.id = m.nextId++;
   r.index = int(m.runs.size());
-  r.warmup = r.index < m.options.warmup;
+  r.warmup = warmup.value_or(r.index < m.options.warmup);
   r.info = info;
   if (m.source == TimingSource::Cupti) {
     // Work queued before the run belongs to no run; let it drain so the time window stays clean.
@@ -209,6 +211,7 @@ void Profiler::end(const core::EntryResult* result) {
   const core::StageTimes& t = result->times;
   const TimingSource src = parseTimingSource(t.clock).value_or(TimingSource::WallClock);
   if (t.predictMs > 0) r.samples.push_back({Stage::Predict, t.predictMs, src});
+  if (t.quantizeMs > 0) r.samples.push_back({Stage::Quantize, t.quantizeMs, src});
   if (t.sparseMs > 0) r.samples.push_back({Stage::Sparse, t.sparseMs, src});
   if (t.referenceMs > 0 && !t.referenceCached) r.samples.push_back({Stage::Reference, t.referenceMs, src});
   if (t.metricsMs > 0) r.samples.push_back({Stage::Metrics, t.metricsMs, src});
@@ -227,6 +230,11 @@ void Profiler::setWorkload(const Workload& workload) {
   impl_->workloadFixed = true;
 }
 
+void Profiler::addNote(const std::string& note) {
+  auto& notes = impl_->notes;
+  if (std::find(notes.begin(), notes.end(), note) == notes.end()) notes.push_back(note);
+}
+
 TimingReport Profiler::report() {
   Impl& m = *impl_;
   ReportInput in;
@@ -234,6 +242,7 @@ TimingReport Profiler::report() {
   in.sourceReason = m.reason;
   in.device = m.device;
   in.workload = m.workload;
+  in.notes = m.notes;
   in.smClockMissing = m.smClock ? (m.lastSampleError.empty() ? std::string() : "NVML: " + m.lastSampleError)
                                 : m.smClockMissing;
   if (!m.sampleUs.empty()) in.smClockSampleUs = computeStats(m.sampleUs).median;
@@ -271,6 +280,7 @@ void Profiler::reset() {
   m.workloadFixed = false;
   m.sampleUs.clear();
   m.lastSampleError.clear();
+  m.notes.clear();
 }
 
 }  // namespace sparge::prof

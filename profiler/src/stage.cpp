@@ -13,8 +13,9 @@ namespace {
 
 // Order matters only for names that contain two prefixes at the same position, which cannot happen; the
 // leftmost match decides.
-constexpr std::array<StageRule, 7> kRules{{
+constexpr std::array<StageRule, 8> kRules{{
     {"sparge_predict_", Stage::Predict},
+    {"sparge_quant_", Stage::Quantize},
     {"sparge_sparse_", Stage::Sparse},
     {"sparge_dense_", Stage::Dense},
     {"sparge_reference_", Stage::Reference},
@@ -44,10 +45,14 @@ const char* toString(Stage s) {
   switch (s) {
     case Stage::Predict:
       return "predict";
+    case Stage::Quantize:
+      return "quantize";
     case Stage::Sparse:
       return "sparse";
     case Stage::Dense:
       return "dense";
+    case Stage::Cudnn:
+      return "cudnn";
     case Stage::Reference:
       return "reference";
     case Stage::Metrics:
@@ -85,8 +90,8 @@ const char* describe(TimingSource s) {
 }
 
 std::optional<Stage> parseStage(std::string_view text) {
-  for (Stage s : {Stage::Predict, Stage::Sparse, Stage::Dense, Stage::Reference, Stage::Metrics, Stage::Other,
-                  Stage::Total}) {
+  for (Stage s : {Stage::Predict, Stage::Quantize, Stage::Sparse, Stage::Dense, Stage::Cudnn,
+                  Stage::Reference, Stage::Metrics, Stage::Other, Stage::Total}) {
     if (iequals(text, toString(s))) return s;
   }
   if (iequals(text, "error")) return Stage::Metrics;

@@ -18,10 +18,13 @@
 #include "sparge/core/error.h"
 #include "sparge/core/half.h"
 #include "sparge/core/types.h"
+#include "test_util.h"
 
 namespace fs = std::filesystem;
 using namespace sparge::core;
 using sparge::Error;
+using sparge::test::expectError;
+using sparge::test::TempDir;
 
 namespace {
 
@@ -53,28 +56,6 @@ double refHalfValue(uint16_t h) {
   if (exp == 31) return mant ? NAN : sign * INFINITY;
   return sign * std::ldexp(double(mant + 1024), exp - 25);
 }
-
-// ---------- temp folders ----------
-
-class TempDir {
- public:
-  TempDir() {
-    static int counter = 0;
-    path_ = fs::temp_directory_path() /
-            ("sparge_capture_test_" + std::to_string(::getpid()) + "_" + std::to_string(counter++));
-    fs::remove_all(path_);
-    fs::create_directories(path_);
-  }
-  ~TempDir() {
-    std::error_code ec;
-    fs::remove_all(path_, ec);
-  }
-  std::string file(const std::string& name) const { return (path_ / name).string(); }
-  const fs::path& path() const { return path_; }
-
- private:
-  fs::path path_;
-};
 
 // ---------- synthetic data ----------
 
@@ -132,20 +113,6 @@ std::vector<float> slice(const std::vector<float>& all, int64_t b, int64_t h, in
   return {all.begin() + off, all.begin() + off + n * d};
 }
 
-// Expects `fn` to throw sparge::Error whose message contains every string in `parts`.
-template <class Fn>
-void expectError(Fn&& fn, std::initializer_list<std::string> parts) {
-  try {
-    fn();
-    ADD_FAILURE() << "no sparge::Error thrown";
-  } catch (const Error& e) {
-    const std::string msg = e.what();
-    for (const std::string& p : parts)
-      EXPECT_NE(msg.find(p), std::string::npos) << "'" << p << "' not in: " << msg;
-    if (std::getenv("SPARGE_SHOW_ERRORS")) std::printf("  message: %s\n", msg.c_str());
-  }
-}
-
 // ---------- raw HDF5 helpers for hand-made (bad) files, independent of CaptureWriter ----------
 
 struct RawFile {
@@ -168,6 +135,15 @@ struct RawFile {
     hid_t s = H5Screate(H5S_SCALAR);
     hid_t a = H5Acreate2(obj, name, H5T_IEEE_F64LE, s, H5P_DEFAULT, H5P_DEFAULT);
     H5Awrite(a, H5T_NATIVE_DOUBLE, &value);
+    H5Aclose(a);
+    H5Sclose(s);
+  }
+  // A one-dimensional array attribute of `type` (h5py writes np.int64 arrays as H5T_STD_I64LE).
+  static void arrayAttr(hid_t obj, const char* name, const std::vector<double>& values, hid_t type) {
+    const hsize_t n = values.size();
+    hid_t s = H5Screate_simple(1, &n, nullptr);
+    hid_t a = H5Acreate2(obj, name, type, s, H5P_DEFAULT, H5P_DEFAULT);
+    H5Awrite(a, H5T_NATIVE_DOUBLE, values.data());
     H5Aclose(a);
     H5Sclose(s);
   }
@@ -589,6 +565,61 @@ TEST(CaptureReader, HandMadeFileDefaultsAndAttributeVariants) {
   EXPECT_EQ(e.layer, std::optional<int64_t>(5));
 }
 
+void expectExtras(const EntryInfo& e, Window window, const std::string& module, const std::string& kind,
+                  const std::string& stack) {
+  EXPECT_EQ(e.window, window);
+  EXPECT_EQ(e.module, module);
+  EXPECT_EQ(e.kind, kind);
+  EXPECT_EQ(e.stack, stack);
+}
+
+TEST(CaptureReader, WindowAndIdentityAttributesFromRawApi) {
+  TempDir dir;
+  const std::string path = dir.file("window.h5");
+  writeRaw(path, Spec{}, [](hid_t g) {
+    RawFile::intAttr(g, "causal", 1);
+    RawFile::arrayAttr(g, "window", {4095, 0}, H5T_STD_I64LE);
+    RawFile::stringAttr(g, "module", "model.layers.3.self_attn");
+    RawFile::stringAttr(g, "kind", "self");
+    RawFile::stringAttr(g, "stack", "decoder");
+  });
+  expectExtras(CaptureReader(path).entry("e0"), {4095, 0}, "model.layers.3.self_attn", "self", "decoder");
+  // Absent attributes: no window (both sides unbounded), empty identity; int32 windows are accepted too.
+  writeRaw(path, Spec{});
+  EXPECT_FALSE(CaptureReader(path).entry("e0").window.bounded());
+  EXPECT_EQ(CaptureReader(path).entry("e0").kind, "");
+  writeRaw(path, Spec{}, [](hid_t g) { RawFile::arrayAttr(g, "window", {-1, 16}, H5T_STD_I32LE); });
+  EXPECT_EQ(CaptureReader(path).entry("e0").window, (Window{-1, 16}));
+}
+
+TEST(CaptureWriter, WindowAndIdentityRoundTrip) {
+  TempDir dir;
+  const std::string path = dir.file("rt.h5");
+  EntryInfo info = makeInfo(DType::Float16, Layout::HND);
+  info.window = {511, 0};
+  info.module = "model.decoder.layers.3.encoder_attn";
+  info.kind = "cross";
+  info.stack = "decoder";
+  const Tensors t = makeTensors(info, false, 5);
+  {
+    CaptureWriter w(path);
+    w.addEntry(info, t.q, t.k, t.v);
+    info.name = "plain";
+    info.window = {};
+    info.module = info.kind = info.stack = "";
+    w.addEntry(info, t.q, t.k, t.v);
+  }
+  expectExtras(CaptureReader(path).entry("layer3"), {511, 0}, "model.decoder.layers.3.encoder_attn", "cross",
+               "decoder");
+  // Nothing is written for an unbounded window or empty strings.
+  hid_t f = H5Fopen(path.c_str(), H5F_ACC_RDONLY, H5P_DEFAULT);
+  for (const char* a : {"window", "module", "kind", "stack"}) {
+    EXPECT_GT(H5Aexists_by_name(f, "/entries/layer3", a, H5P_DEFAULT), 0) << a;
+    EXPECT_EQ(H5Aexists_by_name(f, "/entries/plain", a, H5P_DEFAULT), 0) << a;
+  }
+  H5Fclose(f);
+}
+
 TEST(CaptureReader, BigEndianAndBf16FromRawApi) {
   TempDir dir;
   const std::string path = dir.file("be.h5");
@@ -783,6 +814,40 @@ TEST_F(BadCapture, BadScaleAttribute) {
                   [](hid_t g) { RawFile::doubleAttr(g, "scale", -1); });
 }
 
+TEST_F(BadCapture, WindowOfWrongTypeOrShape) {
+  const char* help = "two integers [left, right]";
+  expectOpenError(Spec{}, {":/entries/e0", "window is not an integer array", help}, [](hid_t g) {
+    RawFile::arrayAttr(g, "window", {128, 0}, H5T_IEEE_F64LE);
+  });
+  expectOpenError(Spec{}, {":/entries/e0", "window must hold exactly two values", help}, [](hid_t g) {
+    RawFile::arrayAttr(g, "window", {128, 0, 3}, H5T_STD_I64LE);
+  });
+  expectOpenError(Spec{}, {":/entries/e0", "window must hold exactly two values"},
+                  [](hid_t g) { RawFile::intAttr(g, "window", 128); });
+  expectOpenError(Spec{}, {":/entries/e0", "window is not an integer array"},
+                  [](hid_t g) { RawFile::stringAttr(g, "window", "128,0"); });
+}
+
+TEST_F(BadCapture, WindowValuesOutOfRange) {
+  expectOpenError(Spec{}, {":/entries/e0", "window [-2, 0]", "below -1"}, [](hid_t g) {
+    RawFile::arrayAttr(g, "window", {-2, 0}, H5T_STD_I64LE);
+  });
+  // A causal entry whose window looks ahead contradicts itself.
+  expectOpenError(Spec{}, {":/entries/e0", "window [64, 5]", "causal", "right = 0"}, [](hid_t g) {
+    RawFile::intAttr(g, "causal", 1);
+    RawFile::arrayAttr(g, "window", {64, 5}, H5T_STD_I64LE);
+  });
+}
+
+TEST_F(BadCapture, BadIdentityAttributes) {
+  expectOpenError(Spec{}, {":/entries/e0", "kind = \"encoder\"", "\"self\"", "\"cross\""},
+                  [](hid_t g) { RawFile::stringAttr(g, "kind", "encoder"); });
+  expectOpenError(Spec{}, {":/entries/e0", "attribute module is not a string"},
+                  [](hid_t g) { RawFile::intAttr(g, "module", 3); });
+  expectOpenError(Spec{}, {":/entries/e0", "attribute stack is not a string"},
+                  [](hid_t g) { RawFile::doubleAttr(g, "stack", 1.5); });
+}
+
 TEST_F(BadCapture, ReadHeadOutOfRangeAndUnknownEntry) {
   writeRaw(path, Spec{});
   CaptureReader r(path);
@@ -811,6 +876,15 @@ TEST(CaptureWriter, RejectsBadEntries) {
   expectError([&] { w.addEntry(info, t.q, t.k, t.v); }, {"written twice"});
   info.name = "a/b";
   expectError([&] { w.addEntry(info, t.q, t.k, t.v); }, {"invalid entry name"});
+  info.name = "windowed";
+  info.window = {16, 4};  // causal entry looking ahead
+  expectError([&] { w.addEntry(info, t.q, t.k, t.v); },
+              {path + ":/entries/windowed", "window [16, 4]", "causal"});
+  info.window = {-3, 0};
+  expectError([&] { w.addEntry(info, t.q, t.k, t.v); }, {"window [-3, 0]", "below -1"});
+  info.window = {};
+  info.kind = "joint";
+  expectError([&] { w.addEntry(info, t.q, t.k, t.v); }, {"kind = \"joint\""});
   expectError([&] { CaptureWriter bad(dir.file("missing-folder/x.h5")); },
               {"missing-folder/x.h5", "cannot create"});
 }

@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "engine_fixture.h"
 #include "launch.h"  // kernels/src: the kernel launchers
 #include "smem_layout_sm90.h"
 #include "sparge/core/cpu_engine.h"
@@ -25,78 +26,10 @@ namespace {
 using core::DType;
 using core::EntryData;
 using core::Geometry;
-
-#define REQUIRE_GPU()                                                   \
-  do {                                                                  \
-    std::string why;                                                    \
-    if (!deviceUsable(&why)) GTEST_SKIP() << "no CUDA device: " << why; \
-  } while (0)
-
-float roundTo(float x, DType t) {
-  return t == DType::BFloat16 ? core::roundToBf16(x) : core::roundToHalf(x);
-}
-
-struct Shape {
-  int B = 1, Hq = 4, Hkv = 2, Nq = 1000, Nkv = 1000, D = 64;
-  DType dtype = DType::Float16;
-  bool causal = false;
-};
-
-// Tokens come in segments around a few cluster centres, so block self-similarities spread over [0, 1]
-// and pooled scores differ between blocks. `loud`: K blocks alternate between keys aligned with the
-// queries and keys opposed to them, which makes the PV skip fire.
-std::shared_ptr<EntryData> makeEntry(const Shape& s, uint32_t seed, bool loud = false) {
-  auto e = std::make_shared<EntryData>();
-  core::EntryInfo& in = e->info;
-  in.name = "test";
-  in.batch = s.B;
-  in.headsQ = s.Hq;
-  in.headsKV = s.Hkv;
-  in.tokensQ = s.Nq;
-  in.tokensKV = s.Nkv;
-  in.headDim = in.headDimV = s.D;
-  in.dtype = s.dtype;
-  in.causal = s.causal;
-  in.scale = 1.0 / std::sqrt(double(s.D));
-  std::mt19937 rng(seed);
-  std::normal_distribution<float> nd(0.f, 1.f);
-  std::uniform_int_distribution<int> seg(30, 220);
-  auto fill = [&](std::vector<float>& x, int heads, int n, float noise, bool isK) {
-    x.resize((size_t)s.B * heads * n * s.D);
-    for (int bh = 0; bh < s.B * heads; ++bh) {
-      std::vector<std::vector<float>> centres(4, std::vector<float>(s.D));
-      for (auto& c : centres)
-        for (auto& v : c) v = nd(rng);
-      int t = 0, m = 0;
-      while (t < n) {
-        int len = seg(rng);
-        m = (m + 1 + (int)(rng() % 3)) % 4;
-        for (int u = t; u < std::min(n, t + len); ++u) {
-          float sign = 1.f;
-          if (loud && isK) sign = ((u / 64) % 2 == 0 || u < 128) ? 1.f : -1.f;
-          for (int d = 0; d < s.D; ++d) {
-            float v = loud ? centres[0][d] * sign * 1.5f + noise * nd(rng) : centres[m][d] + noise * nd(rng);
-            x[((size_t)bh * n + u) * s.D + d] = roundTo(v, s.dtype);
-          }
-        }
-        t += len;
-      }
-    }
-  };
-  fill(e->q, s.Hq, s.Nq, 0.8f, false);
-  fill(e->k, s.Hkv, s.Nkv, 0.8f, true);
-  fill(e->v, s.Hkv, s.Nkv, 1.0f, false);
-  return e;
-}
-
-core::RunConfig makeConfig(const Geometry& g, bool smoothK, const core::HeadParams& p, bool sink = false) {
-  core::RunConfig c;
-  c.geometry = g;
-  c.smoothK = smoothK;
-  c.sink = sink;
-  c.defaults = p;
-  return c;
-}
+using fixture::makeConfig;
+using fixture::makeEntry;
+using fixture::roundTo;
+using fixture::Shape;
 
 // ---------------------------------------------------------------------------------------------
 // Stage 1: masks
@@ -152,7 +85,7 @@ void compareMasks(const EntryData& e, const core::RunConfig& cfg, CudaEngine& gp
     core::BlockStats st = core::computeBlockStats(e.qHead(hr.batch, hr.head), in.tokensQ,
                                                   e.kHead(hr.batch, in.kvHeadOf(hr.head)), in.tokensKV,
                                                   in.headDim, in.dtype, cfg.geometry, cfg.smoothK, in.causal);
-    core::Stage1Mask cm = core::selectBlocks(st, p, cfg.sink, in.tokensQ, in.tokensKV);
+    core::Stage1Mask cm = core::selectBlocks(st, p, {cfg.sink, cfg.diagonal}, in.tokensQ, in.tokensKV);
     ASSERT_EQ(hr.nq, st.nq);
     ASSERT_EQ(hr.nk, st.nk);
     for (int i = 0; i < st.nq; ++i)
@@ -460,7 +393,8 @@ struct DirectRun {
   int emptyRows = -1;
 };
 
-void runKernelOnMask(const EntryData& e, const core::Geometry& g, const std::vector<uint8_t>& mask, DirectRun& r) {
+void runKernelOnMask(const EntryData& e, const core::Geometry& g, const std::vector<uint8_t>& mask,
+                     DirectRun& r) {
   const int N = int(e.info.tokensQ), D = int(e.info.headDim);
   const int nq = int(core::ceilDiv(N, g.blockQ)), nk = int(core::ceilDiv(N, g.blockK));
   std::vector<int32_t> lut(nq * nk, 0), count(nq, 0);
@@ -605,8 +539,8 @@ void checkKMajor(uint32_t tileAddr) {
       for (int k = 0; k < 16; ++k) {
         uint32_t lin = start + (uint32_t)(r / 8) * sbo + (uint32_t)(r % 8) * 128u + (uint32_t)k * 2u;
         uint32_t want = tileAddr + 2u * (uint32_t)sm90::tileElemOffset<R>(r, 16 * ks + k);
-        ASSERT_EQ(sm90::swizzle128(lin), want) << "R " << R << " D " << D << " ks " << ks << " row " << r
-                                               << " k " << k;
+        ASSERT_EQ(sm90::swizzle128(lin), want)
+            << "R " << R << " D " << D << " ks " << ks << " row " << r << " k " << k;
       }
   }
 }
@@ -674,9 +608,9 @@ bool deviceIsSm90(std::string* why) {
   return true;
 }
 
-#define REQUIRE_SM90()                                                     \
-  do {                                                                     \
-    std::string why;                                                       \
+#define REQUIRE_SM90()                                                   \
+  do {                                                                   \
+    std::string why;                                                     \
     if (!deviceIsSm90(&why)) GTEST_SKIP() << "no sm_90 device: " << why; \
   } while (0)
 
@@ -771,7 +705,8 @@ TEST(CudaStage2Sm90, PvSkipMatchesCpu) {
   for (bool causal : {false, true})
     for (DType dt : {DType::Float16, DType::BFloat16}) {
       Stage2Case c{Shape{1, 2, 2, 1024, 1024, 64, dt, causal}, core::kGeometry64x128, p, /*loud=*/true};
-      SCOPED_TRACE(std::string("causal ") + (causal ? "1" : "0") + (dt == DType::BFloat16 ? " bf16" : " fp16"));
+      SCOPED_TRACE(std::string("causal ") + (causal ? "1" : "0") +
+                   (dt == DType::BFloat16 ? " bf16" : " fp16"));
       checkStage2Sm90(c, 31, &skips);
       c.shape.D = 128;
       checkStage2Sm90(c, 32, &skips);

@@ -76,3 +76,21 @@ TEST(ActivityLog, ClearAndDropped) {
   EXPECT_EQ(log.dropped(), 0u);
   EXPECT_TRUE(log.resolve({}).empty());
 }
+
+TEST(ActivityLog, LaunchConfigurationTravelsWithTheSample) {
+  ActivityLog log;
+  KernelActivity k = kernel("sparge_quant_v_fp8", 100, 900, 5);
+  k.launch.grid = {256, 32, 1};
+  k.launch.block = {128, 1, 1};
+  k.launch.registersPerThread = 40;
+  k.launch.staticSharedBytes = 1024;
+  k.launch.dynamicSharedBytes = 8192;
+  log.add(k);
+  const auto samples = log.resolve({{1, 0, 1000}});
+  ASSERT_EQ(samples.size(), 1u);
+  EXPECT_EQ(samples[0].stage, Stage::Quantize);
+  EXPECT_EQ(samples[0].launch, k.launch);
+  EXPECT_EQ(samples[0].launch.gridLabel(), "256x32x1");
+  EXPECT_TRUE(samples[0].launch.known());
+  EXPECT_FALSE(LaunchConfig{}.known());
+}

@@ -96,6 +96,34 @@ TEST(Export, JsonParsesBackWithEveryFigure) {
   EXPECT_EQ(j["runs"].size(), 3u);
 }
 
+TEST(Export, JsonCarriesLaunchConfigurationCudnnFiguresAndNotes) {
+  ReportInput in = fixtures::syntheticInput();
+  for (KernelSample& k : in.kernels) {
+    if (k.stage != Stage::Sparse) continue;
+    k.launch.grid = {16, 4, 1};
+    k.launch.block = {256, 1, 1};
+    k.launch.registersPerThread = 96;
+  }
+  in.notes = {"cuDNN not timed: libcudnn.so.9 not loaded"};
+  json j = json::parse(toJson(buildReport(in)));
+  bool sawLaunch = false;
+  for (const auto& k : j["kernels"]) {
+    ASSERT_TRUE(k.contains("launch"));
+    ASSERT_TRUE(k.contains("dense_equivalent_tops"));
+    if (k["launch"].is_null()) continue;
+    sawLaunch = true;
+    EXPECT_EQ(k["launch"]["grid"], json::array({16, 4, 1}));
+    EXPECT_EQ(k["launch"]["block"], json::array({256, 1, 1}));
+    EXPECT_EQ(k["launch"]["registers_per_thread"], 96);
+  }
+  EXPECT_TRUE(sawLaunch);
+  EXPECT_TRUE(j["derived"]["cudnn_ms"].is_null());
+  EXPECT_TRUE(j["derived"].contains("speedup_over_dense"));
+  EXPECT_TRUE(j["derived"].contains("cudnn_tops"));
+  ASSERT_EQ(j["notes"].size(), 1u);
+  EXPECT_EQ(j["notes"][0], "cuDNN not timed: libcudnn.so.9 not loaded");
+}
+
 TEST(Export, JsonWritesNullForMissingFigures) {
   json j = json::parse(toJson(buildReport(ReportInput{})));
   EXPECT_TRUE(j["derived"]["speedup"].is_null());
@@ -103,7 +131,7 @@ TEST(Export, JsonWritesNullForMissingFigures) {
   EXPECT_EQ(j["source"], "wall");
 }
 
-TEST(Export, CsvHasCommentsHeaderAndTenColumns) {
+TEST(Export, CsvHasCommentsHeaderAndFifteenColumns) {
   TimingReport r = buildReport(fixtures::syntheticInput());
   std::istringstream in(toCsv(r));
   std::string line;
@@ -127,8 +155,21 @@ TEST(Export, CsvHasCommentsHeaderAndTenColumns) {
   EXPECT_TRUE(hasComment("# clock: "));
   EXPECT_TRUE(hasComment("# max_sm_clock_mhz: 1980"));
   ASSERT_FALSE(rows.empty());
-  const std::vector<std::string> header = {"kind",   "name",      "stage",  "source",  "count",
-                                           "min_ms", "median_ms", "max_ms", "mean_ms", "total_ms"};
+  const std::vector<std::string> header = {"kind",
+                                           "name",
+                                           "stage",
+                                           "source",
+                                           "count",
+                                           "min_ms",
+                                           "median_ms",
+                                           "max_ms",
+                                           "mean_ms",
+                                           "total_ms",
+                                           "grid",
+                                           "block",
+                                           "registers_per_thread",
+                                           "static_shared_bytes",
+                                           "dynamic_shared_bytes"};
   EXPECT_EQ(rows[0], header);
   size_t stageRows = 0, kernelRows = 0;
   for (size_t i = 1; i < rows.size(); ++i) {

@@ -99,8 +99,11 @@ TEST(ProfilerWall, CachedReferenceIsNotATiming) {
   prof.begin({});
   prof.end(&later);
   TimingReport r = prof.report();
-  for (const auto& s : r.stages)
-    if (s.stage == Stage::Reference) EXPECT_EQ(s.ms.count, 1);
+  for (const auto& s : r.stages) {
+    if (s.stage == Stage::Reference) {
+      EXPECT_EQ(s.ms.count, 1);
+    }
+  }
 }
 
 TEST(ProfilerWall, RecordWallAndScopes) {

@@ -209,3 +209,100 @@ TEST(Report, SmClockPartialSamplesSaySoAndMissingSamplesSayWhy) {
   none.smClockMissing.clear();
   EXPECT_FALSE(buildReport(none).smClockMissing.empty()) << "a missing clock is always explained";
 }
+
+namespace {
+// Three profiled rounds under CUPTI as profileEntry makes them: a sparse run (predict 0.1 + quantize 0.05 +
+// sparse 0.4 ms), a dense run (predict 0.1 + quantize 0.05 + dense 1.0 ms) and a cuDNN run whose kernel
+// carries no sparge_ prefix (0.8 ms), ids 10.. in that order.
+ReportInput profiledRounds() {
+  ReportInput in;
+  in.source = TimingSource::Cupti;
+  in.workload = fixtures::syntheticInput().workload;
+  LaunchConfig sparseLaunch;
+  sparseLaunch.grid = {8, 2, 1};
+  sparseLaunch.block = {128, 1, 1};
+  sparseLaunch.registersPerThread = 168;
+  sparseLaunch.dynamicSharedBytes = 49152;
+  uint64_t id = 10;
+  for (int round = 0; round < 3; ++round) {
+    for (const char* kind : {"sparse", "dense", "cudnn"}) {
+      RunRecord run;
+      run.id = id;
+      run.index = int(id - 10);
+      run.info.entry = std::string("l0 (") + kind + ")";
+      if (std::string(kind) == "cudnn") run.info.otherKernels = Stage::Cudnn;
+      run.clock = TimingSource::Cupti;
+      run.startNs = id * 1000000;
+      run.endNs = run.startNs + 900000;
+      in.runs.push_back(run);
+      const uint64_t t = run.startNs + 1000;
+      if (std::string(kind) == "cudnn") {
+        in.kernels.push_back(
+            fixtures::makeKernel("cudnn_generated_fort_native_sdpa_sm90", Stage::Other, id, t, 800000));
+      } else {
+        in.kernels.push_back(fixtures::makeKernel("sparge_predict_select", Stage::Predict, id, t, 100000));
+        in.kernels.push_back(fixtures::makeKernel("sparge_quant_qk", Stage::Quantize, id, t + 100000, 50000));
+        const bool sparse = std::string(kind) == "sparse";
+        KernelSample k = fixtures::makeKernel(sparse ? "sparge_sparse_attn" : "sparge_dense_attn",
+                                              sparse ? Stage::Sparse : Stage::Dense, id, t + 150000,
+                                              sparse ? 400000 : 1000000);
+        // The sparse kernel of the last round runs with another launch configuration.
+        if (sparse && round < 2) k.launch = sparseLaunch;
+        in.kernels.push_back(k);
+      }
+      ++id;
+    }
+  }
+  return in;
+}
+}  // namespace
+
+TEST(Report, CudnnRunsQuantizationAndTheFastestDenseBaseline) {
+  const TimingReport r = buildReport(profiledRounds());
+  const DerivedFigures& d = r.derived;
+  ASSERT_TRUE(d.sparseMs && d.denseMs && d.cudnnMs && d.speedup && d.speedupOverDense);
+  EXPECT_NEAR(*d.sparseMs, 0.1 + 0.05 + 0.4, 1e-12);  // the whole call
+  EXPECT_NEAR(*d.denseMs, 0.05 + 1.0, 1e-12);         // its quantization counts, its predict does not
+  EXPECT_NEAR(*d.cudnnMs, 0.8, 1e-12);
+  EXPECT_EQ(d.speedupBaseline, "cudnn");
+  EXPECT_NEAR(*d.speedup, 0.8 / 0.55, 1e-12);
+  EXPECT_NEAR(*d.speedupOverDense, 1.05 / 0.55, 1e-12);
+  const StageStat* cudnn = findStage(r, Stage::Cudnn, TimingSource::Cupti);
+  ASSERT_NE(cudnn, nullptr);
+  EXPECT_EQ(cudnn->ms.count, 3);
+  const KernelStat* k = findKernel(r, "cudnn_generated_fort_native_sdpa_sm90");
+  ASSERT_NE(k, nullptr);
+  EXPECT_EQ(k->stage, Stage::Cudnn);  // claimed by its run, not by its name
+  ASSERT_TRUE(k->denseEquivalentTops);
+  EXPECT_NEAR(*k->denseEquivalentTops, 536870912.0 / 0.8e-3 / 1e12, 1e-9);
+}
+
+TEST(Report, KernelStatisticsKeepLaunchConfigurationsApartAndRecordsCarryThem) {
+  const TimingReport r = buildReport(profiledRounds());
+  std::vector<const KernelStat*> sparse;
+  for (const auto& k : r.kernels)
+    if (k.name == "sparge_sparse_attn") sparse.push_back(&k);
+  ASSERT_EQ(sparse.size(), 2u);
+  const KernelStat* configured = sparse[0]->launch.known() ? sparse[0] : sparse[1];
+  const KernelStat* unknown = sparse[0]->launch.known() ? sparse[1] : sparse[0];
+  EXPECT_EQ(configured->ms.count, 2);
+  EXPECT_EQ(unknown->ms.count, 1);
+  EXPECT_EQ(configured->launch.gridLabel(), "8x2x1");
+  EXPECT_EQ(configured->launch.blockLabel(), "128x1x1");
+  EXPECT_EQ(configured->launch.registersPerThread, 168);
+  EXPECT_EQ(configured->launch.dynamicSharedBytes, 49152);
+  // One launch per run: executed work is the workload's computed blocks, (100 + 80) * 128 * 64 * 64 * 2 flop.
+  ASSERT_TRUE(configured->executedTops);
+  EXPECT_NEAR(*configured->executedTops, 188743680.0 / 0.4e-3 / 1e12, 1e-9);
+  EXPECT_FALSE(findKernel(r, "sparge_predict_select")->denseEquivalentTops.has_value());  // not attention
+
+  EXPECT_EQ(r.records.size(), 3u * 7u);
+  int withLaunch = 0;
+  for (const auto& rec : r.records) withLaunch += rec.launch.known();
+  EXPECT_EQ(withLaunch, 2);
+  bool argsInTimeline = false;
+  for (const auto& e : r.timeline)
+    for (const auto& [key, value] : e.args)
+      argsInTimeline = argsInTimeline || (key == "grid" && value == "8x2x1");
+  EXPECT_TRUE(argsInTimeline);
+}

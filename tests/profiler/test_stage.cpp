@@ -8,10 +8,10 @@ using namespace sparge::prof;
 TEST(StageRules, TableMapsEveryEnginePrefix) {
   // The table is part of the contract with the CUDA engine: check it row by row.
   std::vector<std::pair<std::string, Stage>> expected = {
-      {"sparge_predict_", Stage::Predict}, {"sparge_sparse_", Stage::Sparse},
-      {"sparge_dense_", Stage::Dense},     {"sparge_reference_", Stage::Reference},
-      {"sparge_error_", Stage::Metrics},   {"sparge_metrics_", Stage::Metrics},
-      {"sparge_other_", Stage::Other}};
+      {"sparge_predict_", Stage::Predict},     {"sparge_quant_", Stage::Quantize},
+      {"sparge_sparse_", Stage::Sparse},       {"sparge_dense_", Stage::Dense},
+      {"sparge_reference_", Stage::Reference}, {"sparge_error_", Stage::Metrics},
+      {"sparge_metrics_", Stage::Metrics},     {"sparge_other_", Stage::Other}};
   auto rules = stageRules();
   ASSERT_EQ(rules.size(), expected.size());
   for (size_t i = 0; i < rules.size(); ++i) {
@@ -24,6 +24,7 @@ TEST(StageRules, PlainNames) {
   EXPECT_EQ(stageForKernel("sparge_predict_pool"), Stage::Predict);
   EXPECT_EQ(stageForKernel("sparge_sparse_attn_fwd"), Stage::Sparse);
   EXPECT_EQ(stageForKernel("sparge_dense_attn"), Stage::Dense);
+  EXPECT_EQ(stageForKernel("sparge_quant_qk_int8"), Stage::Quantize);
   EXPECT_EQ(stageForKernel("sparge_reference_fp32"), Stage::Reference);
   EXPECT_EQ(stageForKernel("sparge_error_reduce"), Stage::Metrics);
   EXPECT_EQ(stageForKernel("ampere_sgemm_128x64_nn"), Stage::Other);
@@ -58,12 +59,14 @@ TEST(StageRules, LeftmostPrefixWins) {
 }
 
 TEST(StageNames, RoundTrip) {
-  for (Stage s : {Stage::Predict, Stage::Sparse, Stage::Dense, Stage::Reference, Stage::Metrics, Stage::Other,
-                  Stage::Total}) {
+  for (Stage s : {Stage::Predict, Stage::Quantize, Stage::Sparse, Stage::Dense, Stage::Cudnn,
+                  Stage::Reference, Stage::Metrics, Stage::Other, Stage::Total}) {
     ASSERT_TRUE(parseStage(toString(s)).has_value());
     EXPECT_EQ(*parseStage(toString(s)), s);
   }
   EXPECT_EQ(parseStage("error"), Stage::Metrics);
+  EXPECT_STREQ(toString(Stage::Quantize), "quantize");
+  EXPECT_STREQ(toString(Stage::Cudnn), "cudnn");
   EXPECT_FALSE(parseStage("bogus").has_value());
   EXPECT_STREQ(toString(TimingSource::Cupti), "cupti");
   EXPECT_STREQ(toString(TimingSource::CudaEvent), "cuda-event");

@@ -86,8 +86,8 @@ class CaptureWriter {
   CaptureWriter& operator=(const CaptureWriter&) = delete;
 
   void setRootAttribute(const std::string& name, const std::string& value);
-  // Writes one entry. `info.name`, shapes, dtype, layout, causal, layer/step are used; `scale` is
-  // written only when info.scaleFromFile is true.
+  // Writes one entry. `info.name`, shapes, dtype, layout, causal, layer/step, window (when bounded),
+  // module/kind/stack (when not empty) are used; `scale` is written only when info.scaleFromFile is true.
   void addEntry(const EntryInfo& info, const std::vector<float>& q, const std::vector<float>& k,
                 const std::vector<float>& v);
   void close();  // flushes; called by the destructor too

@@ -26,6 +26,15 @@ struct RunOptions {
   const CancelFlag* cancel = nullptr;
 };
 
+// A dense attention implementation other than the engine's own kernels that it can time on the current entry,
+// so that speedups are quoted against the fastest dense attention available (e.g. cuDNN's fused SDPA).
+struct DenseBaseline {
+  std::string name;   // short key, also the profiler stage: "cudnn"
+  std::string label;  // for people: "cuDNN 9.19 fused SDPA (float16)"
+  bool available = false;
+  std::string reason;  // why it cannot run on this entry or machine (when not available)
+};
+
 class Engine {
  public:
   virtual ~Engine() = default;
@@ -36,6 +45,11 @@ class Engine {
   virtual std::shared_ptr<const EntryData> entry() const = 0;
   // Stage 1 + Stage 2 (+ the dense reference the first time, + error metrics).
   virtual EntryResult run(const RunConfig& config, const RunOptions& options) = 0;
+  // The dense baselines this engine offers for the current entry (none by default).
+  virtual std::vector<DenseBaseline> denseBaselines() { return {}; }
+  // Runs baseline `name` once over every head of the current entry and returns its time in milliseconds on
+  // the engine's clock (what StageTimes::clock names). Throws sparge::Error when it is not available.
+  virtual double runDenseBaseline(const std::string& name);
 };
 
 enum class EngineChoice { Auto, Cpu, Cuda };

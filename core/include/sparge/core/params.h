@@ -33,6 +33,8 @@ struct RunConfig {
   Numerics numerics = Numerics::None;
   bool smoothK = true;  // subtract the per-head K token mean before pooling (SpargeAttn default)
   bool sink = false;    // attention sink: K block 0 always on
+  // Extension (not SpargeAttn's): the diagonal blocks, those holding key == query, always on.
+  bool diagonal = false;
   HeadParams defaults;  // used for every head without an override
   // Per-query-head overrides; empty, or size Hq (entries equal to `defaults` mean "no override").
   std::vector<HeadParams> perHead;

@@ -50,6 +50,10 @@ struct ParamsFile {
   Numerics numerics = Numerics::None;  // the numerics whose deployed L1 was budgeted ("none" in older files)
   bool smoothK = true;
   bool sink = false;
+  bool diagonal = false;  // extension (not SpargeAttn's); optional in the file, default false
+  // Top-level "complete": false while tuning runs (checkpoints) and after it was interrupted; unset
+  // for files written before the key existed.
+  std::optional<bool> complete;
   std::vector<ParamsGroup> groups;
 };
 
@@ -81,8 +85,9 @@ std::vector<HeadParams> headParamsFor(const ParamsFile& file, const std::string&
                                       std::vector<std::string>* warnings = nullptr);
 
 // What `sparge run --params` does: sets config.perHead for `info` and, because tuned values are only
-// meaningful under the settings they were tuned with, config.geometry / numerics / smoothK / sink from the
-// file (a warning is added for each one that changes the caller's value). Missing heads get config.defaults.
+// meaningful under the settings they were tuned with, config.geometry / numerics / smoothK / sink / diagonal
+// from the file (a warning is added for each one that changes the caller's value). Missing heads get
+// config.defaults.
 void applyParams(const ParamsFile& file, const std::string& source, const EntryInfo& info, RunConfig& config,
                  std::vector<std::string>* warnings = nullptr);
 

@@ -16,8 +16,9 @@ enum BlockReason : uint8_t {
   kReasonForcedRow = 1 << 1,  // its Q block is not self-similar: whole row forced on
   kReasonForcedCol = 1 << 2,  // its K block is not self-similar: whole column forced on
   kReasonSink = 1 << 3,       // attention sink (K block 0)
-  kReasonCausalOff = 1 << 4,  // removed (or never valid) because of the causal rule
+  kReasonCausalOff = 1 << 4,  // removed (or never valid): outside the causal rule or the entry's window
   kReasonDenseHead = 1 << 5,  // the head is marked dense (is_sparse = false)
+  kReasonDiagonal = 1 << 6,   // holds key == query and `diagonal` is on (an extension, not SpargeAttn's)
 };
 
 // Block and token-area counts. Denominators are exact: with causal attention only blocks holding at
@@ -93,6 +94,7 @@ struct HeadResult {
 // Wall-clock or device time per stage of one run, in milliseconds; `clock` says which clock.
 struct StageTimes {
   double predictMs = 0;
+  double quantizeMs = 0;  // operands of quantized numerics (INT8 Q/K, FP8 V); 0 for exact numerics
   double sparseMs = 0;
   double referenceMs = 0;  // dense fp32 reference (0 when it came from the cache)
   double metricsMs = 0;

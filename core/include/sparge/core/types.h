@@ -18,7 +18,7 @@ const char* toString(Layout l);
 //   Int8Fp16 sm80: INT8 Q·Kᵀ (per-block scales, K smoothed), fp16 P·V with fp16 per-block accumulation
 //   Int8Fp8  sm89/sm90: INT8 Q·Kᵀ, FP8 e4m3 P and V (per-channel V scales), fp32 accumulation
 enum class Numerics { None, Int8Fp16, Int8Fp8 };
-const char* toString(Numerics n);           // "none" | "int8-fp16" | "int8-fp8"
+const char* toString(Numerics n);                 // "none" | "int8-fp16" | "int8-fp8"
 Numerics parseNumerics(const std::string& text);  // throws sparge::Error naming the accepted values
 
 // Tile geometry in tokens: blockQ query rows x blockK key rows. SpargeAttn uses 128x64 on sm80/sm89
@@ -42,7 +42,7 @@ inline constexpr Geometry kGeometry64x128{64, 128};
 // The GPU family whose SpargeAttn kernel a run imitates: it fixes the tile geometry and the numerics
 // (sm80: 128x64, int8-fp16; sm89: 128x64, int8-fp8; sm90: 64x128, int8-fp8).
 enum class Target { Sm80, Sm89, Sm90 };
-const char* toString(Target t);            // "sm80" | "sm89" | "sm90"
+const char* toString(Target t);               // "sm80" | "sm89" | "sm90"
 Target parseTarget(const std::string& text);  // throws sparge::Error naming the accepted values
 Geometry geometryOf(Target t);
 Numerics numericsOf(Target t);
@@ -63,6 +63,7 @@ struct KeyRange {
   bool empty() const { return first > last; }
 };
 KeyRange visibleKeys(int64_t query, int64_t nKv, bool causal, const Window& window);
+std::string toString(const Window& w);  // "[left, right]"
 
 inline int64_t ceilDiv(int64_t a, int64_t b) {
   return (a + b - 1) / b;

@@ -1,4 +1,5 @@
-// Kernel benchmark on random device data (used by `sparge bench`): Stage 1, Stage 2 and dense times.
+// Kernel benchmark on random device data (used by `sparge bench`): the whole call (Stage 1 + quantization +
+// attention) and its parts, our dense kernel and cuDNN's fused attention, each min / median / max.
 #pragma once
 
 #include <cstdint>
@@ -18,10 +19,12 @@ struct BenchCase {
   std::vector<double> topks{1.0, 0.5, 0.2, 0.1};
   core::Geometry geometry = core::kGeometry64x128;
   core::DType dtype = core::DType::Float16;
+  core::Numerics numerics = core::Numerics::None;
   double lambda = 50.0;  // pvthreshd (SpargeAttn's top-k API default)
   double theta = -0.1;   // simthreshd1 (top-k API default: the similarity filter is off)
   int repeat = 10;
   int warmup = 2;
+  bool cudnn = true;  // also time cuDNN's fused attention
 };
 
 struct TimeStats {
@@ -30,7 +33,8 @@ struct TimeStats {
 
 struct BenchSparse {
   double topk = 0;
-  TimeStats stage2;
+  TimeStats call;               // the whole call: Stage 1 (fresh) + quantization + attention
+  TimeStats stage2;             // attention alone
   int64_t validBlocks = 0;      // exact (causal) denominator, summed over B*H
   int64_t selectedBlocks = 0;   // Stage-1 mask
   int64_t skippedPvBlocks = 0;  // Stage-2 PV skips
@@ -42,7 +46,11 @@ struct BenchResult {
   std::string device;
   TimeStats stage1;        // statistics + selection + LUT (a fresh call)
   TimeStats stage1Select;  // selection + LUT only (a slider move)
-  TimeStats dense;         // same kernel over every valid block, no skip
+  TimeStats quantize;      // operands of the numerics (zero for exact numerics)
+  TimeStats dense;         // quantization + our kernel over every valid block, no skip
+  bool cudnnTimed = false;
+  TimeStats cudnn;         // cuDNN's fused attention, same shape and mask (when cudnnTimed)
+  std::string cudnnLabel;  // "cuDNN 9.19.0 fused SDPA (float16)", or why it was not timed
   std::vector<BenchSparse> sparse;
   double denseFlops = 0;  // 4·B·H·Nq·Nkv·D, halved when causal
   double blockFlops = 0;  // flops of one (q-block, k-block) QK^T + PV pair

@@ -31,6 +31,10 @@ class CudaEngine final : public core::Engine {
   void setEntry(std::shared_ptr<const core::EntryData> entry) override;
   std::shared_ptr<const core::EntryData> entry() const override { return entry_; }
   core::EntryResult run(const core::RunConfig& config, const core::RunOptions& options) override;
+  // "cudnn": cuDNN's fused SDPA on the current entry (every head, the entry's dtype, causal and window), with
+  // why it is unavailable when it is (no libcudnn.so.9, a shape cuDNN does not support).
+  std::vector<core::DenseBaseline> denseBaselines() override;
+  double runDenseBaseline(const std::string& name) override;  // CUDA-event milliseconds
 
   struct State;  // device buffers and caches (cuda_engine.cpp)
 
@@ -38,6 +42,8 @@ class CudaEngine final : public core::Engine {
   std::string deviceName_;
   std::shared_ptr<const core::EntryData> entry_;
   std::unique_ptr<State> state_;
+
+  void ensureCudnn();  // uploads the entry and builds the cuDNN plan; throws sparge::Error with why not
 };
 
 }  // namespace sparge::cuda

@@ -2,6 +2,8 @@
 // its buffer callbacks; tests feed it synthetic records, so nothing here needs CUPTI.
 #pragma once
 
+#include <array>
+#include <compare>
 #include <cstdint>
 #include <mutex>
 #include <string>
@@ -10,6 +12,20 @@
 #include "sparge/profiler/stage.h"
 
 namespace sparge::prof {
+
+// How a kernel was launched, as CUpti_ActivityKernel10 records it; all zero when unknown.
+struct LaunchConfig {
+  std::array<int32_t, 3> grid{0, 0, 0};   // blocks in x, y, z
+  std::array<int32_t, 3> block{0, 0, 0};  // threads per block in x, y, z
+  int32_t registersPerThread = 0;
+  int32_t staticSharedBytes = 0;   // shared memory declared in the kernel
+  int32_t dynamicSharedBytes = 0;  // shared memory requested at launch
+
+  bool known() const { return block[0] > 0; }
+  std::string gridLabel() const;   // "128x32x1"
+  std::string blockLabel() const;  // "256x1x1"
+  auto operator<=>(const LaunchConfig&) const = default;
+};
 
 // What a kernel activity record says (a subset of CUpti_ActivityKernel10). Times are CUPTI timestamps (ns).
 struct KernelActivity {
@@ -20,6 +36,7 @@ struct KernelActivity {
   uint32_t contextId = 0;
   uint32_t streamId = 0;
   uint32_t correlationId = 0;
+  LaunchConfig launch;
 };
 
 // CUPTI_ACTIVITY_KIND_EXTERNAL_CORRELATION: the launch `correlationId` happened while `externalId` (our run
@@ -51,6 +68,7 @@ struct KernelSample {
   uint32_t deviceId = 0;
   uint32_t streamId = 0;
   TimingSource source = TimingSource::Cupti;
+  LaunchConfig launch;
 
   double ms() const { return endNs > startNs ? double(endNs - startNs) * 1e-6 : 0.0; }
 };

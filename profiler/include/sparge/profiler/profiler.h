@@ -2,6 +2,7 @@
 #pragma once
 
 #include <memory>
+#include <optional>
 #include <string>
 
 #include "sparge/profiler/export.h"
@@ -37,9 +38,10 @@ class Profiler {
   const std::string& sourceReason() const;
   const DeviceInfo& device() const;
 
-  // Starts a run: tags its kernel launches (CUPTI external correlation) and starts its clocks.
+  // Starts a run: tags its kernel launches (CUPTI external correlation) and starts its clocks. `warmup`
+  // overrides ProfilerOptions::warmup for this run (a warm-up run is measured but left out of the report).
   // Throws sparge::Error when a run is already open.
-  void begin(const RunInfo& info);
+  void begin(const RunInfo& info, std::optional<bool> warmup = std::nullopt);
   // Ends the open run: synchronises the device, stops the clocks, then (untimed) samples the SM clock. With
   // `result`, takes the workload (TOPS)
   // and, unless CUPTI times the kernels, the engine's per-stage times (core::StageTimes, source from its
@@ -49,6 +51,8 @@ class Profiler {
   void recordWall(Stage stage, double ms);
   void record(Stage stage, double ms, TimingSource source);
   void setWorkload(const Workload& workload);
+  // A sentence for the report's notes (e.g. why a baseline was not timed); repeated notes are kept once.
+  void addNote(const std::string& note);
 
   int runs() const;  // begun and ended, warm-up included
   // Flushes CUPTI and builds the report of every run so far. Can be called more than once.
@@ -65,7 +69,10 @@ class Profiler {
 // is left by an exception (errors in end() are swallowed in the destructor).
 class ProfileScope {
  public:
-  ProfileScope(Profiler& profiler, const RunInfo& info) : profiler_(profiler) { profiler_.begin(info); }
+  ProfileScope(Profiler& profiler, const RunInfo& info, std::optional<bool> warmup = std::nullopt)
+      : profiler_(profiler) {
+    profiler_.begin(info, warmup);
+  }
   ~ProfileScope() {
     if (!ended_) {
       try {

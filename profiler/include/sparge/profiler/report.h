@@ -25,6 +25,9 @@ struct RunInfo {
   std::string heads;   // "all", "0-7", "0,3,5"
   std::string params;  // "theta=0.6 tau=0.98 lambda=50 128x64"
   std::string engine;  // "cpu (2 threads)", "cuda: NVIDIA H100 ..."
+  // Kernels of this run that no name rule attributes (stageForKernel gives Other) count as this stage: a
+  // baseline run of another library's kernels (Stage::Cudnn) sets it, whatever those kernels are called.
+  Stage otherKernels = Stage::Other;
 
   std::string label() const;  // "l0 heads all [theta=0.6 ...]"
 };
@@ -103,24 +106,37 @@ struct StageStat {
   Stats ms;  // over profiled runs: one value per run that had this stage (kernels of a run summed)
 };
 
+// One kernel (name and launch configuration) over the profiled runs.
 struct KernelStat {
   std::string name;
   Stage stage = Stage::Other;
   TimingSource source = TimingSource::Cupti;
+  LaunchConfig launch;
   Stats ms;  // over launches of profiled runs
+  // For an attention kernel launched once per run (sparse, dense or cuDNN stage): the run's dense work
+  // (Workload::denseFlops) and the work it executed (computed blocks for sparse, the dense work otherwise)
+  // over its median time.
+  std::optional<double> denseEquivalentTops;
+  std::optional<double> executedTops;
 };
 
-// Headline figures. Times are medians over profiled runs with the report's source.
+// Headline figures. Times are medians over profiled runs with the report's source. A baseline run is one
+// without a sparse stage but with a dense or cuDNN stage; it never enters the sparse figure.
 struct DerivedFigures {
   TimingSource source = TimingSource::WallClock;  // whose stage times these figures use
-  std::optional<double> sparseMs;                 // predict + sparse per run
-  std::optional<double> denseMs;                  // dense per run, else reference (see speedupBaseline)
-  std::string speedupBaseline;                    // "dense", "reference" or "" when neither was measured
-  std::optional<double> speedup;                  // denseMs / sparseMs
-  std::optional<double> denseEquivalentTops;      // Workload::denseFlops / sparseMs
-  std::optional<double> executedTops;             // Workload::executedFlops / sparseMs
-  std::optional<double> denseTops;                // Workload::denseFlops / denseMs
-  std::string note;                               // why a figure is missing
+  std::optional<double> sparseMs;                 // the whole call: predict + quantize + sparse per run
+  std::optional<double> denseMs;  // our dense kernel per run (+ its quantization), else the reference
+  std::optional<double> cudnnMs;  // cuDNN's fused attention on the same entry, per run
+  // Which dense time the headline speedup divides: "cudnn" or "dense" (the faster one measured), else
+  // "reference"; "" when none was measured.
+  std::string speedupBaseline;
+  std::optional<double> speedup;              // fastest dense measured / sparseMs (the headline)
+  std::optional<double> speedupOverDense;     // denseMs / sparseMs: over our own dense kernel
+  std::optional<double> denseEquivalentTops;  // Workload::denseFlops / sparseMs
+  std::optional<double> executedTops;         // Workload::executedFlops / sparseMs
+  std::optional<double> denseTops;            // Workload::denseFlops / denseMs
+  std::optional<double> cudnnTops;            // Workload::denseFlops / cudnnMs
+  std::string note;                           // why a figure is missing
 };
 
 // One bar of the Chrome trace. ts/dur in microseconds from the report's origin.
@@ -154,7 +170,10 @@ struct TimingReport {
   int64_t unattributedKernels = 0;  // kernels launched outside every run
   uint64_t droppedRecords = 0;      // CUPTI records lost (buffers full)
   std::vector<StageStat> stages;    // Stage order, then source order
-  std::vector<KernelStat> kernels;  // Stage order, then name
+  std::vector<KernelStat> kernels;  // Stage order, then name and launch configuration
+  // Every kernel record of the profiled runs, attributed, in start order (what a kernel view lists).
+  std::vector<KernelSample> records;
+  std::vector<std::string> notes;  // things the figures leave out, in words (e.g. why cuDNN was not timed)
   // Per profiled run and (stage, source): the value that entered the stage statistics.
   struct RunRow {
     uint64_t id = 0;
@@ -185,6 +204,7 @@ struct ReportInput {
   std::string smClockSource = "nvml";  // who read RunRecord::smClockMHz
   std::string smClockMissing;          // why runs carry no SM clock sample (used when none does)
   double smClockSampleUs = 0;
+  std::vector<std::string> notes;
 };
 
 // Pure function of its input: statistics, derived figures and the timeline. Warm-up runs and their kernels

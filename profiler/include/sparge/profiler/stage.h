@@ -8,14 +8,17 @@
 
 namespace sparge::prof {
 
-// Where time goes in one engine run. `Total` is not a kernel stage: it is the whole run.
-enum class Stage { Predict, Sparse, Dense, Reference, Metrics, Other, Total };
+// Where time goes in one engine run. Quantize prepares the operands of quantized numerics (INT8 Q/K, FP8
+// V); Cudnn is cuDNN's fused dense attention timed on the same entry as a baseline. `Total` is not a kernel
+// stage: it is the whole run.
+enum class Stage { Predict, Quantize, Sparse, Dense, Cudnn, Reference, Metrics, Other, Total };
 
 // Which clock produced a number. Every sample and every report carries one, so a reader can tell a CUPTI
 // kernel duration from a host wall-clock figure.
 enum class TimingSource { Cupti, CudaEvent, WallClock };
 
-const char* toString(Stage s);  // "predict", "sparse", "dense", "reference", "metrics", "other", "total"
+// "predict", "quantize", "sparse", "dense", "cudnn", "reference", "metrics", "other", "total"
+const char* toString(Stage s);
 const char* toString(
     TimingSource s);  // "cupti", "cuda-event", "wall" (the strings of core::StageTimes::clock)
 std::optional<Stage> parseStage(std::string_view text);

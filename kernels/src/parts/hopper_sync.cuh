@@ -1,0 +1,95 @@
+// Hopper (sm_90a) synchronisation and copy primitives of the warp-specialised attention family: mbarriers
+// (init, arrive, expect-tx, parity wait), TMA tile loads completing on an mbarrier, named barriers (ping-pong
+// turns and warpgroup-wide votes) and register reallocation between producer and consumer warpgroups.
+#pragma once
+
+#include <cuda.h>
+
+#include <cstdint>
+
+#include "wgmma_sm90.cuh"
+
+namespace sparge::cuda::sm90 {
+
+#ifdef SPARGE_SM90A_DEVICE
+
+__device__ __forceinline__ void mbarInit(uint32_t bar, int count) {
+  asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;\n" ::"r"(bar), "r"(count));
+}
+// Makes the initialised barriers visible to the async proxy (TMA) before the CTA-wide barrier that follows.
+__device__ __forceinline__ void fenceBarrierInit() {
+  asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
+}
+__device__ __forceinline__ void mbarArrive(uint32_t bar) {
+  asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];\n" ::"r"(bar) : "memory");
+}
+__device__ __forceinline__ void mbarArriveExpectTx(uint32_t bar, uint32_t bytes) {
+  asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;\n" ::"r"(bar), "r"(bytes) : "memory");
+}
+// Waits until the phase with the given parity has completed. Building with SPARGE_PIPELINE_WATCHDOG turns a
+// pipeline hang into a trap after ~2^26 polls (a debugging aid: the trap path costs the consumers their
+// register budget, so release builds spin).
+__device__ __forceinline__ void mbarWait(uint32_t bar, uint32_t parity) {
+  uint32_t done = 0;
+#ifdef SPARGE_PIPELINE_WATCHDOG
+  for (uint32_t polls = 0;; ++polls) {
+#else
+  for (;;) {
+#endif
+    asm volatile(
+        "{\n.reg .pred p;\nmbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2;\nselp.u32 %0, 1, 0, p;\n}\n"
+        : "=r"(done)
+        : "r"(bar), "r"(parity)
+        : "memory");
+    if (done) return;
+#ifdef SPARGE_PIPELINE_WATCHDOG
+    if (polls > (1u << 26)) __trap();
+#endif
+  }
+}
+
+// TMA: a box of a 3-d tensor map at coordinates (c0 innermost, c1, c2) into shared memory; completes as
+// bytes on `bar`. Coordinates past the tensor's extent read zeros.
+__device__ __forceinline__ void tmaLoad3d(uint32_t dst, const CUtensorMap* map, uint32_t bar, int c0, int c1,
+                                          int c2) {
+  asm volatile(
+      "cp.async.bulk.tensor.3d.shared::cluster.global.tile.mbarrier::complete_tx::bytes [%0], [%1, {%3, %4, "
+      "%5}], "
+      "[%2];\n" ::"r"(dst),
+      "l"(reinterpret_cast<uint64_t>(map)), "r"(bar), "r"(c0), "r"(c1), "r"(c2)
+      : "memory");
+}
+__device__ __forceinline__ void prefetchTensorMap(const CUtensorMap* map) {
+  asm volatile("prefetch.tensormap [%0];\n" ::"l"(reinterpret_cast<uint64_t>(map)) : "memory");
+}
+
+// Named barriers (id 1..15; 0 is __syncthreads) among `count` threads.
+__device__ __forceinline__ void barSync(int id, int count) {
+  asm volatile("bar.sync %0, %1;\n" ::"r"(id), "r"(count) : "memory");
+}
+__device__ __forceinline__ void barArrive(int id, int count) {
+  asm volatile("bar.arrive %0, %1;\n" ::"r"(id), "r"(count) : "memory");
+}
+// True iff `pred` holds for any of the `count` threads meeting at barrier `id`.
+__device__ __forceinline__ bool barAny(int id, int count, bool pred) {
+  uint32_t any;
+  asm volatile(
+      "{\n.reg .pred p, q;\nsetp.ne.u32 p, %1, 0;\nbar.red.or.pred q, %2, %3, p;\nselp.u32 %0, 1, 0, q;\n}\n"
+      : "=r"(any)
+      : "r"((uint32_t)pred), "r"(id), "r"(count)
+      : "memory");
+  return any != 0;
+}
+
+template <int kRegs>
+__device__ __forceinline__ void regAlloc() {
+  asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;\n" ::"n"(kRegs));
+}
+template <int kRegs>
+__device__ __forceinline__ void regDealloc() {
+  asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;\n" ::"n"(kRegs));
+}
+
+#endif  // SPARGE_SM90A_DEVICE
+
+}  // namespace sparge::cuda::sm90

@@ -1,0 +1,507 @@
+// Direct launches of the quantization and attention kernels (both families, every numerics) against the host
+// oracles of attention_oracle.h: quantized operands bit for bit; outputs, PV-skip maps and empty rows for
+// windows, causal masks, GQA, tails, D 64/128 and bf16. Tests skip without a GPU (FP8 ones below 8.9).
+#include <cuda_runtime.h>
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdlib>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "attention_oracle.h"
+#include "launch.h"  // kernels/src: the kernel launchers
+#include "sparge/core/error.h"
+#include "sparge/core/half.h"
+
+namespace sparge::cuda {
+namespace {
+
+using core::Numerics;
+
+int computeCapability(std::string* why) {
+  int n = 0, dev = 0, major = 0, minor = 0;
+  if (cudaGetDeviceCount(&n) != cudaSuccess || n == 0) {
+    if (why) *why = "no CUDA device";
+    return 0;
+  }
+  cudaGetDevice(&dev);
+  cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev);
+  cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, dev);
+  return major * 10 + minor;
+}
+
+#define REQUIRE_CC(min)                                                            \
+  do {                                                                             \
+    std::string why;                                                               \
+    const int cc = computeCapability(&why);                                        \
+    if (cc == 0) GTEST_SKIP() << why;                                              \
+    if (cc < (min)) GTEST_SKIP() << "compute capability " << cc << " < " << (min); \
+  } while (0)
+
+// A device buffer freed at scope exit.
+class Buf {
+ public:
+  explicit Buf(size_t bytes) { EXPECT_EQ(cudaMalloc(&p_, std::max<size_t>(bytes, 16)), cudaSuccess); }
+  ~Buf() { cudaFree(p_); }
+  Buf(const Buf&) = delete;
+  Buf& operator=(const Buf&) = delete;
+  void* get() const { return p_; }
+  template <typename T>
+  T* as() const {
+    return static_cast<T*>(p_);
+  }
+
+ private:
+  void* p_ = nullptr;
+};
+
+template <typename T>
+void upload(const Buf& b, const std::vector<T>& x) {
+  ASSERT_EQ(cudaMemcpy(b.get(), x.data(), x.size() * sizeof(T), cudaMemcpyHostToDevice), cudaSuccess);
+}
+template <typename T>
+std::vector<T> download(const void* p, size_t n) {
+  std::vector<T> x(n);
+  EXPECT_EQ(cudaMemcpy(x.data(), p, n * sizeof(T), cudaMemcpyDeviceToHost), cudaSuccess);
+  return x;
+}
+
+std::vector<uint16_t> toBits(const std::vector<float>& x, bool bf16) {
+  std::vector<uint16_t> b(x.size());
+  for (size_t i = 0; i < x.size(); ++i) b[i] = bf16 ? core::floatToBf16(x[i]) : core::floatToHalf(x[i]);
+  return b;
+}
+float fromBits(uint16_t b, bool bf16) {
+  return bf16 ? core::bf16ToFloat(b) : core::halfToFloat(b);
+}
+
+// Sets SPARGE_ATTN_KERNEL for a scope ("" = unset: the default family).
+class KernelFamily {
+ public:
+  explicit KernelFamily(const std::string& value) {
+    if (const char* old = std::getenv("SPARGE_ATTN_KERNEL")) old_ = old, had_ = true;
+    if (value.empty())
+      unsetenv("SPARGE_ATTN_KERNEL");
+    else
+      setenv("SPARGE_ATTN_KERNEL", value.c_str(), 1);
+  }
+  ~KernelFamily() {
+    if (had_)
+      setenv("SPARGE_ATTN_KERNEL", old_.c_str(), 1);
+    else
+      unsetenv("SPARGE_ATTN_KERNEL");
+  }
+
+ private:
+  bool had_ = false;
+  std::string old_;
+};
+
+struct Case {
+  int B = 1, Hq = 2, Hkv = 1, Nq = 400, Nkv = 400, D = 64;
+  bool bf16 = false, causal = false;
+  core::Window window;
+  core::Geometry g = core::kGeometry128x64;
+  Numerics n = Numerics::None;
+  std::string family;    // "" (default: the Hopper kernel where it applies) or "sm80"
+  float density = 0.6f;  // share of blocks each query tile visits (sparse launches)
+  bool denseLaunch = false;
+  float lambda = 0.f;
+  std::string label() const {
+    static const char* names[] = {"none", "int8-fp16", "int8-fp8"};
+    return std::string(names[int(n)]) + " " + std::to_string(g.blockQ) + "x" + std::to_string(g.blockK) +
+           " D" + std::to_string(D) + " Nq" + std::to_string(Nq) + " Nkv" + std::to_string(Nkv) +
+           (bf16 ? " bf16" : " fp16") + (causal ? " causal" : "") +
+           (window.bounded() ? " window " + std::to_string(window.left) + "," + std::to_string(window.right)
+                             : "") +
+           (denseLaunch ? " dense" : " sparse") + " family " + (family.empty() ? "default" : family);
+  }
+};
+
+// Tokens around a few directions, with every other 64-key stretch of K opposed to the queries so that later
+// blocks score low and the PV skip fires.
+std::vector<float> randomHeads(int heads, int n, int d, bool bf16, bool isK, std::mt19937& rng) {
+  std::normal_distribution<float> nd(0.f, 1.f);
+  std::vector<float> x(size_t(heads) * n * d);
+  std::vector<float> dir(d);
+  for (auto& v : dir) v = nd(rng);
+  for (int h = 0; h < heads; ++h)
+    for (int t = 0; t < n; ++t) {
+      const float sign = isK && (t / 64) % 2 == 1 && t >= 128 ? -1.f : 1.f;
+      for (int c = 0; c < d; ++c)
+        x[(size_t(h) * n + t) * d + c] = oracle::roundElem(1.2f * sign * dir[c] + 0.9f * nd(rng), bf16);
+    }
+  return x;
+}
+
+// The walk of every query tile: every block with a visible key (dense launch) or a random subset of them.
+std::vector<oracle::TileWalk> makeWalks(const Case& c, std::mt19937& rng) {
+  const int nqT = (c.Nq + c.g.blockQ - 1) / c.g.blockQ, nkT = (c.Nkv + c.g.blockK - 1) / c.g.blockK;
+  std::uniform_real_distribution<float> u(0.f, 1.f);
+  std::vector<oracle::TileWalk> walks(nqT);
+  for (int i = 0; i < nqT; ++i) {
+    const int q0 = i * c.g.blockQ, q1 = std::min(c.Nq, q0 + c.g.blockQ) - 1;
+    const oracle::KeyRange a = oracle::visibleKeys(q0, c.Nkv, c.causal, c.window);
+    const oracle::KeyRange b = oracle::visibleKeys(q1, c.Nkv, c.causal, c.window);
+    walks[i].lambda = c.lambda;
+    walks[i].dense = c.denseLaunch;
+    if (b.last < a.first) continue;
+    for (int j = a.first / c.g.blockK; j <= std::min(nkT - 1, b.last / c.g.blockK); ++j)
+      if (c.denseLaunch || u(rng) < c.density || j == a.first / c.g.blockK) walks[i].blocks.push_back(j);
+    if (!c.denseLaunch && i == 1) walks[i].blocks.clear();  // a tile with no block at all
+  }
+  return walks;
+}
+
+struct GpuRun {
+  std::vector<uint16_t> out;
+  std::vector<uint8_t> skipped;
+  std::vector<int> emptyRows;
+  int64_t sm90Launches = 0;
+};
+
+// Uploads the problem, quantizes when the numerics asks for it, launches the attention kernel.
+void runGpu(const Case& c, const std::vector<float>& q, const std::vector<float>& k,
+            const std::vector<float>& v, const std::vector<float>& km,
+            const std::vector<std::vector<oracle::TileWalk>>& walks, GpuRun& r) {
+  const int nq = (c.Nq + c.g.blockQ - 1) / c.g.blockQ, nk = (c.Nkv + c.g.blockK - 1) / c.g.blockK;
+  const int bhq = c.B * c.Hq;
+  std::vector<int32_t> lut(size_t(bhq) * nq * nk, 0), count(size_t(bhq) * nq, 0);
+  for (int x = 0; x < bhq; ++x)
+    for (int i = 0; i < nq; ++i) {
+      const auto& bl = walks[x][i].blocks;
+      count[size_t(x) * nq + i] = int(bl.size());
+      for (size_t t = 0; t < bl.size(); ++t)
+        lut[(size_t(x) * nq + i) * nk + t] = t == 0 ? bl[0] : bl[t] - bl[t - 1];
+    }
+  std::vector<HeadParamsDev> params(c.Hq);
+  for (auto& hp : params) hp.lambda = c.lambda;
+  std::vector<int> heads(c.Hq);
+  for (int h = 0; h < c.Hq; ++h) heads[h] = h;
+  Buf dq(q.size() * 2), dk(k.size() * 2), dv(v.size() * 2), dkm(km.size() * 2), dout(q.size() * 2);
+  Buf dlut(lut.size() * 4), dcount(count.size() * 4), dparams(params.size() * sizeof(HeadParamsDev));
+  Buf dheads(heads.size() * 4), dskip(size_t(bhq) * nq * nk), dempty(size_t(bhq) * 4);
+  upload(dq, toBits(q, c.bf16));
+  upload(dk, toBits(k, c.bf16));
+  upload(dv, toBits(v, c.bf16));
+  upload(dkm, toBits(km, c.bf16));
+  upload(dlut, lut);
+  upload(dcount, count);
+  upload(dparams, params);
+  upload(dheads, heads);
+  cudaMemset(dout.get(), 0x7f, q.size() * 2);  // poison: every row must be written
+  cudaMemset(dskip.get(), 0, size_t(bhq) * nq * nk);
+  cudaMemset(dempty.get(), 0, size_t(bhq) * 4);
+  Problem p;
+  p.B = c.B;
+  p.Hq = c.Hq;
+  p.Hkv = c.Hkv;
+  p.Nq = c.Nq;
+  p.Nkv = c.Nkv;
+  p.D = c.D;
+  p.BQ = c.g.blockQ;
+  p.BK = c.g.blockK;
+  p.nq = nq;
+  p.nk = nk;
+  p.causal = c.causal;
+  p.window = c.window;
+  p.heads = dheads.as<int>();
+  p.nHeads = c.Hq;
+  AttnArgs a;
+  a.q = dq.get();
+  a.k = dk.get();
+  a.v = dv.get();
+  a.o = dout.get();
+  a.scaleLog2 = float(1.0 / std::sqrt(double(c.D)) * 1.4426950408889634);
+  a.lut = dlut.as<int32_t>();
+  a.validCount = dcount.as<int32_t>();
+  a.params = dparams.as<HeadParamsDev>();
+  a.pvSkipped = dskip.as<uint8_t>();
+  a.emptyRows = dempty.as<int>();
+  a.numerics = c.n;
+  const ElemType t = c.bf16 ? ElemType::BF16 : ElemType::F16;
+  Buf ws(quantWorkspaceBytes(p, c.n));
+  if (c.n != Numerics::None)
+    a.quant = launchQuantize(t, p, c.n, dq.get(), dk.get(), dkm.get(), dv.get(), ws.get(), 0);
+  KernelFamily family(c.family);
+  const int64_t before = attentionSm90LaunchCount();
+  launchAttention(t, p, a, c.denseLaunch, 0);
+  ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess) << cudaGetErrorString(cudaGetLastError());
+  r.sm90Launches = attentionSm90LaunchCount() - before;
+  r.out = download<uint16_t>(dout.get(), q.size());
+  r.skipped = download<uint8_t>(dskip.get(), size_t(bhq) * nq * nk);
+  r.emptyRows = download<int>(dempty.get(), bhq);
+}
+
+std::vector<float> headSlice(const std::vector<float>& x, int head, int n, int d) {
+  return std::vector<float>(x.begin() + size_t(head) * n * d, x.begin() + size_t(head + 1) * n * d);
+}
+
+// K's token mean per KV head in the input type (what Stage 1 hands the quantizer).
+std::vector<float> keyMean(const std::vector<float>& k, int heads, int n, int d, bool bf16) {
+  std::vector<float> km(size_t(heads) * d, 0.f);
+  for (int h = 0; h < heads; ++h)
+    for (int c = 0; c < d; ++c) {
+      double s = 0;
+      for (int t = 0; t < n; ++t) s += k[(size_t(h) * n + t) * d + c];
+      km[size_t(h) * d + c] = oracle::roundElem(float(s / n), bf16);
+    }
+  return km;
+}
+
+double l1(const std::vector<float>& a, const std::vector<double>& ref) {
+  double num = 0, den = 0;
+  for (size_t i = 0; i < a.size(); ++i) num += std::fabs(a[i] - ref[i]), den += std::fabs(ref[i]);
+  return den > 0 ? num / den : num;
+}
+
+// One case end to end: GPU against the block-sequential oracle of the same numerics on the same walks.
+void checkCase(const Case& c, uint32_t seed) {
+  SCOPED_TRACE(c.label());
+  std::mt19937 rng(seed);
+  const std::vector<float> q = randomHeads(c.B * c.Hq, c.Nq, c.D, c.bf16, false, rng);
+  const std::vector<float> k = randomHeads(c.B * c.Hkv, c.Nkv, c.D, c.bf16, true, rng);
+  const std::vector<float> v = randomHeads(c.B * c.Hkv, c.Nkv, c.D, c.bf16, false, rng);
+  const std::vector<float> km = keyMean(k, c.B * c.Hkv, c.Nkv, c.D, c.bf16);
+  std::vector<std::vector<oracle::TileWalk>> walks(c.B * c.Hq);
+  for (auto& w : walks) w = makeWalks(c, rng);
+  GpuRun run;
+  ASSERT_NO_FATAL_FAILURE(runGpu(c, q, k, v, km, walks, run));
+  const bool hopper = c.family.empty() && c.g == core::kGeometry64x128 && c.n != Numerics::Int8Fp16 &&
+                      computeCapability(nullptr) == 90;
+  EXPECT_EQ(run.sm90Launches, hopper ? 1 : 0) << "kernel family";
+  const int nq = (c.Nq + c.g.blockQ - 1) / c.g.blockQ, nk = (c.Nkv + c.g.blockK - 1) / c.g.blockK;
+  const float scaleLog2 = float(1.0 / std::sqrt(double(c.D)) * 1.4426950408889634);
+  for (int x = 0; x < c.B * c.Hq; ++x) {
+    SCOPED_TRACE("head " + std::to_string(x));
+    const int hk = (x / c.Hq) * c.Hkv + (x % c.Hq) / (c.Hq / c.Hkv);
+    oracle::HeadData h;
+    h.nq = c.Nq, h.nkv = c.Nkv, h.d = c.D, h.bf16 = c.bf16;
+    h.q = headSlice(q, x, c.Nq, c.D);
+    h.k = headSlice(k, hk, c.Nkv, c.D);
+    h.v = headSlice(v, hk, c.Nkv, c.D);
+    h.km = headSlice(km, hk, 1, c.D);
+    const oracle::HeadOut emu =
+        oracle::attention(h, c.n, c.g.blockQ, c.g.blockK, scaleLog2, c.causal, c.window, walks[x]);
+    const std::vector<double> exact = oracle::exactAttention(
+        h, c.g.blockQ, c.g.blockK, 1.0 / std::sqrt(double(c.D)), c.causal, c.window, walks[x]);
+    std::vector<float> gpu(size_t(c.Nq) * c.D);
+    for (size_t i = 0; i < gpu.size(); ++i) {
+      gpu[i] = fromBits(run.out[size_t(x) * c.Nq * c.D + i], c.bf16);
+      ASSERT_TRUE(std::isfinite(gpu[i])) << "output " << i << " not written or not finite";
+    }
+    const std::vector<uint8_t> skipped(run.skipped.begin() + size_t(x) * nq * nk,
+                                       run.skipped.begin() + size_t(x + 1) * nq * nk);
+    EXPECT_EQ(skipped, emu.skipped) << "PV-skip maps differ";
+    EXPECT_EQ(run.emptyRows[x], emu.emptyRows);
+    // Same numerics, same decisions: the deployed error agrees within 2 % (+ half-precision noise).
+    const double errGpu = l1(gpu, exact), errEmu = l1(emu.out, exact);
+    EXPECT_NEAR(errGpu, errEmu, 0.02 * errEmu + 2e-4)
+        << "L1 vs exact: GPU " << errGpu << ", oracle " << errEmu;
+    double maxGpu = 0, maxEmu = 0;
+    for (size_t i = 0; i < gpu.size(); ++i) {
+      maxGpu = std::max(maxGpu, std::fabs(gpu[i] - exact[i]));
+      maxEmu = std::max(maxEmu, std::fabs(emu.out[i] - exact[i]));
+    }
+    // FlashAttention-3's rule against a same-precision straightforward implementation.
+    EXPECT_LE(maxGpu, 2.0 * maxEmu + 1e-3) << "max error " << maxGpu << " vs same-precision " << maxEmu;
+  }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Quantized operands, bit for bit.
+
+TEST(QuantizeKernels, Int8TilesAndE4m3VMatchTheOracle) {
+  REQUIRE_CC(80);
+  for (bool bf16 : {false, true})
+    for (int D : {64, 128})
+      for (core::Geometry g : {core::kGeometry128x64, core::kGeometry64x128}) {
+        SCOPED_TRACE(std::string(bf16 ? "bf16" : "fp16") + " D" + std::to_string(D) + " BQ" +
+                     std::to_string(g.blockQ));
+        const int Nq = 333, Nkv = 270, H = 2;
+        std::mt19937 rng(11 + D);
+        std::vector<float> q = randomHeads(H, Nq, D, bf16, false, rng),
+                           k = randomHeads(H, Nkv, D, bf16, true, rng);
+        std::vector<float> v = randomHeads(H, Nkv, D, bf16, false, rng);
+        for (int c = 0; c < D; ++c)
+          v[size_t(5) * D + c] = 0.f, v[c] = c == 7 ? oracle::roundElem(3000.f, bf16) : v[c];
+        const std::vector<float> km = keyMean(k, H, Nkv, D, bf16);
+        Problem p;
+        p.B = 1, p.Hq = p.Hkv = H, p.Nq = Nq, p.Nkv = Nkv, p.D = D, p.BQ = g.blockQ, p.BK = g.blockK;
+        p.nq = (Nq + g.blockQ - 1) / g.blockQ, p.nk = (Nkv + g.blockK - 1) / g.blockK;
+        Buf dq(q.size() * 2), dk(k.size() * 2), dv(v.size() * 2), dkm(km.size() * 2);
+        upload(dq, toBits(q, bf16));
+        upload(dk, toBits(k, bf16));
+        upload(dv, toBits(v, bf16));
+        upload(dkm, toBits(km, bf16));
+        Buf ws(quantWorkspaceBytes(p, Numerics::Int8Fp8));
+        const ElemType t = bf16 ? ElemType::BF16 : ElemType::F16;
+        QuantOperands o =
+            launchQuantize(t, p, Numerics::Int8Fp8, dq.get(), dk.get(), dkm.get(), dv.get(), ws.get(), 0);
+        ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+        auto q8 = download<int8_t>(o.q8, size_t(H) * p.nq * g.blockQ * D);
+        auto qs = download<float>(o.qScale, size_t(H) * p.nq);
+        auto k8 = download<int8_t>(o.k8, size_t(H) * p.nk * g.blockK * D);
+        auto ks = download<float>(o.kScale, size_t(H) * p.nk);
+        const int nPad = (Nkv + 127) / 128 * 128;
+        auto v8 = download<uint8_t>(o.v, size_t(H) * D * nPad);
+        auto vs = download<float>(o.vScale, size_t(H) * D);
+        static const int perm[16] = {0, 1, 8, 9, 2, 3, 10, 11, 4, 5, 12, 13, 6, 7, 14, 15};
+        for (int h = 0; h < H; ++h) {
+          oracle::HeadData hd;
+          hd.nq = Nq, hd.nkv = Nkv, hd.d = D, hd.bf16 = bf16;
+          hd.q = headSlice(q, h, Nq, D), hd.k = headSlice(k, h, Nkv, D), hd.v = headSlice(v, h, Nkv, D);
+          hd.km = headSlice(km, h, 1, D);
+          const std::vector<float> ksm = oracle::smoothK(hd);
+          auto checkTiles = [&](const std::vector<float>& x, int rows, int b, int nt,
+                                const std::vector<int8_t>& got, const std::vector<float>& gotScale) {
+            for (int i = 0; i < nt; ++i) {
+              std::vector<float> tile(size_t(b) * D, 0.f);
+              const int r = std::min(b, rows - i * b);
+              std::copy(x.begin() + size_t(i) * b * D, x.begin() + (size_t(i) * b + r) * D, tile.begin());
+              const oracle::Int8Tile want = oracle::quantizeTile(tile.data(), b, D);
+              ASSERT_EQ(gotScale[size_t(h) * nt + i], want.scale) << "tile " << i;
+              for (int e = 0; e < b * D; ++e)
+                ASSERT_EQ(got[(size_t(h) * nt + i) * b * D + e], want.q[e])
+                    << "tile " << i << " element " << e;
+            }
+          };
+          checkTiles(hd.q, Nq, g.blockQ, p.nq, q8, qs);
+          checkTiles(ksm, Nkv, g.blockK, p.nk, k8, ks);
+          std::vector<float> wantV, wantScale;
+          oracle::quantizeV(hd, wantV, wantScale);
+          for (int c = 0; c < D; ++c) {
+            ASSERT_EQ(vs[size_t(h) * D + c], wantScale[c]) << "channel " << c;
+            for (int pos = 0; pos < nPad; ++pos) {
+              const int tok = (pos & ~15) + perm[pos & 15];
+              const uint8_t want = tok < Nkv ? oracle::e4m3Bits(wantV[size_t(tok) * D + c]) : 0;
+              ASSERT_EQ(v8[(size_t(h) * D + c) * nPad + pos], want) << "channel " << c << " position " << pos;
+            }
+          }
+        }
+      }
+}
+
+TEST(QuantizeKernels, E4m3OracleRoundsToNearestEvenAndSaturates) {
+  // Independent of the GPU: hand-computed e4m3 facts.
+  EXPECT_EQ(oracle::e4m3Round(448.f), 448.f);
+  EXPECT_EQ(oracle::e4m3Round(1000.f), 448.f);
+  EXPECT_EQ(oracle::e4m3Round(-1e9f), -448.f);
+  EXPECT_EQ(oracle::e4m3Round(1.0625f), 1.f);                // halfway 1 and 1.125: even mantissa 1.0
+  EXPECT_EQ(oracle::e4m3Round(1.1875f), 1.25f);              // halfway 1.125 and 1.25: even mantissa 1.25
+  EXPECT_EQ(oracle::e4m3Round(0.0009765625f), 0.f);          // 2^-10: half the smallest subnormal, ties to 0
+  EXPECT_EQ(oracle::e4m3Round(0.001953125f), 0.001953125f);  // 2^-9: the smallest subnormal
+  EXPECT_EQ(oracle::e4m3Bits(-2.f), 0xC0);
+}
+
+// ---------------------------------------------------------------------------------------------
+// Attention: every numerics in each family and geometry.
+
+TEST(AttentionKernels, ExactNumericsBothFamiliesMatchOracle) {
+  REQUIRE_CC(80);
+  uint32_t seed = 100;
+  for (core::Geometry g : {core::kGeometry128x64, core::kGeometry64x128})
+    for (const char* fam : {"", "sm80"}) {
+      Case c;
+      c.g = g;
+      c.family = fam;
+      c.Hq = 4, c.Hkv = 2, c.Nq = 700, c.Nkv = 650, c.D = 128;
+      checkCase(c, seed++);
+      c.bf16 = true, c.D = 64, c.causal = true, c.lambda = 0.f;
+      checkCase(c, seed++);
+      c.denseLaunch = true;
+      checkCase(c, seed++);
+    }
+}
+
+TEST(AttentionKernels, WindowsMaskTheFirstBlocksOfARowToo) {
+  REQUIRE_CC(80);
+  uint32_t seed = 200;
+  const core::Window windows[] = {{100, 20}, {70, -1}, {-1, 5}, {300, 0}};
+  for (core::Geometry g : {core::kGeometry128x64, core::kGeometry64x128})
+    for (const core::Window& w : windows)
+      for (bool dense : {false, true}) {
+        Case c;
+        c.g = g;
+        c.window = w;
+        c.causal = w.right == 0;
+        c.denseLaunch = dense;
+        c.Nq = 520, c.Nkv = 600, c.D = 64;
+        c.lambda = 1.f;
+        checkCase(c, seed++);
+      }
+}
+
+TEST(AttentionKernels, Int8Fp16MatchesOracle) {
+  REQUIRE_CC(80);
+  uint32_t seed = 300;
+  for (core::Geometry g : {core::kGeometry128x64, core::kGeometry64x128})
+    for (int D : {64, 128}) {
+      Case c;
+      c.g = g;
+      c.n = Numerics::Int8Fp16;
+      c.D = D;
+      c.Hq = 4, c.Hkv = 2, c.Nq = 600, c.Nkv = 777;
+      c.bf16 = D == 64;
+      c.causal = D == 128;
+      c.lambda = 0.5f;
+      checkCase(c, seed++);
+      c.denseLaunch = true;
+      checkCase(c, seed++);
+    }
+}
+
+TEST(AttentionKernels, Int8Fp8BothFamiliesMatchOracle) {
+  REQUIRE_CC(89);
+  uint32_t seed = 400;
+  for (core::Geometry g : {core::kGeometry128x64, core::kGeometry64x128})
+    for (const char* fam : {"", "sm80"})
+      for (int D : {64, 128}) {
+        Case c;
+        c.g = g;
+        c.family = fam;
+        c.n = Numerics::Int8Fp8;
+        c.D = D;
+        c.Hq = 4, c.Hkv = 2, c.Nq = 650, c.Nkv = 700;
+        c.bf16 = D == 128;
+        c.causal = D == 64;
+        c.lambda = 0.f;
+        checkCase(c, seed++);
+        c.denseLaunch = true;
+        c.window = core::Window{200, 40};
+        c.causal = false;
+        checkCase(c, seed++);
+      }
+}
+
+TEST(AttentionKernels, Int8Fp8IsRefusedWithoutFp8TensorCores) {
+  std::string why;
+  const int cc = computeCapability(&why);
+  if (cc == 0) GTEST_SKIP() << why;
+  if (cc >= 89) GTEST_SKIP() << "this GPU has FP8 tensor cores";
+  Case c;
+  c.n = Numerics::Int8Fp8;
+  EXPECT_THROW(checkCase(c, 1), sparge::Error);
+}
+
+// Long rows (many blocks per tile, several pipeline rounds) with batch > 1 and GQA 4:1.
+TEST(AttentionKernels, LongRowsAndBatches) {
+  REQUIRE_CC(80);
+  uint32_t seed = 500;
+  for (Numerics n : {Numerics::None, Numerics::Int8Fp8}) {
+    if (n == Numerics::Int8Fp8 && computeCapability(nullptr) < 89) continue;
+    Case c;
+    c.g = core::kGeometry64x128;
+    c.n = n;
+    c.B = 2, c.Hq = 4, c.Hkv = 1, c.Nq = 1100, c.Nkv = 2100, c.D = 128;
+    c.density = 0.7f;
+    c.lambda = 2.f;
+    checkCase(c, seed++);
+  }
+}
+
+}  // namespace
+}  // namespace sparge::cuda
