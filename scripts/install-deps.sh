@@ -11,6 +11,7 @@ PACKAGES=(
   xvfb xauth libgl1-mesa-dri mesa-utils fonts-dejavu-core
   libeigen3-dev
   python3 python3-h5py python3-numpy python3-pytest
+  libopenmpi-dev openmpi-bin
 )
 
 missing=()
