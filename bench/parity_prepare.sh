@@ -13,17 +13,9 @@ sparge="$(realpath "$1")"; mkdir -p "$2"; work="$(realpath "$2")"; src="${3:-}"
 here="$(cd "$(dirname "$0")" && pwd)"
 mkdir -p "$work/parity"
 [ -f "$work/parity/whisper_enc_b.h5" ] || python3 "$here/make_whisper_captures.py" --out-dir "$work/parity"
-cp "$here/parity_spargeattn.py" "$here/parity_manifest.json" "$work/"
+cp "$here/parity_spargeattn.py" "$here/parity_runs.py" "$here/parity_manifest.json" "$work/"
 mv "$work/parity_manifest.json" "$work/manifest.json"
-cd "$work/parity"
-common=(--engine cpu --quant int8-fp8 --block 64x128 --summary-only)
-sparse=(--theta=-0.1 --tau 0.95 --lambda 3)
-for c in enc_a enc_b; do
-  "$sparge" run "whisper_$c.h5" "${common[@]}" "${sparse[@]}" --masks "${c}_sparse_m.h5" --report "${c}_sparse_r.json"
-  "$sparge" run "whisper_$c.h5" "${common[@]}" --dense --masks "${c}_dense_m.h5" --report "${c}_dense_r.json"
-done
-"$sparge" run whisper_dec_a.h5 "${common[@]}" "${sparse[@]}" --entry l00_s000_1 --entry l01_s000_1 \
-  --masks cross_sparse_m.h5 --report cross_sparse_r.json
+python3 "$here/parity_runs.py" "$work/manifest.json" "$sparge" --engine cpu
 if [ -n "$src" ]; then
   rm -rf "$work/SpargeAttn" && mkdir -p "$work/SpargeAttn"
   (cd "$src" && git archive HEAD csrc spas_sage_attn setup.py LICENSE) | tar -x -C "$work/SpargeAttn"

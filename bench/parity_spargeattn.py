@@ -11,6 +11,7 @@ kernel with is_causal=0, so inside diagonal blocks queries see future keys.
 
     python3 bench/parity_spargeattn.py --manifest manifest.json --out parity.json
     python3 bench/parity_spargeattn.py --manifest manifest.json --upstream parity.json --out again.json  # no GPU
+    python3 bench/parity_spargeattn.py --manifest manifest.json --upstream parity.json --reports CUDA_DIR ...
 
 manifest.json: {"runs": [{"label", "capture", "masks", "report", "key": "l1" | "l1_quant"}],
                  "causal": [{"label", "capture", "report"}]}   (report optional for causal entries)
@@ -21,6 +22,7 @@ from __future__ import annotations
 import argparse
 import json
 import math
+import os
 import sys
 
 import h5py
@@ -100,12 +102,26 @@ def parity_run(run, api):
             "summary": summary([r["ratio"] for r in rows])}
 
 
-def recompare_run(run, previous):
+def recompare_run(run, previous, reports=None):
     """The report's figures against SpargeAttn's per-head L1 from an earlier device run on the same masks
-    (`--upstream`): for re-checking the CPU engine after a change without a GPU."""
-    rep = json.load(open(run["report"]))
+    (`--upstream`): for re-checking the CPU engine after a change, or the CUDA engine's reports (`--reports`,
+    whose masks must equal the manifest's), without building SpargeAttn again."""
+    path = os.path.join(reports, os.path.basename(run["report"])) if reports else run["report"]
+    if reports:
+        theirs = os.path.join(reports, os.path.basename(run["masks"]))
+        with h5py.File(run["masks"], "r") as a, h5py.File(theirs, "r") as b:
+            same = all(np.array_equal(a["entries"][n]["block_mask"][...], b["entries"][n]["block_mask"][...])
+                       for n in a["entries"])
+        print(f"\n{run['label']}: block masks of {theirs} {'equal' if same else 'DIFFER FROM'} the manifest's")
+    rep = json.load(open(path))
     key = run.get("key", "l1")
     ours = {(e["name"], h["batch"], h["head"]): h for e in rep["entries"] for h in e["heads"]}
+    if reports:  # the other engine against the manifest's (CPU) report, head by head
+        cpu = {(e["name"], h["batch"], h["head"]): h[key] for e in json.load(open(run["report"]))["entries"]
+               for h in e["heads"]}
+        r = np.array([ours[k][key] / v for k, v in cpu.items() if k in ours and v > 0])
+        print(f"  against the manifest's report: {int(np.sum(np.abs(r - 1) <= 0.02))} of {r.size} heads within "
+              f"2 %, ratio mean {r.mean():.4f} (min {r.min():.4f}, max {r.max():.4f})")
     rows = []
     for x in previous["rows"]:
         h = ours[(x["entry"], x["batch"], x["head"])]
@@ -174,6 +190,8 @@ def main() -> int:
     ap.add_argument("--out", required=True)
     ap.add_argument("--upstream", help="an earlier --out file: compare the manifest's reports with its SpargeAttn "
                                        "figures (same masks), without a GPU")
+    ap.add_argument("--reports", help="with --upstream: a folder holding the manifest's reports and masks by file "
+                                      "name (for example a CUDA engine run's), compared instead of the manifest's")
     args = ap.parse_args()
     previous = json.load(open(args.upstream)) if args.upstream else None
     api = None
@@ -188,7 +206,9 @@ def main() -> int:
     torch.backends.cuda.matmul.allow_tf32 = False
     for i, run in enumerate(man.get("runs", [])):
         try:
-            r = recompare_run(run, previous["runs"][i]) if previous else parity_run(run, api)
+            if args.reports and not os.path.exists(os.path.join(args.reports, os.path.basename(run["report"]))):
+                continue
+            r = recompare_run(run, previous["runs"][i], args.reports) if previous else parity_run(run, api)
             result["runs"].append(r)
             print_run(r)
             if run.get("stage1") and not previous:
