@@ -54,14 +54,18 @@ void markNonFiniteInputs(core::EntryResult& r, const std::vector<core::NonFinite
 
 void printEntry(const core::EntryResult& r, bool perHead) {
   const auto& e = r.info;
-  std::printf("\nentry %s  [B=%lld Hq=%lld Hkv=%lld Nq=%lld Nkv=%lld D=%lld%s%s]  geometry %s%s  engine %s\n",
+  const bool quant = r.config.numerics != core::Numerics::None;
+  std::printf("\nentry %s  [B=%lld Hq=%lld Hkv=%lld Nq=%lld Nkv=%lld D=%lld%s%s]  %s%s  engine %s\n",
               core::printable(e.name).c_str(), (long long)e.batch, (long long)e.headsQ, (long long)e.headsKV,
               (long long)e.tokensQ, (long long)e.tokensKV, (long long)e.headDim, e.causal ? " causal" : "",
               e.window.bounded() ? (" window " + core::toString(e.window)).c_str() : "",
-              r.config.geometry.label().c_str(), r.config.diagonal ? "  +diagonal blocks (extension)" : "",
-              r.engine.c_str());
+              numericsHeader(r.config.geometry, r.config.numerics).c_str(),
+              r.config.diagonal ? "  +diagonal blocks (extension)" : "", r.engine.c_str());
+  // Without quantization the sparse-only error is the deployed one and the quantization error is 0.
+  auto quantCell = [&](double v, int digits) { return quant ? fmtNum(v, digits) : std::string("-"); };
   if (perHead) {
-    Table t({"head", "θ", "τ/topk", "λ", "stage1", "pv-skip", "total", "total(area)", "L1", "cos"});
+    Table t({"head", "θ", "τ/topk", "λ", "stage1", "pv-skip", "total", "total(area)", "L1", "L1 sparse",
+             "L1 quant", "cos", "cos sparse", "cos quant"});
     for (const core::HeadResult& h : r.heads) {
       const auto& p = h.params;
       std::string sel = p.mode == core::SelectMode::Cdf ? "τ " + fmtNum(p.tau, 3) : "k " + fmtNum(p.topk, 3);
@@ -69,19 +73,27 @@ void printEntry(const core::EntryResult& r, bool perHead) {
       t.row({head + (p.dense ? " (dense)" : "") + (h.hasNonFinite ? " (NaN/Inf!)" : ""), fmtNum(p.theta, 3),
              sel, fmtNum(p.lambda, 1), fmtPct(h.sparsity.stage1()), fmtPct(h.sparsity.pvSkipRate()),
              fmtPct(h.sparsity.total()), fmtPct(h.sparsity.totalArea()), fmtNum(h.error.l1(), 5),
-             fmtNum(h.error.cosSim(), 6)});
+             quantCell(h.errorSparse.l1(), 5), quantCell(h.errorQuant.l1(), 5), fmtNum(h.error.cosSim(), 6),
+             quantCell(h.errorSparse.cosSim(), 6), quantCell(h.errorQuant.cosSim(), 6)});
     }
     t.print(std::cout);
   }
-  std::printf("all heads: stage1 %s  pv-skip %s  total %s (by token area %s)  L1 %.5f  cos %.6f  rmse %.3g\n",
-              fmtPct(r.sparsity.stage1()).c_str(), fmtPct(r.sparsity.pvSkipRate()).c_str(),
-              fmtPct(r.sparsity.total()).c_str(), fmtPct(r.sparsity.totalArea()).c_str(), r.error.l1(),
-              r.error.cosSim(), r.error.rmse());
+  std::printf(
+      "all heads: stage1 %s  pv-skip %s  total %s (by token area %s)  L1 %.5f%s  cos %.6f  rmse %.3g\n",
+      fmtPct(r.sparsity.stage1()).c_str(), fmtPct(r.sparsity.pvSkipRate()).c_str(),
+      fmtPct(r.sparsity.total()).c_str(), fmtPct(r.sparsity.totalArea()).c_str(), r.error.l1(),
+      quant ? (" (sparse alone " + fmtNum(r.errorSparse.l1(), 5) + ", quantization alone " +
+               fmtNum(r.errorQuant.l1(), 5) + ")")
+                  .c_str()
+            : "",
+      r.error.cosSim(), r.error.rmse());
   const auto& tm = r.times;
+  const std::string reference = tm.referenceCached     ? "cached"
+                                : tm.referenceInSparse ? "in the sparse pass"
+                                                       : fmtNum(tm.referenceMs, 1) + " ms";
   std::printf(
       "time (%s clock): predict %.1f ms  sparse %.1f ms  reference %s  metrics %.1f ms  total %.1f ms\n",
-      tm.clock.c_str(), tm.predictMs, tm.sparseMs,
-      tm.referenceCached ? "cached" : (fmtNum(tm.referenceMs, 1) + " ms").c_str(), tm.metricsMs, tm.totalMs);
+      tm.clock.c_str(), tm.predictMs, tm.sparseMs, reference.c_str(), tm.metricsMs, tm.totalMs);
   if (!tm.referenceCached && tm.referenceMs > 0)
     std::printf("dense reference: %.1f GFLOP in %.1f ms = %.1f GFLOP/s\n", denseFlops(e) / 1e9,
                 tm.referenceMs, denseFlops(e) / (tm.referenceMs * 1e6));
@@ -239,6 +251,8 @@ void writeOutputs(const EntryRun& run, double seconds) {
   if (!o.reportPath.empty()) {
     if (endsWith(o.reportPath, ".csv"))
       core::writeReportCsv(o.reportPath, run.results);
+    else if (endsWith(o.reportPath, ".md"))
+      core::writeReportMarkdown(o.reportPath, run.results, run.path);
     else
       core::writeReportJson(o.reportPath, run.results, run.path);
     std::printf("report written to %s\n", o.reportPath.c_str());
@@ -257,7 +271,7 @@ void registerRun(CLI::App& app, Action& action) {
   addMethodOptions(*cmd, *o);
   addMaxMemoryOption(*cmd, *maxMemory);
   cmd->add_option("--masks", o->masksPath, "Write masks v1 (.h5)");
-  cmd->add_option("--report", o->reportPath, "Write the report (.json, or .csv)");
+  cmd->add_option("--report", o->reportPath, "Write the report (.json, .csv or .md)");
   cmd->add_flag("--summary-only", o->summaryOnly,
                 "Print only the per-entry summary line, not the per-head table");
   cmd->add_option("--repeat", o->repeat, "Profiled runs per entry (min / median / max in the timing report)")

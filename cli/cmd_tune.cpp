@@ -4,6 +4,7 @@
 
 #include <atomic>
 #include <chrono>
+#include <cmath>
 #include <csignal>
 #include <cstdio>
 #include <iostream>
@@ -14,6 +15,7 @@
 #include "format.h"
 #include "guards.h"
 #include "job_support.h"
+#include "run_options.h"
 #include "sparge/core/capture.h"
 #include "sparge/core/error.h"
 #include "sparge/core/names.h"
@@ -120,18 +122,31 @@ void printGroup(const core::TunedGroup& g, const core::TuneOptions& o) {
               g.entries.size(), g.entries.size() == 1 ? "y" : "ies", g.heads.size(), (long long)g.headsQ,
               g.elapsedSeconds);
   const bool cdf = o.mode == core::SelectMode::Cdf;
-  Table t({"head", "θ", cdf ? "τ" : "topk", "λ", "sparse?", "stage1", "sparsity", "L1", "probes"});
+  const bool quant = o.numerics != core::Numerics::None;
+  // L1 is the budgeted, deployed figure; without quantization the sparse-only L1 equals it.
+  auto split = [&](double v) { return quant && std::isfinite(v) ? fmtNum(v, 5) : std::string("-"); };
+  Table t({"head", "θ", cdf ? "τ" : "topk", "λ", "sparse?", "stage1", "sparsity", "L1", "L1 sparse",
+           "L1 quant", "probes"});
   for (const core::TunedHead& h : g.heads) {
     const auto& p = h.params;
     const std::string lambda = p.lambda >= core::kNoPvSkipLambda ? "off" : fmtNum(p.lambda, 2);
     t.row({std::to_string(h.head), fmtNum(p.theta, 4), fmtNum(cdf ? p.tau : p.topk, 4), lambda,
            h.isSparse ? "yes" : "dense", fmtPct(h.stage1Sparsity), fmtPct(h.totalSparsity), fmtNum(h.l1, 5),
-           std::to_string(h.probes)});
+           split(h.l1Sparse), split(h.l1Quant), std::to_string(h.probes)});
   }
   t.print(std::cout);
   // Why each head got its values: the tuner's decision, rendered here.
   for (const core::TunedHead& h : g.heads)
     std::printf("  head %lld: %s\n", (long long)h.head, core::describe(h.decision).c_str());
+  // With quantized numerics a budget can lie below what quantization alone costs: no θ, τ, λ meets it.
+  std::string floor;
+  for (const core::TunedHead& h : g.heads)
+    if (quant && std::isfinite(h.l1Quant) && h.l1Quant >= o.l1)
+      floor += (floor.empty() ? "" : ", ") + std::to_string(h.head);
+  if (!floor.empty())
+    std::printf(
+        "note: head(s) %s cannot meet l1 < %g in %s: quantization alone (L1 quant) already costs that much\n",
+        floor.c_str(), o.l1, core::toString(o.numerics));
   std::fflush(stdout);
 }
 
@@ -147,7 +162,7 @@ void registerTune(CLI::App& app, Action& action) {
     std::string engine = "auto";
     int threads = 0;
     bool topk = false;
-    std::string block = "128x64";
+    NumericsOptions numerics;
     bool noSmoothK = false;
     bool sink = false;
     bool groupByLayer = false;
@@ -167,7 +182,7 @@ void registerTune(CLI::App& app, Action& action) {
   cmd->add_option("--engine", o->engine, "auto | cpu | cuda")->capture_default_str();
   cmd->add_option("--threads", o->threads, "CPU engine threads (0 = all cores)")->capture_default_str();
   cmd->add_flag("--topk-mode", o->topk, "Search the top-k fraction instead of τ (spas_sage2_attn_meansim_topk_cuda)");
-  cmd->add_option("--block", o->block, "Tile geometry: 128x64 (sm80/sm89) or 64x128 (sm90)")->capture_default_str();
+  addNumericsOptions(*cmd, o->numerics);
   cmd->add_flag("--no-smooth-k", o->noSmoothK, "Do not subtract the K token mean before pooling");
   cmd->add_flag("--sink", o->sink, "Attention sink: K block 0 always on");
   cmd->add_flag("--group-by-layer", o->groupByLayer,
@@ -191,7 +206,8 @@ void registerTune(CLI::App& app, Action& action) {
       }
       opt.l2 = cmd->count("--l2") ? o->l2 : o->l1;
       opt.mode = o->topk ? core::SelectMode::TopK : core::SelectMode::Cdf;
-      opt.geometry = core::Geometry::parse(o->block);
+      opt.geometry = o->numerics.geometry();
+      opt.numerics = o->numerics.numerics();
       opt.smoothK = !o->noSmoothK;
       opt.sink = o->sink;
       opt.heads = o->heads;
@@ -253,11 +269,11 @@ void registerTune(CLI::App& app, Action& action) {
       ProgressPrinter progress;
       TuneJobOutput out;
       out.started = [&](const std::string& engine) {
-        std::fprintf(stderr, "tuning %zu group%s of %s with %s: l1 < %g%s, %s, geometry %s%s%s\n",
+        std::fprintf(stderr, "tuning %zu group%s of %s with %s: deployed l1 < %g%s, %s, %s%s%s\n",
                      spec.groups.size(), spec.groups.size() == 1 ? "" : "s", path.c_str(), engine.c_str(),
                      opt.l1, opt.tunePv ? (", l2 < " + fmtNum(opt.l2, 4)).c_str() : " (λ fixed)",
                      opt.mode == core::SelectMode::Cdf ? "τ search" : "top-k search",
-                     opt.geometry.label().c_str(), opt.smoothK ? "" : ", no smooth-k",
+                     numericsHeader(opt.geometry, opt.numerics).c_str(), opt.smoothK ? "" : ", no smooth-k",
                      opt.sink ? ", sink" : "");
       };
       out.progress = [&](const core::TuneProgress& p) { progress.update(p); };

@@ -1,4 +1,4 @@
-// Small text-formatting helpers for the CLI: aligned tables, numbers, byte sizes.
+// Small text-formatting helpers for the CLI: aligned tables, numbers, byte sizes, the numerics header.
 #pragma once
 
 #include <cstdint>
@@ -7,7 +7,15 @@
 #include <string>
 #include <vector>
 
+#include "sparge/core/params.h"
+#include "sparge/core/quant.h"
+
 namespace sparge::cli {
+
+// "geometry 128x64  numerics int8-fp8  target sm89": what every table header states about a run.
+inline std::string numericsHeader(const core::Geometry& g, core::Numerics n) {
+  return "geometry " + g.label() + "  numerics " + core::toString(n) + "  target " + core::targetLabel(g, n);
+}
 
 inline std::string fmtNum(double v, int digits = 4) {
   char buf[64];

@@ -5,6 +5,34 @@
 
 namespace sparge::cli {
 
+core::Geometry NumericsOptions::geometry() const {
+  try {
+    return block ? core::Geometry::parse(*block) : core::geometryOf(core::parseTarget(target));
+  } catch (const Error& e) {
+    throw Error(block ? "--block" : "--target", e.problem());
+  }
+}
+
+core::Numerics NumericsOptions::numerics() const {
+  try {
+    return quant ? core::parseNumerics(*quant) : core::numericsOf(core::parseTarget(target));
+  } catch (const Error& e) {
+    throw Error(quant ? "--quant" : "--target", e.problem());
+  }
+}
+
+void addNumericsOptions(CLI::App& cmd, NumericsOptions& o) {
+  cmd.add_option(
+         "--target", o.target,
+         "SpargeAttn kernel family to imitate: sm80 (128x64, int8-fp16), sm89 (128x64, int8-fp8) or sm90 "
+         "(64x128, int8-fp8)")
+      ->capture_default_str();
+  cmd.add_option("--block", o.block, "Tile geometry Q×K tokens, overrides --target: 128x64 or 64x128");
+  cmd.add_option(
+      "--quant", o.quant,
+      "Stage-2 numerics, overrides --target: none (exact fp32), int8-fp16 (sm80) or int8-fp8 (sm89/sm90)");
+}
+
 void addMethodOptions(CLI::App& cmd, RunCommandOptions& o) {
   cmd.add_option("--theta", o.theta, "θ, simthreshd1: blocks with self-similarity <= θ are forced on")
       ->capture_default_str();
@@ -14,8 +42,7 @@ void addMethodOptions(CLI::App& cmd, RunCommandOptions& o) {
   tau->excludes(topk);
   cmd.add_option("--lambda", o.lambda, "λ, pvthreshd: skip PV when the row maxima rise by <= -λ (base 2)")
       ->capture_default_str();
-  cmd.add_option("--block", o.block, "Tile geometry Q×K tokens: 128x64 (sm80/sm89) or 64x128 (sm90)")
-      ->capture_default_str();
+  addNumericsOptions(cmd, o.numerics);
   cmd.add_flag("--no-smooth-k", o.noSmoothK, "Do not subtract the K token mean before pooling");
   cmd.add_flag("--sink", o.sink, "Attention sink: K block 0 always on");
   cmd.add_flag("--diagonal", o.diagonal,
@@ -25,7 +52,7 @@ void addMethodOptions(CLI::App& cmd, RunCommandOptions& o) {
   cmd.add_option("--threads", o.threads, "CPU engine threads (0 = all cores)")->capture_default_str();
   cmd.add_option(
          "--params", o.paramsPath,
-         "Per-head parameters from `sparge tune` (JSON); they also set geometry, smooth-k, sink, diagonal")
+         "Per-head parameters from `sparge tune` (JSON); they also set geometry, numerics, smooth-k, sink, diagonal")
       ->check(CLI::ExistingFile);
   cmd.add_option("--heads", o.heads, "Only these query heads (comma separated)")->delimiter(',');
 }
@@ -33,7 +60,8 @@ void addMethodOptions(CLI::App& cmd, RunCommandOptions& o) {
 core::RunConfig makeRunConfig(const RunCommandOptions& o, const core::EntryInfo& entry, const std::string&,
                               std::vector<std::string>* warnings) {
   core::RunConfig c;
-  c.geometry = core::Geometry::parse(o.block);
+  c.geometry = o.numerics.geometry();
+  c.numerics = o.numerics.numerics();
   c.smoothK = !o.noSmoothK;
   c.sink = o.sink;
   c.diagonal = o.diagonal;

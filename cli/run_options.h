@@ -1,5 +1,5 @@
-// Method options shared by the commands that run the engine (run, and later bench/tune): θ, τ | top-k,
-// λ, geometry, smooth-k, sink, engine, threads, heads.
+// Method options shared by the commands that run the engine (run, tune): θ, τ | top-k, λ, target, geometry,
+// numerics, smooth-k, sink, engine, threads, heads.
 #pragma once
 
 #include <CLI/CLI.hpp>
@@ -11,6 +11,19 @@
 
 namespace sparge::cli {
 
+// --target / --block / --quant: the SpargeAttn kernel family a run imitates, and the overrides.
+struct NumericsOptions {
+  std::string target = "sm89";  // the CLI default: 128x64 tiles, INT8 Q·Kᵀ, FP8 P·V (see README)
+  std::optional<std::string> block;
+  std::optional<std::string> quant;
+
+  // Geometry and numerics: the target's, with --block and --quant taking precedence. Throws sparge::Error
+  // naming the option for unknown values.
+  core::Geometry geometry() const;
+  core::Numerics numerics() const;
+};
+void addNumericsOptions(CLI::App& cmd, NumericsOptions& o);
+
 struct RunCommandOptions {
   std::string file;
   std::vector<std::string> entries;
@@ -18,7 +31,7 @@ struct RunCommandOptions {
   std::optional<double> tau;
   std::optional<double> topk;
   double lambda = 50.0;
-  std::string block = "128x64";
+  NumericsOptions numerics;
   bool noSmoothK = false;
   bool sink = false;
   bool diagonal = false;  // extension: diagonal blocks always on

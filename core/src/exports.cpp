@@ -1,4 +1,4 @@
-// Masks v1 writer, JSON and CSV reports.
+// Masks v1 writer, JSON, CSV and Markdown reports.
 #include "sparge/core/exports.h"
 
 #include <cmath>
@@ -10,6 +10,7 @@
 #include "hdf5_util.h"
 #include "sparge/core/atomic_file.h"
 #include "sparge/core/error.h"
+#include "sparge/core/quant.h"
 #include "sparge/core/names.h"
 
 namespace sparge::core {
@@ -78,6 +79,8 @@ std::string masksImage(const std::string& path, const std::vector<EntryResult>& 
     h5::writeInteger(g.get(), "block_q", r.config.geometry.blockQ);
     h5::writeInteger(g.get(), "block_k", r.config.geometry.blockK);
     h5::writeString(g.get(), "geometry", r.config.geometry.label());
+    h5::writeString(g.get(), "numerics", toString(r.config.numerics));
+    h5::writeString(g.get(), "target", targetLabel(r.config.geometry, r.config.numerics));
     h5::writeInteger(g.get(), "smooth_k", r.config.smoothK);
     h5::writeInteger(g.get(), "sink", r.config.sink);
     h5::writeInteger(g.get(), "diagonal", r.config.diagonal);  // extension, not SpargeAttn's
@@ -152,9 +155,26 @@ nlohmann::json sparsityJson(const SparsityCounts& s) {
           {"skipped_pv_blocks", s.skippedPvBlocks}};
 }
 
-nlohmann::json errorJson(const ErrorSums& e) {
-  return {
-      {"l1", finiteOr(e.l1(), -1)}, {"cos_sim", finiteOr(e.cosSim(), -1)}, {"rmse", finiteOr(e.rmse(), -1)}};
+// l1 / cos_sim / rmse of the deployed run, then the same with the suffix _sparse (same mask and λ in exact
+// numerics) and _quant (every valid block in the chosen numerics). Non-finite figures are written as -1.
+nlohmann::json errorJson(const ErrorSums& deployed, const ErrorSums& sparse, const ErrorSums& quant) {
+  nlohmann::json j;
+  for (const auto& [suffix, e] :
+       {std::pair<const char*, const ErrorSums*>{"", &deployed}, {"_sparse", &sparse}, {"_quant", &quant}}) {
+    j[std::string("l1") + suffix] = finiteOr(e->l1(), -1);
+    j[std::string("cos_sim") + suffix] = finiteOr(e->cosSim(), -1);
+    j[std::string("rmse") + suffix] = finiteOr(e->rmse(), -1);
+  }
+  return j;
+}
+
+// What every report states about the arithmetic and tiles that produced its figures.
+nlohmann::json numericsJson(const RunConfig& c) {
+  return {{"numerics", toString(c.numerics)},
+          {"target", targetLabel(c.geometry, c.numerics)},
+          {"geometry", c.geometry.label()},
+          {"block_q", c.geometry.blockQ},
+          {"block_k", c.geometry.blockK}};
 }
 
 }  // namespace
@@ -182,19 +202,18 @@ nlohmann::json reportJson(const std::vector<EntryResult>& results, const std::st
     e["causal"] = r.info.causal;
     e["window"] =
         r.info.window.bounded() ? nlohmann::json{r.info.window.left, r.info.window.right} : nlohmann::json();
-    e["geometry"] = r.config.geometry.label();
-    e["block_q"] = r.config.geometry.blockQ;
-    e["block_k"] = r.config.geometry.blockK;
+    e.update(numericsJson(r.config));
     e["smooth_k"] = r.config.smoothK;
     e["sink"] = r.config.sink;
     e["diagonal_extension"] = r.config.diagonal;  // Sparge Studio's option, not SpargeAttn's
     e["engine"] = r.engine;
     e["totals"] = sparsityJson(r.sparsity);
-    e["totals"].update(errorJson(r.error));
+    e["totals"].update(errorJson(r.error, r.errorSparse, r.errorQuant));
     e["times_ms"] = {{"predict", r.times.predictMs},
                      {"sparse", r.times.sparseMs},
                      {"reference", r.times.referenceMs},
                      {"reference_cached", r.times.referenceCached},
+                     {"reference_in_sparse", r.times.referenceInSparse},
                      {"metrics", r.times.metricsMs},
                      {"total", r.times.totalMs},
                      {"clock", r.times.clock}};
@@ -204,7 +223,7 @@ nlohmann::json reportJson(const std::vector<EntryResult>& results, const std::st
     for (const HeadResult& h : r.heads) {
       nlohmann::json hj = {{"batch", h.batch}, {"head", h.head}};
       hj.update(sparsityJson(h.sparsity));
-      hj.update(errorJson(h.error));
+      hj.update(errorJson(h.error, h.errorSparse, h.errorQuant));
       hj["params"] = paramsJson(h.params);
       hj["empty_rows"] = h.emptyRows;
       hj["non_finite"] = h.hasNonFinite;  // NaN/Inf in the head's inputs or output: figures not meaningful
@@ -233,28 +252,79 @@ std::string csvField(const std::string& text) {
 
 std::string reportCsv(const std::vector<EntryResult>& results) {
   std::ostringstream out;
-  out << "entry,batch,head,geometry,mode,simthreshd1,cdfthreshd,topk,pvthreshd,is_sparse,sparsity_stage1,"
-         "pv_skip_rate,sparsity_total,sparsity_stage1_area,sparsity_total_area,l1,cos_sim,rmse\n";
+  out << "entry,batch,head,geometry,numerics,target,mode,simthreshd1,cdfthreshd,topk,pvthreshd,is_sparse,"
+         "sparsity_stage1,pv_skip_rate,sparsity_total,sparsity_stage1_area,sparsity_total_area,l1,l1_sparse,"
+         "l1_quant,cos_sim,cos_sim_sparse,cos_sim_quant,rmse,rmse_sparse,rmse_quant,non_finite\n";
   out.precision(8);
   for (const EntryResult& r : results)
     for (const HeadResult& h : r.heads) {
       const HeadParams& p = h.params;
       out << csvField(r.info.name) << ',' << h.batch << ',' << h.head << ',' << r.config.geometry.label()
-          << ',' << toString(p.mode) << ',' << p.theta << ',';
+          << ',' << toString(r.config.numerics) << ',' << targetLabel(r.config.geometry, r.config.numerics) << ','
+          << toString(p.mode) << ',' << p.theta << ',';
       if (p.mode == SelectMode::Cdf)
         out << p.tau << ",,";
       else
         out << ',' << p.topk << ',';
       out << p.lambda << ',' << (p.dense ? 0 : 1) << ',' << h.sparsity.stage1() << ','
           << h.sparsity.pvSkipRate() << ',' << h.sparsity.total() << ',' << h.sparsity.stage1Area() << ','
-          << h.sparsity.totalArea() << ',' << h.error.l1() << ',' << h.error.cosSim() << ',' << h.error.rmse()
-          << '\n';
+          << h.sparsity.totalArea();
+      for (const ErrorSums* e : {&h.error, &h.errorSparse, &h.errorQuant}) out << ',' << e->l1();
+      for (const ErrorSums* e : {&h.error, &h.errorSparse, &h.errorQuant}) out << ',' << e->cosSim();
+      for (const ErrorSums* e : {&h.error, &h.errorSparse, &h.errorQuant}) out << ',' << e->rmse();
+      out << ',' << (h.hasNonFinite ? 1 : 0) << '\n';
     }
   return out.str();
 }
 
 void writeReportCsv(const std::string& path, const std::vector<EntryResult>& results) {
   writeTextAtomically(path, reportCsv(results));
+}
+
+std::string reportMarkdown(const std::vector<EntryResult>& results, const std::string& capturePath) {
+  std::ostringstream o;
+  char buf[512];
+  o << "# Sparge Studio report\n\n- Capture: `" << capturePath << "`\n";
+  o << "- L1 = Σ|O − O_ref| / Σ|O_ref| against the dense fp32 reference: **L1** is what deployment gives "
+       "(sparse, "
+       "in the chosen numerics), *sparse* the same mask and λ in exact numerics, *quant* every valid block "
+       "in the "
+       "chosen numerics.\n";
+  for (const EntryResult& r : results) {
+    o << "\n## " << r.info.name << "\n\n";
+    std::snprintf(
+        buf, sizeof buf,
+        "- Shape: B=%lld, Hq=%lld, Hkv=%lld, Nq=%lld, Nkv=%lld, D=%lld, %s%s\n- Numerics %s, target %s, "
+        "geometry %s, smooth_k %s, sink %s; engine %s\n",
+        (long long)r.info.batch, (long long)r.info.headsQ, (long long)r.info.headsKV,
+        (long long)r.info.tokensQ, (long long)r.info.tokensKV, (long long)r.info.headDim,
+        toString(r.info.dtype), r.info.causal ? ", causal" : "", toString(r.config.numerics),
+        targetLabel(r.config.geometry, r.config.numerics).c_str(), r.config.geometry.label().c_str(),
+        r.config.smoothK ? "on" : "off", r.config.sink ? "on" : "off", r.engine.c_str());
+    o << buf;
+    o << "\n| batch | head | θ | τ / top-k | λ | stage-1 | PV skip | total | L1 | L1 sparse | L1 quant | cos "
+         "| "
+         "cos sparse | cos quant "
+         "|\n|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n";
+    for (const HeadResult& h : r.heads) {
+      const HeadParams& p = h.params;
+      std::snprintf(
+          buf, sizeof buf,
+          "| %lld | %lld%s | %.3f | %.3f | %g | %.1f %% | %.1f %% | %.1f %% | %.5f | %.5f | %.5f | %.6f | "
+          "%.6f | %.6f |\n",
+          (long long)h.batch, (long long)h.head, h.hasNonFinite ? " (NaN/Inf)" : "", p.theta,
+          p.mode == SelectMode::Cdf ? p.tau : p.topk, p.lambda, 100 * h.sparsity.stage1(),
+          100 * h.sparsity.pvSkipRate(), 100 * h.sparsity.total(), h.error.l1(), h.errorSparse.l1(),
+          h.errorQuant.l1(), h.error.cosSim(), h.errorSparse.cosSim(), h.errorQuant.cosSim());
+      o << buf;
+    }
+  }
+  return o.str();
+}
+
+void writeReportMarkdown(const std::string& path, const std::vector<EntryResult>& results,
+                         const std::string& capturePath) {
+  writeTextAtomically(path, reportMarkdown(results, capturePath));
 }
 
 }  // namespace sparge::core

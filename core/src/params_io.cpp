@@ -12,6 +12,7 @@
 #include "input_file.h"
 #include "sparge/core/atomic_file.h"
 #include "sparge/core/error.h"
+#include "sparge/core/quant.h"
 #include "sparge/core/names.h"
 
 namespace sparge::core {
@@ -19,7 +20,9 @@ namespace {
 
 using nlohmann::json;
 
-const char* modeName(SelectMode m) { return m == SelectMode::Cdf ? "cdf" : "topk"; }
+const char* modeName(SelectMode m) {
+  return m == SelectMode::Cdf ? "cdf" : "topk";
+}
 
 json headJson(const ParamsHead& h, SelectMode mode) {
   json j;
@@ -34,6 +37,9 @@ json headJson(const ParamsHead& h, SelectMode mode) {
   j["sparsity"] = h.totalSparsity;
   j["stage1_sparsity"] = h.stage1Sparsity;
   j["l1"] = h.l1;
+  // Not measured (a head whose final verification fell back to an earlier probe): left out.
+  if (std::isfinite(h.l1Sparse)) j["l1_sparse"] = h.l1Sparse;
+  if (std::isfinite(h.l1Quant)) j["l1_quant"] = h.l1Quant;
   return j;
 }
 
@@ -43,16 +49,21 @@ json traceJson(const TunedHead& th) {
   t["probes"] = th.probes;
   json pts = json::array();
   for (const ThetaPoint& p : th.thetaPoints) {
-    json q = {{"entry", p.entry}, {"theta", p.theta}, {"passed", p.passed}, {"sel", p.sel},
-              {"stage1_sparsity", p.stage1}, {"l1", p.l1}, {"probes", p.probes}};
+    json q = {{"entry", p.entry},
+              {"theta", p.theta},
+              {"passed", p.passed},
+              {"sel", p.sel},
+              {"stage1_sparsity", p.stage1},
+              {"l1", p.l1},
+              {"probes", p.probes}};
     q["reused_from"] = std::isnan(p.reusedFrom) ? json(nullptr) : json(p.reusedFrom);
     pts.push_back(q);
   }
   t["theta_points"] = pts;
   json pr = json::array();
   for (const TuneProbe& p : th.trace)
-    pr.push_back(json::array({p.entry, toString(p.phase), p.dense, p.theta, p.sel, p.lambda, p.stage1, p.total,
-                              p.l1, p.pass}));
+    pr.push_back(json::array(
+        {p.entry, toString(p.phase), p.dense, p.theta, p.sel, p.lambda, p.stage1, p.total, p.l1, p.pass}));
   t["probe_columns"] = json::array(
       {"entry", "phase", "dense", "theta", "sel", "lambda", "stage1_sparsity", "sparsity", "l1", "pass"});
   t["probe_rows"] = pr;
@@ -122,6 +133,7 @@ ParamsFile toParamsFile(const TuneResult& r, const std::string& capturePath) {
   f.l2 = r.options.l2;
   f.tunePv = r.options.tunePv;
   f.geometry = r.options.geometry;
+  f.numerics = r.options.numerics;
   f.smoothK = r.options.smoothK;
   f.sink = r.options.sink;
   f.complete = !r.cancelled;
@@ -141,6 +153,8 @@ ParamsFile toParamsFile(const TuneResult& r, const std::string& capturePath) {
       ph.stage1Sparsity = th.stage1Sparsity;
       ph.totalSparsity = th.totalSparsity;
       ph.l1 = th.l1;
+      ph.l1Sparse = th.l1Sparse;
+      ph.l1Quant = th.l1Quant;
       pg.heads.push_back(ph);
     }
     f.groups.push_back(std::move(pg));
@@ -160,6 +174,8 @@ std::string paramsToJson(const ParamsFile& f, const TuneResult* traceSource) {
   root["l2"] = f.l2;
   root["tune_pv"] = f.tunePv;
   root["geometry"] = f.geometry.label();
+  root["numerics"] = toString(f.numerics);
+  root["target"] = targetLabel(f.geometry, f.numerics);
   root["smooth_k"] = f.smoothK;
   root["sink"] = f.sink;
   root["diagonal"] = f.diagonal;
@@ -236,6 +252,14 @@ ParamsFile parseParams(const std::string& text, const std::string& source) {
   } catch (const Error& e) {
     rd.fail("/geometry", e.problem());
   }
+  // Files written before the numerics existed were tuned in exact numerics.
+  if (const json* n = rd.optional(root, "numerics")) {
+    try {
+      f.numerics = parseNumerics(rd.string(*n, "/numerics"));
+    } catch (const Error& e) {
+      rd.fail("/numerics", e.problem());
+    }
+  }
   f.smoothK = rd.boolean(root, "", "smooth_k");
   f.sink = rd.boolean(root, "", "sink");
   if (rd.optional(root, "diagonal")) f.diagonal = rd.boolean(root, "", "diagonal");
@@ -251,8 +275,10 @@ ParamsFile parseParams(const std::string& text, const std::string& source) {
     if (g.name.empty()) rd.fail(gp + "/name", "must not be empty");
     if (!names.insert(g.name).second) rd.fail(gp + "/name", "duplicate group name \"" + g.name + "\"");
     const json& entries = rd.member(jg, gp, "entries");
-    if (!entries.is_array() || entries.empty()) rd.fail(gp + "/entries", "expected a non-empty array of entry names");
-    for (size_t i = 0; i < entries.size(); ++i) g.entries.push_back(rd.string(entries[i], gp + "/entries/" + std::to_string(i)));
+    if (!entries.is_array() || entries.empty())
+      rd.fail(gp + "/entries", "expected a non-empty array of entry names");
+    for (size_t i = 0; i < entries.size(); ++i)
+      g.entries.push_back(rd.string(entries[i], gp + "/entries/" + std::to_string(i)));
     if (const json* l = rd.optional(jg, "layer"); l && !l->is_null()) g.layer = rd.integer(jg, gp, "layer");
     g.headsQ = rd.integer(jg, gp, "heads_q");
     if (g.headsQ <= 0) rd.fail(gp + "/heads_q", "must be positive");
@@ -267,7 +293,8 @@ ParamsFile parseParams(const std::string& text, const std::string& source) {
       ParamsHead h;
       h.head = rd.integer(jh, hp, "head");
       if (h.head < 0 || h.head >= g.headsQ)
-        rd.fail(hp + "/head", "head " + std::to_string(h.head) + " out of range [0, " + std::to_string(g.headsQ) + ")");
+        rd.fail(hp + "/head",
+                "head " + std::to_string(h.head) + " out of range [0, " + std::to_string(g.headsQ) + ")");
       if (!seen.insert(h.head).second) rd.fail(hp + "/head", "duplicate head " + std::to_string(h.head));
       h.isSparse = rd.boolean(jh, hp, "is_sparse");
       h.params.mode = f.mode;
@@ -278,7 +305,8 @@ ParamsFile parseParams(const std::string& text, const std::string& source) {
         h.params.tau = rd.number(jh, hp, "cdfthreshd");
         if (h.params.tau < 0 || h.params.tau > 1) rd.fail(hp + "/cdfthreshd", "must be in [0, 1]");
       } else {
-        if (rd.optional(jh, "cdfthreshd")) rd.fail(hp + "/cdfthreshd", "a topk-mode file must not hold \"cdfthreshd\"");
+        if (rd.optional(jh, "cdfthreshd"))
+          rd.fail(hp + "/cdfthreshd", "a topk-mode file must not hold \"cdfthreshd\"");
         h.params.topk = rd.number(jh, hp, "topk");
         if (h.params.topk <= 0 || h.params.topk > 1) rd.fail(hp + "/topk", "must be in (0, 1]");
       }
@@ -287,18 +315,22 @@ ParamsFile parseParams(const std::string& text, const std::string& source) {
       auto figure = [&](const char* key, double lo, double hiV, double& out) {
         if (!rd.optional(jh, key)) return;
         out = rd.number(jh, hp, key);
-        if (out < lo || out > hiV) rd.fail(hp + "/" + key, "must be in [" + std::to_string(lo) + ", " + std::to_string(hiV) + "]");
+        if (out < lo || out > hiV)
+          rd.fail(hp + "/" + key, "must be in [" + std::to_string(lo) + ", " + std::to_string(hiV) + "]");
       };
       figure("sparsity", 0.0, 1.0, h.totalSparsity);
       figure("stage1_sparsity", 0.0, 1.0, h.stage1Sparsity);
       figure("l1", 0.0, 1e300, h.l1);
+      figure("l1_sparse", 0.0, 1e300, h.l1Sparse);
+      figure("l1_quant", 0.0, 1e300, h.l1Quant);
       validate(h.params, source + ":" + hp);
       g.heads.push_back(h);
     }
     if (g.complete && int64_t(g.heads.size()) != g.headsQ)
       rd.fail(gp + "/heads", "holds " + std::to_string(g.heads.size()) + " heads but heads_q is " +
                                  std::to_string(g.headsQ) + " (a partial file must say \"complete\": false)");
-    std::sort(g.heads.begin(), g.heads.end(), [](const ParamsHead& a, const ParamsHead& b) { return a.head < b.head; });
+    std::sort(g.heads.begin(), g.heads.end(),
+              [](const ParamsHead& a, const ParamsHead& b) { return a.head < b.head; });
     f.groups.push_back(std::move(g));
   }
   return f;
@@ -314,7 +346,8 @@ ParamsFile readParams(const std::string& path) {
   return parseParams(s.str(), path);
 }
 
-const ParamsGroup* findGroup(const ParamsFile& f, const std::string& entryName, std::optional<int64_t> layer) {
+const ParamsGroup* findGroup(const ParamsFile& f, const std::string& entryName,
+                             std::optional<int64_t> layer) {
   for (const ParamsGroup& g : f.groups)
     for (const std::string& e : g.entries)
       if (e == entryName || e == utf8Safe(entryName)) return &g;
@@ -324,13 +357,15 @@ const ParamsGroup* findGroup(const ParamsFile& f, const std::string& entryName, 
   return nullptr;
 }
 
-std::vector<HeadParams> headParamsFor(const ParamsFile& f, const std::string& source, const std::string& entryName,
-                                      std::optional<int64_t> layer, int64_t headsQ, const HeadParams& fallback,
+std::vector<HeadParams> headParamsFor(const ParamsFile& f, const std::string& source,
+                                      const std::string& entryName, std::optional<int64_t> layer,
+                                      int64_t headsQ, const HeadParams& fallback,
                                       std::vector<std::string>* warnings) {
   const ParamsGroup* g = findGroup(f, entryName, layer);
   if (!g)
     throw Error(source, "no parameters for entry \"" + entryName + "\"" +
-                            (layer ? " or its layer " + std::to_string(*layer) : std::string(" (it has no layer attribute)")));
+                            (layer ? " or its layer " + std::to_string(*layer)
+                                   : std::string(" (it has no layer attribute)")));
   if (g->headsQ != headsQ)
     throw Error(source, "group \"" + g->name + "\" was tuned for " + std::to_string(g->headsQ) +
                             " query heads, but entry \"" + entryName + "\" has " + std::to_string(headsQ));
@@ -360,7 +395,11 @@ void applyParams(const ParamsFile& f, const std::string& source, const EntryInfo
   config.perHead = headParamsFor(f, source, info.name, info.layer, info.headsQ, config.defaults, warnings);
   if (warnings) {
     if (!(config.geometry == f.geometry))
-      warnings->push_back(source + ": using block geometry " + f.geometry.label() + " (the parameters were tuned with it)");
+      warnings->push_back(source + ": using block geometry " + f.geometry.label() +
+                          " (the parameters were tuned with it)");
+    if (config.numerics != f.numerics)
+      warnings->push_back(source + ": using numerics " + toString(f.numerics) +
+                          " (the parameters were tuned with it)");
     if (config.smoothK != f.smoothK)
       warnings->push_back(source + std::string(": using smooth_k = ") + (f.smoothK ? "on" : "off") +
                           " (the parameters were tuned with it)");
@@ -369,6 +408,7 @@ void applyParams(const ParamsFile& f, const std::string& source, const EntryInfo
                           " (the parameters were tuned with it)");
   }
   config.geometry = f.geometry;
+  config.numerics = f.numerics;
   config.smoothK = f.smoothK;
   config.sink = f.sink;
   if (warnings && config.diagonal != f.diagonal)

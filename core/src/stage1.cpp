@@ -8,6 +8,7 @@
 #include <numeric>
 
 #include "sparge/core/half.h"
+#include "sparge/core/quant.h"
 #include "sparge/core/result.h"
 
 namespace sparge::core {
@@ -15,11 +16,6 @@ namespace {
 
 constexpr float kNaN = std::numeric_limits<float>::quiet_NaN();
 constexpr float kNegInf = -std::numeric_limits<float>::infinity();
-
-// Upstream casts float32 inputs to float16, so float32 captures are rounded like float16 ones.
-float roundInput(float x, DType t) {
-  return t == DType::BFloat16 ? roundToBf16(x) : roundToHalf(x);
-}
 
 struct BlockPass {
   std::vector<float> pooled;   // [nBlocks * d], rounded to the input type
@@ -44,7 +40,7 @@ BlockPass blockPass(const float* x, int64_t n, int64_t d, int blockSize, const f
       float norm2 = 0.0f;
       for (int64_t c = 0; c < d; ++c) {
         // K smoothing happens in half arithmetic: compute in fp32, round to the input type.
-        row[c] = mean ? roundInput(src[c] - mean[c], t) : src[c];
+        row[c] = mean ? roundToInput(src[c] - mean[c], t) : src[c];
         sum[c] += row[c];
         norm2 += row[c] * row[c];
       }
@@ -53,7 +49,7 @@ BlockPass blockPass(const float* x, int64_t n, int64_t d, int blockSize, const f
       // Unit vectors are stored as fp16 upstream, even for bf16 inputs.
       for (int64_t c = 0; c < d; ++c) unitSum[c] += roundToHalf(row[c] / norm);
     }
-    for (int64_t c = 0; c < d; ++c) out.pooled[b * d + c] = roundInput(sum[c] / float(count), t);
+    for (int64_t c = 0; c < d; ++c) out.pooled[b * d + c] = roundToInput(sum[c] / float(count), t);
     // Padded rows of a partial block are zero, so upstream's Gram sum is NaN there (NaN rule).
     if (count < blockSize || zeroRow) continue;
     float s = 0.0f;
@@ -163,6 +159,16 @@ SparsityCounts countSparsity(const BlockValidity& validity, const uint8_t* mask,
   return sc;
 }
 
+std::vector<float> keyTokenMean(const float* k, int64_t nKv, int64_t d, DType inputType) {
+  // Upstream casts float32 inputs to float16 first, so float32 captures are rounded like float16 ones.
+  std::vector<double> acc(d, 0.0);
+  for (int64_t r = 0; r < nKv; ++r)
+    for (int64_t c = 0; c < d; ++c) acc[c] += roundToInput(k[r * d + c], inputType);
+  std::vector<float> mean(d);
+  for (int64_t c = 0; c < d; ++c) mean[c] = roundToInput(float(acc[c] / double(nKv)), inputType);
+  return mean;
+}
+
 BlockStats computeBlockStats(const float* q, int64_t nQ, const float* k, int64_t nKv, int64_t d,
                              DType inputType, const Geometry& geometry, bool smoothK, bool causal,
                              const Window& window) {
@@ -173,14 +179,7 @@ BlockStats computeBlockStats(const float* q, int64_t nQ, const float* k, int64_t
   st.nq = int(ceilDiv(nQ, geometry.blockQ));
   st.nk = int(ceilDiv(nKv, geometry.blockK));
 
-  std::vector<float> mean;
-  if (smoothK) {
-    std::vector<double> acc(d, 0.0);
-    for (int64_t r = 0; r < nKv; ++r)
-      for (int64_t c = 0; c < d; ++c) acc[c] += k[r * d + c];
-    mean.resize(d);
-    for (int64_t c = 0; c < d; ++c) mean[c] = roundInput(float(acc[c] / double(nKv)), inputType);
-  }
+  const std::vector<float> mean = smoothK ? keyTokenMean(k, nKv, d, inputType) : std::vector<float>{};
   BlockPass pq = blockPass(q, nQ, d, geometry.blockQ, nullptr, inputType);
   BlockPass pk = blockPass(k, nKv, d, geometry.blockK, smoothK ? mean.data() : nullptr, inputType);
   st.selfSimQ = std::move(pq.selfSim);
@@ -195,7 +194,7 @@ BlockStats computeBlockStats(const float* q, int64_t nQ, const float* k, int64_t
       const float* b = pk.pooled.data() + size_t(j) * d;
       float dot = 0.0f;
       for (int64_t c = 0; c < d; ++c) dot += a[c] * b[c];
-      st.scores[size_t(i) * st.nk + j] = roundInput(roundInput(dot, inputType) * predictorScale, inputType);
+      st.scores[size_t(i) * st.nk + j] = roundToInput(roundToInput(dot, inputType) * predictorScale, inputType);
     }
   }
   return st;

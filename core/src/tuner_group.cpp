@@ -80,6 +80,7 @@ void GroupRunner::setEntry(size_t idx) {
 RunConfig GroupRunner::probeConfig() const {
   RunConfig cfg;
   cfg.geometry = o_.geometry;
+  cfg.numerics = o_.numerics;
   cfg.smoothK = o_.smoothK;
   cfg.sink = o_.sink;
   cfg.perHead.assign(size_t(headsQ_), cfg.defaults);
@@ -132,11 +133,14 @@ std::map<int64_t, Measured> GroupRunner::evaluate(const RunConfig& config,
   const EntryResult res = engine_.run(config, ro);
   ++result_.probes;
   std::map<int64_t, std::pair<SparsityCounts, ErrorSums>> sums;
+  std::map<int64_t, std::pair<ErrorSums, ErrorSums>> splitSums;  // sparse alone, quantization alone
   std::map<int64_t, Measured> measured;
   for (const HeadResult& hr : res.heads) {
     auto& s = sums[hr.head];
     s.first += hr.sparsity;
     s.second += hr.error;
+    splitSums[hr.head].first += hr.errorSparse;
+    splitSums[hr.head].second += hr.errorQuant;
     Measured& m = measured[hr.head];
     m.simQ.insert(m.simQ.end(), hr.selfSimQ.begin(), hr.selfSimQ.end());
     m.simK.insert(m.simK.end(), hr.selfSimK.begin(), hr.selfSimK.end());
@@ -149,6 +153,8 @@ std::map<int64_t, Measured> GroupRunner::evaluate(const RunConfig& config,
     m.stage1 = it->second.first.stage1();
     m.total = it->second.first.total();
     m.l1 = it->second.second.l1();
+    m.l1Sparse = splitSums[h].first.l1();
+    m.l1Quant = splitSums[h].second.l1();
   }
   return measured;
 }
@@ -462,13 +468,15 @@ void GroupRunner::recordFinal(int64_t h, TogetherHead& th, const Chosen& c) {
   }
   out.decision = d;
   out.perEntry.clear();
-  out.stage1Sparsity = out.totalSparsity = out.l1 = 0;
+  out.stage1Sparsity = out.totalSparsity = out.l1 = out.l1Sparse = out.l1Quant = 0;
   for (size_t e = 0; e < c.perEntry.size(); ++e) {
     const Measured& m = c.perEntry[e];
     out.perEntry.push_back(EntryAchieved{input_.entries[e].name, m.stage1, m.total, m.l1});
     out.stage1Sparsity += m.stage1;
     out.totalSparsity += m.total;
     out.l1 = std::max(out.l1, m.l1);
+    out.l1Sparse = std::max(out.l1Sparse, m.l1Sparse);
+    out.l1Quant = std::max(out.l1Quant, m.l1Quant);
   }
   if (!c.perEntry.empty()) {
     out.stage1Sparsity /= double(c.perEntry.size());

@@ -345,6 +345,8 @@ void SingleEntrySearch::finish(const HeadParams& p, const Measured& m, bool spar
   out_.stage1Sparsity = m.stage1;
   out_.totalSparsity = m.total;
   out_.l1 = m.l1;
+  out_.l1Sparse = m.l1Sparse;
+  out_.l1Quant = m.l1Quant;
   out_.perEntry.clear();
   out_.decision = decision_;
   stage_ = Stage::Done;

@@ -15,6 +15,8 @@ namespace sparge::core::tuning {
 // Figures of one head in one run, summed over the batch items.
 struct Measured {
   double stage1 = 0, total = 0, l1 = 0;
+  // The same run in exact numerics, and dense in the tuned numerics (NaN when not measured).
+  double l1Sparse = std::numeric_limits<double>::quiet_NaN(), l1Quant = std::numeric_limits<double>::quiet_NaN();
   // Self-similarity of every Q / K block of every batch item (empty when the engine does not report
   // them); used to find θ values that give identical masks.
   std::vector<float> simQ, simK;

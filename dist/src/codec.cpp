@@ -20,7 +20,7 @@ static_assert(sizeof(core::StageTimes) == 88, "StageTimes changed: update WireFi
 static_assert(sizeof(core::EntryResult) == 744,
               "EntryResult changed: update WireFields in dist/src/codec.cpp");
 static_assert(sizeof(core::TunedGroup) == 120, "TunedGroup changed: update WireFields in dist/src/codec.cpp");
-static_assert(sizeof(core::TunedHead) == 296, "TunedHead changed: update WireFields in dist/src/codec.cpp");
+static_assert(sizeof(core::TunedHead) == 312, "TunedHead changed: update WireFields in dist/src/codec.cpp");
 static_assert(sizeof(core::EntryAchieved) == 56, "EntryAchieved changed: update dist/src/codec.cpp");
 static_assert(sizeof(core::ThetaPoint) == 64, "ThetaPoint changed: update WireFields in dist/src/codec.cpp");
 static_assert(sizeof(core::TuneProbe) == 36, "TuneProbe changed: update WireFields in dist/src/codec.cpp");
@@ -99,7 +99,7 @@ struct WireFields<core::StageTimes> {
   template <class S, class F>
   static void visit(S& v, F&& f) {
     f(v.predictMs, v.quantizeMs, v.sparseMs, v.referenceMs, v.metricsMs, v.totalMs, v.referenceCached,
-      v.clock);
+      v.referenceInSparse, v.clock);
   }
 };
 
@@ -150,8 +150,8 @@ template <>
 struct WireFields<core::TunedHead> {
   template <class S, class F>
   static void visit(S& v, F&& f) {
-    f(v.head, v.params, v.isSparse, v.stage1Sparsity, v.totalSparsity, v.l1, v.perEntry, v.probes,
-      v.thetaPoints, v.trace, v.decision);
+    f(v.head, v.params, v.isSparse, v.stage1Sparsity, v.totalSparsity, v.l1, v.l1Sparse, v.l1Quant, v.perEntry,
+      v.probes, v.thetaPoints, v.trace, v.decision);
   }
 };
 

@@ -17,6 +17,8 @@ core::TunedHead tunedHeadOf(const core::ParamsHead& h) {
   t.stage1Sparsity = h.stage1Sparsity;
   t.totalSparsity = h.totalSparsity;
   t.l1 = h.l1;
+  t.l1Sparse = h.l1Sparse;
+  t.l1Quant = h.l1Quant;
   return t;
 }
 
@@ -54,6 +56,7 @@ void checkResumable(const core::ParamsFile& f, const std::string& path, const co
             o.tunePv ? "on" : "off (--no-tune-pv)");
   if (o.tunePv) mustMatch(f.l2 == o.l2, path, "--l2", num(f.l2), num(o.l2));
   mustMatch(f.geometry == o.geometry, path, "geometry", f.geometry.label(), o.geometry.label());
+  mustMatch(f.numerics == o.numerics, path, "numerics", core::toString(f.numerics), core::toString(o.numerics));
   mustMatch(f.smoothK == o.smoothK, path, "smooth-k", f.smoothK ? "on" : "off", o.smoothK ? "on" : "off");
   mustMatch(f.sink == o.sink, path, "sink", f.sink ? "on" : "off", o.sink ? "on" : "off");
 }

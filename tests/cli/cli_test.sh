@@ -213,6 +213,44 @@ print(f"top-k 0.5 defaults: median stage-1 sparsity {np.median(ts):.3f}")
 assert (ts > 0.2).all()
 PYEOF
   ;;
+numerics)
+  # --target / --block / --quant: what runs is named in the header and the reports; errors split by cause.
+  "$SPARGE" synth "$WORK/s.h5" --heads 2 --tokens 400 --dim 32 >/dev/null || fail "synth"
+  out="$("$SPARGE" run "$WORK/s.h5" --engine cpu --theta=-0.1 --tau 0.9 \
+        --report "$WORK/r.json" 2>&1)" || fail "default run: $out"
+  grep -q "geometry 128x64  numerics int8-fp8  target sm89" <<<"$out" || fail "default is not sm89: $out"
+  grep -q "L1 sparse" <<<"$out" && grep -q "quantization alone" <<<"$out" || fail "no error split: $out"
+  out="$("$SPARGE" run "$WORK/s.h5" --engine cpu --target sm90 --summary-only 2>&1)" || fail "sm90: $out"
+  grep -q "geometry 64x128  numerics int8-fp8  target sm90" <<<"$out" || fail "sm90 header: $out"
+  out="$("$SPARGE" run "$WORK/s.h5" --engine cpu --target sm90 --quant int8-fp16 --summary-only 2>&1)" || fail "$out"
+  grep -q "geometry 64x128  numerics int8-fp16  target custom" <<<"$out" || fail "override header: $out"
+  out="$("$SPARGE" run "$WORK/s.h5" --engine cpu --quant none --report "$WORK/n.csv" 2>&1)" || fail "$out"
+  grep -q "numerics none  target none" <<<"$out" || fail "none header: $out"
+  "$SPARGE" run "$WORK/s.h5" --engine cpu --target sm80 --report "$WORK/r.md" >/dev/null || fail "md report"
+  grep -q "Numerics int8-fp16, target sm80, geometry 128x64" "$WORK/r.md" || fail "md header: $(cat "$WORK/r.md")"
+  expect_exit 1 "--quant" -- "$SPARGE" run "$WORK/s.h5" --engine cpu --quant int4
+  expect_exit 1 "int8-fp16" -- "$SPARGE" run "$WORK/s.h5" --engine cpu --quant int4
+  expect_exit 1 "--target" -- "$SPARGE" run "$WORK/s.h5" --engine cpu --target sm70
+  $PY - "$WORK/r.json" "$WORK/n.csv" <<'PYEOF' || fail "report contents"
+import csv, json, sys
+e = json.load(open(sys.argv[1]))["entries"][0]
+assert (e["numerics"], e["target"], e["geometry"]) == ("int8-fp8", "sm89", "128x64"), e
+for h in e["heads"]:
+    for k in ("l1", "l1_sparse", "l1_quant", "cos_sim", "cos_sim_sparse", "cos_sim_quant", "rmse_quant"):
+        assert k in h, k
+    assert h["l1_quant"] > 0 and h["l1"] > 0
+rows = list(csv.DictReader(open(sys.argv[2])))
+assert rows and all(r["numerics"] == "none" and float(r["l1_quant"]) == 0 for r in rows)
+assert all(r["l1"] == r["l1_sparse"] for r in rows)
+PYEOF
+  # The tuner budgets the deployed L1 in the chosen numerics and records them; run --params re-applies them.
+  "$SPARGE" tune "$WORK/s.h5" --engine cpu --quant int8-fp16 --l1 0.08 --l2 0.09 -o "$WORK/p.json" >/dev/null 2>&1 \
+    || fail "tune"
+  $PY -c "import json,sys; p=json.load(open(sys.argv[1])); assert p['numerics']=='int8-fp16' and p['target']=='sm80', p" \
+    "$WORK/p.json" || fail "params numerics"
+  out="$("$SPARGE" run "$WORK/s.h5" --engine cpu --params "$WORK/p.json" --summary-only 2>&1)" || fail "$out"
+  grep -q "numerics int8-fp16" <<<"$out" && grep -q "using numerics int8-fp16" <<<"$out" || fail "params: $out"
+  ;;
 info_identity)
   # sparge info shows window, module, kind and stack and totals per group; run --diagonal is marked as an
   # extension in the header, the masks export and the report.

@@ -21,7 +21,7 @@ mpi() {  # mpi N ARGS...: sparge on N ranks of this host
   local n="$1"; shift
   "$MPIRUN" --oversubscribe -np "$n" "$SPARGE" "$@"
 }
-TUNE=(--l1 0.04 --l2 0.05 --engine cpu)
+TUNE=(--l1 0.04 --l2 0.05 --engine cpu --quant none)  # exact: the synthetic capture's INT8/FP8 error alone is ~0.04
 
 # A reference parameter file from one process with one thread (each rank of a 2-core CI machine gets
 # one thread too, and the engine's name is part of the file).

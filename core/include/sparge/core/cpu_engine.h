@@ -1,6 +1,8 @@
-// The CPU reference engine: exact SpargeAttn semantics in fp32, multi-threaded over heads.
+// The CPU reference engine: SpargeAttn's method in exact fp32 or emulating the deployed kernels'
+// INT8/FP8/fp16 numerics, multi-threaded over heads.
 #pragma once
 
+#include <limits>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -17,12 +19,43 @@ struct AttentionOutput {
   std::vector<uint8_t> pvSkipped;  // [nq * nk]
   std::vector<float> blockMass;    // [nq * nk] mean attention mass per block (only when asked)
   int64_t emptyRows = 0;
+  bool nonFinite = false;  // a visible attention score was NaN or infinite (inputs near the float limits)
+  // int8-fp8: V channels that are zero for every token; their FP8 scale is 0 and the output NaN, as
+  // upstream's.
+  std::vector<int64_t> zeroVChannels;
 };
 
-// Block-sparse attention of one (batch, head) in fp32 with the PV skip of SPARGE_SPEC.md §4.4 and
-// exact element-level causal masking (top-left). `mask` [nq * nk] selects key blocks per query tile;
-// λ < 0 is rejected by validate(); pass λ = +inf for no skipping. `wantBlockMass` computes the mean
-// true attention mass per block (used for the dense reference).
+// One head's operands for Stage 2: row-major q [nQ, d], k [nKv, d], v [nKv, dv] holding the stored values.
+struct HeadOperands {
+  const float* q = nullptr;
+  const float* k = nullptr;
+  const float* v = nullptr;
+  int64_t nQ = 0, nKv = 0, d = 0, dv = 0;
+  double scale = 1.0;  // softmax scale
+  bool causal = false;
+  Window window;                 // element masks follow core::visibleKeys
+  DType dtype = DType::Float16;  // stored precision: the quantized numerics cast as the deployed kernel does
+  const float* keyMean =
+      nullptr;  // [d] subtracted from K before its INT8 quantization (smooth_k); may be null
+};
+
+// One Stage-2 pass over a head: which key blocks (per query tile), in which numerics, with which PV skip.
+struct PassSpec {
+  Numerics numerics = Numerics::None;
+  const uint8_t* mask = nullptr;                            // [nq * nk], 1 = key block visited
+  double lambda = std::numeric_limits<double>::infinity();  // PV-skip threshold; +inf never skips
+  bool wantBlockMass = false;  // mean true attention mass per block (exact numerics only)
+};
+
+// Block-sparse attention of one (batch, head), as SpargeAttn's Stage 2 computes it (docs/numerics.md): the
+// PV skip of docs/method.md, exact element masks (keys past the end and outside core::visibleKeys), and the
+// chosen numerics. Several passes run together: every key block is scored once per numerics family and
+// shared by the passes that visit it, and a block's P·V is shared by passes whose running maxima agree.
+std::vector<AttentionOutput> stage2Passes(const HeadOperands& head, const Geometry& g,
+                                          const std::vector<PassSpec>& passes);
+
+// One pass in exact numerics with no window: blockSparseAttention(q, k, v, ...) of the first version.
+// λ < 0 is rejected by validate(); pass λ = +inf for no skipping.
 AttentionOutput blockSparseAttention(const float* q, const float* k, const float* v, int64_t nQ, int64_t nKv,
                                      int64_t d, int64_t dv, double scale, bool causal, const Geometry& g,
                                      const uint8_t* mask, double lambda, bool wantBlockMass);
@@ -42,19 +75,31 @@ class CpuEngine final : public Engine {
   int threads() const { return threads_; }
 
  private:
-  struct Reference {
+  // Dense outputs cached per head: the exact fp32 reference (with its block mass) and the dense run in a
+  // quantized numerics (the quantization-alone error). Both are computed in the first run that needs them,
+  // together with that run's sparse passes.
+  struct DenseOutput {
     std::vector<float> out;        // [Nq * Dv]
-    std::vector<float> blockMass;  // [nq * nk]
+    std::vector<float> blockMass;  // [nq * nk] (reference only)
+    bool nonFinite = false;
   };
-  const Reference& reference(int64_t b, int64_t h, const Geometry& g, double* msSpent);
+  using ReferenceKey = std::tuple<int64_t, int64_t, int, int>;                   // batch, head, geometry
+  using QuantDenseKey = std::tuple<int64_t, int64_t, int, int, Numerics, bool>;  // ..., numerics, smooth_k
+  struct HeadOutputs;
+
   const BlockValidity& blockValidity(const Geometry& g);  // cached per geometry
-  const BlockStats& blockStats(int64_t b, int64_t h, const Geometry& g, bool smoothK, double* msSpent);
+  const BlockStats& blockStats(int64_t b, int64_t h, const Geometry& g, bool smoothK);
+  HeadOperands operands(int64_t b, int64_t h, bool smoothK, std::vector<float>& keyMean) const;
+  HeadOutputs runStage2(HeadResult& hr, const RunConfig& config, bool computeError);
+  const DenseOutput* cachedReference(const ReferenceKey& key);
+  const DenseOutput* cachedQuantDense(const QuantDenseKey& key);
+  void computeErrors(HeadResult& hr, const HeadOutputs& o, const RunConfig& config);
 
   int threads_;
   std::shared_ptr<const EntryData> entry_;
   std::mutex cacheMutex_;
-  // key: (batch, head, blockQ, blockK)
-  std::map<std::tuple<int64_t, int64_t, int, int>, std::unique_ptr<Reference>> references_;
+  std::map<ReferenceKey, std::unique_ptr<DenseOutput>> references_;
+  std::map<QuantDenseKey, std::unique_ptr<DenseOutput>> quantDense_;
   // key: (batch, head, blockQ, blockK, smoothK)
   std::map<std::tuple<int64_t, int64_t, int, int, bool>, std::unique_ptr<BlockStats>> stats_;
   // key: (blockQ, blockK)

@@ -1,4 +1,5 @@
-// Exports of run results: masks v1 (.h5), the JSON report, a CSV table. All written atomically.
+// Exports of run results: masks v1 (.h5), the JSON report, a CSV table, a Markdown report. All written
+// atomically.
 #pragma once
 
 #include <nlohmann/json_fwd.hpp>
@@ -16,9 +17,10 @@ namespace sparge::core {
 // Heads that were not run are all-zero and listed as absent in the `heads_present` attribute.
 void writeMasks(const std::string& path, const std::vector<EntryResult>& results);
 
-// The JSON report: per entry and head the keys sparsity_stage1, pv_skip_rate, sparsity_total, l1,
-// cos_sim, rmse (plus area-based sparsity, counts, parameters), and per entry the geometry, engine,
-// totals and stage times.
+// The JSON report: per entry and head the keys sparsity_stage1, pv_skip_rate, sparsity_total, l1 (deployed:
+// sparse and in the chosen numerics), l1_sparse (same mask and λ, exact numerics), l1_quant (every valid
+// block, chosen numerics), the same three for cos_sim and rmse (plus area-based sparsity, counts,
+// parameters), and per entry the numerics, target, geometry, engine, totals and stage times.
 nlohmann::json reportJson(const std::vector<EntryResult>& results, const std::string& capturePath);
 void writeReportJson(const std::string& path, const std::vector<EntryResult>& results,
                      const std::string& capturePath);
@@ -30,6 +32,11 @@ std::string csvField(const std::string& text);
 // One CSV row per (entry, batch, head) with the same figures as the JSON report.
 std::string reportCsv(const std::vector<EntryResult>& results);
 void writeReportCsv(const std::string& path, const std::vector<EntryResult>& results);
+
+// A Markdown report (tables per entry; no images): the same figures as the CSV, for people.
+std::string reportMarkdown(const std::vector<EntryResult>& results, const std::string& capturePath);
+void writeReportMarkdown(const std::string& path, const std::vector<EntryResult>& results,
+                         const std::string& capturePath);
 
 // "cdf" / "topk" and the parameter value shown for a head's selection mode.
 const char* toString(SelectMode mode);

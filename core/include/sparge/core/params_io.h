@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstdint>
+#include <limits>
 #include <optional>
 #include <string>
 #include <vector>
@@ -22,7 +23,10 @@ struct ParamsHead {
   bool isSparse = true;
   double stage1Sparsity = 0;  // achieved, as measured by the tuner
   double totalSparsity = 0;
-  double l1 = 0;
+  double l1 = 0;  // deployed: sparse, in the file's numerics
+  // Absent (NaN) in files from before the numerics split, or when the tuner did not measure them.
+  double l1Sparse = std::numeric_limits<double>::quiet_NaN();  // same parameters in exact numerics
+  double l1Quant = std::numeric_limits<double>::quiet_NaN();   // every valid block in the file's numerics
 };
 
 // One group: a single entry, or the entries of one layer tuned together.
@@ -43,6 +47,7 @@ struct ParamsFile {
   double l1 = 0, l2 = 0;
   bool tunePv = true;
   Geometry geometry = kGeometry128x64;
+  Numerics numerics = Numerics::None;  // the numerics whose deployed L1 was budgeted ("none" in older files)
   bool smoothK = true;
   bool sink = false;
   bool diagonal = false;  // extension (not SpargeAttn's); optional in the file, default false
@@ -80,8 +85,9 @@ std::vector<HeadParams> headParamsFor(const ParamsFile& file, const std::string&
                                       std::vector<std::string>* warnings = nullptr);
 
 // What `sparge run --params` does: sets config.perHead for `info` and, because tuned values are only
-// meaningful under the settings they were tuned with, config.geometry / smoothK / sink from the file
-// (a warning is added for each one that changes the caller's value). Missing heads get config.defaults.
+// meaningful under the settings they were tuned with, config.geometry / numerics / smoothK / sink / diagonal
+// from the file (a warning is added for each one that changes the caller's value). Missing heads get
+// config.defaults.
 void applyParams(const ParamsFile& file, const std::string& source, const EntryInfo& info, RunConfig& config,
                  std::vector<std::string>* warnings = nullptr);
 

@@ -58,7 +58,8 @@ struct ErrorSums {
   double sqDiff = 0;   // Σ (O - Oref)²
   int64_t count = 0;   // number of elements
 
-  double l1() const { return absRef > 0 ? absDiff / absRef : 0.0; }
+  // NaN when the sums are (non-finite outputs), 0 for an all-zero reference.
+  double l1() const { return absRef > 0 || absRef != absRef ? absDiff / absRef : 0.0; }
   double cosSim() const;
   double rmse() const;
   ErrorSums& operator+=(const ErrorSums& o);
@@ -99,7 +100,8 @@ struct StageTimes {
   double metricsMs = 0;
   double totalMs = 0;
   bool referenceCached = false;
-  std::string clock = "wall";  // "wall" (host steady_clock), "cuda-event", "cupti"
+  bool referenceInSparse = false;  // computed in the same pass as the sparse run: its time is inside sparseMs
+  std::string clock = "wall";      // "wall" (host steady_clock), "cuda-event", "cupti"
 };
 
 struct EntryResult {

@@ -24,6 +24,10 @@ struct BlockStats {
   std::vector<float> scores;
 };
 
+// K's per-head token mean in the input precision (fp32 sum, rounded to the input type): what SpargeAttn
+// subtracts from K before pooling and before quantizing K (smooth_k).
+std::vector<float> keyTokenMean(const float* k, int64_t nKv, int64_t d, DType inputType);
+
 // Inputs are row-major [Nq, D] and [Nkv, D] float32 holding values of `inputType` (the stage mirrors
 // SpargeAttn's half-precision rounding; float32 captures are treated as float16, as upstream casts).
 BlockStats computeBlockStats(const float* q, int64_t nQ, const float* k, int64_t nKv, int64_t d,

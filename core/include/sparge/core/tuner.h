@@ -41,6 +41,7 @@ struct TuneOptions {
   double binStart = -1.0, binWidth = 2.0 / 16;  // bin rule for entries tuned together
   int fallbackTries = 3;                        // group mode: single points re-evaluated when the bin fails
   Geometry geometry = kGeometry128x64;
+  Numerics numerics = Numerics::None;      // every probe runs in these numerics: the budgets bound the deployed L1
   bool smoothK = true;
   bool sink = false;
   std::vector<int64_t> heads;  // query heads to tune; empty = all
@@ -95,7 +96,8 @@ struct TunedHead {
   // Measured with exactly `params` (single entry: the chosen probe; group: mean sparsity, max L1).
   double stage1Sparsity = 0;
   double totalSparsity = 0;
-  double l1 = 0;
+  double l1 = 0;                     // deployed (the budgeted figure)
+  double l1Sparse = 0, l1Quant = 0;  // the same run in exact numerics; dense in the chosen numerics
   std::vector<EntryAchieved> perEntry;  // one per entry of the group
   int probes = 0;                       // engine evaluations of this head
   std::vector<ThetaPoint> thetaPoints;
