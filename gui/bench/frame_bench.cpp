@@ -15,6 +15,7 @@
 
 #include "app/app.h"
 #include "app/platform.h"
+#include "app/set_option.h"
 #include "sparge/core/synthetic.h"
 #include "sparge/kernels/engine_factory.h"
 #include "widgets/gl.h"
@@ -56,15 +57,17 @@ Options parse(int argc, char** argv) {
     else if (a == "--engine")
       o.engine = next();
     else if (a == "--only") {
-      std::string what = next();
-      o.grid = what == "grid";
-      o.overview = what == "overview";
-      o.latency = what == "latency";
+      std::string what(1, ',');  // a comma list, fenced so that names match whole
+      what += next();
+      what += ',';
+      o.grid = what.find(",grid,") != std::string::npos;
+      o.overview = what.find(",overview,") != std::string::npos;
+      o.latency = what.find(",latency,") != std::string::npos;
     } else {
       std::fprintf(
           stderr,
           "usage: sparge-studio-bench [--heads N] [--tokens N] [--dim N] [--frames N] "
-          "[--overview-entries N] [--changes N] [--engine auto|cpu|cuda] [--only grid|overview|latency]\n");
+          "[--overview-entries N] [--changes N] [--engine auto|cpu|cuda] [--only grid,overview,latency]\n");
       std::exit(2);
     }
   }
@@ -251,6 +254,7 @@ void benchLatency(App& app, Session& session, const Options& o) {
   spec.headDim = spec.headDimV = o.dim;
   spec.causal = true;
   spec.segment = std::max<int64_t>(256, o.tokens / 32);
+  session.runs().applyConfig(defaultAppConfig());  // the numerics a user starts with (sm89: int8-fp8)
   auto t0 = Clock::now();
   session.openEntryData(std::make_shared<const core::EntryData>(core::makeSyntheticEntry(spec)));
   if (!frameUntil(
@@ -259,9 +263,11 @@ void benchLatency(App& app, Session& session, const Options& o) {
     return;
   }
   std::printf(
-      "latency: %s, entry %d heads x %lld tokens x D %d (causal), first run with the dense reference "
-      "%.0f ms\n",
-      session.engine().name.c_str(), o.heads, (long long)o.tokens, o.dim, ms(t0, Clock::now()));
+      "latency: %s, entry %d heads x %lld tokens x D %d (causal), %s %s, first run with the dense "
+      "reference %.0f ms\n",
+      session.engine().name.c_str(), o.heads, (long long)o.tokens, o.dim,
+      core::toString(session.runs().config().numerics), session.runs().config().geometry.label().c_str(),
+      ms(t0, Clock::now()));
   core::HeadParams p = session.runs().config().defaults;
   p.theta = -0.1;
   std::vector<double> isolated, engineMs;

@@ -243,6 +243,11 @@ void CurvesView::drawSmallMultiples(Session& s, UiState& ui, const CurveSet& set
 }
 
 void CurvesView::draw(Session& s, UiState& ui) {
+  // A new sweep is shown as it was asked for: every head as small multiples, one head alone.
+  if (auto d = s.curves().data(); d && d != shownSweep_) {
+    shownSweep_ = d;
+    multiples_ = d->heads.size() > 1 ? 1 : 0;
+  }
   drawToolbar(s);
   sweepIfNeeded(s);
   auto d = s.curves().data();

@@ -200,9 +200,9 @@ void HeadDetail::draw(Session& s, UiState& ui) {
   }
 
   static const MaskCell legend[] = {MaskCell::Selected, MaskCell::ForcedRow, MaskCell::ForcedCol,
-                                    MaskCell::Sink,     MaskCell::PvSkipped, MaskCell::Off,
-                                    MaskCell::Invalid};
-  drawMaskLegend(legend, 8);
+                                    MaskCell::Sink,     MaskCell::Diagonal,  MaskCell::PvSkipped,
+                                    MaskCell::Off,      MaskCell::Invalid};
+  drawMaskLegend(legend, int(std::size(legend)));
   ImVec2 avail = ImGui::GetContentRegionAvail();
   avail.y -= 2;
   const ImGuiStyle& style = ImGui::GetStyle();

@@ -71,13 +71,13 @@ void HeadGrid::drawToolbar(UiState& ui) {
   ImGui::SliderFloat("size", &ui.thumbSize, 40.0f, 240.0f, "%.0f px");
   ImGui::SameLine();
   static const MaskCell legend[] = {MaskCell::Selected, MaskCell::ForcedRow, MaskCell::ForcedCol,
-                                    MaskCell::Sink,     MaskCell::PvSkipped, MaskCell::Off,
-                                    MaskCell::Invalid};
+                                    MaskCell::Sink,     MaskCell::Diagonal,  MaskCell::PvSkipped,
+                                    MaskCell::Off,      MaskCell::Invalid};
   ImGui::TextDisabled("(legend)");
   if (ImGui::IsItemHovered()) {
     ImGui::BeginTooltip();
     ImGui::PushTextWrapPos(ImGui::GetFontSize() * 40);
-    drawMaskLegend(legend, 8);
+    drawMaskLegend(legend, int(std::size(legend)));
     ImGui::PopTextWrapPos();
     ImGui::EndTooltip();
   }

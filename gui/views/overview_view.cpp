@@ -175,7 +175,7 @@ void OverviewView::drawMatrix(Session& s) {
   float labelW = ImGui::GetFontSize() * 7;
   ImVec2 avail = ImGui::GetContentRegionAvail();
   float cellW = std::max(2.0f, std::floor((avail.x - labelW - 8) / float(cols_)));
-  float cellH = std::clamp(std::floor((avail.y - lineH) / float(order_.size())), 2.0f, lineH + 2);
+  float cellH = std::clamp(std::floor((avail.y - lineH) / float(order_.size())), 2.0f, lineH * 2.5f);
   // Head numbers above the columns when they fit.
   char num[16];
   std::snprintf(num, sizeof num, "%d", cols_ - 1);
