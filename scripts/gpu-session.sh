@@ -102,6 +102,6 @@ LOG=$OUT/log.txt
   if has frame; then
     echo "== GUI frame time, 32 heads x 32K tokens in the grid (NVIDIA EGL)"
     use_nvidia_egl
-    timeout 120 $B/sparge-studio-bench 32 32768 2>&1 | tail -12
+    timeout 300 $B/sparge-studio-bench --heads 32 --tokens 32768 --changes 15 2>&1 | tail -16
   fi
 } 2>&1 | tee "$LOG"

@@ -246,6 +246,56 @@ bool shows(const Session& s, double tau) {
   return true;
 }
 
+// Isolated slider changes: each waits until its result is on screen. Prints the spread.
+void isolatedChanges(App& app, Session& session, int changes) {
+  core::HeadParams p = session.runs().config().defaults;
+  p.theta = -0.1;
+  std::vector<double> isolated, engineMs;
+  for (int i = 0; i < changes; ++i) {
+    p.tau = 0.90 + 0.003 * (i % 30);
+    auto start = Clock::now();
+    session.runs().setParams(p, ApplyTarget::AllHeads);
+    if (!frameUntil(
+            app, [&] { return shows(session, p.tau); }, 600))
+      break;
+    isolated.push_back(ms(start, Clock::now()));
+    engineMs.push_back(session.runs().lastRun().wallMs);
+  }
+  Spread a = spread(isolated), e = spread(engineMs);
+  std::printf("  %s: slider change -> views updated, isolated (%zu): median %.1f  p95 %.1f  max %.1f ms\n",
+              core::toString(session.runs().config().numerics), isolated.size(), a.median, a.p95, a.max);
+  std::printf("    of which the engine run (worker wall time): median %.1f  p95 %.1f ms\n", e.median, e.p95);
+}
+
+// A drag: the slider moves every frame; each change counts as shown when it or a later one is on screen.
+void draggedChanges(App& app, Session& session, int changes) {
+  core::HeadParams p = session.runs().config().defaults;
+  p.theta = -0.1;
+  std::vector<double> drag, issued, taus;
+  auto dragStart = Clock::now();
+  for (int i = 0; i < changes || drag.size() < issued.size(); ++i) {
+    if (i < changes) {
+      p.tau = 0.95 - 0.001 * i;
+      taus.push_back(p.tau);
+      issued.push_back(ms(dragStart, Clock::now()));
+      session.runs().setParams(p, ApplyTarget::AllHeads);
+    }
+    app.frame();
+    glFinish();
+    double now = ms(dragStart, Clock::now());
+    for (size_t k = drag.size(); k < taus.size(); ++k) {
+      bool later = false;
+      for (size_t j = k; j < taus.size(); ++j) later = later || shows(session, taus[j]);
+      if (!later) break;
+      drag.push_back(now - issued[k]);
+    }
+    if (now > 600e3) break;
+  }
+  Spread d = spread(drag);
+  std::printf("  %s: slider dragged every frame (%zu changes): median %.1f  p95 %.1f  max %.1f ms\n",
+              core::toString(session.runs().config().numerics), drag.size(), d.median, d.p95, d.max);
+}
+
 void benchLatency(App& app, Session& session, const Options& o) {
   core::SynthSpec spec;
   spec.name = "latency";
@@ -263,52 +313,19 @@ void benchLatency(App& app, Session& session, const Options& o) {
     return;
   }
   std::printf(
-      "latency: %s, entry %d heads x %lld tokens x D %d (causal), %s %s, first run with the dense "
+      "latency: %s, entry %d heads x %lld tokens x D %d (causal), %s, first run with the dense "
       "reference %.0f ms\n",
       session.engine().name.c_str(), o.heads, (long long)o.tokens, o.dim,
-      core::toString(session.runs().config().numerics), session.runs().config().geometry.label().c_str(),
-      ms(t0, Clock::now()));
-  core::HeadParams p = session.runs().config().defaults;
-  p.theta = -0.1;
-  std::vector<double> isolated, engineMs;
-  for (int i = 0; i < o.changes; ++i) {
-    p.tau = 0.90 + 0.003 * (i % 30);
-    auto start = Clock::now();
-    session.runs().setParams(p, ApplyTarget::AllHeads);
-    if (!frameUntil(
-            app, [&] { return shows(session, p.tau); }, 600))
-      break;
-    isolated.push_back(ms(start, Clock::now()));
-    engineMs.push_back(session.runs().lastRun().wallMs);
-  }
-  // A drag: the slider moves every frame; each change counts as shown when it or a later one is on screen.
-  std::vector<double> drag, issued;
-  std::vector<double> taus;
-  auto dragStart = Clock::now();
-  for (int i = 0; i < o.changes || drag.size() < issued.size(); ++i) {
-    if (i < o.changes) {
-      p.tau = 0.95 - 0.001 * i;
-      taus.push_back(p.tau);
-      issued.push_back(ms(dragStart, Clock::now()));
-      session.runs().setParams(p, ApplyTarget::AllHeads);
-    }
-    app.frame();
-    glFinish();
-    double now = ms(dragStart, Clock::now());
-    for (size_t k = drag.size(); k < taus.size(); ++k) {
-      bool later = false;
-      for (size_t j = k; j < taus.size(); ++j) later = later || shows(session, taus[j]);
-      if (!later) break;
-      drag.push_back(now - issued[k]);
-    }
-    if (now > 600e3) break;
-  }
-  Spread a = spread(isolated), e = spread(engineMs), d = spread(drag);
-  std::printf("  slider change -> views updated, isolated (%zu): median %.1f  p95 %.1f  max %.1f ms\n",
-              isolated.size(), a.median, a.p95, a.max);
-  std::printf("    of which the engine run (worker wall time): median %.1f  p95 %.1f ms\n", e.median, e.p95);
-  std::printf("  slider dragged every frame (%zu changes): median %.1f  p95 %.1f  max %.1f ms\n", drag.size(),
-              d.median, d.p95, d.max);
+      session.runs().config().geometry.label().c_str(), ms(t0, Clock::now()));
+  isolatedChanges(app, session, o.changes);
+  draggedChanges(app, session, o.changes);
+  // Exact numerics: one sparse pass a change (quantized numerics add the exact pass behind l1_sparse).
+  core::RunConfig exact = session.runs().config();
+  exact.numerics = core::Numerics::None;
+  session.runs().applyConfig(exact);
+  frameUntil(
+      app, [&] { return !session.busy(); }, 600);
+  isolatedChanges(app, session, o.changes);
 }
 }  // namespace
 

@@ -77,9 +77,9 @@ double cellValue(const OverviewCell& c, OverviewMetric metric, const core::Entry
     case OverviewMetric::L1:
       return c.error.l1();
     case OverviewMetric::L1Sparse:
-      return c.errorSparse.l1();
+      return measuredL1(c.errorSparse);
     case OverviewMetric::L1Quant:
-      return c.errorQuant.l1();
+      return measuredL1(c.errorQuant);
     case OverviewMetric::QuantShare:
       return quantShare(c.errorSparse, c.errorQuant);
     case OverviewMetric::Speedup:

@@ -156,7 +156,8 @@ void OverviewView::cellTooltip(const Session& s, size_t r, int64_t head) const {
     ImGui::Text("stage-1 %.1f %%   total %.1f %%", 100 * f.sparsity.stage1(), 100 * f.sparsity.total());
     ImGui::Text("L1 %.5f deployed (%s, %s)", f.error.l1(), core::toString(row.config.numerics),
                 row.config.geometry.label().c_str());
-    ImGui::Text("   %.5f sparsity alone, %.5f quantization alone", f.errorSparse.l1(), f.errorQuant.l1());
+    ImGui::Text("   %s sparsity alone, %s quantization alone", l1Text(f.errorSparse, 5).c_str(),
+                l1Text(f.errorQuant, 5).c_str());
     ImGui::Text("cos %.6f   estimated speed-up %.2fx", f.error.cosSim(),
                 estimatedSpeedup(f.sparsity, e.headDim, e.headDimV));
     const Budget& b = s.tuning().budget();
