@@ -8,6 +8,7 @@
 #include "commands.h"
 #include "format.h"
 #include "sparge/core/capture.h"
+#include "sparge/core/names.h"
 
 namespace sparge::cli {
 namespace {
@@ -15,7 +16,7 @@ namespace {
 const char* const kGroupKeys[] = {"stack", "kind", "layer", "step", "window", "causal", "module"};
 
 std::string orDash(const std::string& s) {
-  return s.empty() ? "-" : s;
+  return s.empty() ? "-" : core::printable(s);  // names come from the file: no control characters
 }
 
 std::string windowCell(const core::EntryInfo& e) {
@@ -56,7 +57,7 @@ void printEntries(const std::vector<const core::EntryInfo*>& entries, const Colu
   Table t(header);
   for (const core::EntryInfo* p : entries) {
     const core::EntryInfo& e = *p;
-    std::vector<std::string> row{e.name};
+    std::vector<std::string> row{core::printable(e.name)};
     if (c.identity) row.insert(row.end(), {orDash(e.stack), orDash(e.kind)});
     row.insert(row.end(), {e.layer ? std::to_string(*e.layer) : "-", e.step ? std::to_string(*e.step) : "-",
                            std::to_string(e.batch), std::to_string(e.headsQ), std::to_string(e.headsKV),
@@ -112,9 +113,10 @@ void registerInfo(CLI::App& app, Action& action) {
     action = [file, groupBy] {
       const std::string path = file->empty() ? defaultCapturePath() : *file;
       core::CaptureReader reader(path);
-      std::printf("capture  %s\nversion  %d\n", path.c_str(), reader.version());
+      std::printf("capture  %s\nversion  %d\n", core::printable(path).c_str(), reader.version());
       for (const auto& [k, v] : reader.rootAttributes())
-        if (k != "sparge_capture_version") std::printf("  %-22s %s\n", k.c_str(), v.c_str());
+        if (k != "sparge_capture_version")
+          std::printf("  %-22s %s\n", core::printable(k).c_str(), core::printable(v).c_str());
       std::printf("\n%zu entries\n", reader.entries().size());
       std::vector<const core::EntryInfo*> entries;
       int64_t total = 0;

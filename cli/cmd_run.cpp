@@ -4,14 +4,21 @@
 #include <cmath>
 #include <cstdio>
 #include <iostream>
+#include <set>
 
 #include "commands.h"
+#include "dist_timings.h"
+#include "entry_pieces.h"
 #include "format.h"
+#include "guards.h"
+#include "job_support.h"
+#include "piece_job.h"
 #include "run_options.h"
 #include "sparge/core/capture.h"
 #include "sparge/core/error.h"
 #include "sparge/core/exports.h"
-#include "sparge/kernels/engine_factory.h"
+#include "sparge/core/names.h"
+#include "sparge/dist/codec.h"
 #include "sparge/profiler/profile_entry.h"
 #include "sparge/profiler/profiler.h"
 
@@ -48,7 +55,7 @@ void markNonFiniteInputs(core::EntryResult& r, const std::vector<core::NonFinite
 void printEntry(const core::EntryResult& r, bool perHead) {
   const auto& e = r.info;
   std::printf("\nentry %s  [B=%lld Hq=%lld Hkv=%lld Nq=%lld Nkv=%lld D=%lld%s%s]  geometry %s%s  engine %s\n",
-              e.name.c_str(), (long long)e.batch, (long long)e.headsQ, (long long)e.headsKV,
+              core::printable(e.name).c_str(), (long long)e.batch, (long long)e.headsQ, (long long)e.headsKV,
               (long long)e.tokensQ, (long long)e.tokensKV, (long long)e.headDim, e.causal ? " causal" : "",
               e.window.bounded() ? (" window " + core::toString(e.window)).c_str() : "",
               r.config.geometry.label().c_str(), r.config.diagonal ? "  +diagonal blocks (extension)" : "",
@@ -79,7 +86,8 @@ void printEntry(const core::EntryResult& r, bool perHead) {
     std::printf("dense reference: %.1f GFLOP in %.1f ms = %.1f GFLOP/s\n", denseFlops(e) / 1e9,
                 tm.referenceMs, denseFlops(e) / (tm.referenceMs * 1e6));
   for (const std::string& w : r.warnings)
-    std::fprintf(stderr, "warning: entry %s: %s\n", e.name.c_str(), w.c_str());
+    std::fprintf(stderr, "warning: entry %s: %s\n", core::printable(e.name).c_str(),
+                 core::printable(w).c_str());
 }
 
 // `repeat` and `warmup` are per entry and per kind of run (sparse, dense, each baseline).
@@ -114,15 +122,140 @@ void printTimings(const prof::TimingReport& r, int repeat, int warmup) {
   for (const std::string& n : r.notes) std::printf("  note: %s\n", n.c_str());
 }
 
+// One rank's part of `sparge run` (its engine and profiler) and, on rank 0, the results in entry order.
+struct EntryRun {
+  explicit EntryRun(const RunCommandOptions& options)
+      : o(options),
+        path(o.file.empty() ? defaultCapturePath() : o.file),
+        reader(path),
+        profiling(o.repeat > 1 || !o.timingsPath.empty()) {
+    names = uniqueEntries(o.entries);
+    if (names.empty())
+      for (const auto& e : reader.entries()) names.push_back(e.name);
+    for (const auto& n : names) reader.entry(n);  // fail early on a misspelt entry
+  }
+
+  // Rank 0 (the only writer) checks every output before any rank computes, so that a bad path never
+  // costs a whole run; then the rank is placed and its engine (and profiler) created.
+  dist::RankInfo start() {
+    if (jobTransport().rank() == 0)
+      checkOutputs({{"--masks", o.masksPath}, {"--report", o.reportPath}, {"--timings", o.timingsPath}},
+                   {{"capture", path}, {"--params", o.paramsPath}});
+    rank = std::make_unique<RankEngine>(
+        makeRankEngine(jobTransport(), core::parseEngineChoice(o.engine), o.threads));
+    const core::Engine& engine = *rank->selection.engine;
+    if (!rank->selection.message.empty() && jobTransport().rank() == 0)
+      std::fprintf(stderr, "note: %s\n", rank->selection.message.c_str());
+    if (profiling) {
+      prof::ProfilerOptions po;  // profileEntry marks its warm-up runs itself
+      po.useCupti = engine.isGpu();
+      po.useCudaEvents = engine.isGpu();
+      profiler = std::make_unique<prof::Profiler>(po);
+    }
+    return rank->info;
+  }
+
+  // Runs `heads` of entry `unit` (the requested heads when `whole`); the result, encoded for rank 0.
+  std::string runEntry(size_t unit, const std::vector<int64_t>& heads, bool whole) {
+    core::Engine& engine = *rank->selection.engine;
+    const std::string& name = names[unit];
+    const std::vector<int64_t>& runHeads = whole ? o.heads : heads;
+    std::vector<std::string> configWarnings;
+    core::RunConfig config = makeRunConfig(o, reader.entry(name), path, &configWarnings);
+    checkRunMemory(path, reader.entry(name), config.geometry,
+                   std::set<int64_t>(runHeads.begin(), runHeads.end()).size());  // before allocating
+    std::vector<core::NonFiniteReport> nonFinite;
+    auto entry = std::make_shared<core::EntryData>(core::loadEntry(reader, name, &nonFinite));
+    for (const auto& nf : nonFinite)
+      std::fprintf(stderr, "warning: %s:/entries/%s/%s batch %lld head %lld holds %lld NaN/Inf values\n",
+                   core::printable(path).c_str(), core::printable(name).c_str(), core::toString(nf.tensor),
+                   (long long)nf.batch, (long long)nf.head, (long long)nf.count);
+    for (const auto& w : configWarnings)
+      std::fprintf(stderr, "note: entry %s: %s\n", core::printable(name).c_str(), core::printable(w).c_str());
+    engine.setEntry(entry);
+    core::RunOptions ro;
+    ro.heads = runHeads;
+    core::EntryResult r;
+    if (profiling) {
+      prof::ProfileRequest req;
+      req.entry = name;
+      req.config = config;
+      req.heads = ro.heads;
+      req.warmup = o.warmup;
+      req.repeat = o.repeat;
+      req.denseBaseline = req.engineBaselines = !o.noDenseBaseline;
+      r = prof::profileEntry(engine, *profiler, req);
+    } else {
+      r = engine.run(config, ro);
+    }
+    markNonFiniteInputs(r, nonFinite);
+    return dist::encodeResult(r);
+  }
+
+  PieceJobHooks hooks() {
+    PieceJobHooks h;
+    h.start = [this] { return start(); };
+    h.run = [this](size_t unit, const std::vector<int64_t>& heads, bool whole) {
+      return runEntry(unit, heads, whole);
+    };
+    h.final = [this] { return profiler ? encodeTimings(profiler->collect()) : std::string(); };
+    h.unitDone = [this](size_t unit, std::vector<std::string>& parts) {
+      results.push_back(mergeEntryPieces(parts, names[unit]));
+      printEntry(results.back(), !o.summaryOnly);
+    };
+    h.finals = [this](std::vector<std::string>& payloads) {
+      if (profiling) timings = mergeTimings(payloads);
+    };
+    return h;
+  }
+
+  const RunCommandOptions& o;
+  std::string path;
+  core::CaptureReader reader;
+  std::vector<std::string> names;
+  bool profiling = false;
+  std::unique_ptr<RankEngine> rank;
+  std::unique_ptr<prof::Profiler> profiler;
+  std::vector<core::EntryResult> results;  // rank 0
+  prof::ReportInput timings;               // rank 0: every rank's runs
+};
+
+// Rank 0, after the job: totals, timings, masks and the report.
+void writeOutputs(const EntryRun& run, double seconds) {
+  const RunCommandOptions& o = run.o;
+  std::printf("\n%zu entries in %.2f s\n", run.results.size(), seconds);
+  if (run.profiling) {
+    const prof::TimingReport report = prof::buildReport(run.timings);
+    printTimings(report, o.repeat, o.warmup);
+    if (!o.timingsPath.empty()) {
+      prof::writeTimings(report, o.timingsPath);
+      std::printf("timings written to %s\n", o.timingsPath.c_str());
+    }
+  }
+  if (!o.masksPath.empty()) {
+    core::writeMasks(o.masksPath, run.results);
+    std::printf("masks written to %s\n", o.masksPath.c_str());
+  }
+  if (!o.reportPath.empty()) {
+    if (endsWith(o.reportPath, ".csv"))
+      core::writeReportCsv(o.reportPath, run.results);
+    else
+      core::writeReportJson(o.reportPath, run.results, run.path);
+    std::printf("report written to %s\n", o.reportPath.c_str());
+  }
+}
+
 }  // namespace
 
 void registerRun(CLI::App& app, Action& action) {
   auto* cmd =
       app.add_subcommand("run", "Run SpargeAttn on captured entries: masks, PV skips, error vs dense");
   auto o = std::make_shared<RunCommandOptions>();
+  auto maxMemory = std::make_shared<std::string>();
   cmd->add_option("file", o->file, "Capture file (.h5); default: the bundled sample capture");
   cmd->add_option("--entry", o->entries, "Entry to run (repeatable); default: all entries");
   addMethodOptions(*cmd, *o);
+  addMaxMemoryOption(*cmd, *maxMemory);
   cmd->add_option("--masks", o->masksPath, "Write masks v1 (.h5)");
   cmd->add_option("--report", o->reportPath, "Write the report (.json, or .csv)");
   cmd->add_flag("--summary-only", o->summaryOnly,
@@ -138,77 +271,15 @@ void registerRun(CLI::App& app, Action& action) {
   cmd->add_flag(
       "--no-dense-baseline", o->noDenseBaseline,
       "Do not time dense runs (ours over every valid block, and cuDNN's) next to each profiled run");
-  cmd->callback([&action, o] {
-    action = [o] {
-      const std::string path = o->file.empty() ? defaultCapturePath() : o->file;
-      core::CaptureReader reader(path);
-      std::vector<std::string> names = o->entries;
-      if (names.empty())
-        for (const auto& e : reader.entries()) names.push_back(e.name);
-      for (const auto& n : names) reader.entry(n);  // fail early on a misspelt entry
-
-      engines::EngineSelection sel = engines::makeEngine(core::parseEngineChoice(o->engine), o->threads);
-      if (!sel.message.empty()) std::fprintf(stderr, "note: %s\n", sel.message.c_str());
-      std::vector<core::EntryResult> results;
-      const bool profiling = o->repeat > 1 || !o->timingsPath.empty();
-      std::unique_ptr<prof::Profiler> profiler;
-      if (profiling) {
-        prof::ProfilerOptions po;  // profileEntry marks its warm-up runs itself
-        po.useCupti = sel.engine->isGpu();
-        po.useCudaEvents = sel.engine->isGpu();
-        profiler = std::make_unique<prof::Profiler>(po);
-      }
+  cmd->callback([&action, o, maxMemory] {
+    action = [o, maxMemory] {
+      applyMaxMemory(*maxMemory);
+      EntryRun run(*o);
       const auto t0 = std::chrono::steady_clock::now();
-      for (const std::string& name : names) {
-        std::vector<core::NonFiniteReport> nonFinite;
-        auto entry = std::make_shared<core::EntryData>(core::loadEntry(reader, name, &nonFinite));
-        for (const auto& nf : nonFinite)
-          std::fprintf(stderr, "warning: %s:/entries/%s/%s batch %lld head %lld holds %lld NaN/Inf values\n",
-                       path.c_str(), name.c_str(), core::toString(nf.tensor), (long long)nf.batch,
-                       (long long)nf.head, (long long)nf.count);
-        std::vector<std::string> configWarnings;
-        core::RunConfig config = makeRunConfig(*o, entry->info, path, &configWarnings);
-        for (const auto& w : configWarnings)
-          std::fprintf(stderr, "note: entry %s: %s\n", name.c_str(), w.c_str());
-        sel.engine->setEntry(entry);
-        core::RunOptions ro;
-        ro.heads = o->heads;
-        if (profiling) {
-          prof::ProfileRequest req;
-          req.entry = name;
-          req.config = config;
-          req.heads = o->heads;
-          req.warmup = o->warmup;
-          req.repeat = o->repeat;
-          req.denseBaseline = req.engineBaselines = !o->noDenseBaseline;
-          results.push_back(prof::profileEntry(*sel.engine, *profiler, req));
-        } else {
-          results.push_back(sel.engine->run(config, ro));
-        }
-        markNonFiniteInputs(results.back(), nonFinite);
-        printEntry(results.back(), !o->summaryOnly);
-      }
-      const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-      std::printf("\n%zu entries in %.2f s\n", results.size(), seconds);
-      if (profiling) {
-        const prof::TimingReport report = profiler->report();
-        printTimings(report, o->repeat, o->warmup);
-        if (!o->timingsPath.empty()) {
-          prof::writeTimings(report, o->timingsPath);
-          std::printf("timings written to %s\n", o->timingsPath.c_str());
-        }
-      }
-      if (!o->masksPath.empty()) {
-        core::writeMasks(o->masksPath, results);
-        std::printf("masks written to %s\n", o->masksPath.c_str());
-      }
-      if (!o->reportPath.empty()) {
-        if (endsWith(o->reportPath, ".csv"))
-          core::writeReportCsv(o->reportPath, results);
-        else
-          core::writeReportJson(o->reportPath, results, path);
-        std::printf("report written to %s\n", o->reportPath.c_str());
-      }
+      const int code =
+          runPieceJob(jobTransport(), entryJobSpec(run.reader, run.names, o->heads), run.hooks());
+      if (code != 0 || jobTransport().rank() != 0) return code;
+      writeOutputs(run, std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
       return 0;
     };
   });

@@ -1,5 +1,5 @@
 // `sparge tune [FILE] --l1 X --l2 Y -o params.json`: per-head auto-tuning with a progress bar, a summary
-// table and Ctrl-C handling (the first SIGINT stops after keeping the finished heads; exit 130).
+// table and Ctrl-C handling (the first SIGINT or SIGTERM stops after keeping the finished heads; exit 130).
 #include <unistd.h>
 
 #include <atomic>
@@ -12,11 +12,14 @@
 
 #include "commands.h"
 #include "format.h"
+#include "guards.h"
+#include "job_support.h"
 #include "sparge/core/capture.h"
 #include "sparge/core/error.h"
+#include "sparge/core/names.h"
 #include "sparge/core/params_io.h"
 #include "sparge/core/tuner.h"
-#include "sparge/kernels/engine_factory.h"
+#include "tune_job.h"
 
 namespace sparge::cli {
 namespace {
@@ -24,31 +27,37 @@ namespace {
 core::CancelFlag gCancel{false};
 std::atomic<int> gSignals{0};
 
-extern "C" void onSigint(int) {
-  // Only async-signal-safe work here: set the flag; a second Ctrl-C falls back to the default action.
+extern "C" void onStopSignal(int sig) {
+  // Only async-signal-safe work here: set the flag; a second signal falls back to the default action.
   gCancel.store(true);
   if (gSignals.fetch_add(1) >= 1) {
-    std::signal(SIGINT, SIG_DFL);
-    std::raise(SIGINT);
+    std::signal(sig, SIG_DFL);
+    std::raise(sig);
   }
 }
 
-// Installs the handler for the lifetime of the command and restores the previous one afterwards.
-class SigintGuard {
+// Installs the handler for SIGINT (Ctrl-C) and SIGTERM (kill, service managers) for the lifetime of the
+// command and restores the previous ones afterwards.
+class StopSignalGuard {
  public:
-  SigintGuard() {
+  StopSignalGuard() {
     gCancel.store(false);
     gSignals.store(0);
     struct sigaction sa {};
-    sa.sa_handler = onSigint;
+    sa.sa_handler = onStopSignal;
     sigemptyset(&sa.sa_mask);
     sa.sa_flags = 0;
-    sigaction(SIGINT, &sa, &old_);
+    sigaction(SIGINT, &sa, &oldInt_);
+    sigaction(SIGTERM, &sa, &oldTerm_);
   }
-  ~SigintGuard() { sigaction(SIGINT, &old_, nullptr); }
+  ~StopSignalGuard() {
+    sigaction(SIGINT, &oldInt_, nullptr);
+    sigaction(SIGTERM, &oldTerm_, nullptr);
+  }
 
  private:
-  struct sigaction old_ {};
+  struct sigaction oldInt_ {};
+  struct sigaction oldTerm_ {};
 };
 
 std::string fmtSeconds(double s) {
@@ -107,8 +116,9 @@ class ProgressPrinter {
 };
 
 void printGroup(const core::TunedGroup& g, const core::TuneOptions& o) {
-  std::printf("\n%s  (%zu entr%s, %zu/%lld heads, %.1f s)\n", g.name.c_str(), g.entries.size(),
-              g.entries.size() == 1 ? "y" : "ies", g.heads.size(), (long long)g.headsQ, g.elapsedSeconds);
+  std::printf("\n%s  (%zu entr%s, %zu/%lld heads, %.1f s)\n", core::printable(g.name).c_str(),
+              g.entries.size(), g.entries.size() == 1 ? "y" : "ies", g.heads.size(), (long long)g.headsQ,
+              g.elapsedSeconds);
   const bool cdf = o.mode == core::SelectMode::Cdf;
   Table t({"head", "θ", cdf ? "τ" : "topk", "λ", "sparse?", "stage1", "sparsity", "L1", "probes"});
   for (const core::TunedHead& h : g.heads) {
@@ -144,9 +154,12 @@ void registerTune(CLI::App& app, Action& action) {
     bool noTunePv = false;
     std::vector<int64_t> heads;
     std::string out;
+    std::string resume;
     bool trace = false;
   };
   auto o = std::make_shared<Opts>();
+  auto maxMemory = std::make_shared<std::string>();
+  addMaxMemoryOption(*cmd, *maxMemory);
   cmd->add_option("file", o->file, "Capture file (.h5); default: the bundled sample capture");
   cmd->add_option("--l1", o->l1, "L1 budget for θ and τ / top-k (PV skip off), e.g. 0.05")->required();
   cmd->add_option("--l2", o->l2, "L1 budget for λ (PV skip on), > l1, e.g. 0.06");
@@ -161,10 +174,14 @@ void registerTune(CLI::App& app, Action& action) {
                 "Tune entries sharing a `layer` attribute together (bin rule, one parameter set per layer)");
   cmd->add_flag("--no-tune-pv", o->noTunePv, "Do not search λ; export λ = 50 verified against --l1");
   cmd->add_option("--heads", o->heads, "Query heads to tune (default: all)");
-  cmd->add_option("-o,--output", o->out, "Output parameter file (.json)")->required();
+  cmd->add_option("-o,--output", o->out, "Output parameter file (.json); default with --resume: that file");
+  cmd->add_option("--resume", o->resume,
+                  "Keep the heads this parameter file already holds (an interrupted or failed run) and tune "
+                  "only the missing ones")
+      ->check(CLI::ExistingFile);
   cmd->add_flag("--trace", o->trace, "Also store every head's θ points and probe trace in the output");
-  cmd->callback([&action, o, cmd] {
-    action = [o, cmd]() -> int {
+  cmd->callback([&action, o, cmd, maxMemory] {
+    action = [o, cmd, maxMemory]() -> int {
       core::TuneOptions opt;
       opt.l1 = o->l1;
       opt.tunePv = !o->noTunePv;
@@ -179,10 +196,15 @@ void registerTune(CLI::App& app, Action& action) {
       opt.sink = o->sink;
       opt.heads = o->heads;
       opt.validate("sparge tune");
+      if (o->out.empty() && o->resume.empty()) {
+        std::fprintf(stderr, "sparge tune: -o/--output is required (or --resume FILE)\n");
+        return 2;
+      }
 
       const std::string path = o->file.empty() ? defaultCapturePath() : o->file;
+      applyMaxMemory(*maxMemory);
       core::CaptureReader reader(path);
-      std::vector<std::string> names = o->entries;
+      std::vector<std::string> names = uniqueEntries(o->entries);
       if (names.empty())
         for (const auto& e : reader.entries()) names.push_back(e.name);
       std::vector<core::TuneInput> inputs;
@@ -197,70 +219,51 @@ void registerTune(CLI::App& app, Action& action) {
         in.name = n;
         in.layer = info.layer;
         in.headsQ = info.headsQ;
-        in.load = [&reader, n, path, warned] {
+        in.load = [&reader, n, path, warned] {  // the job checks the memory first
           std::vector<core::NonFiniteReport> nonFinite;
           auto data = std::make_shared<core::EntryData>(core::loadEntry(reader, n, &nonFinite));
           if (warned->insert(n).second)
             for (const auto& nf : nonFinite)
-              std::fprintf(stderr, "\nwarning: %s:/entries/%s/%s batch %lld head %lld holds %lld NaN/Inf values\n",
-                           path.c_str(), n.c_str(), core::toString(nf.tensor), (long long)nf.batch,
-                           (long long)nf.head, (long long)nf.count);
+              std::fprintf(
+                  stderr, "\nwarning: %s:/entries/%s/%s batch %lld head %lld holds %lld NaN/Inf values\n",
+                  core::printable(path).c_str(), core::printable(n).c_str(), core::toString(nf.tensor),
+                  (long long)nf.batch, (long long)nf.head, (long long)nf.count);
           return std::shared_ptr<const core::EntryData>(data);
         };
         inputs.push_back(std::move(in));
       }
-      const std::vector<core::TuneGroupInput> groups = core::makeGroups(inputs, o->groupByLayer);
 
-      engines::EngineSelection sel = engines::makeEngine(core::parseEngineChoice(o->engine), o->threads);
-      if (!sel.message.empty()) std::fprintf(stderr, "note: %s\n", sel.message.c_str());
-      std::fprintf(stderr, "tuning %zu group%s of %s with %s: l1 < %g%s, %s, geometry %s%s%s\n", groups.size(),
-                   groups.size() == 1 ? "" : "s", path.c_str(), sel.engine->name().c_str(), opt.l1,
-                   opt.tunePv ? (", l2 < " + fmtNum(opt.l2, 4)).c_str() : " (λ fixed)",
-                   opt.mode == core::SelectMode::Cdf ? "τ search" : "top-k search", opt.geometry.label().c_str(),
-                   opt.smoothK ? "" : ", no smooth-k", opt.sink ? ", sink" : "");
-
-      SigintGuard guard;
-      ProgressPrinter progress;
-      core::TuneCallbacks cb;
-      cb.cancel = &gCancel;
-      cb.progress = [&](const core::TuneProgress& p) { progress.update(p); };
-      // Partial results are written after every group, so a killed process still leaves whole groups.
-      core::TuneResult partial;
-      partial.options = opt;
-      partial.engine = sel.engine->name();
-      cb.groupFinished = [&](const core::TunedGroup& g) {
-        progress.clear();
-        printGroup(g, opt);
-        partial.groups.push_back(g);
-        core::writeParams(o->out, core::toParamsFile(partial, path), o->trace ? &partial : nullptr);
+      TuneJobSpec spec;
+      spec.capturePath = path;
+      spec.groups = core::makeGroups(inputs, o->groupByLayer);
+      for (const auto& n : names) spec.infos[n] = reader.entry(n);
+      spec.options = opt;
+      spec.output = o->out.empty() ? o->resume : o->out;
+      spec.trace = o->trace;
+      spec.resumePath = o->resume;
+      spec.engine = core::parseEngineChoice(o->engine);
+      spec.threads = o->threads;
+      spec.interrupt = &gCancel;
+      // Before hours of tuning, not after; the output of --resume is that file, which it may replace.
+      spec.checkOutputs = [&] {
+        checkOutputs({{o->out.empty() ? "--resume" : "-o", spec.output}}, {{"capture", path}});
       };
-      core::TuneResult result = core::tune(*sel.engine, groups, opt, cb);
-      progress.clear();
 
-      if (result.cancelled) {
-        const int64_t kept = result.headsFinished();
-        if (!result.groups.empty() && !result.groups.back().heads.empty() && !result.groups.back().complete)
-          printGroup(result.groups.back(), opt);
-        if (kept > 0) {
-          core::writeParams(o->out, core::toParamsFile(result, path), o->trace ? &result : nullptr);
-          std::fprintf(stderr, "interrupted: kept %lld finished head%s in %s (%.1f s)\n", (long long)kept,
-                       kept == 1 ? "" : "s", o->out.c_str(), result.elapsedSeconds);
-        } else {
-          std::fprintf(stderr, "interrupted: no head was finished, %s not written\n", o->out.c_str());
-        }
-        return 130;
-      }
-      core::writeParams(o->out, core::toParamsFile(result, path), o->trace ? &result : nullptr);
-      int64_t sparse = 0, total = 0;
-      for (const auto& g : result.groups)
-        for (const auto& h : g.heads) {
-          ++total;
-          sparse += h.isSparse ? 1 : 0;
-        }
-      std::printf("\n%lld heads tuned (%lld sparse, %lld dense) in %.1f s, %lld engine runs; parameters written to %s\n",
-                  (long long)total, (long long)sparse, (long long)(total - sparse), result.elapsedSeconds,
-                  (long long)result.probes, o->out.c_str());
-      return 0;
+      StopSignalGuard guard;
+      ProgressPrinter progress;
+      TuneJobOutput out;
+      out.started = [&](const std::string& engine) {
+        std::fprintf(stderr, "tuning %zu group%s of %s with %s: l1 < %g%s, %s, geometry %s%s%s\n",
+                     spec.groups.size(), spec.groups.size() == 1 ? "" : "s", path.c_str(), engine.c_str(),
+                     opt.l1, opt.tunePv ? (", l2 < " + fmtNum(opt.l2, 4)).c_str() : " (λ fixed)",
+                     opt.mode == core::SelectMode::Cdf ? "τ search" : "top-k search",
+                     opt.geometry.label().c_str(), opt.smoothK ? "" : ", no smooth-k",
+                     opt.sink ? ", sink" : "");
+      };
+      out.progress = [&](const core::TuneProgress& p) { progress.update(p); };
+      out.clearProgress = [&] { progress.clear(); };
+      out.group = [&](const core::TunedGroup& g) { printGroup(g, opt); };
+      return runTuneJob(jobTransport(), spec, out);
     };
   });
 }

@@ -10,9 +10,12 @@
 
 #include "entry_attrs.h"
 #include "hdf5_util.h"
+#include "input_file.h"
+#include "sparge/core/atomic_file.h"
 #include "sparge/core/capture.h"
 #include "sparge/core/error.h"
 #include "sparge/core/half.h"
+#include "sparge/core/memory_guard.h"
 
 namespace sparge::core {
 namespace {
@@ -22,6 +25,9 @@ constexpr int kSupportedVersion = 1;
 constexpr const char* kAcceptedDtypes =
     "use float16, float32, or bfloat16 stored as uint16 with the dataset attribute dtype = \"bfloat16\"";
 constexpr const char* kFixCorrupt = "re-create the capture or copy it again";
+constexpr int64_t kMaxWindow = 2147483647;  // the largest dimension a capture may have (hdf5_util.h)
+constexpr const char* kExternalLink =
+    "is an external link to another file — a capture must hold its data itself; copy the data into the file";
 
 // How the raw values of a dataset are read and converted.
 enum class Storage { Half, BFloat16, Float32 };
@@ -155,6 +161,9 @@ struct CaptureReader::Impl {
 
   std::string path;
   int version = 0;
+  std::unique_ptr<InputFileGuard> inputGuard;  // no export may replace the open capture
+  h5::Handle linkAccess = h5::refuseExternalLinks(H5P_LINK_ACCESS);
+  h5::Handle groupAccess = h5::refuseExternalLinks(H5P_GROUP_ACCESS);
   h5::Handle file;
   std::vector<EntryInfo> infos;
   std::vector<EntryMeta> metas;
@@ -180,9 +189,7 @@ struct CaptureReader::Impl {
 void CaptureReader::Impl::openFile() {
   namespace fs = std::filesystem;
   std::error_code ec;
-  const fs::file_status st = fs::status(path, ec);
-  if (!fs::exists(st)) throw Error(path, "file not found — check the path");
-  if (fs::is_directory(st)) throw Error(path, "is a folder, not a capture file — pass the .h5 file itself");
+  checkRegularInputFile(path, "capture");  // before any open: a FIFO would block it forever
   {
     std::ifstream probe(path, std::ios::binary);
     if (!probe) throw Error(path, "cannot read the file — check its permissions");
@@ -196,6 +203,7 @@ void CaptureReader::Impl::openFile() {
   }
   file = h5::file(H5Fopen(path.c_str(), H5F_ACC_RDONLY, H5P_DEFAULT));
   if (!file) fail("/", withDetail("file is truncated or corrupt: HDF5 cannot open it") + " — " + kFixCorrupt);
+  inputGuard = std::make_unique<InputFileGuard>(path);
 }
 
 void CaptureReader::Impl::readVersion() {
@@ -230,14 +238,15 @@ void CaptureReader::Impl::readRootAttributes() {
 }
 
 void CaptureReader::Impl::readEntries() {
-  const htri_t has = H5Lexists(file.get(), "entries", H5P_DEFAULT);
+  const htri_t has = H5Lexists(file.get(), "entries", linkAccess.get());
   if (has < 0) fail("/entries", withDetail("file is truncated or corrupt") + " — " + kFixCorrupt);
+  if (has > 0 && h5::isExternalLink(file.get(), "entries")) fail("/entries", kExternalLink);
   if (has == 0) {
     fail("/entries",
          "no /entries group — a capture keeps one group per attention call under /entries "
          "(see captures/FORMAT.md)");
   }
-  h5::Handle entries = h5::group(H5Gopen2(file.get(), "entries", H5P_DEFAULT));
+  h5::Handle entries = h5::group(H5Gopen2(file.get(), "entries", groupAccess.get()));
   if (!entries)
     fail("/entries", withDetail("/entries is not a group") + " — make /entries a group of entry groups");
   std::vector<std::string> names;
@@ -248,6 +257,7 @@ void CaptureReader::Impl::readEntries() {
   if (names.empty()) fail("/entries", "no entries — add at least one group /entries/<name> with q, k, v");
   std::sort(names.begin(), names.end(), naturalLess);
   for (const std::string& name : names) {
+    if (h5::isExternalLink(entries.get(), name.c_str())) fail("/entries/" + name, kExternalLink);
     EntryMeta meta;
     EntryInfo info = readEntry(name, meta);
     index[name] = infos.size();
@@ -259,11 +269,13 @@ void CaptureReader::Impl::readEntries() {
 DatasetMeta CaptureReader::Impl::inspectDataset(hid_t group, const std::string& groupPath, const char* name,
                                                 Layout layout) {
   const std::string dsPath = groupPath + "/" + name;
-  const htri_t has = H5Lexists(group, name, H5P_DEFAULT);
+  const htri_t has = H5Lexists(group, name, linkAccess.get());
   if (has < 0) fail(dsPath, withDetail("file is truncated or corrupt") + " — " + kFixCorrupt);
   if (has == 0)
     fail(dsPath, std::string("missing dataset ") + name + " — every entry needs datasets q, k and v");
-  h5::Handle ds = h5::dataset(H5Dopen2(group, name, H5P_DEFAULT));
+  if (h5::isExternalLink(group, name)) fail(dsPath, kExternalLink);
+  h5::Handle dapl = h5::refuseExternalLinks(H5P_DATASET_ACCESS);
+  h5::Handle ds = h5::dataset(H5Dopen2(group, name, dapl.get()));
   if (!ds) {
     fail(dsPath, withDetail("cannot open it as a dataset") +
                      " — q, k and v must be datasets; if they are, the file is truncated or corrupt");
@@ -285,6 +297,9 @@ DatasetMeta CaptureReader::Impl::inspectDataset(hid_t group, const std::string& 
                        ") — every dimension must be at least 1");
     }
   }
+  if (const std::string p = h5::shapeProblem(dims, 4); !p.empty())
+    fail(dsPath, "shape " + shapeText(dims, 4) + ": " + p);
+  if (const std::string p = h5::storageProblem(ds.get(), dims, 4); !p.empty()) fail(dsPath, withDetail(p));
 
   DatasetMeta m;
   std::copy(dims, dims + 4, m.dims.begin());
@@ -336,7 +351,7 @@ DatasetMeta CaptureReader::Impl::inspectDataset(hid_t group, const std::string& 
 
 EntryInfo CaptureReader::Impl::readEntry(const std::string& name, EntryMeta& meta) {
   const std::string groupPath = "/entries/" + name;
-  h5::Handle g = h5::group(H5Gopen2(file.get(), groupPath.c_str(), H5P_DEFAULT));
+  h5::Handle g = h5::group(H5Gopen2(file.get(), groupPath.c_str(), groupAccess.get()));
   if (!g) {
     fail(groupPath,
          withDetail("not a group") +
@@ -410,10 +425,21 @@ EntryInfo CaptureReader::Impl::readEntry(const std::string& name, EntryMeta& met
            std::string("attribute ") + attrName + " is not a single integer or bool — store it as an int");
     return val;
   };
-  info.causal = intAttr("causal").value_or(0) != 0;
+  const int64_t causal = intAttr("causal").value_or(0);
+  if (causal != 0 && causal != 1)
+    fail(groupPath, "attribute causal = " + num(causal) + " — use 1 (causal) or 0 (not causal), or a bool");
+  info.causal = causal == 1;
   info.layer = intAttr("layer");
   info.step = intAttr("step");
+  if (info.layer.value_or(0) < 0)
+    fail(groupPath, "attribute layer = " + num(*info.layer) + " — use an index >= 0");
+  if (info.step.value_or(0) < 0)
+    fail(groupPath, "attribute step = " + num(*info.step) + " — use an index >= 0");
   if (std::string problem = readEntryExtras(g.get(), info); !problem.empty()) fail(groupPath, problem);
+  // Beyond any token count a window side means "unbounded"; such values would overflow query ± side.
+  if (std::max(info.window.left, info.window.right) > kMaxWindow)
+    fail(groupPath, "window " + toString(info.window) + " reaches beyond " + num(kMaxWindow) +
+                        " keys — use -1 for an unbounded side");
 
   info.scale = 1.0 / std::sqrt(static_cast<double>(info.headDim));
   if (H5Aexists(g.get(), "scale") > 0) {
@@ -438,7 +464,7 @@ hid_t CaptureReader::Impl::dataset(size_t entryIndex, Tensor tensor) const {
     if (o.entry == entryIndex && o.tensor == t) return o.ds.get();
   }
   const std::string dsPath = "/entries/" + infos[entryIndex].name + "/" + toString(tensor);
-  h5::Handle dapl = h5::plist(H5Pcreate(H5P_DATASET_ACCESS));
+  h5::Handle dapl = h5::refuseExternalLinks(H5P_DATASET_ACCESS);
   H5Pset_chunk_cache(dapl.get(), 12421, 32u << 20, 0.75);
   h5::Handle ds = h5::dataset(H5Dopen2(file.get(), dsPath.c_str(), dapl.get()));
   if (!ds)
@@ -560,6 +586,8 @@ EntryData loadEntry(const CaptureReader& reader, const std::string& entryName,
   EntryData data;
   data.info = reader.entry(entryName);
   const EntryInfo& in = data.info;
+  // Before allocating: the data plus one head's buffers is the least any run needs.
+  checkMemory(estimateRunMemory(in, kGeometry128x64, 1), reader.path() + ":/entries/" + entryName);
   data.q.resize(static_cast<size_t>(in.batch * in.headsQ * in.tokensQ * in.headDim));
   data.k.resize(static_cast<size_t>(in.batch * in.headsKV * in.tokensKV * in.headDim));
   data.v.resize(static_cast<size_t>(in.batch * in.headsKV * in.tokensKV * in.headDimV));

@@ -1,6 +1,11 @@
 // Capture format v1 writer: q/k/v in the requested dtype and layout, one head per gzip chunk.
+#include <fcntl.h>
+#include <unistd.h>
+
 #include <array>
+#include <cerrno>
 #include <cmath>
+#include <cstring>
 #include <set>
 
 #include "entry_attrs.h"
@@ -21,9 +26,14 @@ std::string withDetail(const std::string& problem) {
 
 struct CaptureWriter::Impl {
   std::string path;
+  int fd = -1;  // the destination, opened up front so that a bad path fails at once
   h5::Handle file;
   h5::Handle entries;
   std::set<std::string> names;
+
+  ~Impl() {
+    if (fd >= 0) ::close(fd);
+  }
 
   [[noreturn]] void fail(const std::string& h5path, const std::string& problem) const {
     throw Error(path + ":" + h5path, problem);
@@ -108,11 +118,14 @@ CaptureWriter::CaptureWriter(const std::string& path) : impl_(std::make_unique<I
   std::lock_guard lock(h5::mutex());
   h5::silenceErrors();
   impl_->path = path;
-  impl_->file = h5::file(H5Fcreate(path.c_str(), H5F_ACC_TRUNC, H5P_DEFAULT, H5P_DEFAULT));
-  if (!impl_->file) {
-    throw Error(path,
-                withDetail("cannot create the file") + " — check that the folder exists and is writable");
+  impl_->fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0666);
+  if (impl_->fd < 0) {
+    throw Error(path, "cannot create the file (" + std::string(std::strerror(errno)) +
+                          ") — check that the folder exists and is writable");
   }
+  // Built in memory and written at close() (h5::createInMemory says why).
+  impl_->file = h5::createInMemory();
+  if (!impl_->file) throw Error(path, withDetail("cannot create the file in memory"));
   if (!h5::writeInteger(impl_->file.get(), "sparge_capture_version", 1)) {
     impl_->fail("/", withDetail("writing the version attribute failed") + " — check free disk space");
   }
@@ -199,11 +212,15 @@ void CaptureWriter::close() {
   std::lock_guard lock(h5::mutex());
   if (!impl_ || !impl_->file) return;
   impl_->entries.reset();
-  const hid_t id = impl_->file.get();
-  const herr_t flushed = H5Fflush(id, H5F_SCOPE_GLOBAL);
-  impl_->file.reset();  // closes even if the flush failed, so a retry cannot touch a dead handle
-  if (flushed < 0)
-    throw Error(impl_->path, withDetail("flushing the file failed") + " — check free disk space");
+  std::string image;
+  const bool assembled = h5::fileImage(impl_->file.get(), image);
+  impl_->file.reset();  // closes even if assembling failed, so a retry cannot touch a dead handle
+  if (!assembled) throw Error(impl_->path, withDetail("assembling the file in memory failed"));
+  std::string why = h5::writeAll(impl_->fd, image);
+  if (::close(impl_->fd) != 0 && why.empty()) why = std::strerror(errno);
+  impl_->fd = -1;
+  if (!why.empty())
+    throw Error(impl_->path, "writing the file failed (" + why + ") — check free disk space and permissions");
 }
 
 }  // namespace sparge::core

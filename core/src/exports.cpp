@@ -10,6 +10,7 @@
 #include "hdf5_util.h"
 #include "sparge/core/atomic_file.h"
 #include "sparge/core/error.h"
+#include "sparge/core/names.h"
 
 namespace sparge::core {
 namespace {
@@ -46,16 +47,18 @@ void writeDoubleArray(hid_t obj, const std::string& name, const std::vector<doub
   if (attr.valid()) H5Awrite(attr.get(), H5T_NATIVE_DOUBLE, values.data());
 }
 
-void writeMasksTo(const std::string& path, const std::vector<EntryResult>& results) {
+// The masks file is built in memory (h5::createInMemory) and written by writeAtomically like any
+// other export.
+std::string masksImage(const std::string& path, const std::vector<EntryResult>& results) {
   std::lock_guard<std::recursive_mutex> lock(h5::mutex());
   h5::silenceErrors();
-  h5::Handle f = h5::file(H5Fcreate(path.c_str(), H5F_ACC_TRUNC, H5P_DEFAULT, H5P_DEFAULT));
-  check(f.valid(), path, "cannot create the masks file");
+  h5::Handle f = h5::createInMemory();
+  check(f.valid(), path, "cannot create the masks file in memory");
   h5::writeInteger(f.get(), "sparge_masks_version", 1);
   h5::Handle entries = h5::group(H5Gcreate2(f.get(), "entries", H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT));
   check(entries.valid(), path + ":/entries", "cannot create group");
   for (const EntryResult& r : results) {
-    const std::string where = path + ":/entries/" + r.info.name;
+    const std::string where = path + ":/entries/" + printable(r.info.name);
     if (r.heads.empty()) continue;
     h5::Handle g =
         h5::group(H5Gcreate2(entries.get(), r.info.name.c_str(), H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT));
@@ -116,7 +119,9 @@ void writeMasksTo(const std::string& path, const std::vector<EntryResult>& resul
     h5::writeDouble(g.get(), "sparsity_stage1_area", r.sparsity.stage1Area());
     h5::writeDouble(g.get(), "sparsity_total_area", r.sparsity.totalArea());
   }
-  check(H5Fflush(f.get(), H5F_SCOPE_GLOBAL) >= 0, path, "cannot flush the masks file");
+  std::string image;
+  check(h5::fileImage(f.get(), image), path, "cannot assemble the masks file in memory");
+  return image;
 }
 
 double finiteOr(double v, double fallback) {
@@ -159,17 +164,17 @@ const char* toString(SelectMode mode) {
 }
 
 void writeMasks(const std::string& path, const std::vector<EntryResult>& results) {
-  writeAtomically(path, [&](const std::string& tmp) { writeMasksTo(tmp, results); });
+  writeTextAtomically(path, masksImage(path, results));
 }
 
 nlohmann::json reportJson(const std::vector<EntryResult>& results, const std::string& capturePath) {
   nlohmann::json root;
   root["sparge_report_version"] = 1;
-  root["capture"] = capturePath;
+  root["capture"] = utf8Safe(capturePath);
   root["entries"] = nlohmann::json::array();
   for (const EntryResult& r : results) {
     nlohmann::json e;
-    e["name"] = r.info.name;
+    e["name"] = utf8Safe(r.info.name);
     e["shape"] = {{"batch", r.info.batch},        {"heads_q", r.info.headsQ},
                   {"heads_kv", r.info.headsKV},   {"tokens_q", r.info.tokensQ},
                   {"tokens_kv", r.info.tokensKV}, {"head_dim", r.info.headDim},
@@ -193,7 +198,8 @@ nlohmann::json reportJson(const std::vector<EntryResult>& results, const std::st
                      {"metrics", r.times.metricsMs},
                      {"total", r.times.totalMs},
                      {"clock", r.times.clock}};
-    e["warnings"] = r.warnings;
+    e["warnings"] = nlohmann::json::array();
+    for (const std::string& w : r.warnings) e["warnings"].push_back(utf8Safe(w));
     e["heads"] = nlohmann::json::array();
     for (const HeadResult& h : r.heads) {
       nlohmann::json hj = {{"batch", h.batch}, {"head", h.head}};
@@ -211,7 +217,18 @@ nlohmann::json reportJson(const std::vector<EntryResult>& results, const std::st
 
 void writeReportJson(const std::string& path, const std::vector<EntryResult>& results,
                      const std::string& capturePath) {
-  writeTextAtomically(path, reportJson(results, capturePath).dump(2) + "\n");
+  // Names were made UTF-8 in reportJson; `replace` keeps any string we missed from failing the export.
+  writeTextAtomically(
+      path,
+      reportJson(results, capturePath).dump(2, ' ', false, nlohmann::json::error_handler_t::replace) + "\n");
+}
+
+std::string csvField(const std::string& text) {
+  const std::string safe = utf8Safe(text);
+  if (safe.find_first_of(",\"\r\n") == std::string::npos) return safe;
+  std::string quoted = "\"";
+  for (char c : safe) quoted += c == '"' ? std::string("\"\"") : std::string(1, c);
+  return quoted + "\"";
 }
 
 std::string reportCsv(const std::vector<EntryResult>& results) {
@@ -222,8 +239,8 @@ std::string reportCsv(const std::vector<EntryResult>& results) {
   for (const EntryResult& r : results)
     for (const HeadResult& h : r.heads) {
       const HeadParams& p = h.params;
-      out << r.info.name << ',' << h.batch << ',' << h.head << ',' << r.config.geometry.label() << ','
-          << toString(p.mode) << ',' << p.theta << ',';
+      out << csvField(r.info.name) << ',' << h.batch << ',' << h.head << ',' << r.config.geometry.label()
+          << ',' << toString(p.mode) << ',' << p.theta << ',';
       if (p.mode == SelectMode::Cdf)
         out << p.tau << ",,";
       else

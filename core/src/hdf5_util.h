@@ -84,6 +84,31 @@ std::optional<int64_t> readInteger(hid_t attr);     // integer, enum (h5py bool)
 std::optional<double> readNumber(hid_t attr);       // float or integer
 int64_t elementCount(hid_t attr);                   // number of values (1 for scalars)
 
+// Why a dataset of `rank` dimensions `dims` cannot be read safely, or "" when it can: dimensions or a
+// total size no machine could hold, data kept outside the file (external storage, virtual datasets),
+// a compression filter this HDF5 lacks (named, e.g. lzf), chunks larger than the dataset, and data
+// that was declared but never written (unallocated chunks would read as zeros).
+std::string shapeProblem(const hsize_t* dims, int rank);
+std::string storageProblem(hid_t dataset, const hsize_t* dims, int rank);
+
+// True when `name` in `loc` is an external or user-defined link: following one opens another file
+// (which may be a FIFO or a device), so captures must not contain them.
+bool isExternalLink(hid_t loc, const char* name);
+// An access property list of class `cls` (H5P_LINK_ACCESS, H5P_GROUP_ACCESS or H5P_DATASET_ACCESS) on
+// which following an external link fails, wherever it appears on a path (soft links included).
+Handle refuseExternalLinks(hid_t cls);
+
+// A new, empty HDF5 file held in memory (core driver without a backing store): writers build files this
+// way and write the bytes themselves, so HDF5 never meets a full disk (a failed flush inside HDF5 left
+// the library holding a broken file that crashed the process at exit) and the bytes can go to an
+// unnamed temporary file (see atomic_file.h). Invalid handle on failure.
+Handle createInMemory();
+// The bytes of an open file; false on failure.
+bool fileImage(hid_t file, std::string& bytes);
+// Writes all of `bytes` to the open file `fd`; "" on success, else the system's reason (for example
+// "No space left on device").
+std::string writeAll(int fd, const std::string& bytes);
+
 // Writing attributes; return false on failure (the caller words the error). Existing ones are replaced.
 bool writeString(hid_t obj, const std::string& name, const std::string& value);  // variable-length UTF-8
 bool writeInteger(hid_t obj, const std::string& name, int64_t value);

@@ -9,8 +9,10 @@
 #include <set>
 #include <sstream>
 
+#include "input_file.h"
 #include "sparge/core/atomic_file.h"
 #include "sparge/core/error.h"
+#include "sparge/core/names.h"
 
 namespace sparge::core {
 namespace {
@@ -88,6 +90,8 @@ class Reader {
   int64_t integer(const json& obj, const std::string& path, const std::string& key) const {
     const json& v = member(obj, path, key);
     if (!v.is_number_integer()) fail(path + "/" + key, "expected an integer, got " + std::string(v.type_name()));
+    if (v.is_number_unsigned() && v.get<uint64_t>() > uint64_t(INT64_MAX))
+      fail(path + "/" + key, "integer out of range");
     return v.get<int64_t>();
   }
   bool boolean(const json& obj, const std::string& path, const std::string& key) const {
@@ -120,6 +124,7 @@ ParamsFile toParamsFile(const TuneResult& r, const std::string& capturePath) {
   f.geometry = r.options.geometry;
   f.smoothK = r.options.smoothK;
   f.sink = r.options.sink;
+  f.complete = !r.cancelled;
   for (const TunedGroup& g : r.groups) {
     if (g.heads.empty()) continue;
     ParamsGroup pg;
@@ -147,7 +152,8 @@ std::string paramsToJson(const ParamsFile& f, const TuneResult* traceSource) {
   json root;
   root["sparge_params_version"] = f.version;
   root["generator"] = "sparge tune";
-  root["capture"] = f.capture;
+  root["complete"] = f.complete.value_or(true);
+  root["capture"] = utf8Safe(f.capture);
   root["engine"] = f.engine;
   root["mode"] = modeName(f.mode);
   root["l1"] = f.l1;
@@ -160,8 +166,10 @@ std::string paramsToJson(const ParamsFile& f, const TuneResult* traceSource) {
   json groups = json::array();
   for (const ParamsGroup& g : f.groups) {
     json jg;
-    jg["name"] = g.name;
-    jg["entries"] = g.entries;
+    // Names that are not UTF-8 are stored escaped; findGroup matches either form.
+    jg["name"] = utf8Safe(g.name);
+    jg["entries"] = json::array();
+    for (const std::string& e : g.entries) jg["entries"].push_back(utf8Safe(e));
     jg["layer"] = g.layer ? json(*g.layer) : json(nullptr);
     jg["heads_q"] = g.headsQ;
     jg["complete"] = g.complete;
@@ -180,7 +188,8 @@ std::string paramsToJson(const ParamsFile& f, const TuneResult* traceSource) {
     groups.push_back(jg);
   }
   root["groups"] = groups;
-  return root.dump(2) + "\n";
+  // Every name was made UTF-8 above; `replace` keeps any string we missed from failing the export.
+  return root.dump(2, ' ', false, json::error_handler_t::replace) + "\n";
 }
 
 void writeParams(const std::string& path, const ParamsFile& f, const TuneResult* traceSource) {
@@ -192,15 +201,21 @@ ParamsFile parseParams(const std::string& text, const std::string& source) {
   json root;
   try {
     root = json::parse(text);
-  } catch (const json::parse_error& e) {
-    rd.fail("", std::string("not valid JSON (") + e.what() + ")");
+  } catch (const json::exception& e) {
+    // Syntax errors and numbers beyond double range (1e400) alike; the library's tag is noise to users.
+    std::string what = e.what();
+    if (what.rfind("[json.exception.", 0) == 0 && what.find("] ") != std::string::npos)
+      what = what.substr(what.find("] ") + 2);
+    rd.fail("", "not valid JSON (" + what + ") — fix the file or re-create it with sparge tune");
   }
   if (!root.is_object()) rd.fail("", "expected a JSON object at the top level");
   ParamsFile f;
-  f.version = int(rd.integer(root, "", "sparge_params_version"));
-  if (f.version != kParamsVersion)
-    rd.fail("/sparge_params_version", "unsupported version " + std::to_string(f.version) + " (this build reads " +
-                                          std::to_string(kParamsVersion) + ")");
+  const int64_t version = rd.integer(root, "", "sparge_params_version");
+  if (version != kParamsVersion)
+    rd.fail("/sparge_params_version", "unsupported version " + std::to_string(version) +
+                                          " (this build reads " + std::to_string(kParamsVersion) + ")");
+  f.version = int(version);
+  if (rd.optional(root, "complete")) f.complete = rd.boolean(root, "", "complete");
   if (const json* c = rd.optional(root, "capture")) f.capture = rd.string(*c, "/capture");
   if (const json* e = rd.optional(root, "engine")) f.engine = rd.string(*e, "/engine");
   const std::string mode = rd.string(root, "", "mode");
@@ -290,6 +305,7 @@ ParamsFile parseParams(const std::string& text, const std::string& source) {
 }
 
 ParamsFile readParams(const std::string& path) {
+  checkRegularInputFile(path, "parameter file");  // before opening: a FIFO would block forever
   std::ifstream in(path, std::ios::binary);
   if (!in) throw Error(path, "cannot open the parameter file");
   std::ostringstream s;
@@ -301,7 +317,7 @@ ParamsFile readParams(const std::string& path) {
 const ParamsGroup* findGroup(const ParamsFile& f, const std::string& entryName, std::optional<int64_t> layer) {
   for (const ParamsGroup& g : f.groups)
     for (const std::string& e : g.entries)
-      if (e == entryName) return &g;
+      if (e == entryName || e == utf8Safe(entryName)) return &g;
   if (layer)
     for (const ParamsGroup& g : f.groups)
       if (g.layer && *g.layer == *layer) return &g;
@@ -327,10 +343,14 @@ std::vector<HeadParams> headParamsFor(const ParamsFile& f, const std::string& so
   if (warnings) {
     int64_t missing = 0;
     for (bool b : have) missing += b ? 0 : 1;
+    // Heads can be missing because tuning stopped early or because only some heads were asked for.
+    const char* why = !f.complete.has_value() ? "tuning was interrupted or limited to some heads"
+                      : *f.complete           ? "only some heads were tuned (sparge tune --heads)"
+                                              : "tuning was interrupted";
     if (missing > 0)
-      warnings->push_back(source + ": group \"" + g->name + "\" is incomplete (tuning was interrupted): " +
-                          std::to_string(missing) + " of " + std::to_string(headsQ) +
-                          " heads use the default parameters");
+      warnings->push_back(source + ": group \"" + g->name + "\" has no parameters for " +
+                          std::to_string(missing) + " of " + std::to_string(headsQ) + " heads (" + why +
+                          "); they use the default parameters");
   }
   return out;
 }

@@ -38,8 +38,10 @@ void writeReportMarkdown(const std::string& path, const core::EntryResult& r,
   fs::path md(path);
   std::string imgDirName = md.stem().string() + "_img";
   fs::path imgDir = md.parent_path() / imgDirName;
+  // Like every export, the report needs an existing folder (only the image folder beside it is created).
+  core::checkWritableTarget(path, path);
   std::error_code ec;
-  fs::create_directories(imgDir, ec);
+  fs::create_directory(imgDir, ec);
   if (ec) throw Error(imgDir.string(), "cannot create the image folder: " + ec.message());
 
   std::ostringstream o;

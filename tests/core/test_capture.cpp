@@ -18,10 +18,13 @@
 #include "sparge/core/error.h"
 #include "sparge/core/half.h"
 #include "sparge/core/types.h"
+#include "test_util.h"
 
 namespace fs = std::filesystem;
 using namespace sparge::core;
 using sparge::Error;
+using sparge::test::expectError;
+using sparge::test::TempDir;
 
 namespace {
 
@@ -53,28 +56,6 @@ double refHalfValue(uint16_t h) {
   if (exp == 31) return mant ? NAN : sign * INFINITY;
   return sign * std::ldexp(double(mant + 1024), exp - 25);
 }
-
-// ---------- temp folders ----------
-
-class TempDir {
- public:
-  TempDir() {
-    static int counter = 0;
-    path_ = fs::temp_directory_path() /
-            ("sparge_capture_test_" + std::to_string(::getpid()) + "_" + std::to_string(counter++));
-    fs::remove_all(path_);
-    fs::create_directories(path_);
-  }
-  ~TempDir() {
-    std::error_code ec;
-    fs::remove_all(path_, ec);
-  }
-  std::string file(const std::string& name) const { return (path_ / name).string(); }
-  const fs::path& path() const { return path_; }
-
- private:
-  fs::path path_;
-};
 
 // ---------- synthetic data ----------
 
@@ -130,20 +111,6 @@ std::vector<float> slice(const std::vector<float>& all, int64_t b, int64_t h, in
                          int64_t d) {
   const auto off = ((b * heads + h) * n) * d;
   return {all.begin() + off, all.begin() + off + n * d};
-}
-
-// Expects `fn` to throw sparge::Error whose message contains every string in `parts`.
-template <class Fn>
-void expectError(Fn&& fn, std::initializer_list<std::string> parts) {
-  try {
-    fn();
-    ADD_FAILURE() << "no sparge::Error thrown";
-  } catch (const Error& e) {
-    const std::string msg = e.what();
-    for (const std::string& p : parts)
-      EXPECT_NE(msg.find(p), std::string::npos) << "'" << p << "' not in: " << msg;
-    if (std::getenv("SPARGE_SHOW_ERRORS")) std::printf("  message: %s\n", msg.c_str());
-  }
 }
 
 // ---------- raw HDF5 helpers for hand-made (bad) files, independent of CaptureWriter ----------

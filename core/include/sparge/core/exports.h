@@ -23,6 +23,10 @@ nlohmann::json reportJson(const std::vector<EntryResult>& results, const std::st
 void writeReportJson(const std::string& path, const std::vector<EntryResult>& results,
                      const std::string& capturePath);
 
+// A CSV field (RFC 4180): quoted when it holds a comma, quote or line break; names that are not valid
+// UTF-8 are escaped as in the JSON report (utf8Safe).
+std::string csvField(const std::string& text);
+
 // One CSV row per (entry, batch, head) with the same figures as the JSON report.
 std::string reportCsv(const std::vector<EntryResult>& results);
 void writeReportCsv(const std::string& path, const std::vector<EntryResult>& results);

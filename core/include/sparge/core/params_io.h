@@ -46,6 +46,9 @@ struct ParamsFile {
   bool smoothK = true;
   bool sink = false;
   bool diagonal = false;  // extension (not SpargeAttn's); optional in the file, default false
+  // Top-level "complete": false while tuning runs (checkpoints) and after it was interrupted; unset
+  // for files written before the key existed.
+  std::optional<bool> complete;
   std::vector<ParamsGroup> groups;
 };
 
