@@ -111,12 +111,12 @@ void OverviewView::drawToolbar(Session& s) {
   }
   itemTooltip(describe(metric_));
   ImGui::SameLine();
-  const char* sorts[] = {"capture order", "layer", "step", "module kind", "metric"};
+  const char* sorts[] = {"capture order", "layer", "step", "module kind", "mask", "metric"};
   int so = static_cast<int>(sort_);
   ImGui::SetNextItemWidth(ImGui::GetFontSize() * 8);
-  if (ImGui::Combo("rows", &so, sorts, 5)) sort_ = OverviewSort(so);
+  if (ImGui::Combo("rows", &so, sorts, 6)) sort_ = OverviewSort(so);
   itemTooltip(
-      "Row order: grouped by layer, step or module kind, or by the metric's mean over heads (largest "
+      "Row order: grouped by layer, step, module kind or mask, or by the metric's mean over heads (largest "
       "first).");
   if (o.filling()) {
     ImGui::SameLine();

@@ -177,6 +177,31 @@ TEST(OverviewData, UnmeasuredErrorPartsAreShownAsMissingNotZero) {
   EXPECT_DOUBLE_EQ(cellValue(f, OverviewMetric::L1, info, Budget{}, false), 0.05);
 }
 
+TEST(OverviewData, RowsGroupByLayerKindAndMask) {
+  auto entry = [](const char* name, std::optional<int64_t> layer, const char* stack, const char* kind,
+                  bool causal, core::Window window) {
+    core::EntryInfo e;
+    e.name = name;
+    e.layer = layer;
+    e.stack = stack;
+    e.kind = kind;
+    e.causal = causal;
+    e.window = window;
+    return e;
+  };
+  std::vector<core::EntryInfo> es = {
+      entry("d1", 1, "decoder", "cross", true, {}), entry("e0", 0, "encoder", "self", false, {}),
+      entry("x", std::nullopt, "", "", true, {512, 0}), entry("d0", 0, "decoder", "self", true, {})};
+  EXPECT_EQ(overviewOrder(es, OverviewSort::Capture), (std::vector<size_t>{0, 1, 2, 3}));
+  EXPECT_EQ(overviewOrder(es, OverviewSort::Layer), (std::vector<size_t>{1, 3, 0, 2}));  // no layer last
+  EXPECT_EQ(groupOf(es[0], OverviewSort::Kind), "decoder cross");
+  EXPECT_EQ(groupOf(es[2], OverviewSort::Kind), "kind not recorded");
+  EXPECT_EQ(overviewOrder(es, OverviewSort::Kind), (std::vector<size_t>{0, 3, 1, 2}));
+  EXPECT_EQ(groupOf(es[2], OverviewSort::Mask), "window [512, 0] causal");
+  EXPECT_EQ(groupOf(es[1], OverviewSort::Mask), "full");
+  EXPECT_EQ(overviewOrder(es, OverviewSort::Metric, {0.1, 0.5, NAN, 0.3}), (std::vector<size_t>{1, 3, 0, 2}));
+}
+
 TEST(CurvesData, ParetoFrontOfHandPlacedPoints) {
   // (sparsity, L1): A (0.1, 0.01), B (0.5, 0.02), C (0.4, 0.03) and D (0.5, 0.05) lie behind B,
   // E (0.9, 0.2), F (0.95, 0.0) unfinished, G (0.1, 0.01) equal to A.
