@@ -71,6 +71,8 @@ def measure_theirs(torch, F, api, cells, B, H, repeat):
             except Exception as e:  # a shape upstream rejects: shown as "-"
                 t["spargeattn"][topk] = {"error": str(e).splitlines()[0][:160]}
         theirs[(N, D, causal)] = t
+        print(f"measured N {N} D {D} {'causal' if causal else 'full'}: torch SDPA {t['sdpa']:.0f} TOPS, SpargeAttn "
+              + ", ".join(f"{k:g}: {v.get('tops', float('nan')):.0f}" for k, v in t["spargeattn"].items()), flush=True)
         del q, k, v
         torch.cuda.empty_cache()
     return theirs

@@ -41,7 +41,7 @@ struct BenchOptions {
   bool noCudnn = false;
   std::string json;
   std::string timings;          // CUPTI kernel records of the whole sweep (.json | .csv | .trace.json)
-  std::string kernel = "sm80";  // Stage-2 kernel family: sm80 (mma.sync) or sm90 (wgmma, 64x128 only)
+  std::string kernel = "auto";  // Stage-2 family: auto (the launcher's choice), sm80 (mma.sync) or sm90
 };
 
 #ifdef SPARGE_HAVE_CUDA_KERNELS
@@ -329,8 +329,10 @@ void registerBench(CLI::App& app, Action& action) {
   cmd->add_flag("--no-cudnn", o->noCudnn, "Do not time cuDNN's fused attention next to our dense kernel");
   cmd->add_option("--json", o->json, "Write the results as JSON to this file");
   cmd->add_option("--kernel", o->kernel,
-                  "Stage-2 kernel: sm80 (mma.sync) or sm90 (wgmma; used only for 64x128 on an sm_90 GPU)")
-      ->check(CLI::IsMember({"sm80", "sm90"}));
+                  "Stage-2 kernel: auto (the Hopper kernel for 64x128 on an sm_90 GPU, else mma.sync), sm80 "
+                  "(mma.sync always) or sm90 (as auto)")
+      ->check(CLI::IsMember({"auto", "sm80", "sm90"}))
+      ->capture_default_str();
   cmd->add_option(
       "--timings", o->timings,
       "Also record every kernel with the CUPTI collector and write it (.json, .csv, .trace.json)");
@@ -341,8 +343,11 @@ void registerBench(CLI::App& app, Action& action) {
         if (d != 64 && d != 128) throw Error("--dims", "head dims must be 64 or 128");
       for (double k : o->topk)
         if (!(k > 0 && k <= 1)) throw Error("--topk", "top-k fractions must be in (0, 1]");
-      // The launcher reads SPARGE_ATTN_KERNEL at every Stage-2 launch.
-      setenv("SPARGE_ATTN_KERNEL", o->kernel.c_str(), 1);
+      // The launcher reads SPARGE_ATTN_KERNEL at every Stage-2 launch; only "sm80" overrides its choice.
+      if (o->kernel == "sm80")
+        setenv("SPARGE_ATTN_KERNEL", "sm80", 1);
+      else
+        unsetenv("SPARGE_ATTN_KERNEL");
       return runBenchCommand(*o);
 #else
       std::cerr << "sparge bench: this build has no CUDA engine (configured without a CUDA compiler); "

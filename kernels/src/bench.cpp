@@ -64,7 +64,7 @@ struct BenchData {
   void stage1(bool fresh) {
     if (fresh) keyMean.refresh();
     if (fresh) stats.compute(qkv, p, keyMean.get(qkv, p, smoothK, 0), 0);
-    sel.select(qkv, p, stats, params.as<HeadParamsDev>(), false, 0);
+    sel.select(qkv, p, stats, params.as<HeadParamsDev>(), ForcedOn{}, 0);
   }
   void quantizeOperands(core::Numerics n) {
     ops = n == core::Numerics::None ? nullptr : &quant.run(qkv, p, n, keyMean.get(qkv, p, smoothK, 0), 0);
@@ -100,7 +100,8 @@ BenchData::BenchData(const BenchCase& c) {
   qkv.q = q.get();
   qkv.k = k.get();
   qkv.v = v.get();
-  sel.setValidity(core::computeBlockValidity(c.geometry, N, N, c.causal), c.geometry);
+  const core::BlockValidity v = core::computeBlockValidity(c.geometry, N, N, c.causal);
+  sel.setBlocks(blockFlags(v, c.geometry, N, N, c.causal, core::Window{}), c.geometry);
   check(cudaDeviceSynchronize(), "random fill");
 }
 

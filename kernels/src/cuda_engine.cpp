@@ -125,11 +125,15 @@ RunPlan makePlan(CudaEngine::State& st, const core::EntryInfo& info, const core:
   return plan;
 }
 
-const core::BlockValidity& validityOf(CudaEngine::State& st, const core::EntryInfo& info,
-                                      const core::Geometry& g) {
-  auto& v = st.validity[std::make_tuple(g.blockQ, g.blockK)];
+// Validity (causal rule and window) and the diagonal of geometry g: the same for every head and run.
+const std::vector<uint8_t>& blockFlagsOf(CudaEngine::State& st, const core::EntryInfo& info,
+                                         const core::Geometry& g) {
+  const auto key = std::make_tuple(g.blockQ, g.blockK);
+  auto& v = st.validity[key];
   if (v.valid.empty()) v = core::computeBlockValidity(g, st.Nq, st.Nkv, info.causal, info.window);
-  return v;
+  auto& flags = st.blockFlags[key];
+  if (flags.empty()) flags = blockFlags(v, g, st.Nq, st.Nkv, info.causal, info.window);
+  return flags;
 }
 
 // Stage 1: statistics (cached per geometry and smooth-K), then the selection and LUT of this run.
@@ -142,8 +146,8 @@ void predict(CudaEngine::State& st, const core::EntryInfo& info, const RunPlan& 
     const void* km = c.smoothK ? st.keyMean.get(st.qkv, plan.p, true, 0) : nullptr;
     stats->compute(st.qkv, plan.p, km, 0);
   }
-  st.selection.setValidity(validityOf(st, info, c.geometry), c.geometry);
-  st.selection.select(st.qkv, plan.p, *stats, st.params.as<HeadParamsDev>(), c.sink, 0);
+  st.selection.setBlocks(blockFlagsOf(st, info, c.geometry), c.geometry);
+  st.selection.select(st.qkv, plan.p, *stats, st.params.as<HeadParamsDev>(), ForcedOn{c.sink, c.diagonal}, 0);
 }
 
 // The operands of the chosen numerics, quantized on every call (a deployed call pays for it too).

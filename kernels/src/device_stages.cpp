@@ -54,20 +54,29 @@ void Stage1Stats::compute(const DeviceQkv& x, const Problem& p, const void* km, 
   launchScores(x.et, p, pooledQ.get(), pooledK.get(), scores.get(), s);
 }
 
-void DeviceSelection::setValidity(const core::BlockValidity& validity, const core::Geometry& g) {
-  if (validQ_ == g.blockQ && validK_ == g.blockK && validNq_ == validity.nq && validNk_ == validity.nk)
-    return;
-  valid_.reserve(validity.valid.size(), "block validity");
-  check(cudaMemcpy(valid_.get(), validity.valid.data(), validity.valid.size(), cudaMemcpyHostToDevice),
-        "upload block validity");
-  validQ_ = g.blockQ;
-  validK_ = g.blockK;
-  validNq_ = validity.nq;
-  validNk_ = validity.nk;
+std::vector<uint8_t> blockFlags(const core::BlockValidity& validity, const core::Geometry& g, int64_t nQ,
+                                int64_t nKv, bool causal, const core::Window& window) {
+  std::vector<uint8_t> flags(validity.valid.size());
+  for (int i = 0; i < validity.nq; ++i)
+    for (int j = 0; j < validity.nk; ++j) {
+      const size_t x = (size_t)i * validity.nk + j;
+      flags[x] = (validity.valid[x] ? kBlockValid : 0) |
+                 (core::blockOnDiagonal(i, j, g, nQ, nKv, causal, window) ? kBlockOnDiagonal : 0);
+    }
+  return flags;
+}
+
+void DeviceSelection::setBlocks(const std::vector<uint8_t>& flags, const core::Geometry& g) {
+  if (blocksQ_ == g.blockQ && blocksK_ == g.blockK && blocksSize_ == flags.size()) return;
+  blocks_.reserve(flags.size(), "block flags");
+  check(cudaMemcpy(blocks_.get(), flags.data(), flags.size(), cudaMemcpyHostToDevice), "upload block flags");
+  blocksQ_ = g.blockQ;
+  blocksK_ = g.blockK;
+  blocksSize_ = flags.size();
 }
 
 void DeviceSelection::select(const DeviceQkv& x, const Problem& p, const Stage1Stats& stats,
-                             const HeadParamsDev* params, bool sink, cudaStream_t s) {
+                             const HeadParamsDev* params, ForcedOn forced, cudaStream_t s) {
   const size_t BH = (size_t)p.B * p.Hq, grid = (size_t)p.nq * p.nk;
   mask.reserve(BH * grid, "mask");
   reasons.reserve(BH * grid, "reasons");
@@ -78,9 +87,10 @@ void DeviceSelection::select(const DeviceQkv& x, const Problem& p, const Stage1S
   a.scores = stats.scores.get();
   a.selfSimQ = stats.simQ.as<float>();
   a.selfSimK = stats.simK.as<float>();
-  a.blockValid = valid_.as<uint8_t>();
+  a.blocks = blocks_.as<uint8_t>();
   a.params = params;
-  a.sink = sink;
+  a.sink = forced.sink;
+  a.diagonal = forced.diagonal;
   a.mask = mask.as<uint8_t>();
   a.reasons = reasons.as<uint8_t>();
   a.prob = prob.as<float>();

@@ -44,18 +44,29 @@ struct Stage1Stats {
   void compute(const DeviceQkv& x, const Problem& p, const void* km, cudaStream_t s);
 };
 
-// Outputs of a selection (mask, reasons, P̂, LUT, counts) and the geometry's block validity on the device.
+// BlockFlags of every block of `validity`'s grid: its validity, and whether it holds key == query.
+std::vector<uint8_t> blockFlags(const core::BlockValidity& validity, const core::Geometry& g, int64_t nQ,
+                                int64_t nKv, bool causal, const core::Window& window);
+
+// Blocks that Stage 1 keeps on whatever it selects (core::ForcedBlocks).
+struct ForcedOn {
+  bool sink = false;
+  bool diagonal = false;
+};
+
+// Outputs of a selection (mask, reasons, P̂, LUT, counts) and the geometry's block flags on the device.
 class DeviceSelection {
  public:
-  // Uploads `validity` when it differs from the last one uploaded.
-  void setValidity(const core::BlockValidity& validity, const core::Geometry& g);
+  // Uploads the block flags of geometry `g` (blockFlags) unless they are the ones uploaded last.
+  void setBlocks(const std::vector<uint8_t>& flags, const core::Geometry& g);
   void select(const DeviceQkv& x, const Problem& p, const Stage1Stats& stats, const HeadParamsDev* params,
-              bool sink, cudaStream_t s);
+              ForcedOn forced, cudaStream_t s);
   DeviceBuffer mask, reasons, prob, lut, validCount;
 
  private:
-  DeviceBuffer valid_;
-  int validQ_ = 0, validK_ = 0, validNq_ = -1, validNk_ = -1;
+  DeviceBuffer blocks_;
+  int blocksQ_ = 0, blocksK_ = 0;
+  size_t blocksSize_ = 0;
 };
 
 // The operands of quantized numerics, in one reusable workspace.

@@ -47,22 +47,26 @@ void launchBlockStats(ElemType t, const void* x, int BH, int N, int D, int BS, c
 // scores[b*Hq+hq][i][j] = T(T(pq·pk) · D^-0.5) for all heads.
 void launchScores(ElemType t, const Problem& p, const void* pooledQ, const void* pooledK, void* scores,
                   cudaStream_t s);
+// What the host knows of each block of a geometry before any selection (core::blockValid and
+// core::blockOnDiagonal with the entry's causal flag and window), so that both engines agree on them.
+enum BlockFlags : uint8_t { kBlockValid = 1, kBlockOnDiagonal = 2 };
 // Inputs and outputs of the selection, per (b*Hq+hq) unless noted.
 struct SelectArgs {
   const void* scores = nullptr;           // [nq][nk] (T), from launchScores
   const float* selfSimQ = nullptr;        // [nq]
   const float* selfSimK = nullptr;        // per (b*Hkv+hk): [nk]
-  const uint8_t* blockValid = nullptr;    // [nq][nk], the same for every head: core::computeBlockValidity
+  const uint8_t* blocks = nullptr;        // [nq][nk] BlockFlags, the same for every head
   const HeadParamsDev* params = nullptr;  // per query head
-  bool sink = false;
-  uint8_t* mask = nullptr;        // [nq][nk]
-  uint8_t* reasons = nullptr;     // [nq][nk], core::BlockReason bits
-  float* prob = nullptr;          // [nq][nk]
-  int32_t* lut = nullptr;         // [nq][nk] delta LUT
-  int32_t* validCount = nullptr;  // [nq]
+  bool sink = false;                      // K block 0 always on
+  bool diagonal = false;                  // blocks flagged kBlockOnDiagonal always on
+  uint8_t* mask = nullptr;                // [nq][nk]
+  uint8_t* reasons = nullptr;             // [nq][nk], core::BlockReason bits
+  float* prob = nullptr;                  // [nq][nk]
+  int32_t* lut = nullptr;                 // [nq][nk] delta LUT
+  int32_t* validCount = nullptr;          // [nq]
 };
-// Selection, final mask, reasons, pooled probabilities and the delta LUT for the listed heads. Block validity
-// (causal, window) comes from the host's core::computeBlockValidity, so both engines agree on it.
+// Selection, final mask, reasons, pooled probabilities and the delta LUT for the listed heads, in
+// core::selectBlocks' order: forced columns/rows, selection, sink, diagonal, then invalid blocks off.
 void launchSelect(ElemType t, const Problem& p, const SelectArgs& a, cudaStream_t s);
 
 // --- quantize.cu: operands of the quantized numerics (SpargeAttn's scales and rounding) ---

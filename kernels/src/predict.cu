@@ -145,8 +145,8 @@ __global__ void __launch_bounds__(256)
   const T* __restrict__ scores = static_cast<const T*>(a.scores);
   const float* __restrict__ selfSimQ = a.selfSimQ;
   const float* __restrict__ selfSimK = a.selfSimK;
-  const uint8_t* __restrict__ blockValid = a.blockValid;
-  const bool sink = a.sink;
+  const uint8_t* __restrict__ blocks = a.blocks;
+  const bool sink = a.sink, diagonal = a.diagonal;
   uint8_t* __restrict__ maskOut = a.mask;
   uint8_t* __restrict__ reasonsOut = a.reasons;
   float* __restrict__ probOut = a.prob;
@@ -172,7 +172,7 @@ __global__ void __launch_bounds__(256)
   // Masked scores: non-similar K columns and blocks no query of the row may see -> -inf.
   float mx = -INFINITY;
   for (int j = tid; j < nk; j += nt) {
-    bool valid = blockValid[(size_t)i * nk + j];
+    bool valid = blocks[(size_t)i * nk + j] & kBlockValid;
     bool simK = selfSimK[(size_t)bhk * nk + j] > theta;
     float v = (valid && simK) ? Elem<T>::toF(scores[rowOff + j]) : -INFINITY;
     keys[j] = v;
@@ -263,12 +263,13 @@ __global__ void __launch_bounds__(256)
   __syncthreads();
 
   for (int j = tid; j < nk; j += nt) {
-    bool valid = blockValid[(size_t)i * nk + j];
+    bool valid = blocks[(size_t)i * nk + j] & kBlockValid;
     bool simK = selfSimK[(size_t)bhk * nk + j] > theta;
     // Reason bits as in core::selectBlocks; a block is on when any "on" reason holds and it is valid.
     uint8_t rs = (sel[j] ? core::kReasonSelected : 0) | (simQ ? 0 : core::kReasonForcedRow) |
                  (simK ? 0 : core::kReasonForcedCol) | (prm.dense ? core::kReasonDenseHead : 0) |
-                 ((sink && j == 0) ? core::kReasonSink : 0);
+                 ((sink && j == 0) ? core::kReasonSink : 0) |
+                 ((diagonal && (blocks[(size_t)i * nk + j] & kBlockOnDiagonal)) ? core::kReasonDiagonal : 0);
     uint8_t m = rs ? 1 : 0;
     if (!valid) {
       m = 0;

@@ -82,9 +82,9 @@ void compareMasks(const EntryData& e, const core::RunConfig& cfg, CudaEngine& gp
   ASSERT_EQ(gr.heads.size(), size_t(in.batch * in.headsQ));
   for (const core::HeadResult& hr : gr.heads) {
     const core::HeadParams& p = cfg.forHead(hr.head);
-    core::BlockStats st = core::computeBlockStats(e.qHead(hr.batch, hr.head), in.tokensQ,
-                                                  e.kHead(hr.batch, in.kvHeadOf(hr.head)), in.tokensKV,
-                                                  in.headDim, in.dtype, cfg.geometry, cfg.smoothK, in.causal);
+    core::BlockStats st = core::computeBlockStats(
+        e.qHead(hr.batch, hr.head), in.tokensQ, e.kHead(hr.batch, in.kvHeadOf(hr.head)), in.tokensKV,
+        in.headDim, in.dtype, cfg.geometry, cfg.smoothK, in.causal, in.window);
     core::Stage1Mask cm = core::selectBlocks(st, p, {cfg.sink, cfg.diagonal}, in.tokensQ, in.tokensKV);
     ASSERT_EQ(hr.nq, st.nq);
     ASSERT_EQ(hr.nk, st.nk);
@@ -92,9 +92,12 @@ void compareMasks(const EntryData& e, const core::RunConfig& cfg, CudaEngine& gp
       for (int j = 0; j < st.nk; ++j) {
         size_t x = (size_t)i * st.nk + j;
         ++tally.blocks;
-        // The causal rule is exact on both sides.
+        // The causal rule and the window are exact on both sides.
         EXPECT_EQ((hr.reasons[x] & core::kReasonCausalOff) != 0,
-                  !core::blockValid(i, j, cfg.geometry, in.tokensQ, in.tokensKV, in.causal));
+                  !core::blockValid(i, j, cfg.geometry, in.tokensQ, in.tokensKV, in.causal, in.window));
+        if (cfg.diagonal && !(hr.reasons[x] & core::kReasonCausalOff))
+          EXPECT_EQ((hr.reasons[x] & core::kReasonDiagonal) != 0,
+                    core::blockOnDiagonal(i, j, cfg.geometry, in.tokensQ, in.tokensKV, in.causal, in.window));
         float a = hr.pooledProb[x], b = cm.pooledProb[x];
         ++tally.probTotal;
         if ((std::isnan(a) && std::isnan(b)) || std::fabs(a - b) <= 1e-3f * std::max(std::fabs(b), 1e-4f))
@@ -155,6 +158,38 @@ TEST(CudaStage1, NearTieRuleAcceptsTiesAndRejectsRealDifferences) {
   EXPECT_TRUE(explained(st, cm, gr, p, 0, 3));
   p.tau = 0.85;
   EXPECT_FALSE(explained(st, cm, gr, p, 0, 3));
+}
+
+// Local windows (with and without causal) and the diagonal extension: validity, reasons and masks as the CPU
+// engine's.
+TEST(CudaStage1, MasksMatchCpuWithWindowsAndTheDiagonal) {
+  REQUIRE_GPU();
+  MaskTally tally;
+  struct Case {
+    Shape shape;
+    core::Window window;
+  };
+  for (const Case& c : {Case{Shape{1, 2, 2, 1000, 1000, 64, DType::Float16, true}, {200, -1}},
+                        Case{Shape{1, 2, 1, 900, 1100, 128, DType::Float16, false}, {150, 100}},
+                        Case{Shape{1, 2, 2, 700, 700, 64, DType::BFloat16, false}, {-1, 0}}}) {
+    auto base = makeEntry(c.shape, 200);
+    auto e = std::make_shared<EntryData>(*base);
+    e->info.window = c.window;
+    CudaEngine gpu;
+    gpu.setEntry(e);
+    for (Geometry g : {core::kGeometry128x64, core::kGeometry64x128})
+      for (bool diagonal : {false, true}) {
+        core::HeadParams p;
+        p.theta = 0.3;
+        p.mode = core::SelectMode::TopK;
+        p.topk = 0.2;
+        core::RunConfig cfg = makeConfig(g, true, p);
+        cfg.diagonal = diagonal;
+        compareMasks(*e, cfg, gpu, tally);
+      }
+  }
+  EXPECT_EQ(tally.unexplained, 0) << tally.firstUnexplained;
+  EXPECT_GT(tally.blocks, 0);
 }
 
 TEST(CudaStage1, MasksMatchCpuAcrossSweep) {

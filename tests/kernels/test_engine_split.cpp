@@ -11,6 +11,7 @@
 #include "engine_fixture.h"
 #include "launch.h"
 #include "sparge/core/error.h"
+#include "sparge/core/stage1.h"
 
 namespace sparge::cuda {
 namespace {
@@ -110,6 +111,37 @@ TEST(CudaErrorSplit, OverflowingScaleFlagsEveryHead) {
   const core::EntryResult r = gpu.run(makeConfig(core::kGeometry128x64, true, sparseParams()), {});
   for (const auto& h : r.heads) EXPECT_TRUE(h.hasNonFinite) << "head " << h.head;
   EXPECT_FALSE(r.warnings.empty());
+}
+
+// A dense run of an entry with a local window: every block core calls valid is computed, and the output is
+// the windowed attention of the reference (fp16 rounding only), for both geometries.
+TEST(CudaEngineWindow, DenseRunsMatchTheReferenceOverCoresValidBlocks) {
+  REQUIRE_GPU();
+  for (const core::Window w : {core::Window{100, -1}, core::Window{64, 32}}) {
+    for (bool causal : {false, true}) {
+      auto e =
+          std::make_shared<EntryData>(*makeEntry(Shape{1, 2, 2, 600, 600, 64, DType::Float16, causal}, 17));
+      e->info.window = w;
+      CudaEngine gpu;
+      gpu.setEntry(e);
+      core::HeadParams dense;
+      dense.dense = true;
+      for (const core::Geometry& g : {core::kGeometry128x64, core::kGeometry64x128}) {
+        SCOPED_TRACE("window " + std::to_string(w.left) + "," + std::to_string(w.right) + " causal " +
+                     std::to_string(causal) + " " + g.label());
+        const core::BlockValidity v = core::computeBlockValidity(g, 600, 600, causal, w);
+        int64_t valid = 0;
+        for (uint8_t x : v.valid) valid += x;
+        const core::EntryResult r = gpu.run(makeConfig(g, true, dense), {});
+        for (const auto& h : r.heads) {
+          EXPECT_EQ(h.sparsity.validBlocks, valid);
+          EXPECT_EQ(h.sparsity.selectedBlocks, valid);
+          EXPECT_LT(h.error.l1(), 5e-3) << "head " << h.head;
+          EXPECT_FALSE(h.hasNonFinite);
+        }
+      }
+    }
+  }
 }
 
 // The fp32 reference with causal masks and local windows against the double-precision oracle.
