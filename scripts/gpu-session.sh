@@ -93,15 +93,20 @@ LOG=$OUT/log.txt
     SPARGE_BIN=$B/sparge timeout 200 bash captures/gpu_check.sh 2>&1 | tail -15
   fi
   if has gui; then
-    echo "== GUI screenshot with the CUDA engine (EGL on the NVIDIA driver)"
+    echo "== GUI screenshots with the CUDA engine (EGL on the NVIDIA driver): main view, kernel view"
     use_nvidia_egl
-    timeout 120 $B/sparge-studio --engine cuda --backend egl --entry l20_s000 --head 8 \
-      --set theta=-0.1 --set tau=0.95 --set sink=1 --set lambda=3 --size 1600x1000 --frames 6 \
-      --timeout 100 --mouse 572,688 --screenshot "$OUT/studio_cuda.png" 2>&1 | tail -5
+    # cuDNN's fused attention is the profile's dense baseline when its library is there (PyTorch's wheel).
+    export SPARGE_CUDNN_LIBRARY=${SPARGE_CUDNN_LIBRARY:-$(find /opt /usr/local/lib /usr/lib/python3* \
+      -name 'libcudnn.so.9' 2>/dev/null | head -1)}
+    GUI_SAMPLE=(--engine cuda --backend egl --entry l20_s000 --head 8 --set theta=-0.1 --set tau=0.95
+      --set sink=1 --set lambda=3 --size 1600x1000 --frames 6 --timeout 100)
+    timeout 120 $B/sparge-studio "${GUI_SAMPLE[@]}" --mouse 470,690 --screenshot "$OUT/studio_cuda.png" 2>&1 | tail -3
+    timeout 120 $B/sparge-studio "${GUI_SAMPLE[@]}" --action profile=10 --action view=kernels:centre-bottom \
+      --screenshot "$OUT/studio_kernels.png" 2>&1 | tail -3
   fi
   if has frame; then
-    echo "== GUI frame time, 32 heads x 32K tokens in the grid (NVIDIA EGL)"
+    echo "== GUI: frame time (32 heads x 32K in the grid, a 100-entry overview), slider latency 32 x 32K x D 128"
     use_nvidia_egl
-    timeout 120 $B/sparge-studio-bench 32 32768 2>&1 | tail -12
+    timeout 150 $B/sparge-studio-bench --heads 32 --tokens 32768 --dim 128 --changes 15 --frames 40 2>&1 | tail -16
   fi
 } 2>&1 | tee "$LOG"

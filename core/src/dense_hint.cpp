@@ -156,6 +156,12 @@ DenseHint selectionHint(const Tally& t) {
 }  // namespace
 
 std::optional<DenseHint> denseRunHint(std::span<const EntryResult> results) {
+  SparsityCounts all;
+  for (const auto& r : results) {
+    for (const auto& h : r.heads) all += h.sparsity;
+  }
+  // Most runs are sparse: they are judged from the counts alone, without a pass over every block.
+  if (all.validBlocks == 0 || all.total() > kNearlyDense) return std::nullopt;
   Tally t = tally(results);
   if (t.heads == 0 || t.counts.validBlocks == 0 || t.counts.total() > kNearlyDense) return std::nullopt;
   if (t.denseHeads == t.heads) {

@@ -316,7 +316,7 @@ void ActionRunner::checkLoadedParams(const Action& a) {
 
 void ActionRunner::checkView(const Action& a) {
   if (!app_.viewVisible(a.arg)) return fail(a, "the view " + a.arg + " is not shown");
-  if (a.arg != "overview") return;
+  if (a.arg.rfind("overview", 0) != 0) return;
   const auto& o = session_.overview();
   if (o.filling() || o.doneCount() != o.rows().size()) return fail(a, "the overview was not filled");
   for (const auto& row : o.rows()) {

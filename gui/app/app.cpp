@@ -45,11 +45,33 @@ std::vector<std::unique_ptr<View>> makeViews() {
 }
 }  // namespace
 
-bool App::isViewId(const std::string& id) {
+namespace {
+// "kernels:centre-bottom" -> ("kernels", panel index); no colon -> (id, -1); a bad panel name -> -2.
+std::pair<std::string, int> splitViewArgument(const std::string& arg) {
+  auto colon = arg.find(':');
+  if (colon == std::string::npos) return {arg, -1};
+  int panel = PanelLayout::panelByName(arg.substr(colon + 1));
+  return {arg.substr(0, colon), panel < 0 ? -2 : panel};
+}
+}  // namespace
+
+bool App::isViewId(const std::string& idAndPanel) {
+  auto [id, panel] = splitViewArgument(idAndPanel);
+  if (panel == -2) return false;
   for (const auto& v : makeViews()) {
     if (id == v->id()) return true;
   }
   return false;
+}
+
+bool App::showView(const std::string& idAndPanel) {
+  auto [id, panel] = splitViewArgument(idAndPanel);
+  if (panel >= 0) panels_.move(id, panel);
+  return panel != -2 && panels_.show(id);
+}
+
+bool App::viewVisible(const std::string& idAndPanel) const {
+  return panels_.inFront(splitViewArgument(idAndPanel).first);
 }
 
 App::App(Session& session, AppSettings& settings, Platform& platform, bool automation)

@@ -31,9 +31,11 @@ class App {
   void openFile(const std::string& path);
   // Runs a command of the registry as the menu or its shortcut does.
   void run(CommandId id);
-  bool showView(const std::string& id) { return panels_.show(id); }
-  bool viewVisible(const std::string& id) const { return panels_.inFront(id); }
-  static bool isViewId(const std::string& id);
+  // Brings a view to the front of its panel; "ID:PANEL" ("kernels:centre-bottom") moves it there first.
+  bool showView(const std::string& idAndPanel);
+  bool viewVisible(const std::string& idAndPanel) const;
+  // A view id, optionally with ":PANEL" (see showView).
+  static bool isViewId(const std::string& idAndPanel);
   UiState& ui() { return ui_; }
 
  private:

@@ -69,7 +69,7 @@ const CommandInfo kCommands[] = {
   {C::NextHead, nullptr, "Next head", {key(GLFW_KEY_RIGHT), key(GLFW_KEY_DOWN)}, "next head"},
   {C::PreviousHead, nullptr, "Previous head", {key(GLFW_KEY_LEFT), key(GLFW_KEY_UP)}, "previous head"},
   {C::ShowView, nullptr, "Show view", {}, "bring a view to the front of its panel", "view", A::Required,
-   "overview|curves|kernels|heads|detail|summary|timings|capture|controls"},
+   "overview|curves|kernels|heads|detail|summary|timings|capture|controls[:PANEL]"},
   {C::ShowOverview, "View", "Model overview", {ctrlShift(GLFW_KEY_O)}, "the overview (entries x heads)"},
   {C::ShowCurves, "View", "Error-sparsity curves", {ctrlShift(GLFW_KEY_C)}, "the error-sparsity curves"},
   {C::ShowKernels, "View", "Kernels", {ctrlShift(GLFW_KEY_K)}, "every kernel of the last profile"},

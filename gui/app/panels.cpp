@@ -45,6 +45,15 @@ const char* PanelLayout::panelName(int panel) {
   return panel >= 0 && panel < kPanels ? names[panel] : "?";
 }
 
+int PanelLayout::panelByName(const std::string& name) {
+  std::string spaced = name;
+  std::replace(spaced.begin(), spaced.end(), '-', ' ');
+  for (int p = 0; p < kPanels; ++p) {
+    if (spaced == panelName(p)) return p;
+  }
+  return -1;
+}
+
 View* PanelLayout::find(const std::string& id) const {
   for (const auto& v : views_) {
     if (id == v->id()) return v.get();

@@ -28,6 +28,8 @@ class PanelLayout {
   int panelOf(const std::string& id) const;
   void reset();                             // default sizes and placement
   static const char* panelName(int panel);  // "left top", ...
+  // The panel named `name` ("centre-bottom" or "centre bottom"), or -1.
+  static int panelByName(const std::string& name);
   // Settings from an older version or edited by hand: every view exactly once, else the defaults.
   void normalize();
 

@@ -26,6 +26,23 @@ std::string settingsOf(const core::RunConfig& c) {
   return s;
 }
 
+// `text` shortened with "..." to at most `width` pixels.
+std::string fitText(const std::string& text, float width) {
+  if (ImGui::CalcTextSize(text.c_str()).x <= width) return text;
+  size_t lo = 0, hi = text.size();
+  while (lo < hi) {  // the longest prefix that fits with the ellipsis
+    size_t mid = (lo + hi + 1) / 2;
+    if (ImGui::CalcTextSize((text.substr(0, mid) + "...").c_str()).x <= width) {
+      lo = mid;
+    } else {
+      hi = mid - 1;
+    }
+  }
+  while (lo > 0 && (static_cast<unsigned char>(text[lo]) & 0xC0) == 0x80)
+    --lo;  // not inside a UTF-8 character
+  return text.substr(0, lo) + "...";
+}
+
 void drawActivity(const Session& s) {
   std::string act = s.activity();
   if (act.empty()) {
@@ -82,10 +99,17 @@ void App::drawStatusBar(float height) {
   const std::optional<core::DenseHint>& hint = hint_;
   if (hint) {
     separator();
-    ImGui::TextColored(ImVec4(0.93f, 0.67f, 0.24f, 1), "Nearly all dense: %s.", hint->why.c_str());
-    if (hint->preset) {
+    std::string label = hint->preset ? std::string("Apply: ") + core::toString(*hint->preset) : std::string();
+    float buttonW =
+        label.empty() ? 0 : ImGui::CalcTextSize(label.c_str()).x + ImGui::GetStyle().FramePadding.x * 4;
+    std::string text = "Nearly all dense: " + hint->why + ".";
+    // The sentence gives way to the button: shortened to fit, whole in its tooltip.
+    float room = ImGui::GetWindowWidth() - ImGui::GetCursorPosX() - buttonW - ImGui::GetFontSize();
+    std::string shown = fitText(text, room);
+    ImGui::TextColored(ImVec4(0.93f, 0.67f, 0.24f, 1), "%s", shown.c_str());
+    if (shown != text) itemTooltip(text.c_str());
+    if (!label.empty()) {
       ImGui::SameLine();
-      std::string label = std::string("Apply: ") + core::toString(*hint->preset);
       if (ImGui::SmallButton(label.c_str())) session_.applyPreset(*hint->preset);
     }
   } else {

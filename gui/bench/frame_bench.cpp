@@ -15,6 +15,7 @@
 
 #include "app/app.h"
 #include "app/platform.h"
+#include "app/set_option.h"
 #include "sparge/core/synthetic.h"
 #include "sparge/kernels/engine_factory.h"
 #include "widgets/gl.h"
@@ -56,15 +57,17 @@ Options parse(int argc, char** argv) {
     else if (a == "--engine")
       o.engine = next();
     else if (a == "--only") {
-      std::string what = next();
-      o.grid = what == "grid";
-      o.overview = what == "overview";
-      o.latency = what == "latency";
+      std::string what(1, ',');  // a comma list, fenced so that names match whole
+      what += next();
+      what += ',';
+      o.grid = what.find(",grid,") != std::string::npos;
+      o.overview = what.find(",overview,") != std::string::npos;
+      o.latency = what.find(",latency,") != std::string::npos;
     } else {
       std::fprintf(
           stderr,
           "usage: sparge-studio-bench [--heads N] [--tokens N] [--dim N] [--frames N] "
-          "[--overview-entries N] [--changes N] [--engine auto|cpu|cuda] [--only grid|overview|latency]\n");
+          "[--overview-entries N] [--changes N] [--engine auto|cpu|cuda] [--only grid,overview,latency]\n");
       std::exit(2);
     }
   }
@@ -243,29 +246,12 @@ bool shows(const Session& s, double tau) {
   return true;
 }
 
-void benchLatency(App& app, Session& session, const Options& o) {
-  core::SynthSpec spec;
-  spec.name = "latency";
-  spec.headsQ = spec.headsKV = o.heads;
-  spec.tokensQ = spec.tokensKV = o.tokens;
-  spec.headDim = spec.headDimV = o.dim;
-  spec.causal = true;
-  spec.segment = std::max<int64_t>(256, o.tokens / 32);
-  auto t0 = Clock::now();
-  session.openEntryData(std::make_shared<const core::EntryData>(core::makeSyntheticEntry(spec)));
-  if (!frameUntil(
-          app, [&] { return !session.busy() && session.runs().result(); }, 1800)) {
-    std::printf("latency: the first run did not finish\n");
-    return;
-  }
-  std::printf(
-      "latency: %s, entry %d heads x %lld tokens x D %d (causal), first run with the dense reference "
-      "%.0f ms\n",
-      session.engine().name.c_str(), o.heads, (long long)o.tokens, o.dim, ms(t0, Clock::now()));
+// Isolated slider changes: each waits until its result is on screen. Prints the spread.
+void isolatedChanges(App& app, Session& session, int changes) {
   core::HeadParams p = session.runs().config().defaults;
   p.theta = -0.1;
   std::vector<double> isolated, engineMs;
-  for (int i = 0; i < o.changes; ++i) {
+  for (int i = 0; i < changes; ++i) {
     p.tau = 0.90 + 0.003 * (i % 30);
     auto start = Clock::now();
     session.runs().setParams(p, ApplyTarget::AllHeads);
@@ -275,12 +261,20 @@ void benchLatency(App& app, Session& session, const Options& o) {
     isolated.push_back(ms(start, Clock::now()));
     engineMs.push_back(session.runs().lastRun().wallMs);
   }
-  // A drag: the slider moves every frame; each change counts as shown when it or a later one is on screen.
-  std::vector<double> drag, issued;
-  std::vector<double> taus;
+  Spread a = spread(isolated), e = spread(engineMs);
+  std::printf("  %s: slider change -> views updated, isolated (%zu): median %.1f  p95 %.1f  max %.1f ms\n",
+              core::toString(session.runs().config().numerics), isolated.size(), a.median, a.p95, a.max);
+  std::printf("    of which the engine run (worker wall time): median %.1f  p95 %.1f ms\n", e.median, e.p95);
+}
+
+// A drag: the slider moves every frame; each change counts as shown when it or a later one is on screen.
+void draggedChanges(App& app, Session& session, int changes) {
+  core::HeadParams p = session.runs().config().defaults;
+  p.theta = -0.1;
+  std::vector<double> drag, issued, taus;
   auto dragStart = Clock::now();
-  for (int i = 0; i < o.changes || drag.size() < issued.size(); ++i) {
-    if (i < o.changes) {
+  for (int i = 0; i < changes || drag.size() < issued.size(); ++i) {
+    if (i < changes) {
       p.tau = 0.95 - 0.001 * i;
       taus.push_back(p.tau);
       issued.push_back(ms(dragStart, Clock::now()));
@@ -297,12 +291,41 @@ void benchLatency(App& app, Session& session, const Options& o) {
     }
     if (now > 600e3) break;
   }
-  Spread a = spread(isolated), e = spread(engineMs), d = spread(drag);
-  std::printf("  slider change -> views updated, isolated (%zu): median %.1f  p95 %.1f  max %.1f ms\n",
-              isolated.size(), a.median, a.p95, a.max);
-  std::printf("    of which the engine run (worker wall time): median %.1f  p95 %.1f ms\n", e.median, e.p95);
-  std::printf("  slider dragged every frame (%zu changes): median %.1f  p95 %.1f  max %.1f ms\n", drag.size(),
-              d.median, d.p95, d.max);
+  Spread d = spread(drag);
+  std::printf("  %s: slider dragged every frame (%zu changes): median %.1f  p95 %.1f  max %.1f ms\n",
+              core::toString(session.runs().config().numerics), drag.size(), d.median, d.p95, d.max);
+}
+
+void benchLatency(App& app, Session& session, const Options& o) {
+  core::SynthSpec spec;
+  spec.name = "latency";
+  spec.headsQ = spec.headsKV = o.heads;
+  spec.tokensQ = spec.tokensKV = o.tokens;
+  spec.headDim = spec.headDimV = o.dim;
+  spec.causal = true;
+  spec.segment = std::max<int64_t>(256, o.tokens / 32);
+  session.runs().applyConfig(defaultAppConfig());  // the numerics a user starts with (sm89: int8-fp8)
+  auto t0 = Clock::now();
+  session.openEntryData(std::make_shared<const core::EntryData>(core::makeSyntheticEntry(spec)));
+  if (!frameUntil(
+          app, [&] { return !session.busy() && session.runs().result(); }, 1800)) {
+    std::printf("latency: the first run did not finish\n");
+    return;
+  }
+  std::printf(
+      "latency: %s, entry %d heads x %lld tokens x D %d (causal), %s, first run with the dense "
+      "reference %.0f ms\n",
+      session.engine().name.c_str(), o.heads, (long long)o.tokens, o.dim,
+      session.runs().config().geometry.label().c_str(), ms(t0, Clock::now()));
+  isolatedChanges(app, session, o.changes);
+  draggedChanges(app, session, o.changes);
+  // Exact numerics: one sparse pass a change (quantized numerics add the exact pass behind l1_sparse).
+  core::RunConfig exact = session.runs().config();
+  exact.numerics = core::Numerics::None;
+  session.runs().applyConfig(exact);
+  frameUntil(
+      app, [&] { return !session.busy(); }, 600);
+  isolatedChanges(app, session, o.changes);
 }
 }  // namespace
 

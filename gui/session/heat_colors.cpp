@@ -125,6 +125,21 @@ double droppedMassOfRow(const core::HeadResult& h, int row) {
   return sum;
 }
 
+void renderHeadThumbnail(const core::HeadResult& h, int maxSide, std::vector<uint32_t>& rgba, int* cols,
+                         int* rows) {
+  *cols = std::min(h.nk, maxSide);
+  *rows = std::min(h.nq, maxSide);
+  rgba.assign(static_cast<size_t>(*cols) * static_cast<size_t>(*rows), maskCellColor(MaskCell::Invalid));
+  if (h.blockMask.size() < static_cast<size_t>(h.nq) * static_cast<size_t>(h.nk)) return;
+  for (int y = 0; y < *rows; ++y) {
+    size_t i = static_cast<size_t>(int64_t(y) * h.nq / *rows);
+    for (int x = 0; x < *cols; ++x) {
+      size_t j = static_cast<size_t>(int64_t(x) * h.nk / *cols);
+      rgba[static_cast<size_t>(y) * *cols + x] = maskCellColor(classifyBlock(h, i * h.nk + j));
+    }
+  }
+}
+
 void renderHeadLayer(const core::HeadResult& h, HeadLayer layer, std::vector<uint32_t>& rgba, float* vmin,
                      float* vmax) {
   const size_t n = static_cast<size_t>(h.nq) * static_cast<size_t>(h.nk);
@@ -147,6 +162,7 @@ void renderHeadLayer(const core::HeadResult& h, HeadLayer layer, std::vector<uin
               : (r & core::kReasonSink)      ? MaskCell::Sink
               : (r & core::kReasonForcedRow) ? MaskCell::ForcedRow
               : (r & core::kReasonForcedCol) ? MaskCell::ForcedCol
+              : (r & core::kReasonDiagonal)  ? MaskCell::Diagonal
                                              : MaskCell::Selected;
         }
         rgba[i] = maskCellColor(c);

@@ -48,6 +48,11 @@ bool headLayerIsContinuous(HeadLayer l);
 void renderHeadLayer(const core::HeadResult& h, HeadLayer layer, std::vector<uint32_t>& rgba, float* vmin,
                      float* vmax);
 
+// The Combined layer at most `maxSide` texels wide and high, each texel the block at its position (what
+// nearest-neighbour sampling of the full grid shows at thumbnail size, for a fraction of the work).
+void renderHeadThumbnail(const core::HeadResult& h, int maxSide, std::vector<uint32_t>& rgba, int* cols,
+                         int* rows);
+
 // Attention mass that query block `row` loses: Σ refBlockMass over its blocks whose PV was not computed.
 double droppedMassOfRow(const core::HeadResult& h, int row);
 

@@ -15,6 +15,19 @@ std::string argOf(const prof::TimelineEvent& e, const std::string& key) {
 }
 }  // namespace
 
+std::string shortKernelName(const std::string& full) {
+  std::string s = full;
+  for (const std::string junk : {"(anonymous namespace)::", "void "}) {
+    for (size_t at; (at = s.find(junk)) != std::string::npos;) s.erase(at, junk.size());
+  }
+  // The identifier ends at the parameter list or the template arguments (depth 0); the scope before it goes.
+  size_t end = s.find_first_of("<(");
+  std::string ident = s.substr(0, end);
+  if (size_t colon = ident.rfind("::"); colon != std::string::npos) ident = ident.substr(colon + 2);
+  bool templated = end != std::string::npos && s[end] == '<';
+  return templated ? ident + "<...>" : ident;
+}
+
 std::vector<KernelRow> kernelRows(const prof::TimingReport& report) {
   std::vector<KernelRow> rows;
   const double runs = std::max(1, report.profiledRuns);

@@ -24,6 +24,10 @@ struct KernelRow {
   double denseEquivalentTflops = 0;
 };
 
+// A demangled kernel name without return type, namespaces, template arguments and parameters, for tables
+// ("void sparge::cuda::(anonymous namespace)::attn<128, 64>(KParams)" -> "attn<...>").
+std::string shortKernelName(const std::string& name);
+
 // One row per kernel statistic of `report` (name and launch configuration), in the report's order.
 std::vector<KernelRow> kernelRows(const prof::TimingReport& report);
 

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
 #include <numeric>
 
 namespace sparge::gui {
@@ -11,8 +12,30 @@ bool overBudget(const core::SparsityCounts& sparsity, const core::ErrorSums& dep
   return deployed.l1() > bound;
 }
 
+double measuredL1(const core::ErrorSums& e) {
+  return e.count > 0 ? e.l1() : std::nan("");
+}
+
+namespace {
+std::string measuredText(const core::ErrorSums& e, double value, int decimals) {
+  if (e.count <= 0) return "-";
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.*f", decimals, value);
+  return buf;
+}
+}  // namespace
+
+std::string l1Text(const core::ErrorSums& e, int decimals) {
+  return measuredText(e, e.l1(), decimals);
+}
+
+std::string cosText(const core::ErrorSums& e, int decimals) {
+  return measuredText(e, e.cosSim(), decimals);
+}
+
 double quantShare(const core::ErrorSums& sparse, const core::ErrorSums& quant) {
-  double s = sparse.l1(), q = quant.l1();
+  if (sparse.count <= 0) return std::nan("");
+  double s = sparse.l1(), q = quant.count > 0 ? quant.l1() : 0.0;
   return s + q > 0 ? q / (s + q) : 0.0;
 }
 

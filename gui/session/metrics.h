@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstdint>
+#include <string>
 #include <vector>
 
 #include "sparge/core/result.h"
@@ -22,8 +23,15 @@ inline bool overBudget(const core::HeadResult& h, const Budget& b) {
   return overBudget(h.sparsity, h.error, b);
 }
 
-// Share of the error that quantization causes: l1_quant / (l1_sparse + l1_quant), in [0, 1]; 0 when
-// both are 0 (exact numerics, dense head).
+// The L1 of an error part, NaN when the engine measured none (no element counted: exact numerics have no
+// quantization part, and an engine may not split its error): shown as "-", never as a silent 0.
+double measuredL1(const core::ErrorSums& e);
+// measuredL1 as text with `decimals` places, or "-"; the same for the cosine similarity.
+std::string l1Text(const core::ErrorSums& e, int decimals = 4);
+std::string cosText(const core::ErrorSums& e, int decimals = 6);
+
+// Share of the error that quantization causes: l1_quant / (l1_sparse + l1_quant), in [0, 1]; 0 when both
+// are 0 or nothing was quantized; NaN when the sparsity part was not measured.
 double quantShare(const core::ErrorSums& sparse, const core::ErrorSums& quant);
 
 // Upper bound of the kernel speed-up from the work removed: dense work over executed work, counting

@@ -77,9 +77,9 @@ double cellValue(const OverviewCell& c, OverviewMetric metric, const core::Entry
     case OverviewMetric::L1:
       return c.error.l1();
     case OverviewMetric::L1Sparse:
-      return c.errorSparse.l1();
+      return measuredL1(c.errorSparse);
     case OverviewMetric::L1Quant:
-      return c.errorQuant.l1();
+      return measuredL1(c.errorQuant);
     case OverviewMetric::QuantShare:
       return quantShare(c.errorSparse, c.errorQuant);
     case OverviewMetric::Speedup:
@@ -104,6 +104,8 @@ const char* toString(OverviewSort s) {
       return "step";
     case OverviewSort::Kind:
       return "module kind";
+    case OverviewSort::Mask:
+      return "mask (causal, window)";
     case OverviewSort::Metric:
       return "metric (mean over heads)";
   }
@@ -119,6 +121,12 @@ std::string groupOf(const core::EntryInfo& e, OverviewSort sort) {
     case OverviewSort::Kind: {
       std::string k = e.stack + (e.stack.empty() || e.kind.empty() ? "" : " ") + e.kind;
       return k.empty() ? "kind not recorded" : k;
+    }
+    case OverviewSort::Mask: {
+      if (!e.window.bounded()) return e.causal ? "causal" : "full";
+      std::string w =
+          "window [" + std::to_string(e.window.left) + ", " + std::to_string(e.window.right) + "]";
+      return e.causal ? w + " causal" : w;
     }
     default:
       return {};
@@ -138,6 +146,7 @@ std::vector<size_t> overviewOrder(const std::vector<core::EntryInfo>& entries, O
       case OverviewSort::Step:
         return {e.step.value_or(kMissing), {}};
       case OverviewSort::Kind:
+      case OverviewSort::Mask:
         return {0, groupOf(e, sort)};
       default:
         return {0, {}};

@@ -45,9 +45,10 @@ bool isCategorical(OverviewMetric m);    // tuned / over budget: yes or no
 double cellValue(const OverviewCell& cell, OverviewMetric metric, const core::EntryInfo& info,
                  const Budget& budget, bool tuned);
 
-enum class OverviewSort { Capture, Layer, Step, Kind, Metric };
+enum class OverviewSort { Capture, Layer, Step, Kind, Mask, Metric };
 const char* toString(OverviewSort s);
-// The group an entry belongs to under `sort` ("layer 3", "step 12", "encoder self"); empty for none.
+// The group an entry belongs to under `sort` ("layer 3", "step 12", "encoder self", "window [512, 0]");
+// empty for none.
 std::string groupOf(const core::EntryInfo& info, OverviewSort sort);
 // Row order: by the sort key (then capture order); Metric sorts by `metricMeans` descending.
 std::vector<size_t> overviewOrder(const std::vector<core::EntryInfo>& entries, OverviewSort sort,

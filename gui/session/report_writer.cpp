@@ -8,6 +8,7 @@
 #include <sstream>
 
 #include "heat_colors.h"
+#include "metrics.h"
 #include "sparge/core/atomic_file.h"
 #include "sparge/core/error.h"
 
@@ -58,9 +59,9 @@ void writeReportMarkdown(const std::string& path, const core::EntryResult& r,
     << (r.config.diagonal ? ", diagonal blocks on (an extension, not SpargeAttn's)" : "") << "\n";
   std::snprintf(buf, sizeof buf,
                 "- Entry: stage-1 sparsity %.1f %%, PV-skip rate %.1f %%, total sparsity %.1f %%, L1 %.4f "
-                "(sparsity alone %.4f, quantization alone %.4f), cos %.5f\n",
+                "(sparsity alone %s, quantization alone %s), cos %.5f\n",
                 100 * r.sparsity.stage1(), 100 * r.sparsity.pvSkipRate(), 100 * r.sparsity.total(),
-                r.error.l1(), r.errorSparse.l1(), r.errorQuant.l1(), r.error.cosSim());
+                r.error.l1(), l1Text(r.errorSparse).c_str(), l1Text(r.errorQuant).c_str(), r.error.cosSim());
   o << buf;
   std::snprintf(buf, sizeof buf,
                 "- Times (%s clock): predict %.2f ms, sparse %.2f ms, reference %.2f ms%s, total %.2f ms\n\n",
@@ -88,12 +89,12 @@ void writeReportMarkdown(const std::string& path, const core::EntryResult& r,
     bool topk = h.params.mode == core::SelectMode::TopK;
     std::snprintf(
         buf, sizeof buf,
-        "| %lld | %lld | %s | %.3f | %.3f | %g | %.1f %% | %.1f %% | %.1f %% | %.4f | %.4f | %.4f | %.5f | "
+        "| %lld | %lld | %s | %.3f | %.3f | %g | %.1f %% | %.1f %% | %.1f %% | %.4f | %s | %s | %.5f | "
         "![mask](%s/%s_mask.png) | ![dropped](%s/%s_dropped.png) |\n",
         (long long)h.batch, (long long)h.head, h.params.dense ? "dense" : (topk ? "top-k" : "cdf"),
         h.params.theta, topk ? h.params.topk : h.params.tau, h.params.lambda, 100 * h.sparsity.stage1(),
-        100 * h.sparsity.pvSkipRate(), 100 * h.sparsity.total(), h.error.l1(), h.errorSparse.l1(),
-        h.errorQuant.l1(), h.error.cosSim(), imgDirName.c_str(), stem.c_str(), imgDirName.c_str(),
+        100 * h.sparsity.pvSkipRate(), 100 * h.sparsity.total(), h.error.l1(), l1Text(h.errorSparse).c_str(),
+        l1Text(h.errorQuant).c_str(), h.error.cosSim(), imgDirName.c_str(), stem.c_str(), imgDirName.c_str(),
         stem.c_str());
     o << buf;
   }

@@ -98,12 +98,13 @@ void CaptureBrowser::draw(Session& s, UiState&) {
       ImGui::EndTooltip();
     }
   }
-  ImGui::SameLine();
-  const char* groups[] = {"capture order", "layer", "step", "module kind"};
+  const char* groups[] = {"capture order", "layer", "step", "module kind", "mask"};
   int g = static_cast<int>(group_);
   ImGui::SetNextItemWidth(ImGui::CalcTextSize("capture order").x + ImGui::GetFrameHeight() * 1.5f);
-  if (ImGui::Combo("##group", &g, groups, 4)) group_ = static_cast<OverviewSort>(g);
-  itemTooltip("Group the entries by layer, denoising step or module kind (stack and self / cross).");
+  if (ImGui::Combo("group", &g, groups, 5)) group_ = static_cast<OverviewSort>(g);
+  itemTooltip(
+      "Group the entries by layer, denoising step, module kind (stack and self / cross) or mask (causal, "
+      "local window).");
   ImGuiTableFlags flags = ImGuiTableFlags_RowBg | ImGuiTableFlags_ScrollY | ImGuiTableFlags_BordersInnerV |
                           ImGuiTableFlags_SizingFixedFit | ImGuiTableFlags_Resizable;
   if (!ImGui::BeginTable("entries", 6, flags, ImVec2(0, 0))) return;

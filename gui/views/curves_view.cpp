@@ -36,8 +36,9 @@ std::vector<ImVec2> series(const CurveSet& set, const HeadCurves& hc, size_t t, 
     const CurvePoint& p = hc.points[k];
     if (!p.done) continue;
     double v = part == 0   ? p.figures.error.l1()
-               : part == 1 ? p.figures.errorSparse.l1()
-                           : p.figures.errorQuant.l1();
+               : part == 1 ? measuredL1(p.figures.errorSparse)
+                           : measuredL1(p.figures.errorQuant);
+    if (!std::isfinite(v)) continue;  // a part the engine did not measure is not drawn
     out.push_back(xy(p.figures, v));
   }
   std::sort(out.begin(), out.end(), [](ImVec2 a, ImVec2 b) { return a.x < b.x; });
@@ -54,7 +55,8 @@ void pointTooltip(const CurveSet& set, const CurvePoint& p) {
   ImGui::Text("total sparsity %.1f %%  (stage 1 %.1f %%)", 100 * f.sparsity.total(),
               100 * f.sparsity.stage1());
   ImGui::Text("L1 %.5f deployed (%s)", f.error.l1(), core::toString(set.config.numerics));
-  ImGui::Text("   %.5f sparsity alone, %.5f quantization alone", f.errorSparse.l1(), f.errorQuant.l1());
+  ImGui::Text("   %s sparsity alone, %s quantization alone", l1Text(f.errorSparse, 5).c_str(),
+              l1Text(f.errorQuant, 5).c_str());
   ImGui::Text("estimated speed-up %.2fx (work ratio)",
               estimatedSpeedup(f.sparsity, set.info.headDim, set.info.headDimV));
   ImGui::TextDisabled("click: apply these parameters");
@@ -141,8 +143,8 @@ void CurvesView::drawLegend(const CurveSet& set) {
   }
   ImGui::PushTextWrapPos(0);
   ImGui::TextDisabled(
-      "wide white: Pareto front over Î¸; ring: current; diamond: tuned; dashed: L1 of sparsity "
-      "alone (Î¸'s colour), of quantization alone (red), estimated speed-up (blue, right axis)");
+      "wide white: Pareto front over \xce\xb8; ring: current; diamond: tuned; dashed: L1 of sparsity "
+      "alone (\xce\xb8's colour), of quantization alone (red), estimated speed-up (blue, right axis)");
   ImGui::PopTextWrapPos();
 }
 
@@ -214,10 +216,22 @@ void CurvesView::drawHeadPlot(Session& s, UiState& ui, const CurveSet& set, cons
 }
 
 void CurvesView::drawSmallMultiples(Session& s, UiState& ui, const CurveSet& set) {
-  float avail = ImGui::GetContentRegionAvail().x;
-  int cols = std::max(1, int(avail / (ImGui::GetFontSize() * 14)));
-  float w = std::floor((avail - (cols - 1) * ImGui::GetStyle().ItemSpacing.x) / cols);
-  float h = std::floor(w * 0.72f);
+  // As many columns as it takes for every head to fit the panel, down to a readable plot size; beyond that
+  // the plots scroll.
+  ImVec2 avail = ImGui::GetContentRegionAvail();
+  const float gap = ImGui::GetStyle().ItemSpacing.x, title = ImGui::GetTextLineHeightWithSpacing();
+  const float minW = ImGui::GetFontSize() * 9;
+  const int n = static_cast<int>(set.heads.size());
+  int cols = 1;
+  float w = avail.x, h = 0;
+  for (;; ++cols) {
+    w = std::floor((avail.x - (cols - 1) * gap) / cols);
+    h = std::floor(w * 0.72f);
+    int rowsNeeded = (n + cols - 1) / cols;
+    if (rowsNeeded * (h + title + ImGui::GetStyle().ItemSpacing.y) <= avail.y || cols >= n) break;
+    float nextW = std::floor((avail.x - cols * gap) / (cols + 1));
+    if (nextW < minW) break;
+  }
   int rows = int((set.heads.size() + cols - 1) / cols);
   ImGui::BeginChild("multiples");
   ImGuiListClipper clipper;
@@ -243,6 +257,11 @@ void CurvesView::drawSmallMultiples(Session& s, UiState& ui, const CurveSet& set
 }
 
 void CurvesView::draw(Session& s, UiState& ui) {
+  // A new sweep is shown as it was asked for: every head as small multiples, one head alone.
+  if (auto d = s.curves().data(); d && d != shownSweep_) {
+    shownSweep_ = d;
+    multiples_ = d->heads.size() > 1 ? 1 : 0;
+  }
   drawToolbar(s);
   sweepIfNeeded(s);
   auto d = s.curves().data();

@@ -4,6 +4,8 @@
 // point applies its parameters.
 #pragma once
 
+#include <memory>
+
 #include "view.h"
 #include "widgets/plot.h"
 
@@ -26,7 +28,10 @@ class CurvesView final : public View {
 
   int multiples_ = 0;  // 0: the selected head, 1: every head as small multiples
   int points_ = 16;
-  int focusTheta_ = -1;  // the θ whose sparsity / quantization parts are drawn (-1: the head's own θ)
+  int focusTheta_ = -1;
+  std::shared_ptr<const CurveSet>
+      shownSweep_;  // the sweep the mode was last set from  // the θ whose sparsity / quantization parts are
+                    // drawn (-1: the head's own θ)
 };
 
 }  // namespace sparge::gui

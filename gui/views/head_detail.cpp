@@ -120,7 +120,8 @@ void HeadDetail::tooltip(const Session& s, const core::HeadResult& h, int i, int
   if (idx < h.refBlockMass.size()) {
     float m = h.refBlockMass[idx];
     ImGui::Text("reference attention mass  %.3e", m);
-    if (!on || skipped) {
+    // A block without a valid pair drops nothing: only blocks the method turned off count.
+    if ((!on || skipped) && !(reasons & core::kReasonCausalOff)) {
       ImGui::TextColored(ImVec4(0.95f, 0.6f, 0.3f, 1), "error contribution: drops %.3e of each row's mass",
                          m);
     }
@@ -154,16 +155,19 @@ void HeadDetail::drawHeadline(const Session& s, const core::HeadResult& h) const
   bool over = overBudget(h, s.tuning().budget());
   ImGui::TextColored(over ? ImVec4(0.95f, 0.4f, 0.4f, 1) : ImVec4(0.85f, 0.87f, 0.9f, 1), "L1 %.5f",
                      h.error.l1());
+  const char* numerics = core::toString(s.runs().result()->config.numerics);
+  std::string sparse = l1Text(h.errorSparse, 5), quant = l1Text(h.errorQuant, 5);
   if (ImGui::IsItemHovered()) {
     ImGui::SetTooltip(
-        "deployed L1 (sparse, %s): %.5f\nsparsity alone (same mask and lambda, exact): %.5f\n"
-        "quantization alone (every valid block, %s): %.5f\ncos %.6f / %.6f / %.6f",
-        core::toString(s.runs().result()->config.numerics), h.error.l1(), h.errorSparse.l1(),
-        core::toString(s.runs().result()->config.numerics), h.errorQuant.l1(), h.error.cosSim(),
-        h.errorSparse.cosSim(), h.errorQuant.cosSim());
+        "deployed L1 (sparse, %s): %.5f, cos %.6f\n"
+        "sparsity alone (same mask and lambda, exact): %s, cos %s\n"
+        "quantization alone (every valid block, %s): %s, cos %s\n(- : not measured)",
+        numerics, h.error.l1(), h.error.cosSim(), sparse.c_str(), cosText(h.errorSparse).c_str(), numerics,
+        quant.c_str(), cosText(h.errorQuant).c_str());
   }
   ImGui::SameLine();
-  ImGui::TextDisabled("(sparsity %.4f, quantization %.4f)", h.errorSparse.l1(), h.errorQuant.l1());
+  ImGui::TextDisabled("(sparsity %s, quantization %s)", l1Text(h.errorSparse).c_str(),
+                      l1Text(h.errorQuant).c_str());
   sep();
   ImGui::Text("cos %.6f", h.error.cosSim());
   sep();
@@ -200,9 +204,9 @@ void HeadDetail::draw(Session& s, UiState& ui) {
   }
 
   static const MaskCell legend[] = {MaskCell::Selected, MaskCell::ForcedRow, MaskCell::ForcedCol,
-                                    MaskCell::Sink,     MaskCell::PvSkipped, MaskCell::Off,
-                                    MaskCell::Invalid};
-  drawMaskLegend(legend, 8);
+                                    MaskCell::Sink,     MaskCell::Diagonal,  MaskCell::PvSkipped,
+                                    MaskCell::Off,      MaskCell::Invalid};
+  drawMaskLegend(legend, int(std::size(legend)));
   ImVec2 avail = ImGui::GetContentRegionAvail();
   avail.y -= 2;
   const ImGuiStyle& style = ImGui::GetStyle();

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <cstring>
 
 #include "heat_colors.h"
 #include "widgets/colorbar.h"
@@ -13,12 +14,21 @@
 namespace sparge::gui {
 
 uint64_t headContentHash(const core::HeadResult& h) {
+  constexpr uint64_t kPrime = 1099511628211ull;
   uint64_t x = 1469598103934665603ull;
+  // Eight bytes per step: every head is hashed after every run, and a 32K entry has 131072 blocks a head.
   auto mix = [&](const std::vector<uint8_t>& v) {
-    for (uint8_t b : v) x = (x ^ b) * 1099511628211ull;
+    size_t i = 0;
+    for (; i + 8 <= v.size(); i += 8) {
+      uint64_t w;
+      std::memcpy(&w, v.data() + i, 8);
+      x = (x ^ w) * kPrime;
+      x ^= x >> 29;
+    }
+    for (; i < v.size(); ++i) x = (x ^ v[i]) * kPrime;
   };
-  x = (x ^ static_cast<uint64_t>(h.nq)) * 1099511628211ull;
-  x = (x ^ static_cast<uint64_t>(h.nk)) * 1099511628211ull;
+  x = (x ^ static_cast<uint64_t>(h.nq)) * kPrime;
+  x = (x ^ static_cast<uint64_t>(h.nk)) * kPrime;
   mix(h.blockMask);
   mix(h.pvSkipped);
   mix(h.reasons);
@@ -33,8 +43,9 @@ void HeadGrid::syncTextures(const core::EntryResult& r, uint64_t generation) {
     uint64_t hash = headContentHash(h);
     auto& tex = textures_[key];
     if (tex.valid() && hashes_[key] == hash) continue;
-    renderHeadLayer(h, HeadLayer::Combined, scratch_, nullptr, nullptr);
-    tex.update(hash, scratch_.data(), h.nk, h.nq);
+    int cols = 0, rows = 0;
+    renderHeadThumbnail(h, kThumbnailTexels, scratch_, &cols, &rows);
+    tex.update(hash, scratch_.data(), cols, rows);
     hashes_[key] = hash;
   }
 }
@@ -50,7 +61,8 @@ void headTooltip(const Session& s, const core::HeadResult& h, bool over) {
   ImGui::Text("PV-skip rate      %6.2f %%", 100 * h.sparsity.pvSkipRate());
   ImGui::Text("total sparsity    %6.2f %%", 100 * h.sparsity.total());
   ImGui::Text("L1 %.5f   cos %.6f  (deployed)", h.error.l1(), h.error.cosSim());
-  ImGui::Text("L1 %.5f sparsity alone, %.5f quantization alone", h.errorSparse.l1(), h.errorQuant.l1());
+  ImGui::Text("L1 %s sparsity alone, %s quantization alone", l1Text(h.errorSparse, 5).c_str(),
+              l1Text(h.errorQuant, 5).c_str());
   if (over)
     ImGui::TextColored(ImVec4(0.9f, 0.35f, 0.35f, 1), "over budget (l1 %.3g / l2 %.3g)", budget.l1,
                        budget.l2);
@@ -71,13 +83,13 @@ void HeadGrid::drawToolbar(UiState& ui) {
   ImGui::SliderFloat("size", &ui.thumbSize, 40.0f, 240.0f, "%.0f px");
   ImGui::SameLine();
   static const MaskCell legend[] = {MaskCell::Selected, MaskCell::ForcedRow, MaskCell::ForcedCol,
-                                    MaskCell::Sink,     MaskCell::PvSkipped, MaskCell::Off,
-                                    MaskCell::Invalid};
+                                    MaskCell::Sink,     MaskCell::Diagonal,  MaskCell::PvSkipped,
+                                    MaskCell::Off,      MaskCell::Invalid};
   ImGui::TextDisabled("(legend)");
   if (ImGui::IsItemHovered()) {
     ImGui::BeginTooltip();
     ImGui::PushTextWrapPos(ImGui::GetFontSize() * 40);
-    drawMaskLegend(legend, 8);
+    drawMaskLegend(legend, int(std::size(legend)));
     ImGui::PopTextWrapPos();
     ImGui::EndTooltip();
   }

@@ -24,6 +24,8 @@ class HeadGrid final : public View {
   void drawCell(Session& s, const core::HeadResult& h, size_t index, ImVec2 pos, ImVec2 thumb, float cellW,
                 float labelH, bool multiBatch);
 
+  // Thumbnails are at most this many texels a side (the slider's largest thumbnail is 240 px).
+  static constexpr int kThumbnailTexels = 256;
   // Keyed by (batch, head). A texture is re-uploaded only when its head's mask content changed.
   std::map<std::pair<int64_t, int64_t>, HeatmapTexture> textures_;
   std::map<std::pair<int64_t, int64_t>, uint64_t> hashes_;

@@ -106,8 +106,8 @@ void KernelView::drawTable(const ProfileData& d) {
                      ImGui::GetTextLineHeightWithSpacing() * 4);
   if (!ImGui::BeginTable("kernels", kCount, flags, ImVec2(0, h))) return;
   ImGui::TableSetupScrollFreeze(1, 1);
-  const char* names[kCount] = {"kernel",    "stage",  "run",     "launches",   "min ms",
-                               "median ms", "max ms", "exec TF", "dense-eq TF"};
+  static const char* names[kCount] = {"kernel",   "stage",  "grid",      "block",  "regs",    "smem KiB",
+                                      "launches", "min ms", "median ms", "max ms", "exec TF", "dense-eq TF"};
   for (int c = 0; c < kCount; ++c) {
     ImGui::TableSetupColumn(
         names[c],
@@ -135,7 +135,7 @@ void KernelView::drawTable(const ProfileData& d) {
     const KernelRow& r = d.kernels[i];
     ImGui::TableNextRow();
     ImGui::TableNextColumn();
-    ImGui::TextUnformatted(r.name.c_str());
+    ImGui::TextUnformatted(shortKernelName(r.name).c_str());
     if (ImGui::IsItemHovered()) {
       ImGui::SetTooltip("%s\n%lld launches (%.2f per run), clock %s", r.name.c_str(), (long long)r.launches,
                         r.launchesPerRun, r.source.c_str());
@@ -185,8 +185,9 @@ void KernelView::drawTimeline(const ProfileData& d) {
           x1 = std::max(x0 + 1.0f, p0.x + float((b.startMs + b.durMs) / end) * w);
     float y0 = p0.y + lane * laneH + 1, y1 = y0 + laneH - 2;
     dl->AddRectFilled(ImVec2(x0, y0), ImVec2(x1, y1), stageColor(b.stage));
-    if (x1 - x0 > ImGui::CalcTextSize(b.name.c_str()).x + 4)
-      dl->AddText(ImVec2(x0 + 2, y0), IM_COL32(20, 20, 24, 255), b.name.c_str());
+    std::string label = shortKernelName(b.name);
+    if (x1 - x0 > ImGui::CalcTextSize(label.c_str()).x + 4)
+      dl->AddText(ImVec2(x0 + 2, y0), IM_COL32(20, 20, 24, 255), label.c_str());
     if (hovered && m.x >= x0 && m.x <= x1 && m.y >= y0 && m.y <= y1) hit = &b;
   }
   if (!hit) return;

@@ -111,12 +111,12 @@ void OverviewView::drawToolbar(Session& s) {
   }
   itemTooltip(describe(metric_));
   ImGui::SameLine();
-  const char* sorts[] = {"capture order", "layer", "step", "module kind", "metric"};
+  const char* sorts[] = {"capture order", "layer", "step", "module kind", "mask", "metric"};
   int so = static_cast<int>(sort_);
   ImGui::SetNextItemWidth(ImGui::GetFontSize() * 8);
-  if (ImGui::Combo("rows", &so, sorts, 5)) sort_ = OverviewSort(so);
+  if (ImGui::Combo("rows", &so, sorts, 6)) sort_ = OverviewSort(so);
   itemTooltip(
-      "Row order: grouped by layer, step or module kind, or by the metric's mean over heads (largest "
+      "Row order: grouped by layer, step, module kind or mask, or by the metric's mean over heads (largest "
       "first).");
   if (o.filling()) {
     ImGui::SameLine();
@@ -156,7 +156,8 @@ void OverviewView::cellTooltip(const Session& s, size_t r, int64_t head) const {
     ImGui::Text("stage-1 %.1f %%   total %.1f %%", 100 * f.sparsity.stage1(), 100 * f.sparsity.total());
     ImGui::Text("L1 %.5f deployed (%s, %s)", f.error.l1(), core::toString(row.config.numerics),
                 row.config.geometry.label().c_str());
-    ImGui::Text("   %.5f sparsity alone, %.5f quantization alone", f.errorSparse.l1(), f.errorQuant.l1());
+    ImGui::Text("   %s sparsity alone, %s quantization alone", l1Text(f.errorSparse, 5).c_str(),
+                l1Text(f.errorQuant, 5).c_str());
     ImGui::Text("cos %.6f   estimated speed-up %.2fx", f.error.cosSim(),
                 estimatedSpeedup(f.sparsity, e.headDim, e.headDimV));
     const Budget& b = s.tuning().budget();
@@ -175,7 +176,7 @@ void OverviewView::drawMatrix(Session& s) {
   float labelW = ImGui::GetFontSize() * 7;
   ImVec2 avail = ImGui::GetContentRegionAvail();
   float cellW = std::max(2.0f, std::floor((avail.x - labelW - 8) / float(cols_)));
-  float cellH = std::clamp(std::floor((avail.y - lineH) / float(order_.size())), 2.0f, lineH + 2);
+  float cellH = std::clamp(std::floor((avail.y - lineH) / float(order_.size())), 2.0f, lineH * 2.5f);
   // Head numbers above the columns when they fit.
   char num[16];
   std::snprintf(num, sizeof num, "%d", cols_ - 1);

@@ -3,6 +3,7 @@
 #include <imgui.h>
 
 #include <algorithm>
+#include <cmath>
 #include <cstdio>
 #include <numeric>
 
@@ -54,9 +55,9 @@ double sortKey(const core::HeadResult& h, int column) {
     case kL1:
       return h.error.l1();
     case kL1Sparse:
-      return h.errorSparse.l1();
+      return std::isfinite(measuredL1(h.errorSparse)) ? h.errorSparse.l1() : -1;
     case kL1Quant:
-      return h.errorQuant.l1();
+      return std::isfinite(measuredL1(h.errorQuant)) ? h.errorQuant.l1() : -1;
     case kCos:
       return h.error.cosSim();
     default:
@@ -122,10 +123,10 @@ void SummaryTable::drawRow(Session& s, const core::HeadResult& h, size_t index, 
   ImGui::PopID();
   if (ImGui::IsItemHovered()) {
     ImGui::SetTooltip(
-        "head %lld: L1 %.5f deployed = sparsity alone %.5f, quantization alone %.5f\n"
-        "cos %.6f deployed, %.6f sparse, %.6f quantized",
-        (long long)h.head, h.error.l1(), h.errorSparse.l1(), h.errorQuant.l1(), h.error.cosSim(),
-        h.errorSparse.cosSim(), h.errorQuant.cosSim());
+        "head %lld: L1 %.5f deployed, %s sparsity alone, %s quantization alone\n"
+        "cos %.6f deployed, %s sparsity alone, %s quantization alone (- : not measured)",
+        (long long)h.head, h.error.l1(), l1Text(h.errorSparse, 5).c_str(), l1Text(h.errorQuant, 5).c_str(),
+        h.error.cosSim(), cosText(h.errorSparse).c_str(), cosText(h.errorQuant).c_str());
   }
   ImGui::TableNextColumn();
   drawParams(h.params);
@@ -140,9 +141,9 @@ void SummaryTable::drawRow(Session& s, const core::HeadResult& h, size_t index, 
     ImGui::Text("%.4f", h.error.l1());
   }
   ImGui::TableNextColumn();
-  ImGui::Text("%.4f", h.errorSparse.l1());
+  ImGui::TextUnformatted(l1Text(h.errorSparse).c_str());
   ImGui::TableNextColumn();
-  ImGui::Text("%.4f", h.errorQuant.l1());
+  ImGui::TextUnformatted(l1Text(h.errorQuant).c_str());
   ImGui::TableNextColumn();
   ImGui::Text("%.5f", h.error.cosSim());
 }
@@ -161,11 +162,11 @@ void SummaryTable::draw(Session& s, UiState&) {
     return;
   }
   ImGui::TextWrapped(
-      "entry (%s, %s): stage-1 %.1f %%  PV skip %.1f %%  total %.1f %%  L1 %.4f (sparsity %.4f, "
-      "quantization %.4f)  cos %.5f",
+      "entry (%s, %s): stage-1 %.1f %%  PV skip %.1f %%  total %.1f %%  L1 %.4f (sparsity %s, "
+      "quantization %s)  cos %.5f",
       core::toString(r->config.numerics), r->config.geometry.label().c_str(), 100 * r->sparsity.stage1(),
-      100 * r->sparsity.pvSkipRate(), 100 * r->sparsity.total(), r->error.l1(), r->errorSparse.l1(),
-      r->errorQuant.l1(), r->error.cosSim());
+      100 * r->sparsity.pvSkipRate(), 100 * r->sparsity.total(), r->error.l1(),
+      l1Text(r->errorSparse).c_str(), l1Text(r->errorQuant).c_str(), r->error.cosSim());
   ImGuiTableFlags flags = ImGuiTableFlags_RowBg | ImGuiTableFlags_ScrollY | ImGuiTableFlags_Sortable |
                           ImGuiTableFlags_BordersInnerV | ImGuiTableFlags_SizingStretchProp |
                           ImGuiTableFlags_Resizable | ImGuiTableFlags_Hideable;

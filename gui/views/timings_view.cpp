@@ -65,7 +65,9 @@ void TimingsView::draw(Session& s, UiState& ui) {
 }
 
 void TimingsView::drawFigures(const TimingSummary& t) {
-  if (!ImGui::BeginTable("derived", 2, ImGuiTableFlags_SizingFixedFit)) return;
+  if (!ImGui::BeginTable("derived", 2, ImGuiTableFlags_SizingStretchProp)) return;
+  ImGui::TableSetupColumn("what", ImGuiTableColumnFlags_WidthFixed);
+  ImGui::TableSetupColumn("value", ImGuiTableColumnFlags_WidthStretch);
   auto row = [](const char* k, const char* v, const char* tip) {
     ImGui::TableNextRow();
     ImGui::TableNextColumn();

@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Runs every File/Run action of sparge-studio headless (EGL, no X server) on a small synthetic capture:
-# exports (masks, reports, parameters), auto-tune (head / entry / all, cancel, follow budget), profile and
-# parameter import; then checks the files with check_exports.py and re-runs the exported parameters
-# through `sparge run --params`.
+# exports (masks, reports, parameters), auto-tune (head / entry / all, cancel, follow budget), profile,
+# parameter import, presets, the overview (filled), the curves (swept) and the kernel view; then checks the
+# files with check_exports.py and re-runs the exported parameters through `sparge run --params`.
 set -euo pipefail
 app=$1 sparge=$2 python=$3 checker=$4 out=$5
 rm -rf "$out"
@@ -30,6 +30,12 @@ env -u DISPLAY "$app" "$out/x.h5" --backend egl --engine cpu --threads 2 --timeo
   --action set=theta=0.5 \
   --action load-params="$out/params.json" \
   --action export-report="$out/after_load.json" \
+  --action preset=filter-off \
+  --action view=overview \
+  --action sweep=head \
+  --action sweep=all \
+  --action view=kernels:centre-bottom \
+  --action preset=stored \
   --screenshot "$out/final.png"
 
 # The exported parameters, re-run by the CLI: every head must reproduce its recorded L1 within budget.

@@ -80,6 +80,8 @@ TEST(Commands, EveryCommandOnceWithUniqueVerbsAndShortcuts) {
 TEST(Commands, ActionsParseAndRejectBadArguments) {
   EXPECT_EQ(parseAction("tune=entry").command->id, CommandId::TuneHead);
   EXPECT_EQ(parseAction("view=overview").arg, "overview");
+  EXPECT_EQ(parseAction("view=kernels:centre-bottom").arg, "kernels:centre-bottom");
+  EXPECT_THROW(parseAction("view=kernels:upstairs"), sparge::Error);
   EXPECT_EQ(parseAction("sweep=all").command->id, CommandId::SweepHead);
   EXPECT_EQ(parseAction("preset=filter-off").command->id, CommandId::PresetCdf);
   EXPECT_EQ(parseAction("profile").arg, "");

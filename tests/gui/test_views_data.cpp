@@ -156,6 +156,52 @@ TEST(CurvesData, PointsEqualIndividualRunsAtThoseThresholds) {
   }
 }
 
+TEST(OverviewData, UnmeasuredErrorPartsAreShownAsMissingNotZero) {
+  core::ErrorSums none;  // the engine measured nothing: no element counted
+  EXPECT_EQ(l1Text(none), "-");
+  EXPECT_TRUE(std::isnan(measuredL1(none)));
+  core::ErrorSums sparse;
+  sparse.count = 8;
+  sparse.absRef = 2;
+  sparse.absDiff = 0.1;
+  EXPECT_EQ(l1Text(sparse), "0.0500");
+  core::ErrorSums quant = sparse;
+  quant.absDiff = 0.3;  // L1 0.15: three quarters of the parts
+  EXPECT_DOUBLE_EQ(quantShare(sparse, quant), 0.75);
+  EXPECT_DOUBLE_EQ(quantShare(sparse, none), 0.0);  // nothing quantized: exact numerics
+  EXPECT_TRUE(std::isnan(quantShare(none, quant)));
+  HeadFigures f;
+  f.error = sparse;
+  core::EntryInfo info;
+  EXPECT_TRUE(std::isnan(cellValue(f, OverviewMetric::L1Sparse, info, Budget{}, false)));
+  EXPECT_DOUBLE_EQ(cellValue(f, OverviewMetric::L1, info, Budget{}, false), 0.05);
+}
+
+TEST(OverviewData, RowsGroupByLayerKindAndMask) {
+  auto entry = [](const char* name, std::optional<int64_t> layer, const char* stack, const char* kind,
+                  bool causal, core::Window window) {
+    core::EntryInfo e;
+    e.name = name;
+    e.layer = layer;
+    e.stack = stack;
+    e.kind = kind;
+    e.causal = causal;
+    e.window = window;
+    return e;
+  };
+  std::vector<core::EntryInfo> es = {
+      entry("d1", 1, "decoder", "cross", true, {}), entry("e0", 0, "encoder", "self", false, {}),
+      entry("x", std::nullopt, "", "", true, {512, 0}), entry("d0", 0, "decoder", "self", true, {})};
+  EXPECT_EQ(overviewOrder(es, OverviewSort::Capture), (std::vector<size_t>{0, 1, 2, 3}));
+  EXPECT_EQ(overviewOrder(es, OverviewSort::Layer), (std::vector<size_t>{1, 3, 0, 2}));  // no layer last
+  EXPECT_EQ(groupOf(es[0], OverviewSort::Kind), "decoder cross");
+  EXPECT_EQ(groupOf(es[2], OverviewSort::Kind), "kind not recorded");
+  EXPECT_EQ(overviewOrder(es, OverviewSort::Kind), (std::vector<size_t>{0, 3, 1, 2}));
+  EXPECT_EQ(groupOf(es[2], OverviewSort::Mask), "window [512, 0] causal");
+  EXPECT_EQ(groupOf(es[1], OverviewSort::Mask), "full");
+  EXPECT_EQ(overviewOrder(es, OverviewSort::Metric, {0.1, 0.5, NAN, 0.3}), (std::vector<size_t>{1, 3, 0, 2}));
+}
+
 TEST(CurvesData, ParetoFrontOfHandPlacedPoints) {
   // (sparsity, L1): A (0.1, 0.01), B (0.5, 0.02), C (0.4, 0.03) and D (0.5, 0.05) lie behind B,
   // E (0.9, 0.2), F (0.95, 0.0) unfinished, G (0.1, 0.01) equal to A.
@@ -253,6 +299,15 @@ TEST(KernelData, RowsEqualTheProfilersRecords) {
   EXPECT_NEAR(bars[1].durMs, 1.0, 1e-9);
   EXPECT_EQ(bars[0].track, 1);
   EXPECT_EQ(bars[1].track, 1);
+}
+
+TEST(KernelData, ShortNames) {
+  EXPECT_EQ(shortKernelName("void sparge::cuda::(anonymous namespace)::attn_fwd<128, 64, (bool)1>"
+                            "(sparge::cuda::KParams, int)"),
+            "attn_fwd<...>");
+  EXPECT_EQ(shortKernelName("sparge_predict_pool(float const*, int)"), "sparge_predict_pool");
+  EXPECT_EQ(shortKernelName("cudnn_generated_fort_native_sdpa_sm90"),
+            "cudnn_generated_fort_native_sdpa_sm90");
 }
 
 TEST(KernelData, ProfileOnTheCpuEngineLaysOutTheEngineStages) {
