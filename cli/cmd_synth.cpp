@@ -21,6 +21,7 @@ void registerSynth(CLI::App& app, Action& action) {
     std::string dtype = "float16";
     std::string layout = "HND";
     int threads = 0;
+    bool compress = false;
   };
   auto o = std::make_shared<Opts>();
   cmd->add_option("out", o->out, "Output capture (.h5)")->required();
@@ -38,6 +39,9 @@ void registerSynth(CLI::App& app, Action& action) {
   cmd->add_option("--segment", o->spec.segment, "Tokens per attention segment")->capture_default_str();
   cmd->add_option("--sharpness", o->spec.sharpness, "Logit gap multiplier")->capture_default_str();
   cmd->add_option("--seed", o->spec.seed, "Random seed")->capture_default_str();
+  cmd->add_flag("--compress", o->compress,
+                "Gzip the tensors (random data hardly compresses; off, writing and every later read are "
+                "several times faster)");
   cmd->add_option("--threads", o->threads, "Entries generated at once (0 = one per core)")
       ->capture_default_str();
   cmd->callback([&action, o, cmd] {
@@ -76,7 +80,8 @@ void registerSynth(CLI::App& app, Action& action) {
       const int threads =
           o->threads > 0 ? o->threads : int(std::max(1u, std::thread::hardware_concurrency()));
       core::writeAtomically(o->out, [&](const std::string& tmp) {
-        core::CaptureWriter w(tmp);
+        core::CaptureWriter w(tmp, o->compress ? core::CaptureWriter::Compression::Gzip
+                                               : core::CaptureWriter::Compression::None);
         w.setRootAttribute("source", "sparge synth (synthetic, seeded; not a real model)");
         std::deque<std::future<core::EntryData>> pending;
         int next = 0;

@@ -27,6 +27,7 @@ std::string withDetail(const std::string& problem) {
 struct CaptureWriter::Impl {
   std::string path;
   int fd = -1;  // the destination, opened up front so that a bad path fails at once
+  Compression compression = Compression::Gzip;
   h5::Handle file;
   h5::Handle entries;
   std::set<std::string> names;
@@ -62,7 +63,7 @@ void CaptureWriter::Impl::writeTensor(hid_t group, const std::string& groupPath,
   h5::Handle dcpl = h5::plist(H5Pcreate(H5P_DATASET_CREATE));
   if (!space || !dcpl || H5Pset_chunk(dcpl.get(), 4, chunk.data()) < 0)
     fail(dsPath, withDetail(writeFailed) + fixWrite);
-  if (H5Zfilter_avail(H5Z_FILTER_DEFLATE) > 0) {
+  if (compression == Compression::Gzip && H5Zfilter_avail(H5Z_FILTER_DEFLATE) > 0) {
     // Shuffle groups the high and low bytes of 16/32-bit values, which makes gzip far more effective.
     H5Pset_shuffle(dcpl.get());
     H5Pset_deflate(dcpl.get(), 4);
@@ -114,10 +115,12 @@ void CaptureWriter::Impl::writeTensor(hid_t group, const std::string& groupPath,
   }
 }
 
-CaptureWriter::CaptureWriter(const std::string& path) : impl_(std::make_unique<Impl>()) {
+CaptureWriter::CaptureWriter(const std::string& path, Compression compression)
+    : impl_(std::make_unique<Impl>()) {
   std::lock_guard lock(h5::mutex());
   h5::silenceErrors();
   impl_->path = path;
+  impl_->compression = compression;
   impl_->fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0666);
   if (impl_->fd < 0) {
     throw Error(path, "cannot create the file (" + std::string(std::strerror(errno)) +

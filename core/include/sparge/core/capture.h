@@ -78,9 +78,13 @@ EntryData loadEntry(const CaptureReader& reader, const std::string& entryName,
 // Data is given in HND float32 order; it is stored in `info.dtype` and `info.layout`.
 class CaptureWriter {
  public:
+  // Gzip (with byte shuffle) shrinks real activations; random synthetic data hardly compresses and costs
+  // several seconds per hundred MB to deflate and again to inflate on every read, so synthetic captures
+  // are written uncompressed.
+  enum class Compression { Gzip, None };
   // Creates (truncates) `path`. Writing goes to `path` directly: callers that must not destroy an
   // existing file write to a temporary name and rename (see core/atomic_file.h).
-  explicit CaptureWriter(const std::string& path);
+  explicit CaptureWriter(const std::string& path, Compression compression = Compression::Gzip);
   ~CaptureWriter();
   CaptureWriter(const CaptureWriter&) = delete;
   CaptureWriter& operator=(const CaptureWriter&) = delete;
