@@ -35,7 +35,11 @@ TUNE=(--l1 0.05 --l2 0.06 --engine "${ENGINE:-cuda}" --quant "${QUANT:-none}")
     export OMPI_MCA_btl=self,tcp
     timeout 60 $MPIRUN --bind-to none -np "$NGPU" $S --version || echo "MPI smoke test FAILED"
   fi
-  t=$(now); $S synth $DATA/cap.h5 --entries $ENTRIES --heads $HEADS --tokens $TOKENS --dim $DIM --seed 1 >/dev/null
+  # Uncompressed (synth's default) and on every core: ~30 s for the full size on a 64-core machine; gzip
+  # made it take over 7 minutes, single-threaded inside HDF5.
+  t=$(now)
+  timeout 240 $S synth $DATA/cap.h5 --entries $ENTRIES --heads $HEADS --tokens $TOKENS --dim $DIM --seed 1 \
+    --threads "$(nproc)" >/dev/null || { echo "synth FAILED or took over 240 s"; exit 1; }
   echo "synth: $(elapsed $t) s, $(du -h $DATA/cap.h5 | cut -f1) in $DATA"
   declare -A T
   for n in 1 4 2; do
