@@ -162,7 +162,10 @@ def check_l1(capture, engine_run, name):
         sparse_keep = keep & np.repeat(np.repeat(mask[h], 128, 0), 64, 1)[:TOKENS, :TOKENS]
         sparse = attention(q[h:h + 1], k, v, scale, sparse_keep)
         l1 = np.abs(sparse - dense[h:h + 1]).sum() / np.abs(dense[h:h + 1]).sum()
-        assert head["l1"] == pytest.approx(l1, rel=2e-3, abs=1e-6), f"{name} head {h}"
+        # The run uses the default (quantized) numerics: the oracle is exact, so it is the sparsity part of
+        # the error split that must match it; the deployed error adds quantization on top.
+        assert head["l1_sparse"] == pytest.approx(l1, rel=2e-3, abs=1e-6), f"{name} head {h}"
+        assert head["l1"] > 0 and "l1_quant" in head, f"{name} head {h}: no deployed error or no split"
 
 
 def test_engine_l1_on_the_global_layer(capture, engine_run):
