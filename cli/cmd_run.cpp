@@ -15,6 +15,7 @@
 #include "piece_job.h"
 #include "run_options.h"
 #include "sparge/core/capture.h"
+#include "sparge/core/dense_hint.h"
 #include "sparge/core/error.h"
 #include "sparge/core/exports.h"
 #include "sparge/core/names.h"
@@ -232,7 +233,7 @@ struct EntryRun {
   prof::ReportInput timings;               // rank 0: every rank's runs
 };
 
-// Rank 0, after the job: totals, timings, masks and the report.
+// Rank 0, after the job: totals, timings, why the run came out dense (when it did), masks and the report.
 void writeOutputs(const EntryRun& run, double seconds) {
   const RunCommandOptions& o = run.o;
   std::printf("\n%zu entries in %.2f s\n", run.results.size(), seconds);
@@ -244,6 +245,8 @@ void writeOutputs(const EntryRun& run, double seconds) {
       std::printf("timings written to %s\n", o.timingsPath.c_str());
     }
   }
+  if (const auto hint = core::denseRunHint(run.results))
+    std::printf("%s\n", hintLine("nearly all dense: ", *hint).c_str());
   if (!o.masksPath.empty()) {
     core::writeMasks(o.masksPath, run.results);
     std::printf("masks written to %s\n", o.masksPath.c_str());

@@ -2,6 +2,7 @@
 // table and Ctrl-C handling (the first SIGINT or SIGTERM stops after keeping the finished heads; exit 130).
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <cmath>
@@ -17,6 +18,7 @@
 #include "job_support.h"
 #include "run_options.h"
 #include "sparge/core/capture.h"
+#include "sparge/core/dense_hint.h"
 #include "sparge/core/error.h"
 #include "sparge/core/names.h"
 #include "sparge/core/params_io.h"
@@ -165,6 +167,7 @@ void registerTune(CLI::App& app, Action& action) {
     NumericsOptions numerics;
     bool noSmoothK = false;
     bool sink = false;
+    bool diagonal = false;
     bool groupByLayer = false;
     bool noTunePv = false;
     std::vector<int64_t> heads;
@@ -185,6 +188,9 @@ void registerTune(CLI::App& app, Action& action) {
   addNumericsOptions(*cmd, o->numerics);
   cmd->add_flag("--no-smooth-k", o->noSmoothK, "Do not subtract the K token mean before pooling");
   cmd->add_flag("--sink", o->sink, "Attention sink: K block 0 always on");
+  cmd->add_flag("--diagonal", o->diagonal,
+                "Extension, not SpargeAttn's: the diagonal blocks (those holding key == query) always on in "
+                "every probe; the parameter file records it");
   cmd->add_flag("--group-by-layer", o->groupByLayer,
                 "Tune entries sharing a `layer` attribute together (bin rule, one parameter set per layer)");
   cmd->add_flag("--no-tune-pv", o->noTunePv, "Do not search λ; export λ = 50 verified against --l1");
@@ -210,6 +216,7 @@ void registerTune(CLI::App& app, Action& action) {
       opt.numerics = o->numerics.numerics();
       opt.smoothK = !o->noSmoothK;
       opt.sink = o->sink;
+      opt.diagonal = o->diagonal;
       opt.heads = o->heads;
       opt.validate("sparge tune");
       if (o->out.empty() && o->resume.empty()) {
@@ -269,16 +276,22 @@ void registerTune(CLI::App& app, Action& action) {
       ProgressPrinter progress;
       TuneJobOutput out;
       out.started = [&](const std::string& engine) {
-        std::fprintf(stderr, "tuning %zu group%s of %s with %s: deployed l1 < %g%s, %s, %s%s%s\n",
+        std::fprintf(stderr, "tuning %zu group%s of %s with %s: deployed l1 < %g%s, %s, %s%s%s%s\n",
                      spec.groups.size(), spec.groups.size() == 1 ? "" : "s", path.c_str(), engine.c_str(),
                      opt.l1, opt.tunePv ? (", l2 < " + fmtNum(opt.l2, 4)).c_str() : " (λ fixed)",
                      opt.mode == core::SelectMode::Cdf ? "τ search" : "top-k search",
                      numericsHeader(opt.geometry, opt.numerics).c_str(), opt.smoothK ? "" : ", no smooth-k",
-                     opt.sink ? ", sink" : "");
+                     opt.sink ? ", sink" : "", opt.diagonal ? ", +diagonal blocks (extension)" : "");
       };
       out.progress = [&](const core::TuneProgress& p) { progress.update(p); };
       out.clearProgress = [&] { progress.clear(); };
       out.group = [&](const core::TunedGroup& g) { printGroup(g, opt); };
+      out.finished = [&](const core::TuneResult& r) {
+        const bool causal =
+            std::any_of(spec.infos.begin(), spec.infos.end(), [](const auto& e) { return e.second.causal; });
+        if (const auto hint = core::denseTuneHint(r, causal))
+          std::printf("%s\n", hintLine("", *hint).c_str());
+      };
       return runTuneJob(jobTransport(), spec, out);
     };
   });

@@ -1,4 +1,5 @@
-// Small text-formatting helpers for the CLI: aligned tables, numbers, byte sizes, the numerics header.
+// Small text-formatting helpers for the CLI: aligned tables, numbers, byte sizes, the numerics header,
+// the dense-run hint.
 #pragma once
 
 #include <cstdint>
@@ -7,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "sparge/core/dense_hint.h"
 #include "sparge/core/params.h"
 #include "sparge/core/quant.h"
 
@@ -40,6 +42,18 @@ inline std::string fmtBytes(int64_t bytes) {
   char buf[64];
   std::snprintf(buf, sizeof buf, u == 0 ? "%.0f %s" : "%.1f %s", v, units[u]);
   return buf;
+}
+
+// "hint: <lead><why>. Try <fix> (<preset>)." — the dense-run hint as `sparge run` and `sparge tune` print it
+// after their tables (the GUI's status line says the same sentence and offers the preset as a button).
+inline std::string hintLine(const std::string& lead, const core::DenseHint& h) {
+  std::string line = "hint: " + lead + h.why + ".";
+  if (!h.fix.empty()) {
+    line += " Try " + h.fix;
+    if (h.preset) line += std::string(" (") + core::toString(*h.preset) + ")";
+    line += ".";
+  }
+  return line;
 }
 
 // A plain aligned text table: first column left-aligned, the rest right-aligned.

@@ -364,6 +364,7 @@ class TuneJobRunner {
         "%s\n",
         (long long)kept, (long long)sparse, (long long)(kept - sparse), r.elapsedSeconds, (long long)r.probes,
         spec_.output.c_str());
+    if (out_.finished) out_.finished(r);
     return 0;
   }
 

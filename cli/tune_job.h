@@ -36,6 +36,7 @@ struct TuneJobOutput {
   std::function<void(const core::TuneProgress&)> progress;     // the whole job
   std::function<void()> clearProgress;                         // before other output
   std::function<void(const core::TunedGroup&)> group;          // each finished group, in order
+  std::function<void(const core::TuneResult&)> finished;       // once, after a run that was not stopped
 };
 
 // Runs on every rank; returns the exit code: 0, 1 when a rank failed (rank 0 prints which, where and

@@ -71,7 +71,7 @@ struct Tally {
 Tally tally(std::span<const EntryResult> results) {
   Tally t;
   constexpr uint8_t kForced = kReasonForcedRow | kReasonForcedCol;
-  constexpr uint8_t kOther = kReasonSelected | kReasonSink | kReasonDenseHead;
+  constexpr uint8_t kOther = kReasonSelected | kReasonSink | kReasonDenseHead | kReasonDiagonal;
   for (const auto& r : results) {
     for (const auto& h : r.heads) {
       ++t.heads;
@@ -180,21 +180,36 @@ std::optional<DenseHint> denseRunHint(std::span<const EntryResult> results) {
 }
 
 std::optional<DenseHint> denseTuneHint(const TuneResult& result, bool causal) {
-  int64_t finished = 0;
+  const TuneOptions& o = result.options;
+  int64_t finished = 0, overBudget = 0;  // heads whose quantization error alone reaches l1
+  double quantMax = 0;
   for (const auto& g : result.groups) {
     for (const auto& h : g.heads) {
       if (h.isSparse) return std::nullopt;
       ++finished;
+      if (o.numerics != Numerics::None && std::isfinite(h.l1Quant) && h.l1Quant >= o.l1) {
+        ++overBudget;
+        quantMax = std::max(quantMax, h.l1Quant);
+      }
     }
   }
   if (finished == 0) return std::nullopt;
-  const TuneOptions& o = result.options;
   bool topk = o.mode == SelectMode::TopK;
   DenseHint h;
   h.why = std::string("every head came out dense: no θ and ") + (topk ? "top-k" : "τ") +
           format(" kept L1 below %g while leaving out more than %.0f %% of the blocks", o.l1,
                  100 * o.minSparsity);
-  if (causal && !o.sink) {
+  // No parameter can help when quantization alone costs the whole budget; only a larger one does.
+  if (overBudget == finished) {
+    h.why += std::string("; in ") + toString(o.numerics) +
+             format(
+                 " quantization alone already costs up to L1 %.3g, over the budget: raise --l1 (and --l2) "
+                 "above that",
+                 quantMax);
+    return h;
+  }
+  // The diagonal blocks (an extension) give every causal row its own key, as the sink gives it key 0.
+  if (causal && !o.sink && !o.diagonal) {
     h.why +=
         "; without --sink, causal rows whose selected blocks all lie after them see no key at all "
         "(output 0), and that error alone can exceed the budget: --sink keeps K block 0 on for every row";

@@ -2,6 +2,7 @@
 #include "sparge/core/exports.h"
 
 #include <cmath>
+#include <cstdio>
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <sstream>
@@ -10,8 +11,8 @@
 #include "hdf5_util.h"
 #include "sparge/core/atomic_file.h"
 #include "sparge/core/error.h"
-#include "sparge/core/quant.h"
 #include "sparge/core/names.h"
+#include "sparge/core/quant.h"
 
 namespace sparge::core {
 namespace {
@@ -177,6 +178,93 @@ nlohmann::json numericsJson(const RunConfig& c) {
           {"block_k", c.geometry.blockK}};
 }
 
+std::string formatted(const char* fmt, auto... args) {
+  char buf[512];
+  std::snprintf(buf, sizeof buf, fmt, args...);
+  return buf;
+}
+
+// An error figure with `digits` decimals, or "-" when the engine measured no element of that part
+// (exact numerics have no quantization part).
+std::string measuredCell(const ErrorSums& e, double value, int digits) {
+  return e.count > 0 ? formatted("%.*f", digits, value) : std::string("-");
+}
+
+// "L1 0.01234 (sparse alone 0.01000, quantization alone -)" and the same for the cosine similarity.
+std::string errorSplitText(const char* what, const ErrorSums& deployed, const ErrorSums& sparse,
+                           const ErrorSums& quant, bool l1) {
+  auto cell = [&](const ErrorSums& e) { return measuredCell(e, l1 ? e.l1() : e.cosSim(), l1 ? 5 : 6); };
+  return std::string(what) + " " + cell(deployed) + " (sparse alone " + cell(sparse) +
+         ", quantization alone " + cell(quant) + ")";
+}
+
+std::string markdownRow(const std::vector<std::string>& cells) {
+  std::string row = "|";
+  for (const std::string& c : cells) row += " " + c + " |";
+  return row + "\n";
+}
+
+// One entry of the Markdown report: what ran, its totals and a row per head.
+std::string markdownEntry(const EntryResult& r, const MarkdownExtras& extras) {
+  const EntryInfo& e = r.info;
+  const RunConfig& c = r.config;
+  std::string s = "\n## " + utf8Safe(e.name) + "\n\n";
+  s += formatted("- Shape: B=%lld, Hq=%lld, Hkv=%lld, Nq=%lld, Nkv=%lld, D=%lld, %s%s%s\n",
+                 (long long)e.batch, (long long)e.headsQ, (long long)e.headsKV, (long long)e.tokensQ,
+                 (long long)e.tokensKV, (long long)e.headDim, toString(e.dtype), e.causal ? ", causal" : "",
+                 e.window.bounded() ? (", window " + toString(e.window)).c_str() : "");
+  s += formatted("- Numerics %s, target %s, geometry %s, smooth_k %s, sink %s%s; engine %s\n",
+                 toString(c.numerics), targetLabel(c.geometry, c.numerics).c_str(),
+                 c.geometry.label().c_str(), c.smoothK ? "on" : "off", c.sink ? "on" : "off",
+                 c.diagonal ? ", diagonal blocks on (an extension, not SpargeAttn's)" : "", r.engine.c_str());
+  s += formatted("- All heads: stage-1 sparsity %.1f %%, PV-skip rate %.1f %%, total sparsity %.1f %%; ",
+                 100 * r.sparsity.stage1(), 100 * r.sparsity.pvSkipRate(), 100 * r.sparsity.total()) +
+       errorSplitText("L1", r.error, r.errorSparse, r.errorQuant, true) + "; " +
+       errorSplitText("cos", r.error, r.errorSparse, r.errorQuant, false) + "\n";
+  const StageTimes& t = r.times;
+  const std::string reference = t.referenceCached     ? "cached"
+                                : t.referenceInSparse ? "in the sparse pass"
+                                                      : formatted("%.2f ms", t.referenceMs);
+  s += formatted(
+      "- Times (%s clock): predict %.2f ms, sparse %.2f ms, reference %s, metrics %.2f ms, total %.2f ms\n\n",
+      t.clock.c_str(), t.predictMs, t.sparseMs, reference.c_str(), t.metricsMs, t.totalMs);
+  std::vector<std::string> header = {"batch",     "head",     "mode",    "θ",          "τ / top-k",
+                                     "λ",         "stage-1",  "PV skip", "total",      "L1",
+                                     "L1 sparse", "L1 quant", "cos",     "cos sparse", "cos quant"};
+  const size_t numeric = header.size();
+  header.insert(header.end(), extras.headers.begin(), extras.headers.end());
+  std::vector<std::string> align(header.size(), "---:");
+  align[2] = ":---";
+  for (size_t i = numeric; i < align.size(); ++i) align[i] = ":---:";
+  s += markdownRow(header) + markdownRow(align);
+  for (const HeadResult& h : r.heads) {
+    const HeadParams& p = h.params;
+    const bool topk = p.mode == SelectMode::TopK;
+    std::vector<std::string> row = {std::to_string(h.batch),
+                                    std::to_string(h.head) + (h.hasNonFinite ? " (NaN/Inf)" : ""),
+                                    p.dense ? "dense" : (topk ? "top-k" : "cdf"),
+                                    formatted("%.3f", p.theta),
+                                    formatted("%.3f", topk ? p.topk : p.tau),
+                                    formatted("%g", p.lambda),
+                                    formatted("%.1f %%", 100 * h.sparsity.stage1()),
+                                    formatted("%.1f %%", 100 * h.sparsity.pvSkipRate()),
+                                    formatted("%.1f %%", 100 * h.sparsity.total()),
+                                    measuredCell(h.error, h.error.l1(), 5),
+                                    measuredCell(h.errorSparse, h.errorSparse.l1(), 5),
+                                    measuredCell(h.errorQuant, h.errorQuant.l1(), 5),
+                                    measuredCell(h.error, h.error.cosSim(), 6),
+                                    measuredCell(h.errorSparse, h.errorSparse.cosSim(), 6),
+                                    measuredCell(h.errorQuant, h.errorQuant.cosSim(), 6)};
+    if (extras.cells) {
+      std::vector<std::string> more = extras.cells(r, h);
+      more.resize(extras.headers.size());
+      row.insert(row.end(), more.begin(), more.end());
+    }
+    s += markdownRow(row);
+  }
+  return s;
+}
+
 }  // namespace
 
 const char* toString(SelectMode mode) {
@@ -281,50 +369,22 @@ void writeReportCsv(const std::string& path, const std::vector<EntryResult>& res
   writeTextAtomically(path, reportCsv(results));
 }
 
-std::string reportMarkdown(const std::vector<EntryResult>& results, const std::string& capturePath) {
+std::string reportMarkdown(const std::vector<EntryResult>& results, const std::string& capturePath,
+                           const MarkdownExtras& extras) {
   std::ostringstream o;
-  char buf[512];
   o << "# Sparge Studio report\n\n- Capture: `" << capturePath << "`\n";
   o << "- L1 = Σ|O − O_ref| / Σ|O_ref| against the dense fp32 reference: **L1** is what deployment gives "
-       "(sparse, "
-       "in the chosen numerics), *sparse* the same mask and λ in exact numerics, *quant* every valid block "
-       "in the "
-       "chosen numerics.\n";
-  for (const EntryResult& r : results) {
-    o << "\n## " << r.info.name << "\n\n";
-    std::snprintf(
-        buf, sizeof buf,
-        "- Shape: B=%lld, Hq=%lld, Hkv=%lld, Nq=%lld, Nkv=%lld, D=%lld, %s%s\n- Numerics %s, target %s, "
-        "geometry %s, smooth_k %s, sink %s; engine %s\n",
-        (long long)r.info.batch, (long long)r.info.headsQ, (long long)r.info.headsKV,
-        (long long)r.info.tokensQ, (long long)r.info.tokensKV, (long long)r.info.headDim,
-        toString(r.info.dtype), r.info.causal ? ", causal" : "", toString(r.config.numerics),
-        targetLabel(r.config.geometry, r.config.numerics).c_str(), r.config.geometry.label().c_str(),
-        r.config.smoothK ? "on" : "off", r.config.sink ? "on" : "off", r.engine.c_str());
-    o << buf;
-    o << "\n| batch | head | θ | τ / top-k | λ | stage-1 | PV skip | total | L1 | L1 sparse | L1 quant | cos "
-         "| "
-         "cos sparse | cos quant "
-         "|\n|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n";
-    for (const HeadResult& h : r.heads) {
-      const HeadParams& p = h.params;
-      std::snprintf(
-          buf, sizeof buf,
-          "| %lld | %lld%s | %.3f | %.3f | %g | %.1f %% | %.1f %% | %.1f %% | %.5f | %.5f | %.5f | %.6f | "
-          "%.6f | %.6f |\n",
-          (long long)h.batch, (long long)h.head, h.hasNonFinite ? " (NaN/Inf)" : "", p.theta,
-          p.mode == SelectMode::Cdf ? p.tau : p.topk, p.lambda, 100 * h.sparsity.stage1(),
-          100 * h.sparsity.pvSkipRate(), 100 * h.sparsity.total(), h.error.l1(), h.errorSparse.l1(),
-          h.errorQuant.l1(), h.error.cosSim(), h.errorSparse.cosSim(), h.errorQuant.cosSim());
-      o << buf;
-    }
-  }
+       "(sparse, in the chosen numerics), *sparse* the same mask and λ in exact numerics, *quant* every "
+       "valid "
+       "block in the chosen numerics; the same three for the cosine similarity (cos). \"-\": not measured.\n";
+  if (!extras.legend.empty()) o << "\n" << extras.legend << "\n";
+  for (const EntryResult& r : results) o << markdownEntry(r, extras);
   return o.str();
 }
 
 void writeReportMarkdown(const std::string& path, const std::vector<EntryResult>& results,
-                         const std::string& capturePath) {
-  writeTextAtomically(path, reportMarkdown(results, capturePath));
+                         const std::string& capturePath, const MarkdownExtras& extras) {
+  writeTextAtomically(path, reportMarkdown(results, capturePath, extras));
 }
 
 }  // namespace sparge::core

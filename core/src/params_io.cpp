@@ -136,6 +136,7 @@ ParamsFile toParamsFile(const TuneResult& r, const std::string& capturePath) {
   f.numerics = r.options.numerics;
   f.smoothK = r.options.smoothK;
   f.sink = r.options.sink;
+  f.diagonal = r.options.diagonal;
   f.complete = !r.cancelled;
   for (const TunedGroup& g : r.groups) {
     if (g.heads.empty()) continue;

@@ -83,6 +83,7 @@ RunConfig GroupRunner::probeConfig() const {
   cfg.numerics = o_.numerics;
   cfg.smoothK = o_.smoothK;
   cfg.sink = o_.sink;
+  cfg.diagonal = o_.diagonal;
   cfg.perHead.assign(size_t(headsQ_), cfg.defaults);
   return cfg;
 }

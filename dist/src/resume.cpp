@@ -59,6 +59,8 @@ void checkResumable(const core::ParamsFile& f, const std::string& path, const co
   mustMatch(f.numerics == o.numerics, path, "numerics", core::toString(f.numerics), core::toString(o.numerics));
   mustMatch(f.smoothK == o.smoothK, path, "smooth-k", f.smoothK ? "on" : "off", o.smoothK ? "on" : "off");
   mustMatch(f.sink == o.sink, path, "sink", f.sink ? "on" : "off", o.sink ? "on" : "off");
+  mustMatch(f.diagonal == o.diagonal, path, "diagonal blocks (--diagonal)", f.diagonal ? "on" : "off",
+            o.diagonal ? "on" : "off");
 }
 
 std::vector<core::TunedHead> finishedHeads(const core::ParamsFile& file, const core::TuneGroupInput& group,

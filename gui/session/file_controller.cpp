@@ -4,6 +4,7 @@
 #include <cctype>
 #include <filesystem>
 
+#include "metrics.h"
 #include "report_writer.h"
 #include "sparge/core/error.h"
 #include "sparge/core/exports.h"
@@ -70,6 +71,7 @@ void FileController::exportParams(const std::string& path) {
   file.l1 = tuning_.budget().l1;
   file.l2 = tuning_.budget().l2;
   file.geometry = config.geometry;
+  file.numerics = config.numerics;
   file.smoothK = config.smoothK;
   file.sink = config.sink;
   file.diagonal = config.diagonal;
@@ -79,12 +81,16 @@ void FileController::exportParams(const std::string& path) {
       ph.stage1Sparsity = row->stage1;
       ph.totalSparsity = row->total;
       ph.l1 = row->l1;
+      ph.l1Sparse = row->l1Sparse;
+      ph.l1Quant = row->l1Quant;
     } else if (entry == info->name && result) {
       // Batch items share the parameters: report the head's first batch item.
       if (const auto* hr = result->find(0, ph.head); hr && hr->params == ph.params) {
         ph.stage1Sparsity = hr->sparsity.stage1();
         ph.totalSparsity = hr->sparsity.total();
         ph.l1 = hr->error.l1();
+        ph.l1Sparse = measuredL1(hr->errorSparse);
+        ph.l1Quant = measuredL1(hr->errorQuant);
       }
     }
   };

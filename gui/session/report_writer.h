@@ -1,4 +1,5 @@
-// The people-facing report: Markdown with one PNG heatmap per head (mask + PV skip, dropped mass).
+// The people-facing report: the CLI's Markdown report with two PNG heatmaps per head (mask + PV skip,
+// dropped mass) and the colour legend.
 #pragma once
 
 #include <string>

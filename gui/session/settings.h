@@ -17,7 +17,7 @@ struct PanelTabs {
 // the six panels (left top / bottom, centre top / bottom, right top / bottom; see gui/app/panels.cpp).
 struct LayoutSettings {
   float leftWidth = 0.20f;
-  float rightWidth = 0.32f;
+  float rightWidth = 0.34f;  // the summary table's eleven columns fit at 1600 px
   float gridHeight = 0.42f;
   float leftTopHeight = 0.40f;
   float rightTopHeight = 0.58f;

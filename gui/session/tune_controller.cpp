@@ -55,8 +55,10 @@ core::TuneOptions tuneOptionsFor(const core::RunConfig& config, const Budget& bu
   opt.l2 = budget.l2;
   opt.mode = config.defaults.mode;
   opt.geometry = config.geometry;
+  opt.numerics = config.numerics;  // the budget bounds the L1 the user sees: the deployed one
   opt.smoothK = config.smoothK;
   opt.sink = config.sink;
+  opt.diagonal = config.diagonal;
   return opt;
 }
 
@@ -171,6 +173,8 @@ void TuneController::onHeadTuned(const std::string& entry, const core::TunedHead
   TuneRow row{entry,      h.head,           h.params,
               h.isSparse, h.stage1Sparsity, h.totalSparsity,
               h.l1,       h.probes,         core::describe(h.decision)};
+  row.l1Sparse = h.l1Sparse;
+  row.l1Quant = h.l1Quant;
   auto it = std::find_if(rows_.begin(), rows_.end(),
                          [&](const TuneRow& r) { return r.entry == entry && r.head == h.head; });
   if (it != rows_.end()) {

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstdint>
+#include <limits>
 #include <map>
 #include <memory>
 #include <string>
@@ -25,9 +26,12 @@ struct TuneRow {
   bool isSparse = true;
   double stage1 = 0;
   double total = 0;
-  double l1 = 0;
+  double l1 = 0;  // deployed, in the numerics tuned with
   int probes = 0;
   std::string decision;
+  // The same parameters in exact numerics, and every valid block in the tuned numerics (NaN: not measured).
+  double l1Sparse = std::numeric_limits<double>::quiet_NaN();
+  double l1Quant = std::numeric_limits<double>::quiet_NaN();
 };
 
 // The tuner's options for the session's run settings and budget (one conversion, used by every tune).

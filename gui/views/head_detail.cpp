@@ -116,7 +116,13 @@ void HeadDetail::tooltip(const Session& s, const core::HeadResult& h, int i, int
                        h.params.mode == core::SelectMode::TopK ? "top-k" : "CDF");
   }
   ImGui::Separator();
-  if (idx < h.pooledProb.size()) ImGui::Text("pooled probability P\xcc\x82  %.3e", h.pooledProb[idx]);
+  if (idx < h.pooledProb.size()) {
+    // NaN where no block of the row enters the pooled softmax (every valid column is forced on).
+    if (std::isfinite(h.pooledProb[idx]))
+      ImGui::Text("pooled probability P\xcc\x82  %.3e", h.pooledProb[idx]);
+    else
+      ImGui::TextDisabled("pooled probability P\xcc\x82  - (no block of this row enters the softmax)");
+  }
   if (idx < h.refBlockMass.size()) {
     float m = h.refBlockMass[idx];
     ImGui::Text("reference attention mass  %.3e", m);
@@ -141,38 +147,42 @@ void HeadDetail::tooltip(const Session& s, const core::HeadResult& h, int i, int
 }
 
 void HeadDetail::drawHeadline(const Session& s, const core::HeadResult& h) const {
-  auto sep = [] {
-    ImGui::SameLine();
-    ImGui::TextDisabled("|");
-    ImGui::SameLine();
+  auto figure = [](const std::string& text) {
+    separatorIfFits(ImGui::CalcTextSize(text.c_str()).x);
+    ImGui::TextUnformatted(text.c_str());
   };
+  char buf[96];
   ImGui::Text("stage-1 %.1f %%", 100 * h.sparsity.stage1());
-  sep();
-  ImGui::Text("PV skip %.1f %%", 100 * h.sparsity.pvSkipRate());
-  sep();
-  ImGui::Text("total %.1f %%", 100 * h.sparsity.total());
-  sep();
+  std::snprintf(buf, sizeof buf, "PV skip %.1f %%", 100 * h.sparsity.pvSkipRate());
+  figure(buf);
+  std::snprintf(buf, sizeof buf, "total %.1f %%", 100 * h.sparsity.total());
+  figure(buf);
+  // The deployed L1 and its parts stay together; they move to the next line as one when they do not fit.
+  std::snprintf(buf, sizeof buf, "L1 %.5f", h.error.l1());
+  const std::string parts =
+      "(sparsity " + l1Text(h.errorSparse) + ", quantization " + l1Text(h.errorQuant) + ")";
+  separatorIfFits(ImGui::CalcTextSize(buf).x + ImGui::GetStyle().ItemSpacing.x +
+                  ImGui::CalcTextSize(parts.c_str()).x);
   bool over = overBudget(h, s.tuning().budget());
-  ImGui::TextColored(over ? ImVec4(0.95f, 0.4f, 0.4f, 1) : ImVec4(0.85f, 0.87f, 0.9f, 1), "L1 %.5f",
-                     h.error.l1());
+  ImGui::TextColored(over ? ImVec4(0.95f, 0.4f, 0.4f, 1) : ImVec4(0.85f, 0.87f, 0.9f, 1), "%s", buf);
   const char* numerics = core::toString(s.runs().result()->config.numerics);
-  std::string sparse = l1Text(h.errorSparse, 5), quant = l1Text(h.errorQuant, 5);
   if (ImGui::IsItemHovered()) {
     ImGui::SetTooltip(
         "deployed L1 (sparse, %s): %.5f, cos %.6f\n"
         "sparsity alone (same mask and lambda, exact): %s, cos %s\n"
         "quantization alone (every valid block, %s): %s, cos %s\n(- : not measured)",
-        numerics, h.error.l1(), h.error.cosSim(), sparse.c_str(), cosText(h.errorSparse).c_str(), numerics,
-        quant.c_str(), cosText(h.errorQuant).c_str());
+        numerics, h.error.l1(), h.error.cosSim(), l1Text(h.errorSparse, 5).c_str(),
+        cosText(h.errorSparse).c_str(), numerics, l1Text(h.errorQuant, 5).c_str(),
+        cosText(h.errorQuant).c_str());
   }
   ImGui::SameLine();
-  ImGui::TextDisabled("(sparsity %s, quantization %s)", l1Text(h.errorSparse).c_str(),
-                      l1Text(h.errorQuant).c_str());
-  sep();
-  ImGui::Text("cos %.6f", h.error.cosSim());
-  sep();
-  ImGui::TextDisabled("%lld/%lld blocks, %d x %d grid", (long long)h.sparsity.selectedBlocks,
-                      (long long)h.sparsity.validBlocks, h.nq, h.nk);
+  ImGui::TextDisabled("%s", parts.c_str());
+  std::snprintf(buf, sizeof buf, "cos %.6f", h.error.cosSim());
+  figure(buf);
+  std::snprintf(buf, sizeof buf, "%lld/%lld blocks, %d x %d grid", (long long)h.sparsity.selectedBlocks,
+                (long long)h.sparsity.validBlocks, h.nq, h.nk);
+  separatorIfFits(ImGui::CalcTextSize(buf).x);
+  ImGui::TextDisabled("%s", buf);
 }
 
 void HeadDetail::draw(Session& s, UiState& ui) {

@@ -17,25 +17,23 @@ enum Col { kHead, kTheta, kSel, kLambda, kStage1, kPv, kTotal, kL1, kL1Sparse, k
 
 struct Column {
   const char* name;
-  float weight;
   const char* tip;
 };
 const Column kColumns[kCount] = {
-    {"head", 0.9f, "query head (batch item when B > 1); * = per-head override"},
-    {"\xce\xb8", 0.8f, "simthreshd1: blocks whose self-similarity s <= theta are forced on"},
-    {"\xcf\x84/k", 1.0f, "cdfthreshd tau (keep blocks while the row CDF <= tau) or the top-k fraction"},
-    {"\xce\xbb", 0.7f, "pvthreshd lambda: skip PV when the row max rises by less than -lambda (base 2)"},
-    {"st1", 0.9f, "stage-1 sparsity: valid blocks not selected (exact denominators)"},
-    {"PV", 0.9f, "PV-skip rate: selected blocks whose PV product was skipped"},
-    {"total", 0.9f, "total sparsity: valid blocks whose PV was not computed"},
-    {"L1", 0.9f,
+    {"h", "query head (batch/head when B > 1); * = per-head override"},
+    {"\xce\xb8", "simthreshd1: blocks whose self-similarity s <= theta are forced on"},
+    {"\xcf\x84/k", "cdfthreshd tau (keep blocks while the row CDF <= tau) or the top-k fraction"},
+    {"\xce\xbb", "pvthreshd lambda: skip PV when the row max rises by less than -lambda (base 2)"},
+    {"st1", "stage-1 sparsity: valid blocks not selected (exact denominators)"},
+    {"PV", "PV-skip rate: selected blocks whose PV product was skipped"},
+    {"total", "total sparsity: valid blocks whose PV was not computed"},
+    {"L1",
      "deployed L1 = sum|O - Oref| / sum|Oref| against the dense fp32 reference, sparse and in the chosen "
      "numerics; "
      "red = over budget"},
-    {"L1 sp", 0.9f, "l1_sparse: the same mask and lambda in exact numerics (what sparsity alone costs)"},
-    {"L1 q", 0.9f,
-     "l1_quant: every valid block, no skip, in the chosen numerics (what quantization alone costs)"},
-    {"cos", 1.0f, "cosine similarity of O and Oref (deployed); the tooltip of a row gives the parts'"},
+    {"L1 sp", "l1_sparse: the same mask and lambda in exact numerics (what sparsity alone costs)"},
+    {"L1 q", "l1_quant: every valid block, no skip, in the chosen numerics (what quantization alone costs)"},
+    {"cos", "cosine similarity of O and Oref (deployed); the tooltip of a row gives the parts'"},
 };
 
 double sortKey(const core::HeadResult& h, int column) {
@@ -74,12 +72,14 @@ void drawParams(const core::HeadParams& p) {
     ImGui::TextDisabled("-");
     return;
   }
-  ImGui::Text("%.3f", p.theta);
+  // As short as the value allows (-0.1, 0.312, 0.95, 0.9531): the columns are sized to their content; the
+  // head detail and the tuning table give more digits.
+  ImGui::Text("%.3g", p.theta);
   ImGui::TableNextColumn();
   if (p.mode == core::SelectMode::TopK) {
-    ImGui::Text("k %.3f", p.topk);
+    ImGui::Text("k %.4g", p.topk);
   } else {
-    ImGui::Text("%.4f", p.tau);
+    ImGui::Text("%.4g", p.tau);
   }
   ImGui::TableNextColumn();
   if (p.lambda >= core::kNoPvSkipLambda * 0.5) {
@@ -145,7 +145,7 @@ void SummaryTable::drawRow(Session& s, const core::HeadResult& h, size_t index, 
   ImGui::TableNextColumn();
   ImGui::TextUnformatted(l1Text(h.errorQuant).c_str());
   ImGui::TableNextColumn();
-  ImGui::Text("%.5f", h.error.cosSim());
+  ImGui::Text("%.4f", h.error.cosSim());  // six decimals in the row tooltip
 }
 
 void SummaryTable::draw(Session& s, UiState&) {
@@ -161,20 +161,25 @@ void SummaryTable::draw(Session& s, UiState&) {
     ImGui::TextDisabled("No results yet.");
     return;
   }
-  ImGui::TextWrapped(
-      "entry (%s, %s): stage-1 %.1f %%  PV skip %.1f %%  total %.1f %%  L1 %.4f (sparsity %s, "
-      "quantization %s)  cos %.5f",
-      core::toString(r->config.numerics), r->config.geometry.label().c_str(), 100 * r->sparsity.stage1(),
-      100 * r->sparsity.pvSkipRate(), 100 * r->sparsity.total(), r->error.l1(),
-      l1Text(r->errorSparse).c_str(), l1Text(r->errorQuant).c_str(), r->error.cosSim());
-  ImGuiTableFlags flags = ImGuiTableFlags_RowBg | ImGuiTableFlags_ScrollY | ImGuiTableFlags_Sortable |
-                          ImGuiTableFlags_BordersInnerV | ImGuiTableFlags_SizingStretchProp |
-                          ImGuiTableFlags_Resizable | ImGuiTableFlags_Hideable;
-  if (!ImGui::BeginTable("summary", kCount, flags)) return;
+  // Two short lines: ImGui wraps after a '.', which would split a number.
+  ImGui::TextWrapped("entry (%s, %s): stage-1 %.1f %%  PV skip %.1f %%  total %.1f %%",
+                     core::toString(r->config.numerics), r->config.geometry.label().c_str(),
+                     100 * r->sparsity.stage1(), 100 * r->sparsity.pvSkipRate(), 100 * r->sparsity.total());
+  ImGui::TextWrapped("L1 %.4f (sparsity %s, quantization %s)  cos %.5f", r->error.l1(),
+                     l1Text(r->errorSparse).c_str(), l1Text(r->errorQuant).c_str(), r->error.cosSim());
+  // Columns refit to their figures every frame (never clipped, also after a tune widens them); a narrow
+  // panel scrolls sideways, the head column stays.
+  ImGuiTableFlags flags = ImGuiTableFlags_RowBg | ImGuiTableFlags_ScrollX | ImGuiTableFlags_ScrollY |
+                          ImGuiTableFlags_Sortable | ImGuiTableFlags_BordersInnerV |
+                          ImGuiTableFlags_SizingFixedFit | ImGuiTableFlags_Hideable;
+  // Narrow cell padding: eleven columns of figures fit the default right panel at 1600 px.
+  ImGui::PushStyleVar(ImGuiStyleVar_CellPadding, ImVec2(2, ImGui::GetStyle().CellPadding.y));
+  const bool open = ImGui::BeginTable("summary", kCount, flags);
+  ImGui::PopStyleVar();
+  if (!open) return;
   ImGui::TableSetupScrollFreeze(1, 1);
   for (int c = 0; c < kCount; ++c) {
-    ImGui::TableSetupColumn(kColumns[c].name, c == kHead ? ImGuiTableColumnFlags_DefaultSort : 0,
-                            kColumns[c].weight, c);
+    ImGui::TableSetupColumn(kColumns[c].name, c == kHead ? ImGuiTableColumnFlags_DefaultSort : 0, 0.0f, c);
   }
   ImGui::TableNextRow(ImGuiTableRowFlags_Headers);
   for (int c = 0; c < kCount; ++c) {  // header tooltips explain every number

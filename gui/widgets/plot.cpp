@@ -124,7 +124,25 @@ void plotLine(const PlotFrame& f, const std::vector<ImVec2>& points, ImU32 color
     dl->AddPolyline(screen.data(), static_cast<int>(screen.size()), color, 0, thickness);
     return;
   }
-  for (size_t i = 0; i + 1 < screen.size(); i += 2) dl->AddLine(screen[i], screen[i + 1], color, thickness);
+  // Dashes of kOn pixels every kOn + kOff along the whole polyline (the phase carries over its vertices), so
+  // that every interval of the curve shows, however long or short it is on screen.
+  constexpr float kOn = 5.0f, kOff = 4.0f;
+  float phase = 0;  // position within the current dash period
+  for (size_t i = 0; i + 1 < screen.size(); ++i) {
+    const ImVec2 a = screen[i], b = screen[i + 1];
+    const float len = std::hypot(b.x - a.x, b.y - a.y);
+    float t = 0;
+    while (t < len) {
+      const float step = std::min(len - t, (phase < kOn ? kOn : kOn + kOff) - phase);
+      if (phase < kOn) {
+        const ImVec2 p0(a.x + (b.x - a.x) * t / len, a.y + (b.y - a.y) * t / len);
+        const ImVec2 p1(a.x + (b.x - a.x) * (t + step) / len, a.y + (b.y - a.y) * (t + step) / len);
+        dl->AddLine(p0, p1, color, thickness);
+      }
+      t += step;
+      phase = std::fmod(phase + step, kOn + kOff);
+    }
+  }
 }
 
 void plotMarkers(const PlotFrame& f, const std::vector<ImVec2>& points, ImU32 color, float radius) {

@@ -34,7 +34,7 @@ PlotFrame beginPlot(const char* id, ImVec2 size, PlotRange x, PlotRange y, PlotR
                     const PlotLabels& labels, bool compact = false);
 void endPlot();
 
-// Points are data coordinates; drawn as one polyline (a line list), `dashed` as alternate segments.
+// Points are data coordinates; drawn as one polyline (a line list), `dashed` in dashes of a few pixels.
 void plotLine(const PlotFrame& f, const std::vector<ImVec2>& points, ImU32 color, float thickness = 1.5f,
               bool dashed = false, bool rightAxis = false);
 void plotMarkers(const PlotFrame& f, const std::vector<ImVec2>& points, ImU32 color, float radius = 2.5f);

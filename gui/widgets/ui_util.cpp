@@ -27,6 +27,16 @@ void helpMarker(const char* text) {
   itemTooltip(text);
 }
 
+void separatorIfFits(float width) {
+  const ImGuiStyle& style = ImGui::GetStyle();
+  const float right = ImGui::GetWindowPos().x + ImGui::GetContentRegionMax().x;
+  const float sep = ImGui::CalcTextSize("|").x + 2 * style.ItemSpacing.x;
+  if (ImGui::GetItemRectMax().x + sep + width > right) return;
+  ImGui::SameLine();
+  ImGui::TextDisabled("|");
+  ImGui::SameLine();
+}
+
 void itemTooltip(const char* text) {
   if (ImGui::IsItemHovered(ImGuiHoveredFlags_AllowWhenDisabled)) {
     ImGui::BeginTooltip();

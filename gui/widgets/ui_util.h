@@ -14,6 +14,9 @@ void panelHeader(const char* title, const char* right = nullptr);
 void helpMarker(const char* text);
 // Tooltip for the previous item.
 void itemTooltip(const char* text);
+// Between the items of a line of figures: a dim "|" and the next item on the same line when an item of
+// `width` still fits there, else nothing (the next item starts a new line instead of being clipped).
+void separatorIfFits(float width);
 std::string formatBytes(int64_t bytes);
 std::string formatTokens(int64_t n);  // 32768 -> "32K"
 

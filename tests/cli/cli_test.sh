@@ -228,6 +228,26 @@ numerics)
   grep -q "numerics none  target none" <<<"$out" || fail "none header: $out"
   "$SPARGE" run "$WORK/s.h5" --engine cpu --target sm80 --report "$WORK/r.md" >/dev/null || fail "md report"
   grep -q "Numerics int8-fp16, target sm80, geometry 128x64" "$WORK/r.md" || fail "md header: $(cat "$WORK/r.md")"
+  "$SPARGE" run "$WORK/s.h5" --engine cpu --target sm80 --report "$WORK/r80.json" >/dev/null || fail "json report"
+  "$SPARGE" run "$WORK/s.h5" --engine cpu --quant none --report "$WORK/n.md" >/dev/null || fail "md report, none"
+  $PY - "$WORK/r.md" "$WORK/r80.json" "$WORK/n.md" <<'PYEOF' || fail "md error split"
+import json, sys
+def table(path):  # the head table of the single entry: {head: {column: cell}}
+    lines = [l for l in open(path).read().splitlines() if l.startswith("|")]
+    cols = [c.strip() for c in lines[0].strip("|").split("|")]
+    rows = [dict(zip(cols, (c.strip() for c in l.strip("|").split("|")))) for l in lines[2:]]
+    return {int(r["head"]): r for r in rows}
+md, heads = table(sys.argv[1]), json.load(open(sys.argv[2]))["entries"][0]["heads"]
+for h in heads:
+    row = md[h["head"]]
+    for col, key, digits in (("L1", "l1", 5), ("L1 sparse", "l1_sparse", 5), ("L1 quant", "l1_quant", 5),
+                             ("cos", "cos_sim", 6), ("cos sparse", "cos_sim_sparse", 6),
+                             ("cos quant", "cos_sim_quant", 6)):
+        assert row[col] == f"{h[key]:.{digits}f}", (col, row[col], h[key])
+# Exact numerics have no quantization part: "-", never 0.
+for row in table(sys.argv[3]).values():
+    assert row["L1 quant"] == "-" and row["cos quant"] == "-" and row["L1 sparse"] == row["L1"], row
+PYEOF
   expect_exit 1 "--quant" -- "$SPARGE" run "$WORK/s.h5" --engine cpu --quant int4
   expect_exit 1 "int8-fp16" -- "$SPARGE" run "$WORK/s.h5" --engine cpu --quant int4
   expect_exit 1 "--target" -- "$SPARGE" run "$WORK/s.h5" --engine cpu --target sm70
@@ -291,6 +311,113 @@ with h5py.File(sys.argv[1]) as f:
     assert g.attrs["stack"] == "encoder" and g.attrs["kind"] == "self"
 e = json.load(open(sys.argv[2]))["entries"][0]
 assert e["diagonal_extension"] is True and e["window"] == [64, 64], e
+PYEOF
+  ;;
+dense_hint)
+  # `sparge run` and `sparge tune` say in one sentence why a run or a tune came out dense, and what to try;
+  # a sparse run or tune prints no hint. The sentences are written here by hand.
+  $PY - "$WORK/rand.h5" <<'PYEOF' || fail "write random capture"
+import sys, h5py, numpy as np
+rng = np.random.default_rng(7)
+with h5py.File(sys.argv[1], "w") as f:
+    f.attrs["sparge_capture_version"] = 1
+    g = f.create_group("entries/r")
+    g.attrs["causal"] = 0
+    for t in "qkv":
+        g[t] = rng.standard_normal((1, 2, 1024, 32)).astype(np.float16)
+PYEOF
+  # Random keys are never self-similar at θ 0.6 (SpargeAttn's default): every column is forced on.
+  out="$("$SPARGE" run "$WORK/rand.h5" --engine cpu --quant none --summary-only)" || fail "run: $out"
+  hint="$(grep "^hint:" <<<"$out")" || fail "no hint on a dense run: $out"
+  want_re='^hint: nearly all dense: no K block is self-similar at θ 0\.6 \(median self-similarity ([0-9.]+)\): '
+  want_re+='every column is forced on\. Try --theta=-0\.1 \(similarity filter off\)\.$'
+  [[ "$hint" =~ $want_re ]] || fail "run hint: $hint"
+  # The median self-similarity of the K blocks, from the numpy transcription of Stage 1.
+  $PY - "$WORK/rand.h5" "${BASH_REMATCH[1]}" "$HERE" <<'PYEOF' || fail "median self-similarity"
+import sys, h5py, numpy as np
+sys.path.insert(0, sys.argv[3])
+from stage1_reference import block_pass, load, to_half
+with h5py.File(sys.argv[1]) as f:
+    k = load(f["entries/r/k"])
+sims = []
+for h in range(k.shape[1]):
+    _, s = block_pass(k[0, h], 64, to_half(k[0, h].mean(0, dtype=np.float64)))
+    sims += [x for x in s if np.isfinite(x)]
+ref = sorted(sims)[len(sims) // 2]
+assert abs(float(sys.argv[2]) - ref) <= 0.0051, (sys.argv[2], ref)
+PYEOF
+  # With the filter off the same data is > 5 % sparse (one block of 16 per row): no hint.
+  out="$("$SPARGE" run "$WORK/rand.h5" --engine cpu --quant none --theta=-0.1 --report "$WORK/r.json")" \
+    || fail "run --theta=-0.1: $out"
+  ! grep -q "^hint:" <<<"$out" || fail "hint on a sparse run: $out"
+  $PY -c "import json,sys; t=json.load(open(sys.argv[1]))['entries'][0]['totals']; assert t['sparsity_total'] > 0.05, t" \
+    "$WORK/r.json" || fail "the run without a hint is not sparse"
+  # Tuning: a budget no θ and τ meet; without the sink on a causal capture, the sink is named.
+  "$SPARGE" synth "$WORK/c.h5" --heads 2 --tokens 1024 --dim 32 --causal --seed 5 >/dev/null || fail "synth"
+  tune() { "$SPARGE" tune "$WORK/c.h5" --engine cpu -o "$WORK/p.json" "$@" 2>/dev/null; }
+  dense="hint: every head came out dense: no θ and τ kept L1 below 0.001 while leaving out more than 10 % of the blocks"
+  out="$(tune --quant none --l1 0.001 --l2 0.002)" || fail "tune: $out"
+  grep -qxF "$dense; without --sink, causal rows whose selected blocks all lie after them see no key at all (output 0), and that error alone can exceed the budget: --sink keeps K block 0 on for every row. Try --sink." <<<"$out" \
+    || fail "tune hint without the sink: $out"
+  out="$(tune --quant none --l1 0.001 --l2 0.002 --sink)" || fail "tune --sink: $out"
+  grep -qxF "$dense; heads whose attention sits in very few blocks reach the CDF's τ with almost every block. Try --topk-mode." <<<"$out" \
+    || fail "tune hint with the sink: $out"
+  # In int8-fp8 quantization alone costs more than 0.001: only a larger budget helps.
+  out="$(tune --l1 0.001 --l2 0.002 --sink)" || fail "tune int8-fp8: $out"
+  grep -qE "^$dense; in int8-fp8 quantization alone already costs up to L1 0\.0[0-9]+, over the budget: raise --l1 \(and --l2\) above that\.$" <<<"$out" \
+    || fail "tune hint under the quantization floor: $out"
+  out="$(tune --l1 0.05 --l2 0.06 --sink)" || fail "sparse tune: $out"
+  grep -q "(1 sparse\|([2-9] sparse" <<<"$out" || fail "the tune without a hint has no sparse head: $out"
+  ! grep -q "^hint:" <<<"$out" || fail "hint after a tune with sparse heads: $out"
+  ;;
+tune_diagonal)
+  # `sparge tune --diagonal` (an extension, labelled so) keeps the diagonal blocks on in every probe, records
+  # it in the parameter file, `sparge run --params` applies it, and --resume refuses a file tuned otherwise.
+  # Queries of each 256-token cluster attend to the keys of the next cluster, so the diagonal blocks are
+  # not among those the selection keeps: forcing them on changes every tuned figure.
+  $PY - "$WORK/c.h5" <<'PYEOF' || fail "write shifted-cluster capture"
+import sys, h5py, numpy as np
+rng = np.random.default_rng(5)
+n, d, cl = 768, 32, 256
+topics = rng.standard_normal((2, 3, d))
+topics /= np.linalg.norm(topics, axis=-1, keepdims=True)
+c = np.arange(n) // cl
+x = {"q": 5 * topics[:, (c + 1) % 3] + rng.standard_normal((2, n, d)),
+     "k": 5 * topics[:, c] + rng.standard_normal((2, n, d)),
+     "v": rng.standard_normal((2, n, d))}
+with h5py.File(sys.argv[1], "w") as f:
+    f.attrs["sparge_capture_version"] = 1
+    g = f.create_group("entries/l00")
+    g.attrs["causal"] = 0
+    for name, t in x.items():
+        g[name] = t[None].astype(np.float16)
+PYEOF
+  out="$("$SPARGE" tune --help)" || fail "tune --help"
+  grep -q "Extension, not SpargeAttn's" <<<"$out" || fail "tune --help does not label --diagonal: $out"
+  "$SPARGE" tune "$WORK/c.h5" --engine cpu --quant none --l1 0.05 --l2 0.06 --diagonal -o "$WORK/p.json" \
+    >"$WORK/out" 2>"$WORK/err" || fail "tune --diagonal: $(cat "$WORK/err")"
+  grep -qF ", +diagonal blocks (extension)" "$WORK/err" || fail "tune does not announce the extension: $(cat "$WORK/err")"
+  $PY -c "import json,sys; p=json.load(open(sys.argv[1])); assert p['diagonal'] is True, p" "$WORK/p.json" \
+    || fail "params.json does not record diagonal: true"
+  expect_exit 1 "was tuned with diagonal blocks (--diagonal) on, this run uses off" -- \
+    "$SPARGE" tune "$WORK/c.h5" --engine cpu --quant none --l1 0.05 --l2 0.06 --resume "$WORK/p.json"
+  expect_exit 0 "0 to tune" -- \
+    "$SPARGE" tune "$WORK/c.h5" --engine cpu --quant none --l1 0.05 --l2 0.06 --diagonal --resume "$WORK/p.json"
+  out="$("$SPARGE" run "$WORK/c.h5" --engine cpu --params "$WORK/p.json" --masks "$WORK/m.h5" \
+    --report "$WORK/r.json" 2>&1)" || fail "run --params: $out"
+  grep -qF "+diagonal blocks (extension)" <<<"$out" || fail "run --params does not apply the diagonal: $out"
+  $PY - "$WORK/p.json" "$WORK/m.h5" "$WORK/r.json" <<'PYEOF' || fail "the tuned run"
+import json, sys, h5py, numpy as np
+p = json.load(open(sys.argv[1]))
+with h5py.File(sys.argv[2]) as f:
+    bm = f["entries/l00/block_mask"][...]
+# Q block i (queries 128i … 128i+127) holds key == query in K blocks 2i and 2i+1 (64 keys each).
+for i in range(bm.shape[2]):
+    assert bm[0, :, i, 2 * i].all() and bm[0, :, i, 2 * i + 1].all(), f"diagonal block of row {i} off"
+report = {h["head"]: h for h in json.load(open(sys.argv[3]))["entries"][0]["heads"]}
+for h in p["groups"][0]["heads"]:  # the tuner measured what the re-run gives
+    assert abs(report[h["head"]]["l1"] - h["l1"]) <= 1e-6 * max(1, h["l1"]), (h, report[h["head"]])
+    assert report[h["head"]]["sparsity_stage1"] == h["stage1_sparsity"]
 PYEOF
   ;;
 *)

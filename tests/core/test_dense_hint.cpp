@@ -60,6 +60,17 @@ TEST(DenseHint, MostColumnsForcedCountsThem) {
             "are forced on");
 }
 
+TEST(DenseHint, ColumnsForcedAndOnAsDiagonalBlocksAreNotBlamedOnTheFilter) {
+  // Every block is forced by its K column, but more than half are also diagonal blocks (the --diagonal
+  // extension): switching the filter off would not turn those off, so the selection is named instead.
+  HeadParams p;
+  p.theta = -0.1;
+  EntryResult r = entry({head(8, 16, kReasonForcedCol | kReasonDiagonal, 0, p)});
+  auto h = denseRunHint(std::span<const EntryResult>(&r, 1));
+  ASSERT_TRUE(h);
+  EXPECT_EQ(h->why.rfind("τ 0.98 keeps 100 % of the valid blocks", 0), 0u) << h->why;
+}
+
 TEST(DenseHint, ASelectionThatKeepsEverythingOffersTopk) {
   HeadParams p;
   p.theta = -0.1;
@@ -86,27 +97,56 @@ TEST(DenseHint, DenseHeadsAndTinyGrids) {
   EXPECT_FALSE(h->preset);
 }
 
-TEST(DenseHint, TuneWithEveryHeadDenseNamesTheSinkOnCausalCaptures) {
+// A tune of budget `l1` in which every head came out dense; head i's quantization error is l1Quant[i].
+TuneResult denseTune(double l1, std::vector<double> l1Quant) {
   TuneResult t;
-  t.options.l1 = 0.05;
+  t.options.l1 = l1;
   TunedGroup g;
-  for (int i = 0; i < 3; ++i) {
+  for (size_t i = 0; i < l1Quant.size(); ++i) {
     TunedHead h;
-    h.head = i;
+    h.head = int64_t(i);
     h.isSparse = false;
+    h.l1Quant = l1Quant[i];
     g.heads.push_back(h);
   }
   t.groups.push_back(g);
+  return t;
+}
+
+TEST(DenseHint, TuneWithEveryHeadDenseNamesTheSinkOnCausalCaptures) {
+  TuneResult t = denseTune(0.05, {0, 0, 0});
   auto h = denseTuneHint(t, true);
   ASSERT_TRUE(h);
   EXPECT_EQ(h->fix, "--sink");
   EXPECT_NE(h->why.find("no θ and τ kept L1 below 0.05 while leaving out more than 10 % of the blocks"),
             std::string::npos)
       << h->why;
+  // Not causal: no row can lose every key, so the sink is not what would change the result.
+  EXPECT_EQ(denseTuneHint(t, false)->fix, "--topk-mode");
+  // The diagonal blocks (an extension) keep every causal row's own key on, as the sink keeps key 0.
+  t.options.diagonal = true;
+  EXPECT_EQ(denseTuneHint(t, true)->fix, "--topk-mode");
+  t.options.diagonal = false;
   t.options.sink = true;
   EXPECT_EQ(denseTuneHint(t, true)->fix, "--topk-mode");
   t.groups[0].heads[1].isSparse = true;
   EXPECT_FALSE(denseTuneHint(t, true));
+}
+
+TEST(DenseHint, TuneUnderAQuantizationFloorAsksForALargerBudget) {
+  TuneResult t = denseTune(0.01, {0.012, 0.034});
+  t.options.numerics = Numerics::Int8Fp8;
+  auto h = denseTuneHint(t, true);
+  ASSERT_TRUE(h);
+  EXPECT_EQ(
+      h->why,
+      "every head came out dense: no θ and τ kept L1 below 0.01 while leaving out more than 10 % of the "
+      "blocks; in int8-fp8 quantization alone already costs up to L1 0.034, over the budget: raise --l1 "
+      "(and --l2) above that");
+  EXPECT_EQ(h->fix, "");
+  // One head under the floor: the floor is not the whole story, and the sink is named as before.
+  t.groups[0].heads[0].l1Quant = 0.004;
+  EXPECT_EQ(denseTuneHint(t, true)->fix, "--sink");
 }
 
 TEST(DenseHint, Presets) {

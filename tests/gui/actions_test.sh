@@ -11,7 +11,7 @@ export XDG_CONFIG_HOME="$out/config"   # never touch the user's settings
 "$sparge" synth "$out/x.h5" --entries 2 --heads 4 --tokens 512 --dim 32 --causal --seed 3 >/dev/null
 
 env -u DISPLAY "$app" "$out/x.h5" --backend egl --engine cpu --threads 2 --timeout 500 --size 1280x800 \
-  --set sink=1 --set theta=-1 --set tau=0.9 --set l1=0.05 --set l2=0.06 \
+  --set sink=1 --set theta=-1 --set tau=0.9 --set l1=0.07 --set l2=0.08 \
   --action export-masks="$out/masks.h5" \
   --action export-report="$out/report.json" \
   --action export-report="$out/report.csv" \
@@ -23,7 +23,7 @@ env -u DISPLAY "$app" "$out/x.h5" --backend egl --engine cpu --threads 2 --timeo
   --action tune-cancel=entry \
   --action profile=2 \
   --action follow=1 \
-  --action set=l1=0.03 \
+  --action set=l1=0.06 \
   --action follow=0 \
   --action tune=all \
   --action export-params="$out/params_all.json" \

@@ -59,6 +59,34 @@ TEST(SessionTune, EntryTuneLandsOnParametersAndResults) {
   EXPECT_GT(s->tuning().generation(), 0u);
 }
 
+// The tuner measures what the views show: the session's numerics and diagonal blocks reach every probe,
+// so a tuned head re-run with its values lands exactly on the L1 the tuner recorded.
+TEST(SessionTune, TuningUsesTheSessionsNumericsAndDiagonalBlocks) {
+  auto s = tunedSession();
+  core::RunConfig config = s->runs().config();
+  config.numerics = core::Numerics::Int8Fp16;
+  config.diagonal = true;
+  s->runs().applyConfig(config);
+  ASSERT_TRUE(s->waitIdle(120s));
+  const core::TuneOptions opt = tuneOptionsFor(s->runs().config(), Budget{0.07, 0.08});
+  EXPECT_EQ(opt.numerics, core::Numerics::Int8Fp16);
+  EXPECT_TRUE(opt.diagonal);
+  EXPECT_DOUBLE_EQ(opt.l1, 0.07);
+  EXPECT_DOUBLE_EQ(opt.l2, 0.08);
+  s->tuning().setBudget(Budget{0.07, 0.08});
+  s->tuning().autoTune(TuneScope::Entry);
+  ASSERT_TRUE(s->waitIdle(300s));
+  ASSERT_FALSE(s->messages().hasError()) << s->messages().frontError();
+  ASSERT_EQ(s->tuning().rows().size(), 4u);
+  for (const TuneRow& row : s->tuning().rows()) {
+    const core::HeadResult* h = s->runs().result()->find(0, row.head);
+    ASSERT_NE(h, nullptr);
+    ASSERT_EQ(h->params, row.params);
+    EXPECT_NEAR(h->error.l1(), row.l1, 1e-9 + 1e-6 * row.l1) << "head " << row.head;
+    EXPECT_NEAR(h->errorQuant.l1(), row.l1Quant, 1e-9 + 1e-6 * row.l1Quant) << "head " << row.head;
+  }
+}
+
 TEST(SessionTune, FollowBudgetBurstEndsWithTheLastBudget) {
   auto s = tunedSession();
   s->selectHead({0, 1});

@@ -240,6 +240,17 @@ TEST(Resume, RefusesOtherSettings) {
   o.l1 = 0.05;
   o.geometry = core::kGeometry64x128;
   EXPECT_THROW(checkResumable(f, "p.json", o), Error);
+  o.geometry = f.geometry;
+  // The diagonal blocks (an extension) change every probe: heads tuned with and without them cannot mix.
+  o.diagonal = true;
+  try {
+    checkResumable(f, "p.json", o);
+    FAIL() << "expected an error";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("diagonal blocks (--diagonal) off, this run uses on"),
+              std::string::npos)
+        << e.what();
+  }
 }
 
 }  // namespace

@@ -117,6 +117,42 @@ TEST(Tuner, ReturnedCandidateWasEvaluated) {
   }
 }
 
+TEST(Tuner, DiagonalBlocksStayOnInEveryProbeAndReachTheFile) {
+  ClusterSpec spec;  // queries attend to the next cluster of keys, not to their own: the diagonal costs
+  spec.amp2 = {48, 24, 12, 6};
+  spec.seed = 11;
+  auto entry = makeClusterEntry(spec);
+  CpuEngine engine(2);
+  TuneOptions o = smallOptions();
+  o.diagonal = true;
+  const TuneResult r = tuneEntry(engine, entry, o);
+  const ParamsFile file = toParamsFile(r, "mem");
+  EXPECT_TRUE(file.diagonal);
+  RunConfig cfg;
+  applyParams(file, "mem", entry->info, cfg);
+  ASSERT_TRUE(cfg.diagonal);
+  engine.setEntry(entry);
+  const EntryResult rerun = engine.run(cfg, {});
+  auto m = byHead(rerun);
+  for (const TunedHead& th : r.groups.at(0).heads) {
+    const HeadResult& h = *m.at(th.head);
+    // The recorded figures are those of a run with the diagonal blocks on ...
+    EXPECT_NEAR(h.error.l1(), th.l1, 1e-12 * std::max(1.0, th.l1)) << "head " << th.head;
+    EXPECT_DOUBLE_EQ(h.sparsity.stage1(), th.stage1Sparsity) << "head " << th.head;
+    // ... and in it every 128x64 block that holds key == query is on: K blocks 2i and 2i + 1 of Q block i.
+    for (int i = 0; i < h.nq; ++i)
+      for (int j = 2 * i; j < 2 * i + 2 && j < h.nk; ++j)
+        EXPECT_TRUE(h.blockMask[size_t(i) * h.nk + j]) << "head " << th.head << " block " << i << "," << j;
+  }
+  // Without them the same parameters select fewer blocks on some head: the option changes what is tuned.
+  cfg.diagonal = false;
+  const EntryResult plain = engine.run(cfg, {});
+  bool differs = false;
+  for (const HeadResult& h : plain.heads)
+    differs = differs || h.sparsity.stage1() != m.at(h.head)->sparsity.stage1();
+  EXPECT_TRUE(differs);
+}
+
 TEST(Tuner, SparsityIsMonotoneInTheBudget) {
   ClusterSpec spec;
   spec.amp2 = {56, 32, 16, 8};

@@ -38,7 +38,8 @@ struct DenseHint {
 // kNearlyDense (or there is nothing to judge).
 std::optional<DenseHint> denseRunHint(std::span<const EntryResult> results);
 // Why tuning made every head dense; nullopt when some head is sparse or nothing finished. `causal`: the
-// tuned entries are causal (without the sink, rows that lose every key then count against the budget).
+// tuned entries are causal (without the sink or the diagonal blocks, rows that lose every key then count
+// against the budget).
 std::optional<DenseHint> denseTuneHint(const TuneResult& result, bool causal);
 
 }  // namespace sparge::core

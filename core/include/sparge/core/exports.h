@@ -2,6 +2,7 @@
 // atomically.
 #pragma once
 
+#include <functional>
 #include <nlohmann/json_fwd.hpp>
 #include <string>
 #include <vector>
@@ -33,10 +34,21 @@ std::string csvField(const std::string& text);
 std::string reportCsv(const std::vector<EntryResult>& results);
 void writeReportCsv(const std::string& path, const std::vector<EntryResult>& results);
 
-// A Markdown report (tables per entry; no images): the same figures as the CSV, for people.
-std::string reportMarkdown(const std::vector<EntryResult>& results, const std::string& capturePath);
+// What a caller adds to the Markdown report: a paragraph after the preamble (the GUI's colour legend) and
+// columns appended to every head table (the GUI's heatmap images).
+struct MarkdownExtras {
+  std::string legend;
+  std::vector<std::string> headers;
+  std::function<std::vector<std::string>(const EntryResult&, const HeadResult&)> cells;  // one per header
+};
+
+// A Markdown report, for people: per entry its shape, numerics and settings, totals and stage times, and a
+// table per head with the same figures as the CSV (the error split into l1 / l1_sparse / l1_quant and the
+// cosine similarities; "-" for a part that was not measured).
+std::string reportMarkdown(const std::vector<EntryResult>& results, const std::string& capturePath,
+                           const MarkdownExtras& extras = {});
 void writeReportMarkdown(const std::string& path, const std::vector<EntryResult>& results,
-                         const std::string& capturePath);
+                         const std::string& capturePath, const MarkdownExtras& extras = {});
 
 // "cdf" / "topk" and the parameter value shown for a head's selection mode.
 const char* toString(SelectMode mode);

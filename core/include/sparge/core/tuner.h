@@ -44,6 +44,7 @@ struct TuneOptions {
   Numerics numerics = Numerics::None;      // every probe runs in these numerics: the budgets bound the deployed L1
   bool smoothK = true;
   bool sink = false;
+  bool diagonal = false;       // extension, not SpargeAttn's: every probe keeps the diagonal blocks on
   std::vector<int64_t> heads;  // query heads to tune; empty = all
 
   // Throws sparge::Error naming `where` for out-of-range values (l1 <= 0, l2 <= l1 with tunePv, …).

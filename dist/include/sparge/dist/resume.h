@@ -13,8 +13,8 @@
 namespace sparge::dist {
 
 // Throws sparge::Error naming `path` and the setting when `file` was tuned with other settings than
-// `options` (mode, budgets, λ search, geometry, smooth-k, sink): its heads could not be mixed with
-// new ones.
+// `options` (mode, budgets, λ search, geometry, numerics, smooth-k, sink, diagonal): its heads could not be
+// mixed with new ones.
 void checkResumable(const core::ParamsFile& file, const std::string& path, const core::TuneOptions& options);
 
 // The heads of `group` that `file` already holds (all of them, so that resuming into the same file never
