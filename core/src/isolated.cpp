@@ -2,12 +2,14 @@
 #include "isolated.h"
 
 #include <fcntl.h>
+#include <sys/prctl.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <cerrno>
 #include <chrono>
+#include <cmath>
 #include <csignal>
 #include <thread>
 
@@ -20,9 +22,13 @@ namespace {
 constexpr int kExitFinished = 0;
 constexpr int kExitThrew = 3;
 
-// In the child: a crash must end the child quietly, not run the parent's crash reporting.
-void prepareChild() {
-  for (int s : {SIGSEGV, SIGBUS, SIGABRT, SIGFPE, SIGILL}) std::signal(s, SIG_DFL);
+// In the child: a crash must end the child quietly, not run the parent's crash reporting, and the child
+// must never outlive its parent or its time limit (a file can make the library loop).
+void prepareChild(pid_t parent, double timeoutSeconds) {
+  ::prctl(PR_SET_PDEATHSIG, SIGKILL);
+  if (::getppid() != parent) ::_exit(kExitThrew);  // the parent is already gone
+  for (int s : {SIGSEGV, SIGBUS, SIGABRT, SIGFPE, SIGILL, SIGALRM}) std::signal(s, SIG_DFL);
+  ::alarm(static_cast<unsigned>(std::ceil(timeoutSeconds)) + 1);
   if (__sanitizer_set_death_callback) __sanitizer_set_death_callback(nullptr);
   const int null = ::open("/dev/null", O_WRONLY | O_CLOEXEC);
   if (null >= 0) ::dup2(null, STDERR_FILENO);
@@ -34,6 +40,8 @@ IsolatedResult classify(int status) {
     r.outcome = IsolatedOutcome::Finished;
   } else if (WIFEXITED(status) && WEXITSTATUS(status) == kExitThrew) {
     r.outcome = IsolatedOutcome::Threw;
+  } else if (WIFSIGNALED(status) && WTERMSIG(status) == SIGALRM) {
+    r.outcome = IsolatedOutcome::TimedOut;  // the child's own limit (see prepareChild)
   } else {
     r.outcome = IsolatedOutcome::Crashed;
     r.signal = WIFSIGNALED(status) ? WTERMSIG(status) : 0;
@@ -44,10 +52,11 @@ IsolatedResult classify(int status) {
 }  // namespace
 
 IsolatedResult runIsolated(const std::function<void()>& work, double timeoutSeconds) {
+  const pid_t parent = ::getpid();
   const pid_t child = ::fork();
   if (child < 0) return {};
   if (child == 0) {
-    prepareChild();
+    prepareChild(parent, timeoutSeconds);
     try {
       work();
     } catch (...) {
