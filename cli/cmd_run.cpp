@@ -7,14 +7,18 @@
 #include <set>
 
 #include "commands.h"
+#include "dist_timings.h"
+#include "entry_pieces.h"
 #include "format.h"
 #include "guards.h"
+#include "job_support.h"
+#include "piece_job.h"
 #include "run_options.h"
 #include "sparge/core/capture.h"
 #include "sparge/core/error.h"
 #include "sparge/core/exports.h"
 #include "sparge/core/names.h"
-#include "sparge/kernels/engine_factory.h"
+#include "sparge/dist/codec.h"
 #include "sparge/profiler/profile_entry.h"
 #include "sparge/profiler/profiler.h"
 
@@ -118,6 +122,129 @@ void printTimings(const prof::TimingReport& r, int repeat, int warmup) {
   for (const std::string& n : r.notes) std::printf("  note: %s\n", n.c_str());
 }
 
+// One rank's part of `sparge run` (its engine and profiler) and, on rank 0, the results in entry order.
+struct EntryRun {
+  explicit EntryRun(const RunCommandOptions& options)
+      : o(options),
+        path(o.file.empty() ? defaultCapturePath() : o.file),
+        reader(path),
+        profiling(o.repeat > 1 || !o.timingsPath.empty()) {
+    names = uniqueEntries(o.entries);
+    if (names.empty())
+      for (const auto& e : reader.entries()) names.push_back(e.name);
+    for (const auto& n : names) reader.entry(n);  // fail early on a misspelt entry
+  }
+
+  // Rank 0 (the only writer) checks every output before any rank computes, so that a bad path never
+  // costs a whole run; then the rank is placed and its engine (and profiler) created.
+  dist::RankInfo start() {
+    if (jobTransport().rank() == 0)
+      checkOutputs({{"--masks", o.masksPath}, {"--report", o.reportPath}, {"--timings", o.timingsPath}},
+                   {{"capture", path}, {"--params", o.paramsPath}});
+    rank = std::make_unique<RankEngine>(
+        makeRankEngine(jobTransport(), core::parseEngineChoice(o.engine), o.threads));
+    const core::Engine& engine = *rank->selection.engine;
+    if (!rank->selection.message.empty() && jobTransport().rank() == 0)
+      std::fprintf(stderr, "note: %s\n", rank->selection.message.c_str());
+    if (profiling) {
+      prof::ProfilerOptions po;  // profileEntry marks its warm-up runs itself
+      po.useCupti = engine.isGpu();
+      po.useCudaEvents = engine.isGpu();
+      profiler = std::make_unique<prof::Profiler>(po);
+    }
+    return rank->info;
+  }
+
+  // Runs `heads` of entry `unit` (the requested heads when `whole`); the result, encoded for rank 0.
+  std::string runEntry(size_t unit, const std::vector<int64_t>& heads, bool whole) {
+    core::Engine& engine = *rank->selection.engine;
+    const std::string& name = names[unit];
+    const std::vector<int64_t>& runHeads = whole ? o.heads : heads;
+    std::vector<std::string> configWarnings;
+    core::RunConfig config = makeRunConfig(o, reader.entry(name), path, &configWarnings);
+    checkRunMemory(path, reader.entry(name), config.geometry,
+                   std::set<int64_t>(runHeads.begin(), runHeads.end()).size());  // before allocating
+    std::vector<core::NonFiniteReport> nonFinite;
+    auto entry = std::make_shared<core::EntryData>(core::loadEntry(reader, name, &nonFinite));
+    for (const auto& nf : nonFinite)
+      std::fprintf(stderr, "warning: %s:/entries/%s/%s batch %lld head %lld holds %lld NaN/Inf values\n",
+                   core::printable(path).c_str(), core::printable(name).c_str(), core::toString(nf.tensor),
+                   (long long)nf.batch, (long long)nf.head, (long long)nf.count);
+    for (const auto& w : configWarnings)
+      std::fprintf(stderr, "note: entry %s: %s\n", core::printable(name).c_str(), core::printable(w).c_str());
+    engine.setEntry(entry);
+    core::RunOptions ro;
+    ro.heads = runHeads;
+    core::EntryResult r;
+    if (profiling) {
+      prof::ProfileRequest req;
+      req.entry = name;
+      req.config = config;
+      req.heads = ro.heads;
+      req.warmup = o.warmup;
+      req.repeat = o.repeat;
+      req.denseBaseline = req.engineBaselines = !o.noDenseBaseline;
+      r = prof::profileEntry(engine, *profiler, req);
+    } else {
+      r = engine.run(config, ro);
+    }
+    markNonFiniteInputs(r, nonFinite);
+    return dist::encodeResult(r);
+  }
+
+  PieceJobHooks hooks() {
+    PieceJobHooks h;
+    h.start = [this] { return start(); };
+    h.run = [this](size_t unit, const std::vector<int64_t>& heads, bool whole) {
+      return runEntry(unit, heads, whole);
+    };
+    h.final = [this] { return profiler ? encodeTimings(profiler->collect()) : std::string(); };
+    h.unitDone = [this](size_t unit, std::vector<std::string>& parts) {
+      results.push_back(mergeEntryPieces(parts, names[unit]));
+      printEntry(results.back(), !o.summaryOnly);
+    };
+    h.finals = [this](std::vector<std::string>& payloads) {
+      if (profiling) timings = mergeTimings(payloads);
+    };
+    return h;
+  }
+
+  const RunCommandOptions& o;
+  std::string path;
+  core::CaptureReader reader;
+  std::vector<std::string> names;
+  bool profiling = false;
+  std::unique_ptr<RankEngine> rank;
+  std::unique_ptr<prof::Profiler> profiler;
+  std::vector<core::EntryResult> results;  // rank 0
+  prof::ReportInput timings;               // rank 0: every rank's runs
+};
+
+// Rank 0, after the job: totals, timings, masks and the report.
+void writeOutputs(const EntryRun& run, double seconds) {
+  const RunCommandOptions& o = run.o;
+  std::printf("\n%zu entries in %.2f s\n", run.results.size(), seconds);
+  if (run.profiling) {
+    const prof::TimingReport report = prof::buildReport(run.timings);
+    printTimings(report, o.repeat, o.warmup);
+    if (!o.timingsPath.empty()) {
+      prof::writeTimings(report, o.timingsPath);
+      std::printf("timings written to %s\n", o.timingsPath.c_str());
+    }
+  }
+  if (!o.masksPath.empty()) {
+    core::writeMasks(o.masksPath, run.results);
+    std::printf("masks written to %s\n", o.masksPath.c_str());
+  }
+  if (!o.reportPath.empty()) {
+    if (endsWith(o.reportPath, ".csv"))
+      core::writeReportCsv(o.reportPath, run.results);
+    else
+      core::writeReportJson(o.reportPath, run.results, run.path);
+    std::printf("report written to %s\n", o.reportPath.c_str());
+  }
+}
+
 }  // namespace
 
 void registerRun(CLI::App& app, Action& action) {
@@ -146,83 +273,13 @@ void registerRun(CLI::App& app, Action& action) {
       "Do not time dense runs (ours over every valid block, and cuDNN's) next to each profiled run");
   cmd->callback([&action, o, maxMemory] {
     action = [o, maxMemory] {
-      const std::string path = o->file.empty() ? defaultCapturePath() : o->file;
       applyMaxMemory(*maxMemory);
-      // Every output is checked before any work, so that a bad path never costs a whole run.
-      checkOutputs({{"--masks", o->masksPath}, {"--report", o->reportPath}, {"--timings", o->timingsPath}},
-                   {{"capture", path}, {"--params", o->paramsPath}});
-      core::CaptureReader reader(path);
-      std::vector<std::string> names = uniqueEntries(o->entries);
-      if (names.empty())
-        for (const auto& e : reader.entries()) names.push_back(e.name);
-      for (const auto& n : names) reader.entry(n);  // fail early on a misspelt entry
-
-      engines::EngineSelection sel = engines::makeEngine(core::parseEngineChoice(o->engine), o->threads);
-      if (!sel.message.empty()) std::fprintf(stderr, "note: %s\n", sel.message.c_str());
-      std::vector<core::EntryResult> results;
-      const bool profiling = o->repeat > 1 || !o->timingsPath.empty();
-      std::unique_ptr<prof::Profiler> profiler;
-      if (profiling) {
-        prof::ProfilerOptions po;  // profileEntry marks its warm-up runs itself
-        po.useCupti = sel.engine->isGpu();
-        po.useCudaEvents = sel.engine->isGpu();
-        profiler = std::make_unique<prof::Profiler>(po);
-      }
+      EntryRun run(*o);
       const auto t0 = std::chrono::steady_clock::now();
-      const size_t headCount = std::set<int64_t>(o->heads.begin(), o->heads.end()).size();
-      for (const std::string& name : names) {
-        std::vector<std::string> configWarnings;
-        core::RunConfig config = makeRunConfig(*o, reader.entry(name), path, &configWarnings);
-        checkRunMemory(path, reader.entry(name), config.geometry, headCount);  // before allocating
-        std::vector<core::NonFiniteReport> nonFinite;
-        auto entry = std::make_shared<core::EntryData>(core::loadEntry(reader, name, &nonFinite));
-        for (const auto& nf : nonFinite)
-          std::fprintf(stderr, "warning: %s:/entries/%s/%s batch %lld head %lld holds %lld NaN/Inf values\n",
-                       core::printable(path).c_str(), core::printable(name).c_str(),
-                       core::toString(nf.tensor), (long long)nf.batch, (long long)nf.head,
-                       (long long)nf.count);
-        for (const auto& w : configWarnings)
-          std::fprintf(stderr, "note: entry %s: %s\n", core::printable(name).c_str(),
-                       core::printable(w).c_str());
-        sel.engine->setEntry(entry);
-        core::RunOptions ro;
-        ro.heads = o->heads;
-        if (profiling) {
-          prof::ProfileRequest req;
-          req.entry = name;
-          req.config = config;
-          req.heads = o->heads;
-          req.warmup = o->warmup;
-          req.repeat = o->repeat;
-          req.denseBaseline = req.engineBaselines = !o->noDenseBaseline;
-          results.push_back(prof::profileEntry(*sel.engine, *profiler, req));
-        } else {
-          results.push_back(sel.engine->run(config, ro));
-        }
-        markNonFiniteInputs(results.back(), nonFinite);
-        printEntry(results.back(), !o->summaryOnly);
-      }
-      const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-      std::printf("\n%zu entries in %.2f s\n", results.size(), seconds);
-      if (profiling) {
-        const prof::TimingReport report = profiler->report();
-        printTimings(report, o->repeat, o->warmup);
-        if (!o->timingsPath.empty()) {
-          prof::writeTimings(report, o->timingsPath);
-          std::printf("timings written to %s\n", o->timingsPath.c_str());
-        }
-      }
-      if (!o->masksPath.empty()) {
-        core::writeMasks(o->masksPath, results);
-        std::printf("masks written to %s\n", o->masksPath.c_str());
-      }
-      if (!o->reportPath.empty()) {
-        if (endsWith(o->reportPath, ".csv"))
-          core::writeReportCsv(o->reportPath, results);
-        else
-          core::writeReportJson(o->reportPath, results, path);
-        std::printf("report written to %s\n", o->reportPath.c_str());
-      }
+      const int code =
+          runPieceJob(jobTransport(), entryJobSpec(run.reader, run.names, o->heads), run.hooks());
+      if (code != 0 || jobTransport().rank() != 0) return code;
+      writeOutputs(run, std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
       return 0;
     };
   });

@@ -1,5 +1,9 @@
 // `sparge synth OUT.h5`: writes a seeded synthetic capture with known structure (tests, benchmarks).
+#include <algorithm>
 #include <cstdio>
+#include <deque>
+#include <future>
+#include <thread>
 
 #include "commands.h"
 #include "guards.h"
@@ -17,6 +21,7 @@ void registerSynth(CLI::App& app, Action& action) {
     int entries = 1;
     std::string dtype = "float16";
     std::string layout = "HND";
+    int threads = 0;
   };
   auto o = std::make_shared<Opts>();
   cmd->add_option("out", o->out, "Output capture (.h5)")->required();
@@ -34,6 +39,8 @@ void registerSynth(CLI::App& app, Action& action) {
   cmd->add_option("--segment", o->spec.segment, "Tokens per attention segment")->capture_default_str();
   cmd->add_option("--sharpness", o->spec.sharpness, "Logit gap multiplier")->capture_default_str();
   cmd->add_option("--seed", o->spec.seed, "Random seed")->capture_default_str();
+  cmd->add_option("--threads", o->threads, "Entries generated at once (0 = one per core)")
+      ->capture_default_str();
   cmd->callback([&action, o, cmd] {
     action = [o, cmd] {
       checkOutputs({{"out", o->out}}, {});  // before generating the data
@@ -56,17 +63,30 @@ void registerSynth(CLI::App& app, Action& action) {
       else
         throw Error("--layout", "unknown layout '" + o->layout + "': use HND or NHD");
       if (o->entries < 1) throw Error("--entries", "must be at least 1");
+      auto make = [spec](int i) {
+        core::SynthSpec s = spec;
+        s.seed = spec.seed + uint64_t(i) * 7919;
+        char name[32];
+        std::snprintf(name, sizeof name, "l%02d", i);
+        s.name = name;
+        core::EntryData e = core::makeSyntheticEntry(s);
+        e.info.layer = i;
+        return e;
+      };
+      // Entries are generated on several threads (each from its own seed, so the data does not depend on
+      // the thread count), at most `threads` in memory at once, and written in order.
+      const int threads =
+          o->threads > 0 ? o->threads : int(std::max(1u, std::thread::hardware_concurrency()));
       core::writeAtomically(o->out, [&](const std::string& tmp) {
         core::CaptureWriter w(tmp);
         w.setRootAttribute("source", "sparge synth (synthetic, seeded; not a real model)");
+        std::deque<std::future<core::EntryData>> pending;
+        int next = 0;
         for (int i = 0; i < o->entries; ++i) {
-          core::SynthSpec s = spec;
-          s.seed = spec.seed + uint64_t(i) * 7919;
-          char name[32];
-          std::snprintf(name, sizeof name, "l%02d", i);
-          s.name = name;
-          core::EntryData e = core::makeSyntheticEntry(s);
-          e.info.layer = i;
+          for (; next < o->entries && next < i + threads; ++next)
+            pending.push_back(std::async(std::launch::async, make, next));
+          core::EntryData e = pending.front().get();
+          pending.pop_front();
           w.addEntry(e.info, e.q, e.k, e.v);
         }
         w.close();

@@ -13,12 +13,13 @@
 #include "commands.h"
 #include "format.h"
 #include "guards.h"
+#include "job_support.h"
 #include "sparge/core/capture.h"
 #include "sparge/core/error.h"
 #include "sparge/core/names.h"
 #include "sparge/core/params_io.h"
 #include "sparge/core/tuner.h"
-#include "sparge/kernels/engine_factory.h"
+#include "tune_job.h"
 
 namespace sparge::cli {
 namespace {
@@ -153,6 +154,7 @@ void registerTune(CLI::App& app, Action& action) {
     bool noTunePv = false;
     std::vector<int64_t> heads;
     std::string out;
+    std::string resume;
     bool trace = false;
   };
   auto o = std::make_shared<Opts>();
@@ -172,7 +174,11 @@ void registerTune(CLI::App& app, Action& action) {
                 "Tune entries sharing a `layer` attribute together (bin rule, one parameter set per layer)");
   cmd->add_flag("--no-tune-pv", o->noTunePv, "Do not search λ; export λ = 50 verified against --l1");
   cmd->add_option("--heads", o->heads, "Query heads to tune (default: all)");
-  cmd->add_option("-o,--output", o->out, "Output parameter file (.json)")->required();
+  cmd->add_option("-o,--output", o->out, "Output parameter file (.json); default with --resume: that file");
+  cmd->add_option("--resume", o->resume,
+                  "Keep the heads this parameter file already holds (an interrupted or failed run) and tune "
+                  "only the missing ones")
+      ->check(CLI::ExistingFile);
   cmd->add_flag("--trace", o->trace, "Also store every head's θ points and probe trace in the output");
   cmd->callback([&action, o, cmd, maxMemory] {
     action = [o, cmd, maxMemory]() -> int {
@@ -190,10 +196,13 @@ void registerTune(CLI::App& app, Action& action) {
       opt.sink = o->sink;
       opt.heads = o->heads;
       opt.validate("sparge tune");
+      if (o->out.empty() && o->resume.empty()) {
+        std::fprintf(stderr, "sparge tune: -o/--output is required (or --resume FILE)\n");
+        return 2;
+      }
 
       const std::string path = o->file.empty() ? defaultCapturePath() : o->file;
       applyMaxMemory(*maxMemory);
-      checkOutputs({{"-o", o->out}}, {{"capture", path}});  // before hours of tuning, not after
       core::CaptureReader reader(path);
       std::vector<std::string> names = uniqueEntries(o->entries);
       if (names.empty())
@@ -210,9 +219,7 @@ void registerTune(CLI::App& app, Action& action) {
         in.name = n;
         in.layer = info.layer;
         in.headsQ = info.headsQ;
-        const size_t headCount = std::set<int64_t>(o->heads.begin(), o->heads.end()).size();
-        in.load = [&reader, n, path, warned, headCount, geometry = opt.geometry] {
-          checkRunMemory(path, reader.entry(n), geometry, headCount);  // before allocating
+        in.load = [&reader, n, path, warned] {  // the job checks the memory first
           std::vector<core::NonFiniteReport> nonFinite;
           auto data = std::make_shared<core::EntryData>(core::loadEntry(reader, n, &nonFinite));
           if (warned->insert(n).second)
@@ -225,85 +232,38 @@ void registerTune(CLI::App& app, Action& action) {
         };
         inputs.push_back(std::move(in));
       }
-      const std::vector<core::TuneGroupInput> groups = core::makeGroups(inputs, o->groupByLayer);
 
-      engines::EngineSelection sel = engines::makeEngine(core::parseEngineChoice(o->engine), o->threads);
-      if (!sel.message.empty()) std::fprintf(stderr, "note: %s\n", sel.message.c_str());
-      std::fprintf(stderr, "tuning %zu group%s of %s with %s: l1 < %g%s, %s, geometry %s%s%s\n", groups.size(),
-                   groups.size() == 1 ? "" : "s", path.c_str(), sel.engine->name().c_str(), opt.l1,
-                   opt.tunePv ? (", l2 < " + fmtNum(opt.l2, 4)).c_str() : " (λ fixed)",
-                   opt.mode == core::SelectMode::Cdf ? "τ search" : "top-k search", opt.geometry.label().c_str(),
-                   opt.smoothK ? "" : ", no smooth-k", opt.sink ? ", sink" : "");
+      TuneJobSpec spec;
+      spec.capturePath = path;
+      spec.groups = core::makeGroups(inputs, o->groupByLayer);
+      for (const auto& n : names) spec.infos[n] = reader.entry(n);
+      spec.options = opt;
+      spec.output = o->out.empty() ? o->resume : o->out;
+      spec.trace = o->trace;
+      spec.resumePath = o->resume;
+      spec.engine = core::parseEngineChoice(o->engine);
+      spec.threads = o->threads;
+      spec.interrupt = &gCancel;
+      // Before hours of tuning, not after; the output of --resume is that file, which it may replace.
+      spec.checkOutputs = [&] {
+        checkOutputs({{o->out.empty() ? "--resume" : "-o", spec.output}}, {{"capture", path}});
+      };
 
       StopSignalGuard guard;
       ProgressPrinter progress;
-      core::TuneCallbacks cb;
-      cb.cancel = &gCancel;
-      cb.progress = [&](const core::TuneProgress& p) { progress.update(p); };
-      // A checkpoint is written after every group (top-level "complete": false), so a killed process still
-      // leaves whole groups that say they are not the whole result. A failed checkpoint stops nothing: the
-      // result is written at the end, when the disk may have room again.
-      core::TuneResult partial;
-      partial.options = opt;
-      partial.engine = sel.engine->name();
-      size_t checkpointGroups = 0;
-      bool checkpointWarned = false;
-      cb.groupFinished = [&](const core::TunedGroup& g) {
-        progress.clear();
-        printGroup(g, opt);
-        partial.groups.push_back(g);
-        core::ParamsFile checkpoint = core::toParamsFile(partial, path);
-        checkpoint.complete = false;
-        try {
-          core::writeParams(o->out, checkpoint, o->trace ? &partial : nullptr);
-          checkpointGroups = partial.groups.size();
-        } catch (const Error& e) {
-          if (!checkpointWarned)
-            std::fprintf(stderr,
-                         "warning: checkpoint not written (%s); tuning goes on, the result is written at "
-                         "the end\n",
-                         core::printable(e.what()).c_str());
-          checkpointWarned = true;
-        }
+      TuneJobOutput out;
+      out.started = [&](const std::string& engine) {
+        std::fprintf(stderr, "tuning %zu group%s of %s with %s: l1 < %g%s, %s, geometry %s%s%s\n",
+                     spec.groups.size(), spec.groups.size() == 1 ? "" : "s", path.c_str(), engine.c_str(),
+                     opt.l1, opt.tunePv ? (", l2 < " + fmtNum(opt.l2, 4)).c_str() : " (λ fixed)",
+                     opt.mode == core::SelectMode::Cdf ? "τ search" : "top-k search",
+                     opt.geometry.label().c_str(), opt.smoothK ? "" : ", no smooth-k",
+                     opt.sink ? ", sink" : "");
       };
-      // The final write; if it fails, say what the file holds now.
-      auto writeResult = [&](const core::TuneResult& r) {
-        try {
-          core::writeParams(o->out, core::toParamsFile(r, path), o->trace ? &r : nullptr);
-        } catch (const Error& e) {
-          if (checkpointGroups == 0) throw;
-          throw Error(e.where(), e.problem() + " — the file still holds the checkpoint of " +
-                                     std::to_string(checkpointGroups) +
-                                     " finished group(s), marked \"complete\": false");
-        }
-      };
-      core::TuneResult result = core::tune(*sel.engine, groups, opt, cb);
-      progress.clear();
-
-      if (result.cancelled) {
-        const int64_t kept = result.headsFinished();
-        if (!result.groups.empty() && !result.groups.back().heads.empty() && !result.groups.back().complete)
-          printGroup(result.groups.back(), opt);
-        if (kept > 0) {
-          writeResult(result);
-          std::fprintf(stderr, "interrupted: kept %lld finished head%s in %s (%.1f s)\n", (long long)kept,
-                       kept == 1 ? "" : "s", o->out.c_str(), result.elapsedSeconds);
-        } else {
-          std::fprintf(stderr, "interrupted: no head was finished, %s not written\n", o->out.c_str());
-        }
-        return 130;
-      }
-      writeResult(result);
-      int64_t sparse = 0, total = 0;
-      for (const auto& g : result.groups)
-        for (const auto& h : g.heads) {
-          ++total;
-          sparse += h.isSparse ? 1 : 0;
-        }
-      std::printf("\n%lld heads tuned (%lld sparse, %lld dense) in %.1f s, %lld engine runs; parameters written to %s\n",
-                  (long long)total, (long long)sparse, (long long)(total - sparse), result.elapsedSeconds,
-                  (long long)result.probes, o->out.c_str());
-      return 0;
+      out.progress = [&](const core::TuneProgress& p) { progress.update(p); };
+      out.clearProgress = [&] { progress.clear(); };
+      out.group = [&](const core::TunedGroup& g) { printGroup(g, opt); };
+      return runTuneJob(jobTransport(), spec, out);
     };
   });
 }

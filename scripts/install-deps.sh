@@ -10,6 +10,7 @@ PACKAGES=(
   libimgui-dev libglfw3-dev libgl-dev libegl-dev libegl1-mesa-dev libgles-dev libstb-dev
   xvfb xauth libgl1-mesa-dri mesa-utils fonts-dejavu-core
   python3 python3-h5py python3-numpy python3-pytest
+  libopenmpi-dev openmpi-bin
 )
 
 missing=()

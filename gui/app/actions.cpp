@@ -1,12 +1,13 @@
 #include "actions.h"
 
 #include <algorithm>
-#include <cctype>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
 
+#include "app/app.h"
+#include "app/set_option.h"
 #include "sparge/core/error.h"
 #include "sparge/core/params_io.h"
 
@@ -15,77 +16,80 @@ namespace fs = std::filesystem;
 namespace sparge::gui {
 
 namespace {
-bool parseScope(const std::string& s, TuneScope* scope) {
-  if (s == "head") {
-    *scope = TuneScope::SelectedHead;
-  } else if (s == "entry") {
-    *scope = TuneScope::Entry;
-  } else if (s == "all") {
-    *scope = TuneScope::AllEntries;
-  } else {
-    return false;
-  }
-  return true;
+std::optional<TuneScope> parseScope(const std::string& s) {
+  if (s == "head") return TuneScope::SelectedHead;
+  if (s == "entry") return TuneScope::Entry;
+  if (s == "all") return TuneScope::AllEntries;
+  return std::nullopt;
 }
 
-std::string lower(std::string s) {
-  std::transform(s.begin(), s.end(), s.begin(), [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
-  return s;
+std::optional<core::Preset> parsePreset(const std::string& s) {
+  if (s == "cdf") return core::Preset::CdfDefaults;
+  if (s == "topk") return core::Preset::TopkDefaults;
+  if (s == "filter-off") return core::Preset::FilterOff;
+  if (s == "stored") return core::Preset::Tuned;
+  return std::nullopt;
+}
+
+bool isCount(const std::string& s, long lo, long hi) {
+  char* end = nullptr;
+  long n = std::strtol(s.c_str(), &end, 10);
+  return !s.empty() && !*end && n >= lo && n <= hi;
+}
+
+// Checks the argument of a verb; throws sparge::Error naming the action.
+void validateArgument(const Action& a) {
+  std::string where = "--action " + a.text;
+  const CommandInfo& c = *a.command;
+  if (c.arg == ActionArg::Required && a.arg.empty())
+    throw Error(where, std::string("needs a value (") + c.verb + "=...)");
+  if (c.arg == ActionArg::None && !a.arg.empty()) throw Error(where, "takes no value");
+  switch (c.id) {
+    case CommandId::ExportReport:
+      if (reportFormatOf(a.arg).empty()) throw Error(where, "the report must end in .json, .csv or .md");
+      break;
+    case CommandId::TuneHead:
+    case CommandId::TuneCancel:
+      if (!parseScope(a.arg)) throw Error(where, "expected head, entry or all");
+      break;
+    case CommandId::SweepHead:
+      if (a.arg != "head" && a.arg != "all") throw Error(where, "expected head or all");
+      break;
+    case CommandId::Profile:
+      if (!a.arg.empty() && !isCount(a.arg, 1, 100)) throw Error(where, "expected a run count in 1..100");
+      break;
+    case CommandId::PresetCdf:
+      if (!parsePreset(a.arg)) throw Error(where, "expected cdf, topk, filter-off or stored");
+      break;
+    case CommandId::Set: {
+      core::RunConfig c2;
+      Budget b;
+      applySetting(a.arg, c2, b);  // validates key and value
+      break;
+    }
+    case CommandId::Follow:
+      if (a.arg != "0" && a.arg != "1") throw Error(where, "expected 0 or 1");
+      break;
+    case CommandId::SelectHead:
+      if (!isCount(a.arg, 0, 1 << 30)) throw Error(where, "expected a head index");
+      break;
+    case CommandId::ShowView:
+      if (!App::isViewId(a.arg)) throw Error(where, "no view named '" + a.arg + "'");
+      break;
+    default:
+      break;
+  }
 }
 }  // namespace
-
-const char* actionHelp() {
-  return "actions (--action, run in order after the first results, each waiting for its job):\n"
-         "  export-masks=P.h5  export-params=P.json  export-report=P.json|P.csv|P.md  load-params=P.json\n"
-         "  tune=head|entry|all  tune-cancel=head|entry|all  profile[=N]  set=key=value  follow=0|1\n"
-         "  select-entry=NAME  select-head=N  screenshot=P.png\n";
-}
 
 Action parseAction(const std::string& text) {
   Action a;
   a.text = text;
   auto eq = text.find('=');
-  a.verb = text.substr(0, eq);
+  a.command = commandForVerb(text.substr(0, eq));
   if (eq != std::string::npos) a.arg = text.substr(eq + 1);
-  std::string where = "--action " + text;
-  static const char* withPath[] = {"export-masks", "export-params", "export-report", "load-params", "screenshot",
-                                   "select-entry"};
-  bool known = false;
-  for (const char* v : withPath) {
-    if (a.verb == v) {
-      known = true;
-      if (a.arg.empty()) throw Error(where, "needs a value (" + a.verb + "=...)");
-    }
-  }
-  if (a.verb == "export-report") {
-    std::string ext = lower(fs::path(a.arg).extension().string());
-    if (ext != ".json" && ext != ".csv" && ext != ".md") throw Error(where, "the report must end in .json, .csv or .md");
-  } else if (a.verb == "tune" || a.verb == "tune-cancel") {
-    known = true;
-    TuneScope scope;
-    if (!parseScope(a.arg, &scope)) throw Error(where, "expected head, entry or all");
-  } else if (a.verb == "profile") {
-    known = true;
-    if (!a.arg.empty()) {
-      char* end = nullptr;
-      long n = std::strtol(a.arg.c_str(), &end, 10);
-      if (*end || n < 1 || n > 100) throw Error(where, "expected a run count in 1..100");
-    }
-  } else if (a.verb == "set") {
-    known = true;
-    core::RunConfig c;
-    Budget b;
-    applySetting(a.arg, c, b);  // validates key and value
-  } else if (a.verb == "follow") {
-    known = true;
-    if (a.arg != "0" && a.arg != "1") throw Error(where, "expected 0 or 1");
-  } else if (a.verb == "select-head") {
-    known = true;
-    char* end = nullptr;
-    long n = std::strtol(a.arg.c_str(), &end, 10);
-    if (a.arg.empty() || *end || n < 0) throw Error(where, "expected a head index");
-  }
-  if (!known) throw Error(where, "unknown action");
+  if (!a.command) throw Error("--action " + text, "unknown action");
+  validateArgument(a);
   return a;
 }
 
@@ -106,14 +110,13 @@ void ActionRunner::fail(const Action& a, const std::string& why) {
 }
 
 bool ActionRunner::step(bool settled) {
-  if (failed_) return true;
-  if (next_ >= actions_.size()) return true;
+  if (failed_ || next_ >= actions_.size()) return true;
   const Action& a = actions_[next_];
   switch (phase_) {
     case Phase::Start:
       if (!settled) return false;  // every action starts from an idle worker with its results applied
-      if (session_.hasError()) {
-        fail(a, "an earlier error is pending: " + session_.frontError());
+      if (session_.messages().hasError()) {
+        fail(a, "an earlier error is pending: " + session_.messages().frontError());
         return true;
       }
       std::fprintf(stderr, "sparge-studio: action %s\n", a.text.c_str());
@@ -125,7 +128,7 @@ bool ActionRunner::step(bool settled) {
       return false;
     case Phase::Running:
       // tune-cancel: cancel once the tuner has reported progress, as a user pressing Cancel would.
-      if (a.verb == "tune-cancel" && !cancelSent_) {
+      if (a.command->id == CommandId::TuneCancel && !cancelSent_) {
         const Progress& p = session_.progress();
         if (p.active && (p.total > 0 || p.fraction > 0)) {
           session_.cancel();
@@ -154,197 +157,260 @@ bool ActionRunner::step(bool settled) {
 }
 
 void ActionRunner::start(const Action& a) {
-  noticesBefore_ = session_.notices().size();
-  tuneBefore_ = session_.lastTune();
-  if (a.verb == "export-masks") {
-    session_.exportMasks(a.arg);
-  } else if (a.verb == "export-params") {
-    session_.exportParams(a.arg);
-  } else if (a.verb == "export-report") {
-    std::string ext = lower(fs::path(a.arg).extension().string());
-    if (ext == ".json") {
-      session_.exportReportJson(a.arg);
-    } else if (ext == ".csv") {
-      session_.exportReportCsv(a.arg);
-    } else {
-      session_.exportReportMarkdown(a.arg);
+  noticesBefore_ = session_.messages().notices().size();
+  tuneBefore_ = session_.tuning().lastTune();
+  switch (a.command->id) {
+    case CommandId::ExportMasks:
+      session_.files().exportMasks(a.arg);
+      break;
+    case CommandId::ExportParams:
+      session_.files().exportParams(a.arg);
+      break;
+    case CommandId::ExportReport:
+      session_.files().exportReport(a.arg);
+      break;
+    case CommandId::LoadParams:
+      session_.files().importParams(a.arg);
+      break;
+    case CommandId::TuneHead:
+    case CommandId::TuneCancel:
+      session_.tuning().autoTune(*parseScope(a.arg));
+      if (!session_.busy() && !session_.messages().hasError()) fail(a, "no tuning job was started");
+      break;
+    case CommandId::Profile:
+      session_.profiling().profile(a.arg.empty() ? 3 : std::atoi(a.arg.c_str()));
+      break;
+    case CommandId::SweepHead:
+      app_.showView("curves");
+      session_.curves().sweep(a.arg == "all" ? SweepScope::AllHeads : SweepScope::SelectedHead);
+      break;
+    case CommandId::PresetCdf:
+      session_.applyPreset(*parsePreset(a.arg));
+      break;
+    case CommandId::Set: {
+      // Through the same command as the controls, so that follow-budget and the per-head overrides
+      // behave as they do for a user.
+      core::RunConfig c = session_.runs().config();
+      Budget b = session_.tuning().budget();
+      try {
+        applySetting(a.arg, c, b);
+      } catch (const std::exception& e) {
+        fail(a, e.what());
+        return;
+      }
+      if (b.l2 <= b.l1) b.l2 = b.l1 * 1.15;
+      c.perHead = session_.runs().config().perHead;  // a default changes; overrides stay overrides
+      if (!(c.defaults == session_.runs().config().defaults)) {
+        session_.runs().setParams(c.defaults, ApplyTarget::AllHeads);
+        c.perHead.clear();
+      }
+      session_.runs().applyConfig(c);
+      session_.tuning().setBudget(b);
+      break;
     }
-  } else if (a.verb == "load-params") {
-    session_.importParams(a.arg);
-  } else if (a.verb == "tune" || a.verb == "tune-cancel") {
-    TuneScope scope = TuneScope::Entry;
-    parseScope(a.arg, &scope);
-    session_.autoTune(scope);
-    if (!session_.busy() && !session_.hasError()) fail(a, "no tuning job was started");
-  } else if (a.verb == "profile") {
-    session_.profile(a.arg.empty() ? 3 : std::atoi(a.arg.c_str()));
-  } else if (a.verb == "set") {
-    // Through the same commands as the sliders and checkboxes (not setConfig), so that follow-budget
-    // and the per-head overrides behave as they do for a user.
-    core::RunConfig c = session_.config();
-    Budget b = session_.budget();
-    try {
-      applySetting(a.arg, c, b);
-    } catch (const std::exception& e) {
-      fail(a, e.what());
-      return;
+    case CommandId::Follow:
+      session_.tuning().setFollowBudget(a.arg == "1");
+      break;
+    case CommandId::SelectEntry:
+      session_.selectEntry(a.arg);
+      break;
+    case CommandId::SelectHead:
+      session_.selectHead(HeadRef{session_.capture().selected.batch, std::atoll(a.arg.c_str())});
+      break;
+    case CommandId::ShowView:
+      app_.showView(a.arg);
+      break;
+    case CommandId::Screenshot:
+      screenshotRequest_ = a.arg;
+      screenshotPending_ = true;
+      screenshotError_.clear();
+      break;
+    default:
+      fail(a, "not an automation action");
+      break;
+  }
+}
+
+bool ActionRunner::noticeSince(const std::string& needle) const {
+  const auto& n = session_.messages().notices();
+  for (size_t i = std::min(noticesBefore_, n.size()); i < n.size(); ++i) {
+    if (n[i].find(needle) != std::string::npos) return true;
+  }
+  return false;
+}
+
+bool ActionRunner::checkFileWritten(const Action& a, const std::string& path) {
+  std::error_code ec;
+  if (!fs::is_regular_file(path, ec) || fs::file_size(path, ec) == 0) {
+    fail(a, path + " was not written");
+    return false;
+  }
+  if (!noticeSince("to " + path)) {
+    fail(a, "no confirmation that " + path + " was exported");
+    return false;
+  }
+  return true;
+}
+
+// The tuned values of the selected entry must be on the sliders (per-head parameters) and in the latest
+// results (the summary table), not only in the tuning table.
+bool ActionRunner::checkTunedValuesShown(const Action& a) {
+  auto r = session_.runs().result();
+  for (const auto& row : session_.tuning().rows()) {
+    if (row.entry != session_.capture().entryName) continue;
+    if (!(session_.runs().paramsFor(row.head) == row.params)) {
+      fail(a, "head " + std::to_string(row.head) + ": tuned parameters are not the session's parameters");
+      return false;
     }
-    if (b.l2 <= b.l1) b.l2 = b.l1 * 1.15;
-    if (!(c.geometry == session_.config().geometry)) session_.setGeometry(c.geometry);
-    if (c.smoothK != session_.config().smoothK) session_.setSmoothK(c.smoothK);
-    if (c.sink != session_.config().sink) session_.setSink(c.sink);
-    if (!(c.defaults == session_.config().defaults)) session_.setParams(c.defaults, ApplyTarget::AllHeads);
-    if (!(b == session_.budget())) session_.setBudget(b);
-  } else if (a.verb == "follow") {
-    session_.setFollowBudget(a.arg == "1");
-  } else if (a.verb == "select-entry") {
-    session_.selectEntry(a.arg);
-  } else if (a.verb == "select-head") {
-    session_.selectHead(HeadRef{session_.selectedHead().batch, std::atoll(a.arg.c_str())});
-  } else if (a.verb == "screenshot") {
-    screenshotRequest_ = a.arg;
-    screenshotPending_ = true;
-    screenshotError_.clear();
+    const core::HeadResult* h = r ? r->find(session_.capture().selected.batch, row.head) : nullptr;
+    if (!h || !(h->params == row.params)) {
+      fail(a, "head " + std::to_string(row.head) + ": the results were not re-run with the tuned parameters");
+      return false;
+    }
+  }
+  return true;
+}
+
+void ActionRunner::checkTune(const Action& a) {
+  auto t = session_.tuning().lastTune();
+  if (!t || t == tuneBefore_) return fail(a, "no tuning result arrived");
+  if (t->cancelled) return fail(a, "the tune was cancelled");
+  int64_t expected = 1;
+  if (a.arg == "entry") expected = session_.capture().headsQ();
+  if (a.arg == "all") {
+    expected = 0;
+    for (const auto& e : session_.capture().entries) expected += e.headsQ;
+  }
+  if (t->headsFinished() != expected) {
+    return fail(
+        a, "tuned " + std::to_string(t->headsFinished()) + " heads, expected " + std::to_string(expected));
+  }
+  if (session_.progress().active) return fail(a, "the progress bar is still shown after the tune");
+  checkTunedValuesShown(a);
+}
+
+void ActionRunner::checkLoadedParams(const Action& a) {
+  if (!noticeSince("loaded parameters from")) return fail(a, "the parameters were not loaded");
+  const core::EntryInfo* info = session_.capture().info();
+  if (!info) return fail(a, "no entry");
+  try {
+    core::ParamsFile file = core::readParams(a.arg);
+    auto expected = core::headParamsFor(file, a.arg, info->name, info->layer, info->headsQ,
+                                        session_.runs().config().defaults);
+    auto r = session_.runs().result();
+    for (int64_t h = 0; h < info->headsQ; ++h) {
+      if (!(session_.runs().paramsFor(h) == expected[h])) {
+        return fail(a,
+                    "head " + std::to_string(h) + ": the loaded parameters are not the session's parameters");
+      }
+      const core::HeadResult* hr = r ? r->find(session_.capture().selected.batch, h) : nullptr;
+      if (!hr || !(hr->params == expected[h])) {
+        return fail(a,
+                    "head " + std::to_string(h) + ": the results were not re-run with the loaded parameters");
+      }
+    }
+  } catch (const std::exception& e) {
+    fail(a, e.what());
+  }
+}
+
+void ActionRunner::checkView(const Action& a) {
+  if (!app_.viewVisible(a.arg)) return fail(a, "the view " + a.arg + " is not shown");
+  if (a.arg != "overview") return;
+  const auto& o = session_.overview();
+  if (o.filling() || o.doneCount() != o.rows().size()) return fail(a, "the overview was not filled");
+  for (const auto& row : o.rows()) {
+    if (!row.error.empty()) return fail(a, "overview: entry " + row.entry + ": " + row.error);
+  }
+}
+
+void ActionRunner::checkSweep(const Action& a) {
+  auto d = session_.curves().data();
+  if (!d || d->done != d->total || session_.curves().running()) return fail(a, "the sweep did not finish");
+  size_t expected = a.arg == "all" ? static_cast<size_t>(session_.capture().headsQ()) : 1;
+  if (d->heads.size() != expected) return fail(a, "the sweep covers the wrong heads");
+}
+
+void ActionRunner::checkPreset(const Action& a) {
+  auto r = session_.runs().result();
+  const core::EntryInfo* info = session_.capture().info();
+  if (!info || !r) return fail(a, "no results");
+  for (int64_t h = 0; h < info->headsQ; ++h) {
+    const core::HeadResult* hr = r->find(session_.capture().selected.batch, h);
+    if (!hr || !(hr->params == session_.runs().paramsFor(h))) {
+      return fail(a, "head " + std::to_string(h) + ": the results were not re-run with the preset");
+    }
   }
 }
 
 void ActionRunner::finish(const Action& a) {
-  if (session_.hasError()) {
-    fail(a, session_.frontError());
-    return;
-  }
-  auto noticeSince = [&](const std::string& needle) {
-    const auto& n = session_.notices();
-    for (size_t i = std::min(noticesBefore_, n.size()); i < n.size(); ++i) {
-      if (n[i].find(needle) != std::string::npos) return true;
-    }
-    return false;
-  };
-  auto fileWritten = [&](const std::string& path) {
-    std::error_code ec;
-    if (!fs::is_regular_file(path, ec) || fs::file_size(path, ec) == 0) {
-      fail(a, path + " was not written");
-      return false;
-    }
-    if (!noticeSince("to " + path)) {
-      fail(a, "no confirmation that " + path + " was exported");
-      return false;
-    }
-    return true;
-  };
-  // The tuned values of the selected entry must be on the sliders (per-head parameters) and in the
-  // latest results (the summary table), not only in the tuning table.
-  auto tunedValuesShown = [&]() {
-    auto r = session_.result();
-    for (const auto& row : session_.tuned()) {
-      if (row.entry != session_.entryName()) continue;
-      if (!(session_.paramsFor(row.head) == row.params)) {
-        fail(a, "head " + std::to_string(row.head) + ": tuned parameters are not the session's parameters");
-        return false;
+  if (session_.messages().hasError()) return fail(a, session_.messages().frontError());
+  switch (a.command->id) {
+    case CommandId::ExportMasks:
+    case CommandId::ExportParams:
+      checkFileWritten(a, a.arg);
+      break;
+    case CommandId::ExportReport:
+      if (checkFileWritten(a, a.arg) && reportFormatOf(a.arg) == ".md") {
+        fs::path img = fs::path(a.arg).parent_path() / (fs::path(a.arg).stem().string() + "_img");
+        std::error_code ec;
+        if (!fs::is_directory(img, ec)) fail(a, img.string() + " (heatmaps) was not written");
       }
-      const core::HeadResult* h = r ? r->find(session_.selectedHead().batch, row.head) : nullptr;
-      if (!h || !(h->params == row.params)) {
-        fail(a, "head " + std::to_string(row.head) + ": the results were not re-run with the tuned parameters");
-        return false;
+      break;
+    case CommandId::LoadParams:
+      checkLoadedParams(a);
+      break;
+    case CommandId::TuneHead:
+      checkTune(a);
+      break;
+    case CommandId::TuneCancel: {
+      auto t = session_.tuning().lastTune();
+      if (!t || t == tuneBefore_) return fail(a, "the cancelled tune reported no result");
+      if (!t->cancelled) fail(a, "the tune finished although it was cancelled");
+      if (session_.progress().active) fail(a, "the progress bar is still shown after cancel");
+      break;
+    }
+    case CommandId::Profile:
+      if (!session_.profiling().timing().valid) fail(a, "no timing summary");
+      if (session_.progress().active) fail(a, "the progress bar is still shown after profiling");
+      break;
+    case CommandId::SweepHead:
+      checkSweep(a);
+      break;
+    case CommandId::PresetCdf:
+      checkPreset(a);
+      break;
+    case CommandId::Set: {
+      std::string key = a.arg.substr(0, a.arg.find('='));
+      if (!session_.tuning().followBudget() || (key != "l1" && key != "l2")) break;
+      auto t = session_.tuning().lastTune();
+      if (!t || t == tuneBefore_)
+        return fail(a, "follow budget is on but the selected head was not re-tuned");
+      const Budget& b = session_.tuning().budget();
+      if (std::abs(t->options.l1 - b.l1) > 1e-12 || std::abs(t->options.l2 - b.l2) > 1e-12) {
+        return fail(a, "the re-tune did not use the new budget");
       }
+      checkTunedValuesShown(a);
+      break;
     }
-    return true;
-  };
-
-  if (a.verb == "export-masks" || a.verb == "export-params") {
-    fileWritten(a.arg);
-  } else if (a.verb == "export-report") {
-    if (!fileWritten(a.arg)) return;
-    if (lower(fs::path(a.arg).extension().string()) == ".md") {
-      fs::path img = fs::path(a.arg).parent_path() / (fs::path(a.arg).stem().string() + "_img");
-      std::error_code ec;
-      if (!fs::is_directory(img, ec)) fail(a, img.string() + " (heatmaps) was not written");
+    case CommandId::SelectEntry: {
+      auto r = session_.runs().result();
+      if (session_.capture().entryName != a.arg || !r || r->info.name != a.arg)
+        fail(a, "entry " + a.arg + " is not shown");
+      break;
     }
-  } else if (a.verb == "load-params") {
-    if (!noticeSince("loaded parameters from")) {
-      fail(a, "the parameters were not loaded");
-      return;
-    }
-    const core::EntryInfo* info = session_.entryInfo();
-    if (!info) {
-      fail(a, "no entry");
-      return;
-    }
-    try {
-      core::ParamsFile file = core::readParams(a.arg);
-      auto expected = core::headParamsFor(file, a.arg, info->name, info->layer, info->headsQ, session_.config().defaults);
-      auto r = session_.result();
-      for (int64_t h = 0; h < info->headsQ; ++h) {
-        if (!(session_.paramsFor(h) == expected[h])) {
-          fail(a, "head " + std::to_string(h) + ": the loaded parameters are not the session's parameters");
-          return;
-        }
-        const core::HeadResult* hr = r ? r->find(session_.selectedHead().batch, h) : nullptr;
-        if (!hr || !(hr->params == expected[h])) {
-          fail(a, "head " + std::to_string(h) + ": the results were not re-run with the loaded parameters");
-          return;
-        }
-      }
-    } catch (const std::exception& e) {
-      fail(a, e.what());
-    }
-  } else if (a.verb == "tune") {
-    auto t = session_.lastTune();
-    if (!t || t == tuneBefore_) {
-      fail(a, "no tuning result arrived");
-      return;
-    }
-    if (t->cancelled) {
-      fail(a, "the tune was cancelled");
-      return;
-    }
-    int64_t expected = 1;
-    if (a.arg == "entry") expected = session_.entryInfo() ? session_.entryInfo()->headsQ : 0;
-    if (a.arg == "all") {
-      expected = 0;
-      for (const auto& e : session_.entries()) expected += e.headsQ;
-    }
-    if (t->headsFinished() != expected) {
-      fail(a, "tuned " + std::to_string(t->headsFinished()) + " heads, expected " + std::to_string(expected));
-      return;
-    }
-    if (session_.progress().active) {
-      fail(a, "the progress bar is still shown after the tune");
-      return;
-    }
-    tunedValuesShown();
-  } else if (a.verb == "tune-cancel") {
-    auto t = session_.lastTune();
-    if (!t || t == tuneBefore_) {
-      fail(a, "the cancelled tune reported no result");
-      return;
-    }
-    if (!t->cancelled) fail(a, "the tune finished although it was cancelled");
-    if (session_.progress().active) fail(a, "the progress bar is still shown after cancel");
-  } else if (a.verb == "profile") {
-    if (!session_.timing().valid) fail(a, "no timing summary");
-    if (session_.progress().active) fail(a, "the progress bar is still shown after profiling");
-  } else if (a.verb == "set") {
-    std::string key = a.arg.substr(0, a.arg.find('='));
-    if (session_.followBudget() && (key == "l1" || key == "l2")) {
-      auto t = session_.lastTune();
-      if (!t || t == tuneBefore_) {
-        fail(a, "follow budget is on but the selected head was not re-tuned");
-        return;
-      }
-      if (std::abs(t->options.l1 - session_.budget().l1) > 1e-12 || std::abs(t->options.l2 - session_.budget().l2) > 1e-12) {
-        fail(a, "the re-tune did not use the new budget");
-        return;
-      }
-      tunedValuesShown();
-    }
-  } else if (a.verb == "select-entry") {
-    auto r = session_.result();
-    if (session_.entryName() != a.arg || !r || r->info.name != a.arg) fail(a, "entry " + a.arg + " is not shown");
-  } else if (a.verb == "select-head") {
-    if (session_.selectedHead().head != std::atoll(a.arg.c_str())) fail(a, "head not selected (out of range?)");
-  } else if (a.verb == "screenshot") {
-    if (!screenshotError_.empty()) fail(a, screenshotError_);
+    case CommandId::SelectHead:
+      if (session_.capture().selected.head != std::atoll(a.arg.c_str()))
+        fail(a, "head not selected (out of range?)");
+      break;
+    case CommandId::ShowView:
+      checkView(a);
+      break;
+    case CommandId::Screenshot:
+      if (!screenshotError_.empty()) fail(a, screenshotError_);
+      break;
+    default:
+      break;
   }
 }
 

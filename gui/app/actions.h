@@ -1,5 +1,5 @@
-// Automation actions of sparge-studio (--action): the File/Run menu commands, run in order after the
-// first results land, each waiting for its background job and checking what it produced.
+// Automation actions of sparge-studio (--action): the registry's commands with an argument, run in order
+// after the first results land, each waiting for its background job and checking what it produced.
 #pragma once
 
 #include <chrono>
@@ -7,30 +7,30 @@
 #include <string>
 #include <vector>
 
+#include "app/commands.h"
 #include "session.h"
 
 namespace sparge::gui {
 
-// One `--action verb[=argument]`. Verbs: export-masks=P.h5, export-params=P.json,
-// export-report=P.json|P.csv|P.md, load-params=P.json, tune=head|entry|all, tune-cancel=head|entry|all
-// (starts a tune and cancels it after its first progress report), profile[=N], set=key=value (through
-// the session commands, like the sliders), follow=0|1, select-entry=NAME, select-head=N, screenshot=P.png.
+class App;
+
+// One `--action verb[=argument]`; the verbs are the registry's (commands.h, `actionHelp()`).
 struct Action {
-  std::string verb;
+  const CommandInfo* command = nullptr;
   std::string arg;
   std::string text;  // as given, for messages
 };
 
 // Throws sparge::Error naming the action for unknown verbs or missing / bad arguments.
 Action parseAction(const std::string& text);
-const char* actionHelp();
 
 // Runs the actions one by one, driven once per frame from the automation loop.
 class ActionRunner {
  public:
-  ActionRunner(Session& session, std::vector<Action> actions) : session_(session), actions_(std::move(actions)) {}
+  ActionRunner(Session& session, App& app, std::vector<Action> actions)
+      : session_(session), app_(app), actions_(std::move(actions)) {}
 
-  // Call once per frame after Session::poll(); `settled` = the worker has been idle for a few frames.
+  // Call once per frame after the frame is drawn; `settled` = the worker has been idle for a few frames.
   // Returns true when every action has finished (or one failed).
   bool step(bool settled);
   bool failed() const { return failed_; }
@@ -44,8 +44,17 @@ class ActionRunner {
   void start(const Action& a);
   void finish(const Action& a);  // checks the outcome; sets failed_ on a problem
   void fail(const Action& a, const std::string& why);
+  bool noticeSince(const std::string& needle) const;
+  bool checkFileWritten(const Action& a, const std::string& path);
+  bool checkTunedValuesShown(const Action& a);
+  void checkTune(const Action& a);
+  void checkLoadedParams(const Action& a);
+  void checkView(const Action& a);
+  void checkSweep(const Action& a);
+  void checkPreset(const Action& a);
 
   Session& session_;
+  App& app_;
   std::vector<Action> actions_;
   size_t next_ = 0;
   Phase phase_ = Phase::Start;
@@ -56,7 +65,7 @@ class ActionRunner {
   std::string screenshotError_;
   bool screenshotPending_ = false;
   std::chrono::steady_clock::time_point startedAt_;
-  size_t noticesBefore_ = 0;                         // notices present when the action started
+  size_t noticesBefore_ = 0;                            // notices present when the action started
   std::shared_ptr<const core::TuneResult> tuneBefore_;  // lastTune() when the action started
 };
 

@@ -1,27 +1,24 @@
 #include "app.h"
 
-#include <GLFW/glfw3.h>
 #include <imgui.h>
 #include <imgui_impl_opengl3.h>
 
 #include <algorithm>
-#include <chrono>
 #include <cmath>
-#include <cstdio>
 #include <ctime>
 #include <filesystem>
 
-#include "app/layout.h"
 #include "sparge/core/data_dir.h"
-#include "sysinfo.h"
 #include "views/capture_browser.h"
 #include "views/controls_view.h"
+#include "views/curves_view.h"
 #include "views/head_detail.h"
 #include "views/head_grid.h"
+#include "views/kernel_view.h"
+#include "views/overview_view.h"
 #include "views/summary_table.h"
 #include "views/timings_view.h"
 #include "widgets/gl.h"
-#include "widgets/ui_util.h"
 
 namespace fs = std::filesystem;
 
@@ -32,20 +29,37 @@ std::string findAsset(const std::string& rel) {
   const std::optional<fs::path> p = core::findDataFile(rel);
   return p ? p->string() : std::string();
 }
+
+std::vector<std::unique_ptr<View>> makeViews() {
+  std::vector<std::unique_ptr<View>> v;
+  v.push_back(std::make_unique<CaptureBrowser>());
+  v.push_back(std::make_unique<ControlsView>());
+  v.push_back(std::make_unique<HeadGrid>());
+  v.push_back(std::make_unique<OverviewView>());
+  v.push_back(std::make_unique<HeadDetail>());
+  v.push_back(std::make_unique<CurvesView>());
+  v.push_back(std::make_unique<SummaryTable>());
+  v.push_back(std::make_unique<TimingsView>());
+  v.push_back(std::make_unique<KernelView>());
+  return v;
+}
 }  // namespace
 
-App::App(Session& session, AppSettings& settings, Platform& platform, std::string settingsPath, bool automation)
-    : session_(session), settings_(settings), platform_(platform), settingsPath_(std::move(settingsPath)),
-      automation_(automation) {
+bool App::isViewId(const std::string& id) {
+  for (const auto& v : makeViews()) {
+    if (id == v->id()) return true;
+  }
+  return false;
+}
+
+App::App(Session& session, AppSettings& settings, Platform& platform, bool automation)
+    : session_(session),
+      settings_(settings),
+      platform_(platform),
+      automation_(automation),
+      views_(makeViews()),
+      panels_(views_, settings_.layout) {
   ui_.screenshotMode = automation;
-  views_.push_back(std::make_unique<CaptureBrowser>());
-  views_.push_back(std::make_unique<ControlsView>());
-  auto grid = std::make_unique<HeadGrid>();
-  grid_ = grid.get();
-  views_.push_back(std::move(grid));
-  views_.push_back(std::make_unique<HeadDetail>());
-  views_.push_back(std::make_unique<SummaryTable>());
-  views_.push_back(std::make_unique<TimingsView>());
   platform_.onDrop = [this](const std::vector<std::string>& files) {
     for (const auto& f : files) {
       if (fs::path(f).extension() == ".h5" || fs::path(f).extension() == ".hdf5") {
@@ -53,7 +67,7 @@ App::App(Session& session, AppSettings& settings, Platform& platform, std::strin
         return;
       }
     }
-    if (!files.empty()) session_.pushError("Dropped file is not an .h5 capture: " + files.front());
+    if (!files.empty()) session_.messages().pushError("Dropped file is not an .h5 capture: " + files.front());
   };
 }
 
@@ -70,6 +84,7 @@ void App::setupStyleAndFonts(float scale) {
   style.FrameRounding = 2;
   style.GrabRounding = 2;
   style.ScrollbarRounding = 2;
+  style.TabRounding = 2;
   style.WindowPadding = ImVec2(6, 6);
   style.FramePadding = ImVec2(5, 3);
   style.ItemSpacing = ImVec2(6, 4);
@@ -85,6 +100,9 @@ void App::setupStyleAndFonts(float scale) {
   c[ImGuiCol_TableHeaderBg] = ImVec4(0.15f, 0.16f, 0.19f, 1);
   c[ImGuiCol_TableRowBgAlt] = ImVec4(1, 1, 1, 0.025f);
   c[ImGuiCol_MenuBarBg] = ImVec4(0.13f, 0.14f, 0.17f, 1);
+  c[ImGuiCol_Tab] = ImVec4(0.15f, 0.16f, 0.19f, 1);
+  c[ImGuiCol_TabActive] = ImVec4(0.22f, 0.36f, 0.52f, 1);
+  c[ImGuiCol_TabHovered] = ImVec4(0.28f, 0.45f, 0.64f, 1);
   style.ScaleAllSizes(scale);
 
   io.Fonts->Clear();
@@ -120,225 +138,156 @@ void App::openFile(const std::string& path) {
 
 void App::startExport(const std::string& purpose, const std::string& title, const std::string& ext,
                       const std::string& suffix) {
-  std::string stem = session_.entryName().empty() ? "sparge" : session_.entryName();
+  std::string stem = session_.capture().entryName.empty() ? "sparge" : session_.capture().entryName;
   browser_.open(title, FileBrowser::Mode::Save, defaultDir(), {ext}, stem + suffix + ext);
   browser_.setPurpose(purpose);
 }
 
-void App::handleShortcuts() {
-  ImGuiIO& io = ImGui::GetIO();
-  if (io.WantTextInput || browser_.isOpen()) return;
-  auto pressed = [](int key) { return ImGui::IsKeyPressed(key, false); };
-  bool ctrl = io.KeyCtrl, shift = io.KeyShift;
-  if (ctrl && pressed(GLFW_KEY_O)) browser_.open("Open capture", FileBrowser::Mode::Open, defaultDir(), {".h5", ".hdf5"}),
-      browser_.setPurpose("open");
-  if (ctrl && !shift && pressed(GLFW_KEY_E)) startExport("masks", "Export masks (.h5)", ".h5", "_masks");
-  if (ctrl && shift && pressed(GLFW_KEY_E)) startExport("report_md", "Export report (Markdown + PNG)", ".md", "_report");
-  if (ctrl && shift && pressed(GLFW_KEY_S)) startExport("params", "Export parameters (.json)", ".json", "_params");
-  if (pressed(GLFW_KEY_F5)) session_.rerun();
-  if (pressed(ImGui::GetKeyIndex(ImGuiKey_Escape))) session_.cancel();
-  if (ctrl && !shift && pressed(GLFW_KEY_T)) session_.autoTune(TuneScope::SelectedHead);
-  if (ctrl && shift && pressed(GLFW_KEY_T)) session_.autoTune(TuneScope::Entry);
-  if (ctrl && pressed(GLFW_KEY_P)) session_.profile(ui_.profileRuns);
-  if (ctrl && pressed(GLFW_KEY_Q)) platform_.requestClose();
-  if (pressed(GLFW_KEY_F12)) {
-    char name[64];
-    std::time_t t = std::time(nullptr);
-    std::strftime(name, sizeof name, "sparge-studio-%Y%m%d-%H%M%S.png", std::localtime(&t));
-    screenshotPath_ = (fs::path(defaultDir()) / name).string();
-  }
-  if (ctrl && (pressed(GLFW_KEY_EQUAL) || pressed(GLFW_KEY_KP_ADD))) pendingFontScale_ = settings_.fontScale * 1.1f;
-  if (ctrl && (pressed(GLFW_KEY_MINUS) || pressed(GLFW_KEY_KP_SUBTRACT))) pendingFontScale_ = settings_.fontScale / 1.1f;
-  // Arrow keys walk through the heads of the grid.
-  if (!io.WantCaptureKeyboard || !ImGui::IsAnyItemActive()) {
-    HeadRef h = session_.selectedHead();
-    if (pressed(GLFW_KEY_RIGHT) || pressed(GLFW_KEY_DOWN)) session_.selectHead({h.batch, h.head + 1});
-    if (pressed(GLFW_KEY_LEFT) || pressed(GLFW_KEY_UP)) session_.selectHead({h.batch, std::max<int64_t>(0, h.head - 1)});
+void App::screenshotNow() {
+  char name[64];
+  std::time_t t = std::time(nullptr);
+  std::strftime(name, sizeof name, "sparge-studio-%Y%m%d-%H%M%S.png", std::localtime(&t));
+  screenshotPath_ = (fs::path(defaultDir()) / name).string();
+}
+
+bool App::enabled(CommandId id) const {
+  bool loaded = session_.capture().info() != nullptr;
+  switch (id) {
+    case CommandId::OpenSample:
+      return core::findDataFile(core::kSampleCaptureFile).has_value();
+    case CommandId::ExportMasks:
+    case CommandId::ExportParams:
+    case CommandId::ExportReportJson:
+    case CommandId::ExportReportCsv:
+    case CommandId::ExportReportMd:
+      return session_.runs().result() != nullptr;
+    case CommandId::Cancel:
+      return session_.busy();
+    case CommandId::PresetStored:
+      return session_.presetAvailable(core::Preset::Tuned);
+    case CommandId::Rerun:
+    case CommandId::TuneHead:
+    case CommandId::TuneEntry:
+    case CommandId::TuneAll:
+    case CommandId::Profile:
+    case CommandId::SweepHead:
+    case CommandId::SweepAll:
+    case CommandId::PresetCdf:
+    case CommandId::PresetTopk:
+    case CommandId::PresetFilterOff:
+      return loaded;
+    default:
+      return true;
   }
 }
 
-void App::drawMenu() {
-  if (!ImGui::BeginMainMenuBar()) return;
-  if (ImGui::BeginMenu("File")) {
-    if (ImGui::MenuItem("Open capture...", "Ctrl+O")) {
+void App::run(CommandId id) {
+  if (!enabled(id)) return;
+  const auto selected = session_.capture().selected;
+  switch (id) {
+    case CommandId::OpenCapture:
       browser_.open("Open capture", FileBrowser::Mode::Open, defaultDir(), {".h5", ".hdf5"});
       browser_.setPurpose("open");
-    }
-    if (ImGui::BeginMenu("Open recent", !settings_.recentFiles.empty())) {
-      for (const auto& f : settings_.recentFiles) {
-        if (ImGui::MenuItem(f.c_str())) {
-          std::string copy = f;
-          openFile(copy);
-          break;
-        }
-      }
-      ImGui::Separator();
-      if (ImGui::MenuItem("Clear list")) settings_.recentFiles.clear();
-      ImGui::EndMenu();
-    }
-    const std::optional<fs::path> sample = core::findDataFile(core::kSampleCaptureFile);
-    if (ImGui::MenuItem("Open bundled sample", nullptr, false, sample.has_value())) {
-      session_.openCapture(sample->string());
-    }
-    if (ImGui::MenuItem("Load parameters (.json)...")) {
+      break;
+    case CommandId::OpenSample:
+      if (auto sample = core::findDataFile(core::kSampleCaptureFile)) session_.openCapture(sample->string());
+      break;
+    case CommandId::LoadParams:
       browser_.open("Load parameters", FileBrowser::Mode::Open, defaultDir(), {".json"});
       browser_.setPurpose("import_params");
-    }
-    ImGui::Separator();
-    bool have = session_.result() != nullptr;
-    if (ImGui::BeginMenu("Export", have)) {
-      if (ImGui::MenuItem("Masks (.h5, masks v1)...", "Ctrl+E")) startExport("masks", "Export masks (.h5)", ".h5", "_masks");
-      if (ImGui::MenuItem("Parameters (.json)...", "Ctrl+Shift+S"))
-        startExport("params", "Export parameters (.json)", ".json", "_params");
-      if (ImGui::MenuItem("Report (.json)...")) startExport("report_json", "Export report (.json)", ".json", "_report");
-      if (ImGui::MenuItem("Report (.csv)...")) startExport("report_csv", "Export report (.csv)", ".csv", "_report");
-      if (ImGui::MenuItem("Report (Markdown + PNG)...", "Ctrl+Shift+E"))
-        startExport("report_md", "Export report (Markdown + PNG)", ".md", "_report");
-      ImGui::EndMenu();
-    }
-    if (ImGui::MenuItem("Screenshot (PNG)", "F12")) {
-      char name[64];
-      std::time_t t = std::time(nullptr);
-      std::strftime(name, sizeof name, "sparge-studio-%Y%m%d-%H%M%S.png", std::localtime(&t));
-      screenshotPath_ = (fs::path(defaultDir()) / name).string();
-    }
-    ImGui::Separator();
-    if (ImGui::MenuItem("Quit", "Ctrl+Q")) platform_.requestClose();
-    ImGui::EndMenu();
+      break;
+    case CommandId::ExportMasks:
+      startExport("export", "Export masks (.h5)", ".h5", "_masks");
+      break;
+    case CommandId::ExportParams:
+      startExport("export_params", "Export parameters (.json)", ".json", "_params");
+      break;
+    case CommandId::ExportReportJson:
+      startExport("export", "Export report (.json)", ".json", "_report");
+      break;
+    case CommandId::ExportReportCsv:
+      startExport("export", "Export report (.csv)", ".csv", "_report");
+      break;
+    case CommandId::ExportReportMd:
+      startExport("export", "Export report (Markdown + PNG)", ".md", "_report");
+      break;
+    case CommandId::Screenshot:
+      screenshotNow();
+      break;
+    case CommandId::Quit:
+      platform_.requestClose();
+      break;
+    case CommandId::Rerun:
+      session_.runs().rerun();
+      break;
+    case CommandId::Cancel:
+      session_.cancel();
+      break;
+    case CommandId::TuneHead:
+      session_.tuning().autoTune(TuneScope::SelectedHead);
+      break;
+    case CommandId::TuneEntry:
+      session_.tuning().autoTune(TuneScope::Entry);
+      break;
+    case CommandId::TuneAll:
+      session_.tuning().autoTune(TuneScope::AllEntries);
+      break;
+    case CommandId::Profile:
+      session_.profiling().profile(ui_.profileRuns);
+      break;
+    case CommandId::SweepHead:
+      panels_.show("curves");
+      session_.curves().sweep(SweepScope::SelectedHead);
+      break;
+    case CommandId::SweepAll:
+      panels_.show("curves");
+      session_.curves().sweep(SweepScope::AllHeads);
+      break;
+    case CommandId::PresetCdf:
+      session_.applyPreset(core::Preset::CdfDefaults);
+      break;
+    case CommandId::PresetTopk:
+      session_.applyPreset(core::Preset::TopkDefaults);
+      break;
+    case CommandId::PresetFilterOff:
+      session_.applyPreset(core::Preset::FilterOff);
+      break;
+    case CommandId::PresetStored:
+      session_.applyPreset(core::Preset::Tuned);
+      break;
+    case CommandId::NextHead:
+      session_.selectHead({selected.batch, selected.head + 1});
+      break;
+    case CommandId::PreviousHead:
+      session_.selectHead({selected.batch, std::max<int64_t>(0, selected.head - 1)});
+      break;
+    case CommandId::ShowOverview:
+      panels_.show("overview");
+      break;
+    case CommandId::ShowCurves:
+      panels_.show("curves");
+      break;
+    case CommandId::ShowKernels:
+      panels_.show("kernels");
+      break;
+    case CommandId::LargerText:
+      pendingFontScale_ = settings_.fontScale * 1.1f;
+      break;
+    case CommandId::SmallerText:
+      pendingFontScale_ = settings_.fontScale / 1.1f;
+      break;
+    case CommandId::ResetLayout:
+      panels_.reset();
+      break;
+    case CommandId::ShortcutHelp:
+      showShortcuts_ = true;
+      break;
+    case CommandId::About:
+      showAbout_ = true;
+      break;
+    default:
+      break;  // automation-only commands (they need an argument)
   }
-  if (ImGui::BeginMenu("Run")) {
-    if (ImGui::MenuItem("Re-run all heads", "F5", false, session_.entryInfo() != nullptr)) session_.rerun();
-    if (ImGui::MenuItem("Cancel", "Esc", false, session_.busy())) session_.cancel();
-    ImGui::Separator();
-    if (ImGui::MenuItem("Auto-tune selected head", "Ctrl+T")) session_.autoTune(TuneScope::SelectedHead);
-    if (ImGui::MenuItem("Auto-tune entry", "Ctrl+Shift+T")) session_.autoTune(TuneScope::Entry);
-    if (ImGui::MenuItem("Auto-tune all entries")) session_.autoTune(TuneScope::AllEntries);
-    ImGui::Separator();
-    if (ImGui::MenuItem("Profile current settings", "Ctrl+P")) session_.profile(ui_.profileRuns);
-    ImGui::EndMenu();
-  }
-  if (ImGui::BeginMenu("View")) {
-    if (ImGui::MenuItem("Larger text", "Ctrl++")) pendingFontScale_ = settings_.fontScale * 1.1f;
-    if (ImGui::MenuItem("Smaller text", "Ctrl+-")) pendingFontScale_ = settings_.fontScale / 1.1f;
-    if (ImGui::MenuItem("Reset layout")) {
-      AppSettings d;
-      settings_.leftWidth = d.leftWidth;
-      settings_.rightWidth = d.rightWidth;
-      settings_.gridHeight = d.gridHeight;
-      settings_.leftTopHeight = d.leftTopHeight;
-      settings_.rightTopHeight = d.rightTopHeight;
-    }
-    ImGui::EndMenu();
-  }
-  if (ImGui::BeginMenu("Help")) {
-    if (ImGui::MenuItem("Keyboard shortcuts")) showShortcuts_ = true;
-    if (ImGui::MenuItem("About")) showAbout_ = true;
-    ImGui::EndMenu();
-  }
-  ImGui::EndMainMenuBar();
-}
-
-void App::drawLayout() {
-  ImGuiViewport* vp = ImGui::GetMainViewport();
-  float statusH = ImGui::GetFrameHeight() + 4;
-  ImGui::SetNextWindowPos(vp->WorkPos);
-  ImGui::SetNextWindowSize(ImVec2(vp->WorkSize.x, vp->WorkSize.y - statusH));
-  ImGui::PushStyleVar(ImGuiStyleVar_WindowPadding, ImVec2(4, 4));
-  ImGui::PushStyleVar(ImGuiStyleVar_ItemSpacing, ImVec2(0, 0));
-  ImGuiWindowFlags hostFlags = ImGuiWindowFlags_NoDecoration | ImGuiWindowFlags_NoMove | ImGuiWindowFlags_NoSavedSettings |
-                               ImGuiWindowFlags_NoBringToFrontOnFocus | ImGuiWindowFlags_NoScrollWithMouse;
-  ImGui::Begin("##host", nullptr, hostFlags);
-  ImGui::PopStyleVar(2);
-  ImVec2 avail = ImGui::GetContentRegionAvail();
-  const float gap = 5;
-  float W = avail.x, H = avail.y;
-  float leftW = std::floor(W * settings_.leftWidth), rightW = std::floor(W * settings_.rightWidth);
-  float centerW = W - leftW - rightW - 2 * gap;
-  auto panel = [&](int view, const char* id, ImVec2 size) {
-    ImGui::PushStyleVar(ImGuiStyleVar_ItemSpacing, ImVec2(6, 4));
-    ImGui::PushStyleVar(ImGuiStyleVar_WindowPadding, ImVec2(6, 4));
-    ImGui::BeginChild(id, size, false, ImGuiWindowFlags_AlwaysUseWindowPadding);
-    views_[view]->draw(session_, ui_);
-    ImGui::EndChild();
-    ImGui::PopStyleVar(2);
-  };
-  auto column = [&](const char* id, float w, float* topRatio, int top, int bottom, const char* topId, const char* botId) {
-    ImGui::BeginGroup();
-    float topH = std::floor((H - gap) * *topRatio);
-    panel(top, topId, ImVec2(w, topH));
-    splitter(id, false, gap, w, H, topRatio, 0.12f, 0.88f);
-    panel(bottom, botId, ImVec2(w, H - topH - gap));
-    ImGui::EndGroup();
-  };
-  column("##lsplit", leftW, &settings_.leftTopHeight, 0, 1, "##capture", "##controls");
-  ImGui::SameLine(0, 0);
-  splitter("##lv", true, gap, H, W, &settings_.leftWidth, 0.12f, 0.4f);
-  ImGui::SameLine(0, 0);
-  column("##csplit", centerW, &settings_.gridHeight, 2, 3, "##grid", "##detail");
-  ImGui::SameLine(0, 0);
-  splitter("##rv", true, gap, H, W, &settings_.rightWidth, 0.15f, 0.45f, true);
-  ImGui::SameLine(0, 0);
-  column("##rsplit", rightW, &settings_.rightTopHeight, 4, 5, "##summary", "##timings");
-  ImGui::End();
-  drawStatusBar(statusH);
-}
-
-void App::drawStatusBar(float height) {
-  ImGuiViewport* vp = ImGui::GetMainViewport();
-  ImGui::SetNextWindowPos(ImVec2(vp->WorkPos.x, vp->WorkPos.y + vp->WorkSize.y - height));
-  ImGui::SetNextWindowSize(ImVec2(vp->WorkSize.x, height));
-  ImGui::PushStyleVar(ImGuiStyleVar_WindowPadding, ImVec2(8, 2));
-  ImGui::PushStyleColor(ImGuiCol_WindowBg, ImVec4(0.13f, 0.14f, 0.17f, 1));
-  ImGui::Begin("##status", nullptr,
-               ImGuiWindowFlags_NoDecoration | ImGuiWindowFlags_NoMove | ImGuiWindowFlags_NoSavedSettings |
-                   ImGuiWindowFlags_NoFocusOnAppearing);
-  ImGui::AlignTextToFramePadding();
-  ImVec4 engineCol = session_.engineIsGpu() ? ImVec4(0.46f, 0.85f, 0.45f, 1) : ImVec4(0.55f, 0.75f, 0.95f, 1);
-  ImGui::TextColored(engineCol, "%s %s", session_.engineIsGpu() ? "GPU" : "CPU", session_.engineName().c_str());
-  if (!session_.engineMessage().empty()) itemTooltip(session_.engineMessage().c_str());
-  ImGui::SameLine();
-  ImGui::TextDisabled("|");
-  ImGui::SameLine();
-  std::string act = session_.activity();
-  if (!act.empty()) {
-    static const char spin[] = "|/-\\";
-    int k = static_cast<int>(ImGui::GetTime() * 8) % 4;
-    ImGui::TextColored(ImVec4(0.93f, 0.67f, 0.24f, 1), "%c %s", spin[k], act.c_str());
-  } else {
-    ImGui::TextDisabled("idle");
-  }
-  ImGui::SameLine();
-  ImGui::TextDisabled("|");
-  ImGui::SameLine();
-  if (session_.lastRunHeads() > 0) {
-    ImGui::Text("last re-run %.1f ms (%lld heads)", session_.lastRunMs(), (long long)session_.lastRunHeads());
-  } else {
-    ImGui::TextDisabled("no run yet");
-  }
-  ImGui::SameLine();
-  ImGui::TextDisabled("|");
-  ImGui::SameLine();
-  ImGui::Text("RSS %s", formatBytes(processRssBytes()).c_str());
-  if (session_.gpuMemTotal() > 0) {
-    ImGui::SameLine();
-    ImGui::Text("  GPU %s / %s", formatBytes(session_.gpuMemUsed()).c_str(), formatBytes(session_.gpuMemTotal()).c_str());
-  }
-  if (!automation_) {
-    ImGui::SameLine();
-    ImGui::TextDisabled("|  %.1f fps", ImGui::GetIO().Framerate);
-  }
-  const auto& notices = session_.notices();
-  const auto& warnings = session_.warnings();
-  std::string tail = !notices.empty() ? notices.back() : (!warnings.empty() ? warnings.back() : "");
-  if (!tail.empty()) {
-    float w = ImGui::CalcTextSize(tail.c_str()).x;
-    float x = ImGui::GetWindowWidth() - w - 12;
-    ImGui::SameLine(std::max(x, ImGui::GetCursorPosX() + 20));
-    ImGui::TextDisabled("%s", tail.c_str());
-  }
-  ImGui::End();
-  ImGui::PopStyleColor();
-  ImGui::PopStyleVar();
 }
 
 void App::drawDialogs() {
@@ -349,60 +298,39 @@ void App::drawDialogs() {
     if (p == "open") {
       openFile(chosen);
     } else if (p == "import_params") {
-      session_.importParams(chosen);
-    } else if (p == "masks") {
-      session_.exportMasks(chosen);
-    } else if (p == "params") {
-      session_.exportParams(chosen);
-    } else if (p == "report_json") {
-      session_.exportReportJson(chosen);
-    } else if (p == "report_csv") {
-      session_.exportReportCsv(chosen);
-    } else if (p == "report_md") {
-      session_.exportReportMarkdown(chosen);
+      session_.files().importParams(chosen);
+    } else if (p == "export_params") {
+      session_.files().exportParams(chosen);
+    } else if (p == "export" && fs::path(chosen).extension() == ".h5") {
+      session_.files().exportMasks(chosen);
+    } else if (p == "export") {
+      session_.files().exportReport(chosen);
     }
   }
-  if (session_.hasError() && !browser_.isOpen()) {
-    if (!ImGui::IsPopupOpen("Error")) ImGui::OpenPopup("Error");
-    ImGuiViewport* vp = ImGui::GetMainViewport();
-    ImGui::SetNextWindowPos(ImVec2(vp->WorkPos.x + vp->WorkSize.x * 0.5f, vp->WorkPos.y + vp->WorkSize.y * 0.4f),
-                            ImGuiCond_Appearing, ImVec2(0.5f, 0.5f));
-    if (ImGui::BeginPopupModal("Error", nullptr, ImGuiWindowFlags_AlwaysAutoResize)) {
-      ImGui::PushTextWrapPos(ImGui::GetFontSize() * 40);
-      ImGui::TextColored(ImVec4(1, 0.5f, 0.5f, 1), "Something went wrong");
-      ImGui::TextUnformatted(session_.frontError().c_str());
-      ImGui::TextDisabled("Sparge Studio keeps what it had loaded.");
-      ImGui::PopTextWrapPos();
-      if (ImGui::Button("OK", ImVec2(120, 0)) || ImGui::IsKeyPressed(ImGui::GetKeyIndex(ImGuiKey_Enter))) {
-        session_.popError();
-        ImGui::CloseCurrentPopup();
-      }
-      ImGui::EndPopup();
+  drawErrorModal();
+  drawShortcutHelp();
+  drawAbout();
+}
+
+void App::drawErrorModal() {
+  Messages& m = session_.messages();
+  if (!m.hasError() || browser_.isOpen()) return;
+  if (!ImGui::IsPopupOpen("Error")) ImGui::OpenPopup("Error");
+  ImGuiViewport* vp = ImGui::GetMainViewport();
+  ImGui::SetNextWindowPos(
+      ImVec2(vp->WorkPos.x + vp->WorkSize.x * 0.5f, vp->WorkPos.y + vp->WorkSize.y * 0.4f),
+      ImGuiCond_Appearing, ImVec2(0.5f, 0.5f));
+  if (ImGui::BeginPopupModal("Error", nullptr, ImGuiWindowFlags_AlwaysAutoResize)) {
+    ImGui::PushTextWrapPos(ImGui::GetFontSize() * 40);
+    ImGui::TextColored(ImVec4(1, 0.5f, 0.5f, 1), "Something went wrong");
+    ImGui::TextUnformatted(m.frontError().c_str());
+    ImGui::TextDisabled("Sparge Studio keeps what it had loaded.");
+    ImGui::PopTextWrapPos();
+    if (ImGui::Button("OK", ImVec2(120, 0)) || ImGui::IsKeyPressed(ImGui::GetKeyIndex(ImGuiKey_Enter))) {
+      m.popError();
+      ImGui::CloseCurrentPopup();
     }
-  }
-  if (showShortcuts_) {
-    ImGui::Begin("Keyboard shortcuts", &showShortcuts_, ImGuiWindowFlags_AlwaysAutoResize);
-    const char* rows[][2] = {{"Ctrl+O", "open a capture"}, {"Ctrl+E", "export masks (.h5)"},
-                             {"Ctrl+Shift+E", "export Markdown report"}, {"Ctrl+Shift+S", "export parameters"},
-                             {"F5", "re-run all heads"}, {"Esc", "cancel the running job"},
-                             {"Ctrl+T / Ctrl+Shift+T", "auto-tune head / entry"}, {"Ctrl+P", "profile"},
-                             {"Arrows", "previous / next head"}, {"F12", "screenshot"},
-                             {"Ctrl++ / Ctrl+-", "text size"}, {"Ctrl+Q", "quit"},
-                             {"wheel / drag / double-click", "zoom / pan / reset the head panels"}};
-    for (auto& r : rows) {
-      ImGui::TextUnformatted(r[0]);
-      ImGui::SameLine(ImGui::GetFontSize() * 14);
-      ImGui::TextDisabled("%s", r[1]);
-    }
-    ImGui::End();
-  }
-  if (showAbout_) {
-    ImGui::Begin("About Sparge Studio", &showAbout_, ImGuiWindowFlags_AlwaysAutoResize);
-    ImGui::Text("Sparge Studio - SpargeAttn masks, errors and timings per head");
-    ImGui::TextDisabled("Dear ImGui %s, GLFW %s", IMGUI_VERSION, glfwGetVersionString());
-    ImGui::TextDisabled("%s", platform_.describe().c_str());
-    ImGui::TextDisabled("Fonts: DejaVu (assets/fonts/LICENSE)");
-    ImGui::End();
+    ImGui::EndPopup();
   }
 }
 
@@ -414,12 +342,26 @@ void App::frame() {
     setupStyleAndFonts(baseScale_);
     ImGui_ImplOpenGL3_CreateFontsTexture();
   }
+  // The overview fills itself only while someone can see it.
+  session_.overview().setActive(panels_.inFront("overview"));
   session_.poll();
   platform_.newFrame();
   ImGui::NewFrame();
   if (!automation_) handleShortcuts();
   drawMenu();
-  drawLayout();
+  ImGuiViewport* vp = ImGui::GetMainViewport();
+  float statusH = ImGui::GetFrameHeight() + 4;
+  ImGui::SetNextWindowPos(vp->WorkPos);
+  ImGui::SetNextWindowSize(ImVec2(vp->WorkSize.x, vp->WorkSize.y - statusH));
+  ImGui::PushStyleVar(ImGuiStyleVar_WindowPadding, ImVec2(4, 4));
+  ImGui::PushStyleVar(ImGuiStyleVar_ItemSpacing, ImVec2(0, 0));
+  ImGui::Begin("##host", nullptr,
+               ImGuiWindowFlags_NoDecoration | ImGuiWindowFlags_NoMove | ImGuiWindowFlags_NoSavedSettings |
+                   ImGuiWindowFlags_NoBringToFrontOnFocus | ImGuiWindowFlags_NoScrollWithMouse);
+  ImGui::PopStyleVar(2);
+  panels_.draw(session_, ui_);
+  ImGui::End();
+  drawStatusBar(statusH);
   drawDialogs();
   ImGui::Render();
   int w = 0, h = 0;
@@ -438,9 +380,9 @@ void App::afterRender() {
   screenshotPath_.clear();
   try {
     writeFramebufferPng(path, w, h);
-    session_.addNotice("screenshot written to " + path);
+    session_.messages().addNotice("screenshot written to " + path);
   } catch (const std::exception& e) {
-    session_.pushError(e.what());
+    session_.messages().pushError(e.what());
   }
 }
 

@@ -1,24 +1,25 @@
-// The application shell: menus, shortcuts, the tiled layout of the views, dialogs and the status bar.
+// The application shell: menus and shortcuts from the command registry, the tiled panels of the views,
+// dialogs and the status bar.
 #pragma once
 
 #include <memory>
 #include <string>
 #include <vector>
 
-#include "app/options.h"
+#include "app/commands.h"
+#include "app/panels.h"
 #include "app/platform.h"
 #include "session.h"
 #include "settings.h"
+#include "sparge/core/dense_hint.h"
 #include "views/view.h"
 #include "widgets/file_browser.h"
 
 namespace sparge::gui {
 
-class HeadGrid;
-
 class App {
  public:
-  App(Session& session, AppSettings& settings, Platform& platform, std::string settingsPath, bool automation);
+  App(Session& session, AppSettings& settings, Platform& platform, bool automation);
   ~App();
 
   // Builds the font atlas for `scale` (HiDPI content scale x user font scale).
@@ -28,31 +29,42 @@ class App {
   // After frame(): writes the pending window screenshot, if one was asked for.
   void afterRender();
   void openFile(const std::string& path);
-  void requestScreenshot(const std::string& path) { screenshotPath_ = path; }
-  HeadGrid& grid() { return *grid_; }
+  // Runs a command of the registry as the menu or its shortcut does.
+  void run(CommandId id);
+  bool showView(const std::string& id) { return panels_.show(id); }
+  bool viewVisible(const std::string& id) const { return panels_.inFront(id); }
+  static bool isViewId(const std::string& id);
   UiState& ui() { return ui_; }
 
  private:
   void drawMenu();
+  void drawMenuItems(const char* menu);
+  void drawRecentFiles();
+  void drawViewPlacement();
   void handleShortcuts();
-  void drawLayout();
   void drawStatusBar(float height);
   void drawDialogs();
+  void drawShortcutHelp();
+  void drawAbout();
+  void drawErrorModal();
+  bool enabled(CommandId id) const;
   void startExport(const std::string& purpose, const std::string& title, const std::string& ext,
                    const std::string& suffix);
+  void screenshotNow();
   std::string defaultDir() const;
 
   Session& session_;
   AppSettings& settings_;
   Platform& platform_;
-  std::string settingsPath_;
   bool automation_;
   UiState ui_;
-  std::vector<std::unique_ptr<View>> views_;  // capture, controls, grid, detail, summary, timings
-  HeadGrid* grid_ = nullptr;
+  std::vector<std::unique_ptr<View>> views_;
+  PanelLayout panels_;
   FileBrowser browser_;
   std::string screenshotPath_;
   bool showAbout_ = false, showShortcuts_ = false;
+  std::optional<core::DenseHint> hint_;  // for the results of generation hintGeneration_
+  uint64_t hintGeneration_ = ~uint64_t{0};
   float pendingFontScale_ = 0;
   float baseScale_ = 1;
 };

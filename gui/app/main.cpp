@@ -1,215 +1,178 @@
-// sparge-studio: the desktop GUI (interactive), and its automation mode (--screenshot) for tests and docs.
+// sparge-studio: the desktop GUI (interactive), and its automation mode (--screenshot, --action) for tests
+// and docs. main() only runs the named steps below.
 #include <imgui.h>
 
-#include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
-#include <thread>
 
 #include "app/actions.h"
 #include "app/app.h"
+#include "app/automation.h"
 #include "app/options.h"
 #include "app/platform.h"
+#include "app/set_option.h"
 #include "session.h"
 #include "settings.h"
 #include "sparge/core/data_dir.h"
-#include "sparge/core/error.h"
 #include "sparge/kernels/engine_factory.h"
 
 namespace fs = std::filesystem;
 using namespace sparge;
 using namespace sparge::gui;
 
-int main(int argc, char** argv) {
-  AppOptions opt;
+namespace {
+// Everything decided before a window opens.
+struct Startup {
+  AppOptions options;
+  std::vector<Action> actions;
+  core::RunConfig config = defaultAppConfig();
+  Budget budget;
+  core::EngineChoice engine = core::EngineChoice::Auto;
+  bool automation = false;
+  std::string settingsPath = configDirectory() + "/settings.json";
+  std::string iniPath = configDirectory() + "/imgui.ini";
+};
+
+// Command line, actions and --set values, checked before any window opens. Returns an exit status when
+// the program should stop here (help, usage error).
+std::optional<int> parseCommandLine(int argc, char** argv, Startup& st) {
   try {
-    opt = parseOptions(argc, argv);
+    st.options = parseOptions(argc, argv);
   } catch (const std::exception& e) {
     std::fprintf(stderr, "sparge-studio: %s\n%s", e.what(), usageText());
     return 2;
   }
-  if (opt.help) {
+  if (st.options.help) {
     std::fputs(usageText(), stdout);
-    std::fputs(actionHelp(), stdout);
+    std::fputs(actionHelp().c_str(), stdout);
     return 0;
   }
-  std::vector<Action> actions;
   try {
-    for (const auto& a : opt.actions) actions.push_back(parseAction(a));
+    for (const auto& a : st.options.actions) st.actions.push_back(parseAction(a));
   } catch (const std::exception& e) {
-    std::fprintf(stderr, "sparge-studio: %s\n%s", e.what(), actionHelp());
+    std::fprintf(stderr, "sparge-studio: %s\n%s", e.what(), actionHelp().c_str());
     return 2;
   }
-  const bool automation = !opt.screenshot.empty() || !actions.empty();
+  st.automation = !st.options.screenshot.empty() || !st.actions.empty();
+  return std::nullopt;
+}
 
-  // Settings: --set values are checked before any window opens.
-  core::RunConfig config;
-  Budget budget;
-  std::string settingsPath = configDirectory() + "/settings.json";
-  AppSettings settings = loadSettings(settingsPath);
-  if (automation) settings = AppSettings{};  // reproducible screenshots: default layout, nothing saved
-  budget.l1 = settings.budgetL1;
-  budget.l2 = settings.budgetL2;
-  if (budget.l2 <= budget.l1) budget = Budget{};
-  core::EngineChoice choice;
+// Saved settings (defaults in automation: reproducible screenshots, nothing saved), then --set on top.
+std::optional<int> loadSettingsAndConfig(Startup& st, AppSettings& settings) {
+  settings = st.automation ? AppSettings{} : loadSettings(st.settingsPath);
+  st.budget = Budget{settings.budgetL1, settings.budgetL2};
+  if (st.budget.l2 <= st.budget.l1) st.budget = Budget{};
   try {
-    for (const auto& kv : opt.settings) applySetting(kv, config, budget);
-    choice = core::parseEngineChoice(opt.engine);
+    for (const auto& kv : st.options.settings) applySetting(kv, st.config, st.budget);
+    st.engine = core::parseEngineChoice(st.options.engine);
   } catch (const std::exception& e) {
     std::fprintf(stderr, "sparge-studio: %s\n", e.what());
     return 2;
   }
-  if (opt.fontScale > 0) settings.fontScale = opt.fontScale;
+  if (st.options.fontScale > 0) settings.fontScale = st.options.fontScale;
+  return std::nullopt;
+}
 
-  bool useEgl = opt.backend == "egl" ||
-                (opt.backend == "auto" && automation && (!std::getenv("DISPLAY") || !*std::getenv("DISPLAY")));
+// The window (GLFW) or the off-screen context (EGL), with the ImGui context. Null on failure.
+std::unique_ptr<Platform> openPlatform(const Startup& st, const AppSettings& settings) {
+  const AppOptions& o = st.options;
+  const char* display = std::getenv("DISPLAY");
+  bool useEgl = o.backend == "egl" || (o.backend == "auto" && st.automation && (!display || !*display));
   std::unique_ptr<Platform> platform = useEgl ? makeEglPlatform() : makeGlfwPlatform();
-
   IMGUI_CHECKVERSION();
   ImGui::CreateContext();
   ImGuiIO& io = ImGui::GetIO();
-  std::string iniPath = configDirectory() + "/imgui.ini";
-  if (automation) {
-    io.IniFilename = nullptr;
-  } else {
+  io.IniFilename = nullptr;
+  if (!st.automation) {
     std::error_code ec;
     fs::create_directories(configDirectory(), ec);
-    io.IniFilename = iniPath.c_str();
+    io.IniFilename = st.iniPath.c_str();
   }
   PlatformConfig pc;
-  pc.width = automation ? opt.width : settings.windowWidth;
-  pc.height = automation ? opt.height : settings.windowHeight;
-  if (!automation && (opt.width != 1600 || opt.height != 1000)) {
-    pc.width = opt.width;
-    pc.height = opt.height;
-  }
+  bool sizeGiven = o.width != 1600 || o.height != 1000;
+  pc.width = st.automation || sizeGiven ? o.width : settings.windowWidth;
+  pc.height = st.automation || sizeGiven ? o.height : settings.windowHeight;
   try {
     platform->init(pc);
   } catch (const std::exception& e) {
     std::fprintf(stderr, "sparge-studio: %s\n", e.what());
     ImGui::DestroyContext();
-    return 1;
+    return nullptr;
   }
-  if (automation) std::fprintf(stderr, "sparge-studio: rendering with %s\n", platform->describe().c_str());
-  if (automation || opt.mouse) {
+  if (st.automation) std::fprintf(stderr, "sparge-studio: rendering with %s\n", platform->describe().c_str());
+  if (st.automation || o.mouse) {
     platform->overrideMouse = true;
-    if (opt.mouse) {
-      platform->mouseX = opt.mouse->first;
-      platform->mouseY = opt.mouse->second;
+    if (o.mouse) {
+      platform->mouseX = o.mouse->first;
+      platform->mouseY = o.mouse->second;
     }
   }
+  return platform;
+}
 
+void openInitialCapture(App& app, Session& session, const Startup& st) {
+  std::string file = st.options.file;
+  if (file.empty()) {
+    try {
+      file = core::sampleCapturePath().string();
+    } catch (const std::exception& e) {
+      session.messages().addNotice(std::string(e.what()) +
+                                   ". Open a capture with File > Open or drop one on the window.");
+      return;
+    }
+  }
+  if (st.automation) {
+    session.openCapture(file, st.options.entry);
+    return;
+  }
+  app.openFile(file);
+  if (!st.options.entry.empty()) session.openCapture(file, st.options.entry);
+}
+
+void runInteractive(App& app, Platform& platform) {
+  while (!platform.shouldClose()) {
+    app.frame();
+    app.afterRender();
+    platform.present();
+  }
+}
+
+void saveSettingsOnExit(const Startup& st, AppSettings& settings, const Session& session) {
+  settings.budgetL1 = session.tuning().budget().l1;
+  settings.budgetL2 = session.tuning().budget().l2;
+  try {
+    saveSettings(st.settingsPath, settings);
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "sparge-studio: %s\n", e.what());
+  }
+}
+}  // namespace
+
+int main(int argc, char** argv) {
+  Startup st;
+  AppSettings settings;
+  if (auto rc = parseCommandLine(argc, argv, st)) return *rc;
+  if (auto rc = loadSettingsAndConfig(st, settings)) return *rc;
+  std::unique_ptr<Platform> platform = openPlatform(st, settings);
+  if (!platform) return 1;
   int result = 0;
   {
-    int threads = opt.threads;
-    Session session([choice, threads]() {
-      auto sel = engines::makeEngine(choice, threads);
-      return EngineBox{std::move(sel.engine), sel.message};
-    });
-    session.setConfig(config);
-    session.setBudget(budget);
-    if (opt.head || opt.batch) session.selectHead(HeadRef{opt.batch.value_or(0), opt.head.value_or(0)});
-
-    App app(session, settings, *platform, settingsPath, automation);
+    Session session(
+        [choice = st.engine, threads = st.options.threads] { return engines::makeEngine(choice, threads); });
+    session.runs().applyConfig(st.config);
+    session.tuning().setBudget(st.budget);
+    if (st.options.head || st.options.batch)
+      session.selectHead(HeadRef{st.options.batch.value_or(0), st.options.head.value_or(0)});
+    App app(session, settings, *platform, st.automation);
     app.setupStyleAndFonts(platform->contentScale());
-
-    std::string file = opt.file;
-    if (file.empty()) {
-      try {
-        file = core::sampleCapturePath().string();
-      } catch (const std::exception& e) {
-        session.addNotice(std::string(e.what()) + ". Open a capture with File > Open or drop one on the window.");
-      }
-    }
-    if (!file.empty()) {
-      if (automation) {
-        session.openCapture(file, opt.entry);
-      } else {
-        app.openFile(file);
-        if (!opt.entry.empty()) session.openCapture(file, opt.entry);
-      }
-    }
-
-    using Clock = std::chrono::steady_clock;
-    auto start = Clock::now();
-    int frames = 0, settled = 0;
-    ActionRunner runner(session, actions);
-    bool actionsDone = actions.empty();
-    while (!platform->shouldClose()) {
-      app.frame();
-      ++frames;
-      if (automation) {
-        // Done when N frames are drawn, the worker has finished, every result is on screen and every
-        // --action has run (each one waits for its own job the same way).
-        bool idle = !session.busy() && session.engineReady();
-        settled = idle ? settled + 1 : 0;
-        bool ready = frames >= opt.frames && settled >= 3;
-        if (!actionsDone && frames >= opt.frames) {
-          actionsDone = runner.step(ready);
-          if (actionsDone) settled = 0;  // let the last action's results reach the screen
-          std::string shot = runner.takeScreenshotRequest();
-          if (!shot.empty()) {
-            int w = 0, h = 0;
-            platform->framebufferSize(&w, &h);
-            try {
-              writeFramebufferPng(shot, w, h);
-              std::fprintf(stderr, "sparge-studio: wrote %s (%dx%d)\n", shot.c_str(), w, h);
-              runner.screenshotDone({});
-            } catch (const std::exception& e) {
-              runner.screenshotDone(e.what());
-            }
-          }
-          ready = false;
-        }
-        double elapsed = std::chrono::duration<double>(Clock::now() - start).count();
-        bool timedOut = elapsed > opt.timeoutSeconds;
-        if (ready || runner.failed() || timedOut) {
-          int w = 0, h = 0;
-          platform->framebufferSize(&w, &h);
-          if (!opt.screenshot.empty()) {
-            try {
-              writeFramebufferPng(opt.screenshot, w, h);
-              std::fprintf(stderr, "sparge-studio: wrote %s (%dx%d, %d frames, %.1f s)\n", opt.screenshot.c_str(), w,
-                           h, frames, elapsed);
-            } catch (const std::exception& e) {
-              std::fprintf(stderr, "sparge-studio: %s\n", e.what());
-              result = 1;
-            }
-          }
-          if (runner.failed()) {
-            std::fprintf(stderr, "sparge-studio: %s\n", runner.failure().c_str());
-            result = 4;
-          }
-          if (timedOut) {
-            std::fprintf(stderr, "sparge-studio: timed out after %.0f s waiting for the worker%s\n", elapsed,
-                         actionsDone ? "" : " (actions unfinished)");
-            result = 3;
-          }
-          while (session.hasError()) {
-            std::fprintf(stderr, "sparge-studio: error: %s\n", session.frontError().c_str());
-            session.popError();
-            result = result ? result : 1;
-          }
-          for (const auto& n : session.notices()) std::fprintf(stderr, "sparge-studio: %s\n", n.c_str());
-          break;
-        }
-        if (!idle) std::this_thread::sleep_for(std::chrono::milliseconds(5));
-      } else {
-        app.afterRender();
-      }
-      platform->present();
-    }
-    if (!automation) {
-      int w = 0, h = 0;
-      platform->framebufferSize(&w, &h);
-      settings.budgetL1 = session.budget().l1;
-      settings.budgetL2 = session.budget().l2;
-      try {
-        saveSettings(settingsPath, settings);
-      } catch (const std::exception& e) {
-        std::fprintf(stderr, "sparge-studio: %s\n", e.what());
-      }
+    openInitialCapture(app, session, st);
+    if (st.automation) {
+      AutomationOptions ao{st.options.screenshot, st.options.frames, st.options.timeoutSeconds};
+      result = runAutomation(app, session, *platform, ao, std::move(st.actions));
+    } else {
+      runInteractive(app, *platform);
+      saveSettingsOnExit(st, settings, session);
     }
   }
   platform->shutdown();

@@ -3,18 +3,26 @@
 #include <cstdlib>
 #include <cstring>
 
+#include "app/set_option.h"
 #include "sparge/core/error.h"
 
 namespace sparge::gui {
 
 const char* usageText() {
-  return "usage: sparge-studio [FILE.h5] [--set key=value]... [--entry NAME] [--head N] [--batch N]\n"
-         "                     [--action VERB[=ARG]]... [--screenshot OUT.png] [--frames N] [--size WxH] [--backend auto|glfw|egl]\n"
-         "                     [--engine auto|cpu|cuda] [--threads N] [--timeout S] [--mouse X,Y] [--font-scale F]\n"
-         "settings: theta, tau, topk, lambda, mode=cdf|topk, dense, geometry=128x64|64x128, smooth_k, sink, l1, l2\n"
-         "--screenshot renders N frames, waits for the background run, writes the PNG and exits (EGL off-screen\n"
-         "when there is no DISPLAY). --action runs the menu commands headless (same automation mode) and exits\n"
-         "non-zero when one fails; the screenshot, if asked for, is taken after the last action.\n";
+  static const std::string text =
+      std::string(
+          "usage: sparge-studio [FILE.h5] [--set key=value]... [--entry NAME] [--head N] [--batch N]\n"
+          "         [--action VERB[=ARG]]... [--screenshot OUT.png] [--frames N] [--size WxH]\n"
+          "         [--backend auto|glfw|egl] [--engine auto|cpu|cuda] [--threads N] [--timeout S]\n"
+          "         [--mouse X,Y] [--font-scale F]\n"
+          "settings: ") +
+      settingKeys() +
+      "\n(default: target sm89, i.e. 128x64 tiles with INT8 Q.K and FP8 P.V, at SpargeAttn's CDF defaults)\n"
+      "--screenshot renders N frames, waits for the background work, writes the PNG and exits (EGL "
+      "off-screen\n"
+      "when there is no DISPLAY). --action runs the menu commands headless (same automation mode) and exits\n"
+      "non-zero when one fails; the screenshot, if asked for, is taken after the last action.\n";
+  return text.c_str();
 }
 
 AppOptions parseOptions(int argc, char** argv) {
@@ -60,10 +68,12 @@ AppOptions parseOptions(int argc, char** argv) {
       if (x == std::string::npos) throw Error("--size", "expected WxH");
       o.width = static_cast<int>(toInt(v.substr(0, x), "--size"));
       o.height = static_cast<int>(toInt(v.substr(x + 1), "--size"));
-      if (o.width < 320 || o.height < 240 || o.width > 8192 || o.height > 8192) throw Error("--size", "out of range");
+      if (o.width < 320 || o.height < 240 || o.width > 8192 || o.height > 8192)
+        throw Error("--size", "out of range");
     } else if (a == "--backend") {
       o.backend = need(i, "--backend");
-      if (o.backend != "auto" && o.backend != "glfw" && o.backend != "egl") throw Error("--backend", "auto, glfw or egl");
+      if (o.backend != "auto" && o.backend != "glfw" && o.backend != "egl")
+        throw Error("--backend", "auto, glfw or egl");
     } else if (a == "--engine") {
       o.engine = need(i, "--engine");
     } else if (a == "--threads") {

@@ -1,30 +1,104 @@
-// Benchmark (prints numbers, asserts nothing): UI-thread frame time with every head of a 32K-token entry
-// in the grid, rendered off-screen through EGL. Results are synthetic (no engine run): only the UI is timed.
+// Benchmark (prints numbers, asserts nothing), rendered off-screen through EGL:
+//  1. UI frame time with every head of a synthetic 32K-token entry in the grid (no engine involved);
+//  2. frame time with the overview of a 100-entry capture open (synthetic figures, no engine involved);
+//  3. the latency from a slider change to updated views on a real engine (32 heads x 32K x D 128 by
+//     default), for isolated changes and for a drag that moves the slider every frame.
 #include <imgui.h>
 
 #include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <cstring>
 #include <random>
+#include <string>
 
 #include "app/app.h"
 #include "app/platform.h"
-#include "sparge/core/cpu_engine.h"
-#include "views/head_grid.h"
+#include "sparge/core/synthetic.h"
+#include "sparge/kernels/engine_factory.h"
 #include "widgets/gl.h"
 #include "widgets/heatmap.h"
 
 using namespace sparge;
 using namespace sparge::gui;
+using Clock = std::chrono::steady_clock;
 
-static std::shared_ptr<core::EntryResult> makeResult(int heads, int64_t tokens, uint64_t seed) {
+namespace {
+struct Options {
+  int heads = 32;
+  int64_t tokens = 32768;
+  int dim = 128;
+  int frames = 120;
+  int entries = 100;  // overview rows
+  int changes = 30;   // slider changes per latency measurement
+  std::string engine = "auto";
+  bool grid = true, overview = true, latency = true;
+};
+
+Options parse(int argc, char** argv) {
+  Options o;
+  for (int i = 1; i < argc; ++i) {
+    std::string a = argv[i];
+    auto next = [&]() { return i + 1 < argc ? std::string(argv[++i]) : std::string("0"); };
+    if (a == "--heads")
+      o.heads = std::stoi(next());
+    else if (a == "--tokens")
+      o.tokens = std::stoll(next());
+    else if (a == "--dim")
+      o.dim = std::stoi(next());
+    else if (a == "--frames")
+      o.frames = std::stoi(next());
+    else if (a == "--overview-entries")
+      o.entries = std::stoi(next());
+    else if (a == "--changes")
+      o.changes = std::stoi(next());
+    else if (a == "--engine")
+      o.engine = next();
+    else if (a == "--only") {
+      std::string what = next();
+      o.grid = what == "grid";
+      o.overview = what == "overview";
+      o.latency = what == "latency";
+    } else {
+      std::fprintf(
+          stderr,
+          "usage: sparge-studio-bench [--heads N] [--tokens N] [--dim N] [--frames N] "
+          "[--overview-entries N] [--changes N] [--engine auto|cpu|cuda] [--only grid|overview|latency]\n");
+      std::exit(2);
+    }
+  }
+  return o;
+}
+
+struct Spread {
+  double min = 0, median = 0, p95 = 0, max = 0;
+};
+Spread spread(std::vector<double> v) {
+  if (v.empty()) return {};
+  std::sort(v.begin(), v.end());
+  return {v.front(), v[v.size() / 2], v[std::min(v.size() - 1, size_t(0.95 * double(v.size())))], v.back()};
+}
+
+double ms(Clock::time_point a, Clock::time_point b) {
+  return std::chrono::duration<double, std::milli>(b - a).count();
+}
+
+// One frame including the GPU work it queued; returns its wall time in ms.
+double timedFrame(App& app) {
+  auto t0 = Clock::now();
+  app.frame();
+  glFinish();
+  return ms(t0, Clock::now());
+}
+
+std::shared_ptr<core::EntryResult> makeResult(int heads, int64_t tokens, int dim, uint64_t seed) {
   auto r = std::make_shared<core::EntryResult>();
-  r->info.name = "synthetic_32k";
+  r->info.name = "synthetic";
   r->info.batch = 1;
   r->info.headsQ = r->info.headsKV = heads;
   r->info.tokensQ = r->info.tokensKV = tokens;
-  r->info.headDim = r->info.headDimV = 128;
+  r->info.headDim = r->info.headDimV = dim;
   r->info.causal = true;
   r->engine = "synthetic";
   core::Geometry g = r->config.geometry;
@@ -57,10 +131,8 @@ static std::shared_ptr<core::EntryResult> makeResult(int heads, int64_t tokens, 
           continue;
         }
         float p = std::exp(-float(diag - j) / band) + (j == 0 ? 0.5f : 0.0f);
-        hr.pooledProb[k] = p / (band + 1);
-        hr.refBlockMass[k] = p / (band + 1);
-        bool on = j == 0 || diag - j < band || u(rng) < 0.03f;
-        if (on) {
+        hr.pooledProb[k] = hr.refBlockMass[k] = p / (band + 1);
+        if (j == 0 || diag - j < band || u(rng) < 0.03f) {
           hr.blockMask[k] = 1;
           hr.reasons[k] = j == 0 ? core::kReasonSink : core::kReasonSelected;
           if (u(rng) < 0.1f) hr.pvSkipped[k] = 1;
@@ -80,56 +152,178 @@ static std::shared_ptr<core::EntryResult> makeResult(int heads, int64_t tokens, 
   return r;
 }
 
+void benchGrid(App& app, Session& session, const Options& o) {
+  session.showResultForTesting(makeResult(o.heads, o.tokens, o.dim, 1));
+  double first = timedFrame(app);
+  uint64_t uploadsAfterFirst = HeatmapTexture::uploads();
+  std::vector<double> frames;
+  for (int i = 0; i < o.frames; ++i) frames.push_back(timedFrame(app));
+  uint64_t steadyUploads = HeatmapTexture::uploads() - uploadsAfterFirst;
+  // A re-run that changes one head: only that head's thumbnail (and the detail panels) re-upload.
+  auto r2 = makeResult(o.heads, o.tokens, o.dim, 1);
+  r2->heads[3].blockMask[0] ^= 1;
+  uint64_t before = HeatmapTexture::uploads();
+  session.showResultForTesting(r2);
+  double changed = timedFrame(app);
+  Spread f = spread(frames);
+  std::printf("grid: %d heads x %lld tokens (%lld x %lld blocks per head)\n", o.heads, (long long)o.tokens,
+              (long long)(o.tokens / 128), (long long)(o.tokens / 64));
+  std::printf("  first frame (uploads %llu textures): %.2f ms\n", (unsigned long long)uploadsAfterFirst,
+              first);
+  std::printf("  steady frames (%d): min %.2f  median %.2f  p95 %.2f  max %.2f ms; texture uploads %llu\n",
+              o.frames, f.min, f.median, f.p95, f.max, (unsigned long long)steadyUploads);
+  std::printf("  frame after a one-head change: %.2f ms (%llu uploads)\n", changed,
+              (unsigned long long)(HeatmapTexture::uploads() - before));
+}
+
+void benchOverview(App& app, Session& session, const Options& o) {
+  std::vector<core::EntryInfo> entries;
+  std::vector<OverviewRow> rows;
+  std::mt19937_64 rng(7);
+  std::uniform_real_distribution<double> u(0, 1);
+  for (int e = 0; e < o.entries; ++e) {
+    core::EntryInfo info;
+    char name[32];
+    std::snprintf(name, sizeof name, "l%02d_s%03d", e % 30, e / 30);
+    info.name = name;
+    info.layer = e % 30;
+    info.step = e / 30;
+    info.batch = 1;
+    info.headsQ = info.headsKV = o.heads;
+    info.tokensQ = info.tokensKV = o.tokens;
+    info.headDim = info.headDimV = o.dim;
+    entries.push_back(info);
+    OverviewRow row;
+    row.entry = info.name;
+    for (int h = 0; h < o.heads; ++h) {
+      HeadFigures f;
+      f.sparsity.validBlocks = f.sparsity.selectedBlocks = 1000;
+      f.sparsity.computedPvBlocks = static_cast<int64_t>(1000 * u(rng));
+      f.error.absRef = f.errorSparse.absRef = f.errorQuant.absRef = 1;
+      f.error.absDiff = 0.1 * u(rng);
+      f.errorSparse.absDiff = 0.07 * u(rng);
+      f.errorQuant.absDiff = 0.03 * u(rng);
+      row.heads.push_back(f);
+    }
+    rows.push_back(std::move(row));
+  }
+  session.showOverviewForTesting(entries, rows);
+  app.showView("overview");
+  double first = timedFrame(app);
+  first += timedFrame(app);  // the tab switches on the frame after the command
+  std::vector<double> frames;
+  for (int i = 0; i < o.frames; ++i) frames.push_back(timedFrame(app));
+  Spread f = spread(frames);
+  std::printf("overview: %d entries x %d heads (one %d x %d texture)\n", o.entries, o.heads, o.heads,
+              o.entries);
+  std::printf("  first two frames: %.2f ms\n", first);
+  std::printf("  steady frames (%d): min %.2f  median %.2f  p95 %.2f  max %.2f ms\n", o.frames, f.min,
+              f.median, f.p95, f.max);
+  app.showView("heads");
+}
+
+// Draws frames until `done()` holds (or `timeoutS` passes); returns false on timeout.
+template <class F>
+bool frameUntil(App& app, F done, double timeoutS) {
+  auto t0 = Clock::now();
+  while (!done()) {
+    app.frame();
+    glFinish();
+    if (ms(t0, Clock::now()) > timeoutS * 1e3) return false;
+  }
+  return true;
+}
+
+bool shows(const Session& s, double tau) {
+  auto r = s.runs().result();
+  if (!r || r->heads.empty()) return false;
+  for (const auto& h : r->heads) {
+    if (h.params.tau != tau) return false;
+  }
+  return true;
+}
+
+void benchLatency(App& app, Session& session, const Options& o) {
+  core::SynthSpec spec;
+  spec.name = "latency";
+  spec.headsQ = spec.headsKV = o.heads;
+  spec.tokensQ = spec.tokensKV = o.tokens;
+  spec.headDim = spec.headDimV = o.dim;
+  spec.causal = true;
+  spec.segment = std::max<int64_t>(256, o.tokens / 32);
+  auto t0 = Clock::now();
+  session.openEntryData(std::make_shared<const core::EntryData>(core::makeSyntheticEntry(spec)));
+  if (!frameUntil(
+          app, [&] { return !session.busy() && session.runs().result(); }, 1800)) {
+    std::printf("latency: the first run did not finish\n");
+    return;
+  }
+  std::printf(
+      "latency: %s, entry %d heads x %lld tokens x D %d (causal), first run with the dense reference "
+      "%.0f ms\n",
+      session.engine().name.c_str(), o.heads, (long long)o.tokens, o.dim, ms(t0, Clock::now()));
+  core::HeadParams p = session.runs().config().defaults;
+  p.theta = -0.1;
+  std::vector<double> isolated, engineMs;
+  for (int i = 0; i < o.changes; ++i) {
+    p.tau = 0.90 + 0.003 * (i % 30);
+    auto start = Clock::now();
+    session.runs().setParams(p, ApplyTarget::AllHeads);
+    if (!frameUntil(
+            app, [&] { return shows(session, p.tau); }, 600))
+      break;
+    isolated.push_back(ms(start, Clock::now()));
+    engineMs.push_back(session.runs().lastRun().wallMs);
+  }
+  // A drag: the slider moves every frame; each change counts as shown when it or a later one is on screen.
+  std::vector<double> drag, issued;
+  std::vector<double> taus;
+  auto dragStart = Clock::now();
+  for (int i = 0; i < o.changes || drag.size() < issued.size(); ++i) {
+    if (i < o.changes) {
+      p.tau = 0.95 - 0.001 * i;
+      taus.push_back(p.tau);
+      issued.push_back(ms(dragStart, Clock::now()));
+      session.runs().setParams(p, ApplyTarget::AllHeads);
+    }
+    app.frame();
+    glFinish();
+    double now = ms(dragStart, Clock::now());
+    for (size_t k = drag.size(); k < taus.size(); ++k) {
+      bool later = false;
+      for (size_t j = k; j < taus.size(); ++j) later = later || shows(session, taus[j]);
+      if (!later) break;
+      drag.push_back(now - issued[k]);
+    }
+    if (now > 600e3) break;
+  }
+  Spread a = spread(isolated), e = spread(engineMs), d = spread(drag);
+  std::printf("  slider change -> views updated, isolated (%zu): median %.1f  p95 %.1f  max %.1f ms\n",
+              isolated.size(), a.median, a.p95, a.max);
+  std::printf("    of which the engine run (worker wall time): median %.1f  p95 %.1f ms\n", e.median, e.p95);
+  std::printf("  slider dragged every frame (%zu changes): median %.1f  p95 %.1f  max %.1f ms\n", drag.size(),
+              d.median, d.p95, d.max);
+}
+}  // namespace
+
 int main(int argc, char** argv) {
-  int heads = argc > 1 ? std::atoi(argv[1]) : 32;
-  int64_t tokens = argc > 2 ? std::atoll(argv[2]) : 32768;
-  int frames = argc > 3 ? std::atoi(argv[3]) : 120;
+  Options o = parse(argc, argv);
   ImGui::CreateContext();
   ImGui::GetIO().IniFilename = nullptr;
   auto platform = makeEglPlatform();
   platform->init(PlatformConfig{1920, 1080, false, "bench"});
-  std::printf("renderer: %s\n", platform->describe().c_str());
+  std::printf("renderer: %s, window 1920x1080\n", platform->describe().c_str());
   platform->overrideMouse = true;
   {
-    Session session([] { return EngineBox{std::make_unique<core::CpuEngine>(1), ""}; });
+    core::EngineChoice choice = core::parseEngineChoice(o.engine);
+    Session session([choice] { return engines::makeEngine(choice, 0); });
     AppSettings settings;
-    App app(session, settings, *platform, "/dev/null", true);
+    App app(session, settings, *platform, true);
     app.setupStyleAndFonts(1.0f);
     app.ui().thumbSize = 96;
-    session.showResultForTesting(makeResult(heads, tokens, 1));
-    using Clock = std::chrono::steady_clock;
-    std::vector<double> uiMs;
-    auto timeFrame = [&]() {
-      auto t0 = Clock::now();
-      app.frame();
-      auto t1 = Clock::now();
-      glFinish();  // include the GPU work the frame queued (llvmpipe here: CPU rasterisation)
-      uiMs.push_back(std::chrono::duration<double, std::milli>(t1 - t0).count());
-      return std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
-    };
-    double first = timeFrame();
-    uint64_t uploadsAfterFirst = HeatmapTexture::uploads();
-    std::vector<double> ms;
-    for (int i = 0; i < frames; ++i) ms.push_back(timeFrame());
-    uint64_t steadyUploads = HeatmapTexture::uploads() - uploadsAfterFirst;
-    // A re-run that changes one head: only that head's thumbnail (and the detail panels) re-upload.
-    auto r2 = makeResult(heads, tokens, 1);
-    r2->heads[3].blockMask[0] ^= 1;
-    uint64_t before = HeatmapTexture::uploads();
-    session.showResultForTesting(r2);
-    double changed = timeFrame();
-    uint64_t changeUploads = HeatmapTexture::uploads() - before;
-    std::sort(ms.begin(), ms.end());
-    auto pct = [&](double q) { return ms[std::min(ms.size() - 1, size_t(q * ms.size()))]; };
-    std::printf("entry: %d heads x %lld tokens (grid %lld x %lld blocks per head), window 1920x1080\n", heads,
-                (long long)tokens, (long long)(tokens / 128), (long long)(tokens / 64));
-    std::printf("first frame (uploads %llu textures): %.2f ms\n", (unsigned long long)uploadsAfterFirst, first);
-    std::printf("steady frames (%d): min %.2f  median %.2f  p95 %.2f  max %.2f ms; texture uploads %llu\n", frames,
-                ms.front(), pct(0.5), pct(0.95), ms.back(), (unsigned long long)steadyUploads);
-    std::sort(uiMs.begin() + 1, uiMs.end() - 1);
-    std::printf("UI-thread work only (ImGui + draw lists + GL submission, no glFinish): median %.2f  p95 %.2f ms\n",
-                uiMs[1 + (uiMs.size() - 2) / 2], uiMs[1 + size_t(0.95 * (uiMs.size() - 2))]);
-    std::printf("frame after a one-head change: %.2f ms (%llu uploads)\n", changed, (unsigned long long)changeUploads);
+    if (o.grid) benchGrid(app, session, o);
+    if (o.overview) benchOverview(app, session, o);
+    if (o.latency) benchLatency(app, session, o);
   }
   platform->shutdown();
   ImGui::DestroyContext();

@@ -10,10 +10,10 @@ struct Rgb {
   float r, g, b;
 };
 // Nine samples of each map; linear interpolation between them is visually indistinguishable at our sizes.
-constexpr Rgb kViridis[9] = {{68, 1, 84},    {71, 44, 122},  {59, 81, 139},  {44, 113, 142}, {33, 144, 141},
-                             {39, 173, 129}, {92, 200, 99},  {170, 220, 50}, {253, 231, 37}};
-constexpr Rgb kInferno[9] = {{0, 0, 4},      {31, 12, 72},   {85, 15, 109},  {136, 34, 106}, {186, 54, 85},
-                             {227, 89, 51},  {249, 140, 10}, {249, 201, 50}, {252, 255, 164}};
+constexpr Rgb kViridis[9] = {{68, 1, 84},    {71, 44, 122}, {59, 81, 139},  {44, 113, 142}, {33, 144, 141},
+                             {39, 173, 129}, {92, 200, 99}, {170, 220, 50}, {253, 231, 37}};
+constexpr Rgb kInferno[9] = {{0, 0, 4},     {31, 12, 72},   {85, 15, 109},  {136, 34, 106}, {186, 54, 85},
+                             {227, 89, 51}, {249, 140, 10}, {249, 201, 50}, {252, 255, 164}};
 }  // namespace
 
 uint32_t colormap(Colormap map, float t) {
@@ -25,7 +25,8 @@ uint32_t colormap(Colormap map, float t) {
   float f = x - static_cast<float>(i);
   const Rgb& a = table[i];
   const Rgb& b = table[i + 1];
-  return packRgba(static_cast<uint8_t>(a.r + (b.r - a.r) * f + 0.5f), static_cast<uint8_t>(a.g + (b.g - a.g) * f + 0.5f),
+  return packRgba(static_cast<uint8_t>(a.r + (b.r - a.r) * f + 0.5f),
+                  static_cast<uint8_t>(a.g + (b.g - a.g) * f + 0.5f),
                   static_cast<uint8_t>(a.b + (b.b - a.b) * f + 0.5f));
 }
 
@@ -39,49 +40,79 @@ MaskCell classifyBlock(const core::HeadResult& h, size_t i) {
   if (r & core::kReasonSink) return MaskCell::Sink;
   if (r & core::kReasonForcedRow) return MaskCell::ForcedRow;
   if (r & core::kReasonForcedCol) return MaskCell::ForcedCol;
+  if (r & core::kReasonDiagonal) return MaskCell::Diagonal;
   return MaskCell::Selected;
 }
 
 uint32_t maskCellColor(MaskCell c) {
   switch (c) {
-    case MaskCell::Invalid: return packRgba(14, 15, 18);
-    case MaskCell::Off: return packRgba(40, 44, 54);
-    case MaskCell::Selected: return packRgba(72, 196, 150);
-    case MaskCell::ForcedRow: return packRgba(236, 170, 60);
-    case MaskCell::ForcedCol: return packRgba(214, 214, 90);
-    case MaskCell::Sink: return packRgba(180, 140, 230);
-    case MaskCell::Dense: return packRgba(120, 170, 230);
-    case MaskCell::PvSkipped: return packRgba(232, 84, 84);
-    default: return packRgba(255, 0, 255);
+    case MaskCell::Invalid:
+      return packRgba(14, 15, 18);
+    case MaskCell::Off:
+      return packRgba(40, 44, 54);
+    case MaskCell::Selected:
+      return packRgba(72, 196, 150);
+    case MaskCell::ForcedRow:
+      return packRgba(236, 170, 60);
+    case MaskCell::ForcedCol:
+      return packRgba(214, 214, 90);
+    case MaskCell::Sink:
+      return packRgba(180, 140, 230);
+    case MaskCell::Diagonal:
+      return packRgba(255, 128, 191);
+    case MaskCell::Dense:
+      return packRgba(120, 170, 230);
+    case MaskCell::PvSkipped:
+      return packRgba(232, 84, 84);
+    default:
+      return packRgba(255, 0, 255);
   }
 }
 
 const char* maskCellLabel(MaskCell c) {
   switch (c) {
-    case MaskCell::Invalid: return "causal: no valid pair";
-    case MaskCell::Off: return "off (not selected)";
-    case MaskCell::Selected: return "on: top-CDF / top-k";
-    case MaskCell::ForcedRow: return "on: forced, non-similar Q block";
-    case MaskCell::ForcedCol: return "on: forced, non-similar K block";
-    case MaskCell::Sink: return "on: sink";
-    case MaskCell::Dense: return "on: dense head";
-    case MaskCell::PvSkipped: return "on, PV skipped";
-    default: return "?";
+    case MaskCell::Invalid:
+      return "no valid pair (causal / window)";
+    case MaskCell::Off:
+      return "off (not selected)";
+    case MaskCell::Selected:
+      return "on: top-CDF / top-k";
+    case MaskCell::ForcedRow:
+      return "on: forced, non-similar Q block";
+    case MaskCell::ForcedCol:
+      return "on: forced, non-similar K block";
+    case MaskCell::Sink:
+      return "on: sink";
+    case MaskCell::Diagonal:
+      return "on: diagonal (extension)";
+    case MaskCell::Dense:
+      return "on: dense head";
+    case MaskCell::PvSkipped:
+      return "on, PV skipped";
+    default:
+      return "?";
   }
 }
 
 const char* headLayerLabel(HeadLayer l) {
   switch (l) {
-    case HeadLayer::Combined: return "Mask + PV skip";
-    case HeadLayer::Mask: return "Block mask (stage 1)";
-    case HeadLayer::PvSkipped: return "PV skipped (stage 2)";
-    case HeadLayer::DroppedMass: return "Dropped attention mass";
-    case HeadLayer::PooledProb: return "Pooled probability (P-hat)";
+    case HeadLayer::Combined:
+      return "Mask + PV skip";
+    case HeadLayer::Mask:
+      return "Block mask (stage 1)";
+    case HeadLayer::PvSkipped:
+      return "PV skipped (stage 2)";
+    case HeadLayer::DroppedMass:
+      return "Dropped attention mass";
+    case HeadLayer::PooledProb:
+      return "Pooled probability (P-hat)";
   }
   return "?";
 }
 
-bool headLayerIsContinuous(HeadLayer l) { return l == HeadLayer::DroppedMass || l == HeadLayer::PooledProb; }
+bool headLayerIsContinuous(HeadLayer l) {
+  return l == HeadLayer::DroppedMass || l == HeadLayer::PooledProb;
+}
 
 double droppedMassOfRow(const core::HeadResult& h, int row) {
   if (h.refBlockMass.empty() || row < 0 || row >= h.nq) return 0;
@@ -111,9 +142,9 @@ void renderHeadLayer(const core::HeadResult& h, HeadLayer layer, std::vector<uin
         if (c == MaskCell::PvSkipped) {
           // Show why stage 1 kept it, as if there were no PV skip.
           uint8_t r = h.reasons[i];
-          c = (r & core::kReasonDenseHead)  ? MaskCell::Dense
-              : (r & core::kReasonSelected) ? MaskCell::Selected
-              : (r & core::kReasonSink)     ? MaskCell::Sink
+          c = (r & core::kReasonDenseHead)   ? MaskCell::Dense
+              : (r & core::kReasonSelected)  ? MaskCell::Selected
+              : (r & core::kReasonSink)      ? MaskCell::Sink
               : (r & core::kReasonForcedRow) ? MaskCell::ForcedRow
               : (r & core::kReasonForcedCol) ? MaskCell::ForcedCol
                                              : MaskCell::Selected;

@@ -17,7 +17,18 @@ enum class Colormap { Viridis, Inferno };
 uint32_t colormap(Colormap map, float t);  // t clamped to [0, 1]
 
 // What one block of a head's grid is, for colouring and legends. PvSkipped wins over the reasons.
-enum class MaskCell : uint8_t { Invalid, Off, Selected, ForcedRow, ForcedCol, Sink, Dense, PvSkipped, Count };
+enum class MaskCell : uint8_t {
+  Invalid,
+  Off,
+  Selected,
+  ForcedRow,
+  ForcedCol,
+  Sink,
+  Diagonal,
+  Dense,
+  PvSkipped,
+  Count
+};
 MaskCell classifyBlock(const core::HeadResult& h, size_t index);
 uint32_t maskCellColor(MaskCell c);
 const char* maskCellLabel(MaskCell c);

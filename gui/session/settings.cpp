@@ -11,6 +11,49 @@
 
 namespace sparge::gui {
 
+NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(PanelTabs, views, active)
+
+namespace {
+// The one list of persisted fields and their keys: load and save both walk it.
+template <class S, class F>
+void forEachField(S& s, F&& f) {
+  f("recent_files", s.recentFiles);
+  f("last_directory", s.lastDirectory);
+  f("left_width", s.layout.leftWidth);
+  f("right_width", s.layout.rightWidth);
+  f("grid_height", s.layout.gridHeight);
+  f("left_top_height", s.layout.leftTopHeight);
+  f("right_top_height", s.layout.rightTopHeight);
+  f("panels", s.layout.panels);
+  f("window_width", s.windowWidth);
+  f("window_height", s.windowHeight);
+  f("font_scale", s.fontScale);
+  f("budget_l1", s.budgetL1);
+  f("budget_l2", s.budgetL2);
+}
+
+void clampRanges(AppSettings& s) {
+  const AppSettings d;
+  auto clampF = [](float& v, float lo, float hi, float def) { v = (v >= lo && v <= hi) ? v : def; };
+  LayoutSettings& l = s.layout;
+  clampF(l.leftWidth, 0.1f, 0.5f, d.layout.leftWidth);
+  clampF(l.rightWidth, 0.1f, 0.5f, d.layout.rightWidth);
+  clampF(l.gridHeight, 0.1f, 0.9f, d.layout.gridHeight);
+  clampF(l.leftTopHeight, 0.1f, 0.9f, d.layout.leftTopHeight);
+  clampF(l.rightTopHeight, 0.1f, 0.9f, d.layout.rightTopHeight);
+  clampF(s.fontScale, 0.5f, 3.0f, d.fontScale);
+  if (s.windowWidth < 320 || s.windowWidth > 16384) s.windowWidth = d.windowWidth;
+  if (s.windowHeight < 240 || s.windowHeight > 16384) s.windowHeight = d.windowHeight;
+  if (s.recentFiles.size() > AppSettings::kMaxRecent) s.recentFiles.resize(AppSettings::kMaxRecent);
+  if (l.panels.size() != d.layout.panels.size()) l.panels = d.layout.panels;
+}
+}  // namespace
+
+std::vector<PanelTabs> LayoutSettings::defaultPanels() {
+  return {{{"capture"}, "capture"},         {{"controls"}, "controls"}, {{"heads", "overview"}, "heads"},
+          {{"detail", "curves"}, "detail"}, {{"summary"}, "summary"},   {{"timings", "kernels"}, "timings"}};
+}
+
 void AppSettings::addRecent(const std::string& path) {
   std::string p = path;
   std::error_code ec;
@@ -33,52 +76,19 @@ AppSettings loadSettings(const std::string& path) {
   if (!in) return s;
   try {
     nlohmann::json j = nlohmann::json::parse(in);
-    auto get = [&](const char* key, auto& field) {
+    forEachField(s, [&](const char* key, auto& field) {
       if (j.contains(key)) field = j.at(key).get<std::decay_t<decltype(field)>>();
-    };
-    get("recent_files", s.recentFiles);
-    get("last_directory", s.lastDirectory);
-    get("left_width", s.leftWidth);
-    get("right_width", s.rightWidth);
-    get("grid_height", s.gridHeight);
-    get("left_top_height", s.leftTopHeight);
-    get("right_top_height", s.rightTopHeight);
-    get("window_width", s.windowWidth);
-    get("window_height", s.windowHeight);
-    get("font_scale", s.fontScale);
-    get("budget_l1", s.budgetL1);
-    get("budget_l2", s.budgetL2);
+    });
   } catch (const std::exception&) {
     return AppSettings{};
   }
-  if (s.recentFiles.size() > AppSettings::kMaxRecent) s.recentFiles.resize(AppSettings::kMaxRecent);
-  auto clampF = [](float& v, float lo, float hi, float def) { v = (v >= lo && v <= hi) ? v : def; };
-  AppSettings d;
-  clampF(s.leftWidth, 0.1f, 0.5f, d.leftWidth);
-  clampF(s.rightWidth, 0.1f, 0.5f, d.rightWidth);
-  clampF(s.gridHeight, 0.1f, 0.9f, d.gridHeight);
-  clampF(s.leftTopHeight, 0.1f, 0.9f, d.leftTopHeight);
-  clampF(s.rightTopHeight, 0.1f, 0.9f, d.rightTopHeight);
-  clampF(s.fontScale, 0.5f, 3.0f, d.fontScale);
-  if (s.windowWidth < 320 || s.windowWidth > 16384) s.windowWidth = d.windowWidth;
-  if (s.windowHeight < 240 || s.windowHeight > 16384) s.windowHeight = d.windowHeight;
+  clampRanges(s);
   return s;
 }
 
 void saveSettings(const std::string& path, const AppSettings& s) {
   nlohmann::json j;
-  j["recent_files"] = s.recentFiles;
-  j["last_directory"] = s.lastDirectory;
-  j["left_width"] = s.leftWidth;
-  j["right_width"] = s.rightWidth;
-  j["grid_height"] = s.gridHeight;
-  j["left_top_height"] = s.leftTopHeight;
-  j["right_top_height"] = s.rightTopHeight;
-  j["window_width"] = s.windowWidth;
-  j["window_height"] = s.windowHeight;
-  j["font_scale"] = s.fontScale;
-  j["budget_l1"] = s.budgetL1;
-  j["budget_l2"] = s.budgetL2;
+  forEachField(s, [&](const char* key, const auto& field) { j[key] = field; });
   std::error_code ec;
   std::filesystem::create_directories(std::filesystem::path(path).parent_path(), ec);
   if (ec) throw Error(path, "cannot create the settings folder: " + ec.message());

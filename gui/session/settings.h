@@ -1,4 +1,4 @@
-// App settings persisted between runs (recent files, layout splits, budget) in ~/.config/sparge-studio/.
+// App settings persisted between runs (recent files, layout, budget) in ~/.config/sparge-studio/.
 #pragma once
 
 #include <string>
@@ -6,15 +6,30 @@
 
 namespace sparge::gui {
 
-struct AppSettings {
-  std::vector<std::string> recentFiles;  // most recent first, at most kMaxRecent
-  std::string lastDirectory;             // where the file browser opens
-  // Layout of the tiled views, as fractions of the work area (see gui/app/layout.cpp).
+// The views stacked as tabs in one panel of the layout, and the one in front.
+struct PanelTabs {
+  std::vector<std::string> views;  // view ids ("heads", "overview", ...)
+  std::string active;
+  bool operator==(const PanelTabs&) const = default;
+};
+
+// Layout of the tiled views: splitter positions as fractions of the work area, and which views sit in
+// the six panels (left top / bottom, centre top / bottom, right top / bottom; see gui/app/panels.cpp).
+struct LayoutSettings {
   float leftWidth = 0.20f;
   float rightWidth = 0.32f;
   float gridHeight = 0.42f;
   float leftTopHeight = 0.40f;
   float rightTopHeight = 0.58f;
+  std::vector<PanelTabs> panels = defaultPanels();
+
+  static std::vector<PanelTabs> defaultPanels();
+};
+
+struct AppSettings {
+  std::vector<std::string> recentFiles;  // most recent first, at most kMaxRecent
+  std::string lastDirectory;             // where the file browser opens
+  LayoutSettings layout;
   int windowWidth = 1600;
   int windowHeight = 1000;
   float fontScale = 1.0f;  // multiplies the HiDPI content scale

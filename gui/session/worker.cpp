@@ -9,6 +9,10 @@ namespace sparge::gui {
 Worker::Worker() : thread_([this] { loop(); }) {}
 
 Worker::~Worker() {
+  shutdown();
+}
+
+void Worker::shutdown() {
   {
     std::lock_guard lock(mutex_);
     stop_ = true;
@@ -16,7 +20,7 @@ Worker::~Worker() {
     if (runningCancel_) runningCancel_->store(true);
   }
   wake_.notify_all();
-  thread_.join();
+  if (thread_.joinable()) thread_.join();
 }
 
 void Worker::setErrorSink(ErrorSink sink) {

@@ -26,7 +26,9 @@ class Worker {
   using ErrorSink = std::function<void(const std::string& key, const std::string& message)>;
 
   Worker();
-  ~Worker();  // cancels everything and joins
+  ~Worker();  // shutdown()
+  // Cancels everything and joins the thread; nothing runs afterwards (submit() only queues). Idempotent.
+  void shutdown();
   Worker(const Worker&) = delete;
   Worker& operator=(const Worker&) = delete;
 

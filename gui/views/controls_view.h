@@ -1,4 +1,5 @@
-// Controls: θ, τ / top-k, λ, budget, geometry, smooth-k, sink, apply target, auto-tune, overrides.
+// Controls: θ, τ / top-k, λ, presets, target / numerics / tiles, smooth-k, sink, budget, auto-tune,
+// overrides and the tuned values.
 #pragma once
 
 #include <cstdint>
@@ -10,10 +11,21 @@ namespace sparge::gui {
 
 class ControlsView final : public View {
  public:
+  const char* id() const override { return "controls"; }
   const char* title() const override { return "Controls"; }
   void draw(Session& session, UiState& ui) override;
 
  private:
+  void followTunedHead(Session& s, UiState& ui);
+  void drawApplyTarget(Session& s, UiState& ui);
+  void drawParameters(Session& s, UiState& ui);
+  void drawPresets(Session& s);
+  void drawRunSettings(Session& s);
+  void drawOverrides(Session& s);
+  void drawBudget(Session& s);
+  void drawTuning(Session& s);
+  void drawTunedTable(Session& s);
+
   uint64_t seenTuneGeneration_ = 0;
   std::string seenEntry_;
 };

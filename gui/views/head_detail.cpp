@@ -7,17 +7,19 @@
 #include <cstdio>
 
 #include "sparge/core/stage1.h"
+#include "views/capture_browser.h"
 #include "widgets/colorbar.h"
 #include "widgets/ui_util.h"
 
 namespace sparge::gui {
 
 namespace {
-constexpr HeadLayer kLayers[4] = {HeadLayer::Mask, HeadLayer::PvSkipped, HeadLayer::DroppedMass, HeadLayer::PooledProb};
+constexpr HeadLayer kLayers[4] = {HeadLayer::Mask, HeadLayer::PvSkipped, HeadLayer::DroppedMass,
+                                  HeadLayer::PooledProb};
 
 // A strip of per-q-block values beside a panel, aligned with its visible rows.
-void rowStrip(const char* id, const HeatmapHover& ref, const std::vector<float>& values, float width, ImU32 color,
-              const char* what, int hoverRow) {
+void rowStrip(const char* id, const HeatmapHover& ref, const std::vector<float>& values, float width,
+              ImU32 color, const char* what, int hoverRow) {
   ImVec2 start = ImGui::GetCursorScreenPos();
   float h = ref.p1.y - ref.p0.y;
   ImGui::InvisibleButton(id, ImVec2(width, std::max(1.0f, ref.p1.y - start.y)));
@@ -38,7 +40,8 @@ void rowStrip(const char* id, const HeatmapHover& ref, const std::vector<float>&
     if (y1 < a.y || y0 > b.y) continue;
     float v = std::isfinite(values[i]) ? values[i] : 0;
     float len = top > 0 ? v / top * width : 0;
-    dl->AddRectFilled(ImVec2(a.x, y0 + (y1 - y0 > 3 ? 0.5f : 0)), ImVec2(a.x + len, y1), i == hoverRow ? IM_COL32(255, 255, 255, 255) : color);
+    dl->AddRectFilled(ImVec2(a.x, y0 + (y1 - y0 > 3 ? 0.5f : 0)), ImVec2(a.x + len, y1),
+                      i == hoverRow ? IM_COL32(255, 255, 255, 255) : color);
   }
   dl->PopClipRect();
   dl->AddRect(a, b, IM_COL32(90, 96, 110, 255));
@@ -59,14 +62,15 @@ void HeadDetail::sync(const core::HeadResult& h, uint64_t generation) {
   for (int k = 0; k < kPanels; ++k) {
     renderHeadLayer(h, kLayers[k], scratch_, &vmin_[k], &vmax_[k]);
     // Versions only need to differ between uploads; the generation and head identify the data.
-    tex_[k].update((generation << 20) ^ (static_cast<uint64_t>(h.batch) << 12) ^ static_cast<uint64_t>(h.head), scratch_.data(),
-                   h.nk, h.nq);
+    tex_[k].update(
+        (generation << 20) ^ (static_cast<uint64_t>(h.batch) << 12) ^ static_cast<uint64_t>(h.head),
+        scratch_.data(), h.nk, h.nq);
   }
 }
 
 void HeadDetail::tooltip(const Session& s, const core::HeadResult& h, int i, int j) const {
-  const core::EntryInfo* info = s.entryInfo();
-  auto r = s.result();
+  const core::EntryInfo* info = s.capture().info();
+  auto r = s.runs().result();
   const core::Geometry g = r ? r->config.geometry : core::Geometry{};
   size_t idx = static_cast<size_t>(i) * h.nk + j;
   int64_t nQ = r ? r->info.tokensQ : (info ? info->tokensQ : 0);
@@ -77,28 +81,36 @@ void HeadDetail::tooltip(const Session& s, const core::HeadResult& h, int i, int
   ImGui::BeginTooltip();
   ImGui::Text("block (%d, %d)   [%s tiles]", i, j, g.label().c_str());
   ImGui::TextDisabled("queries %lld..%lld   keys %lld..%lld", (long long)(int64_t(i) * g.blockQ),
-                      (long long)(std::min<int64_t>(int64_t(i + 1) * g.blockQ, nQ) - 1), (long long)(int64_t(j) * g.blockK),
+                      (long long)(std::min<int64_t>(int64_t(i + 1) * g.blockQ, nQ) - 1),
+                      (long long)(int64_t(j) * g.blockK),
                       (long long)(std::min<int64_t>(int64_t(j + 1) * g.blockK, nKv) - 1));
   ImGui::Separator();
   MaskCell cell = classifyBlock(h, idx);
   // Too-dark category colours (off / no valid pair) would vanish on the tooltip background.
-  ImVec4 col = cell == MaskCell::Invalid || cell == MaskCell::Off ? ImVec4(0.7f, 0.72f, 0.78f, 1)
-                                                                   : ImGui::ColorConvertU32ToFloat4(maskCellColor(cell));
+  ImVec4 col = cell == MaskCell::Invalid || cell == MaskCell::Off
+                   ? ImVec4(0.7f, 0.72f, 0.78f, 1)
+                   : ImGui::ColorConvertU32ToFloat4(maskCellColor(cell));
   if (on) {
     ImGui::TextColored(col, "ON (QK\xe1\xb5\x80 computed)");
     if (reasons & core::kReasonDenseHead) ImGui::BulletText("dense head (is_sparse = false)");
     if (reasons & core::kReasonSelected) {
-      ImGui::BulletText(h.params.mode == core::SelectMode::TopK ? "top-k selection of its row (top-k %.3f)"
-                                                                : "top-CDF selection of its row (cdf <= \xcf\x84 = %.3f)",
+      ImGui::BulletText(h.params.mode == core::SelectMode::TopK
+                            ? "top-k selection of its row (top-k %.3f)"
+                            : "top-CDF selection of its row (cdf <= \xcf\x84 = %.3f)",
                         h.params.mode == core::SelectMode::TopK ? h.params.topk : h.params.tau);
     }
-    if (reasons & core::kReasonForcedRow) ImGui::BulletText("forced: Q block %d not self-similar (s <= \xce\xb8)", i);
-    if (reasons & core::kReasonForcedCol) ImGui::BulletText("forced: K block %d not self-similar (s <= \xce\xb8)", j);
+    if (reasons & core::kReasonForcedRow)
+      ImGui::BulletText("forced: Q block %d not self-similar (s <= \xce\xb8)", i);
+    if (reasons & core::kReasonForcedCol)
+      ImGui::BulletText("forced: K block %d not self-similar (s <= \xce\xb8)", j);
     if (reasons & core::kReasonSink) ImGui::BulletText("attention sink (K block 0)");
+    if (reasons & core::kReasonDiagonal)
+      ImGui::BulletText("diagonal block (holds key == query; an extension)");
     ImGui::Text("PV: %s", skipped ? "SKIPPED (row max rose by less than -\xce\xbb)" : "computed");
   } else if (reasons & core::kReasonCausalOff) {
-    bool valid = core::blockValid(i, j, g, nQ, nKv, r ? r->info.causal : false);
-    ImGui::TextColored(col, valid ? "OFF: removed by the causal rule" : "OFF: causal, no valid (query, key) pair");
+    // Stage 1 marks exactly the blocks that core's validity rule (causal and window) leaves without a pair.
+    std::string mask = r ? maskText(r->info) : info ? maskText(*info) : std::string("?");
+    ImGui::TextColored(col, "OFF: no valid (query, key) pair (%s)", mask.c_str());
   } else {
     ImGui::TextColored(col, "OFF: not selected (below the %s cut)",
                        h.params.mode == core::SelectMode::TopK ? "top-k" : "CDF");
@@ -109,7 +121,8 @@ void HeadDetail::tooltip(const Session& s, const core::HeadResult& h, int i, int
     float m = h.refBlockMass[idx];
     ImGui::Text("reference attention mass  %.3e", m);
     if (!on || skipped) {
-      ImGui::TextColored(ImVec4(0.95f, 0.6f, 0.3f, 1), "error contribution: drops %.3e of each row's mass", m);
+      ImGui::TextColored(ImVec4(0.95f, 0.6f, 0.3f, 1), "error contribution: drops %.3e of each row's mass",
+                         m);
     }
   }
   if (i < static_cast<int>(h.selfSimQ.size())) {
@@ -126,56 +139,70 @@ void HeadDetail::tooltip(const Session& s, const core::HeadResult& h, int i, int
   ImGui::EndTooltip();
 }
 
+void HeadDetail::drawHeadline(const Session& s, const core::HeadResult& h) const {
+  auto sep = [] {
+    ImGui::SameLine();
+    ImGui::TextDisabled("|");
+    ImGui::SameLine();
+  };
+  ImGui::Text("stage-1 %.1f %%", 100 * h.sparsity.stage1());
+  sep();
+  ImGui::Text("PV skip %.1f %%", 100 * h.sparsity.pvSkipRate());
+  sep();
+  ImGui::Text("total %.1f %%", 100 * h.sparsity.total());
+  sep();
+  bool over = overBudget(h, s.tuning().budget());
+  ImGui::TextColored(over ? ImVec4(0.95f, 0.4f, 0.4f, 1) : ImVec4(0.85f, 0.87f, 0.9f, 1), "L1 %.5f",
+                     h.error.l1());
+  if (ImGui::IsItemHovered()) {
+    ImGui::SetTooltip(
+        "deployed L1 (sparse, %s): %.5f\nsparsity alone (same mask and lambda, exact): %.5f\n"
+        "quantization alone (every valid block, %s): %.5f\ncos %.6f / %.6f / %.6f",
+        core::toString(s.runs().result()->config.numerics), h.error.l1(), h.errorSparse.l1(),
+        core::toString(s.runs().result()->config.numerics), h.errorQuant.l1(), h.error.cosSim(),
+        h.errorSparse.cosSim(), h.errorQuant.cosSim());
+  }
+  ImGui::SameLine();
+  ImGui::TextDisabled("(sparsity %.4f, quantization %.4f)", h.errorSparse.l1(), h.errorQuant.l1());
+  sep();
+  ImGui::Text("cos %.6f", h.error.cosSim());
+  sep();
+  ImGui::TextDisabled("%lld/%lld blocks, %d x %d grid", (long long)h.sparsity.selectedBlocks,
+                      (long long)h.sparsity.validBlocks, h.nq, h.nk);
+}
+
 void HeadDetail::draw(Session& s, UiState& ui) {
-  auto r = s.result();
-  HeadRef sel = s.selectedHead();
+  auto r = s.runs().result();
+  HeadRef sel = s.capture().selected;
   const core::HeadResult* h = r ? r->find(sel.batch, sel.head) : nullptr;
   char right[200] = "";
   if (h) {
     bool topk = h->params.mode == core::SelectMode::TopK;
-    std::snprintf(right, sizeof right, "%s\xce\xb8 %.3f  %s %.3f  \xce\xbb %g%s", h->params.dense ? "DENSE  " : "",
-                  h->params.theta, topk ? "top-k" : "\xcf\x84", topk ? h->params.topk : h->params.tau, h->params.lambda,
-                  s.hasOverride(h->head) ? "  (override)" : "");
+    std::snprintf(right, sizeof right, "%s\xce\xb8 %.3f  %s %.3f  \xce\xbb %g%s",
+                  h->params.dense ? "DENSE  " : "", h->params.theta, topk ? "top-k" : "\xcf\x84",
+                  topk ? h->params.topk : h->params.tau, h->params.lambda,
+                  s.runs().hasOverride(h->head) ? "  (override)" : "");
   }
   char title[96];
-  std::snprintf(title, sizeof title, "Head detail: batch %lld, head %lld", (long long)sel.batch, (long long)sel.head);
+  std::snprintf(title, sizeof title, "Head detail: batch %lld, head %lld", (long long)sel.batch,
+                (long long)sel.head);
   panelHeader(title, right);
   if (!h) {
     ImGui::TextDisabled(s.busy() ? "Running..." : "No result for this head yet.");
     return;
   }
-  sync(*h, s.resultGeneration());
+  sync(*h, s.runs().resultGeneration());
 
-  // Headline numbers.
-  ImGui::Text("stage-1 %.1f %%", 100 * h->sparsity.stage1());
-  ImGui::SameLine();
-  ImGui::TextDisabled("|");
-  ImGui::SameLine();
-  ImGui::Text("PV skip %.1f %%", 100 * h->sparsity.pvSkipRate());
-  ImGui::SameLine();
-  ImGui::TextDisabled("|");
-  ImGui::SameLine();
-  ImGui::Text("total %.1f %%", 100 * h->sparsity.total());
-  ImGui::SameLine();
-  ImGui::TextDisabled("|");
-  ImGui::SameLine();
-  bool over = overBudget(*h, s.budget());
-  ImGui::TextColored(over ? ImVec4(0.95f, 0.4f, 0.4f, 1) : ImVec4(0.85f, 0.87f, 0.9f, 1), "L1 %.5f", h->error.l1());
-  ImGui::SameLine();
-  ImGui::TextDisabled("|");
-  ImGui::SameLine();
-  ImGui::Text("cos %.6f", h->error.cosSim());
-  ImGui::SameLine();
-  ImGui::TextDisabled("|  %lld/%lld blocks, %d x %d grid", (long long)h->sparsity.selectedBlocks,
-                      (long long)h->sparsity.validBlocks, h->nq, h->nk);
+  drawHeadline(s, *h);
   if (zoom_.zoom > 1.001f) {
     ImGui::SameLine();
     if (ImGui::SmallButton("reset zoom")) zoom_.reset();
   }
 
-  static const MaskCell legend[] = {MaskCell::Selected, MaskCell::ForcedRow, MaskCell::ForcedCol, MaskCell::Sink,
-                                    MaskCell::PvSkipped, MaskCell::Off, MaskCell::Invalid};
-  drawMaskLegend(legend, 7);
+  static const MaskCell legend[] = {MaskCell::Selected, MaskCell::ForcedRow, MaskCell::ForcedCol,
+                                    MaskCell::Sink,     MaskCell::PvSkipped, MaskCell::Off,
+                                    MaskCell::Invalid};
+  drawMaskLegend(legend, 8);
   ImVec2 avail = ImGui::GetContentRegionAvail();
   avail.y -= 2;
   const ImGuiStyle& style = ImGui::GetStyle();
@@ -197,7 +224,8 @@ void HeadDetail::draw(Session& s, UiState& ui) {
       ImGui::TextUnformatted(headLayerLabel(kLayers[k]));
       char id[16];
       std::snprintf(id, sizeof id, "##panel%d", k);
-      HeatmapHover hv = drawHeatmap(id, tex_[k], ImVec2(colW, std::max(8.0f, imgH)), aspect, zoom_, hoverRow_, hoverCol_);
+      HeatmapHover hv =
+          drawHeatmap(id, tex_[k], ImVec2(colW, std::max(8.0f, imgH)), aspect, zoom_, hoverRow_, hoverCol_);
       if (c == 1) rowRef[row] = hv;
       if (hv.hovered) {
         newHoverRow = hv.row;
@@ -205,8 +233,8 @@ void HeadDetail::draw(Session& s, UiState& ui) {
         tooltip(s, *h, hv.row, hv.col);
       }
       if (headLayerIsContinuous(kLayers[k])) {
-        drawColorbar(kLayers[k] == HeadLayer::DroppedMass ? Colormap::Inferno : Colormap::Viridis, vmin_[k], vmax_[k],
-                     std::min(colW, ImGui::GetFontSize() * 22));
+        drawColorbar(kLayers[k] == HeadLayer::DroppedMass ? Colormap::Inferno : Colormap::Viridis, vmin_[k],
+                     vmax_[k], std::min(colW, ImGui::GetFontSize() * 22));
       }
       ImGui::EndGroup();
     }
@@ -216,8 +244,8 @@ void HeadDetail::draw(Session& s, UiState& ui) {
     ImGui::TextUnformatted(row == 0 ? "L1/q" : "drop/q");
     ImGui::SetCursorScreenPos(ImVec2(ImGui::GetCursorScreenPos().x, rowRef[row].p0.y));
     if (row == 0) {
-      rowStrip("##l1strip", rowRef[row], h->qBlockL1, stripW - 4, IM_COL32(232, 120, 84, 255), "L1 of this q-block",
-               hoverRow_);
+      rowStrip("##l1strip", rowRef[row], h->qBlockL1, stripW - 4, IM_COL32(232, 120, 84, 255),
+               "L1 of this q-block", hoverRow_);
     } else {
       std::vector<float> dropped(h->nq);
       for (int i = 0; i < h->nq; ++i) dropped[i] = static_cast<float>(droppedMassOfRow(*h, i));

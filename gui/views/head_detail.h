@@ -11,6 +11,7 @@ namespace sparge::gui {
 
 class HeadDetail final : public View {
  public:
+  const char* id() const override { return "detail"; }
   const char* title() const override { return "Head detail"; }
   void draw(Session& session, UiState& ui) override;
 
@@ -18,6 +19,7 @@ class HeadDetail final : public View {
   static constexpr int kPanels = 4;
   void sync(const core::HeadResult& h, uint64_t generation);
   void tooltip(const Session& s, const core::HeadResult& h, int row, int col) const;
+  void drawHeadline(const Session& s, const core::HeadResult& h) const;
 
   HeatmapTexture tex_[kPanels];
   float vmin_[kPanels] = {}, vmax_[kPanels] = {};

@@ -39,14 +39,27 @@ void HeadGrid::syncTextures(const core::EntryResult& r, uint64_t generation) {
   }
 }
 
-void HeadGrid::draw(Session& s, UiState& ui) {
-  auto r = s.result();
-  char right[128] = "";
-  if (r) {
-    std::snprintf(right, sizeof right, "%s  %zu heads  %s  total sparsity %.1f %%  L1 %.4f", r->info.name.c_str(),
-                  r->heads.size(), r->config.geometry.label().c_str(), 100 * r->sparsity.total(), r->error.l1());
-  }
-  panelHeader("Head grid", right);
+namespace {
+void headTooltip(const Session& s, const core::HeadResult& h, bool over) {
+  const Budget& budget = s.tuning().budget();
+  ImGui::BeginTooltip();
+  ImGui::Text("batch %lld, head %lld%s", (long long)h.batch, (long long)h.head,
+              s.runs().hasOverride(h.head) ? "  (per-head override)" : "");
+  ImGui::Separator();
+  ImGui::Text("stage-1 sparsity  %6.2f %%", 100 * h.sparsity.stage1());
+  ImGui::Text("PV-skip rate      %6.2f %%", 100 * h.sparsity.pvSkipRate());
+  ImGui::Text("total sparsity    %6.2f %%", 100 * h.sparsity.total());
+  ImGui::Text("L1 %.5f   cos %.6f  (deployed)", h.error.l1(), h.error.cosSim());
+  ImGui::Text("L1 %.5f sparsity alone, %.5f quantization alone", h.errorSparse.l1(), h.errorQuant.l1());
+  if (over)
+    ImGui::TextColored(ImVec4(0.9f, 0.35f, 0.35f, 1), "over budget (l1 %.3g / l2 %.3g)", budget.l1,
+                       budget.l2);
+  ImGui::TextDisabled("click to select");
+  ImGui::EndTooltip();
+}
+}  // namespace
+
+void HeadGrid::drawToolbar(UiState& ui) {
   ImGui::SetNextItemWidth(ImGui::CalcTextSize("sparsity____").x + ImGui::GetFrameHeight());
   const char* sorts[] = {"index", "sparsity", "error (L1)"};
   int sort = static_cast<int>(ui.gridSort);
@@ -57,21 +70,75 @@ void HeadGrid::draw(Session& s, UiState& ui) {
   ImGui::SetNextItemWidth(ImGui::GetFontSize() * 7);
   ImGui::SliderFloat("size", &ui.thumbSize, 40.0f, 240.0f, "%.0f px");
   ImGui::SameLine();
-  static const MaskCell legend[] = {MaskCell::Selected, MaskCell::ForcedRow, MaskCell::ForcedCol, MaskCell::Sink,
-                                    MaskCell::PvSkipped, MaskCell::Off, MaskCell::Invalid};
+  static const MaskCell legend[] = {MaskCell::Selected, MaskCell::ForcedRow, MaskCell::ForcedCol,
+                                    MaskCell::Sink,     MaskCell::PvSkipped, MaskCell::Off,
+                                    MaskCell::Invalid};
   ImGui::TextDisabled("(legend)");
   if (ImGui::IsItemHovered()) {
     ImGui::BeginTooltip();
     ImGui::PushTextWrapPos(ImGui::GetFontSize() * 40);
-    drawMaskLegend(legend, 7);
+    drawMaskLegend(legend, 8);
     ImGui::PopTextWrapPos();
     ImGui::EndTooltip();
   }
+}
+
+void HeadGrid::drawCell(Session& s, const core::HeadResult& h, size_t index, ImVec2 p, ImVec2 thumb,
+                        float cellW, float labelH, bool multiBatch) {
+  const ImGuiStyle& style = ImGui::GetStyle();
+  ImDrawList* dl = ImGui::GetWindowDrawList();
+  const float tw = thumb.x, th = thumb.y;
+  ImGui::SetCursorScreenPos(p);
+  ImGui::PushID(static_cast<int>(index));
+  ImVec2 imgPos(p.x + (cellW - style.ItemSpacing.x - tw) * 0.5f, p.y);
+  if (ImGui::InvisibleButton("thumb", ImVec2(cellW - style.ItemSpacing.x, th + labelH))) {
+    s.selectHead(HeadRef{h.batch, h.head});
+  }
+  bool hovered = ImGui::IsItemHovered();
+  auto it = textures_.find({h.batch, h.head});
+  if (it != textures_.end() && it->second.valid()) {
+    dl->AddImage(it->second.id(), imgPos, ImVec2(imgPos.x + tw, imgPos.y + th));
+  }
+  HeadRef sel = s.capture().selected;
+  bool isSel = sel.batch == h.batch && sel.head == h.head;
+  bool over = overBudget(h, s.tuning().budget());
+  ImU32 frame = isSel     ? IM_COL32(255, 255, 255, 255)
+                : over    ? colors::kBad
+                : hovered ? colors::kAccent
+                          : IM_COL32(70, 76, 90, 255);
+  dl->AddRect(ImVec2(imgPos.x - 2, imgPos.y - 2), ImVec2(imgPos.x + tw + 2, imgPos.y + th + 2), frame, 0, 0,
+              isSel ? 2.5f : 1.0f);
+  char l1[64], l2[64];
+  const char* mark = s.runs().hasOverride(h.head) ? "*" : "";
+  if (multiBatch) {
+    std::snprintf(l1, sizeof l1, "b%lld h%lld%s", (long long)h.batch, (long long)h.head, mark);
+  } else {
+    std::snprintf(l1, sizeof l1, "h%lld%s", (long long)h.head, mark);
+  }
+  std::snprintf(l2, sizeof l2, "%.1f%%  %.3f", 100 * h.sparsity.total(), h.error.l1());
+  float ty = imgPos.y + th + 3;
+  dl->AddText(ImVec2(p.x, ty), isSel ? IM_COL32(255, 255, 255, 255) : IM_COL32(200, 204, 212, 255), l1);
+  float l1w = ImGui::CalcTextSize(l1).x;
+  dl->AddText(ImVec2(p.x + l1w + 6, ty), over ? colors::kBad : IM_COL32(150, 156, 168, 255), l2);
+  if (hovered) headTooltip(s, h, over);
+  ImGui::PopID();
+}
+
+void HeadGrid::draw(Session& s, UiState& ui) {
+  auto r = s.runs().result();
+  char right[128] = "";
+  if (r) {
+    std::snprintf(right, sizeof right, "%s  %zu heads  %s  total sparsity %.1f %%  L1 %.4f",
+                  r->info.name.c_str(), r->heads.size(), r->config.geometry.label().c_str(),
+                  100 * r->sparsity.total(), r->error.l1());
+  }
+  panelHeader("Head grid", right);
+  drawToolbar(ui);
   if (!r) {
     ImGui::TextDisabled(s.busy() ? "Running..." : "No results yet.");
     return;
   }
-  syncTextures(*r, s.resultGeneration());
+  syncTextures(*r, s.runs().resultGeneration());
 
   std::vector<size_t> order = sortHeads(*r, ui.gridSort, ui.gridDescending);
   ImGui::BeginChild("thumbs", ImVec2(0, 0), false);
@@ -82,14 +149,14 @@ void HeadGrid::draw(Session& s, UiState& ui) {
   float th = aspect >= 1 ? thumb / aspect : thumb;
   float labelH = ImGui::GetTextLineHeight() * 1.3f;
   bool multiBatchLabel = r->info.batch > 1;
-  float cellW = std::max(tw, ImGui::CalcTextSize(multiBatchLabel ? "b0 h00* 100.0%  0.000" : "h00* 100.0%  0.000").x) + style.ItemSpacing.x * 2;
+  float cellW =
+      std::max(tw, ImGui::CalcTextSize(multiBatchLabel ? "b0 h00* 100.0%  0.000" : "h00* 100.0%  0.000").x) +
+      style.ItemSpacing.x * 2;
   float cellH = th + labelH + style.ItemSpacing.y + 4;
-  int perRow = std::max(1, static_cast<int>((ImGui::GetContentRegionAvail().x + style.ItemSpacing.x) / cellW));
+  int perRow =
+      std::max(1, static_cast<int>((ImGui::GetContentRegionAvail().x + style.ItemSpacing.x) / cellW));
   int rows = static_cast<int>((order.size() + perRow - 1) / perRow);
   bool multiBatch = r->info.batch > 1;
-  ImDrawList* dl = ImGui::GetWindowDrawList();
-  HeadRef sel = s.selectedHead();
-  const Budget& budget = s.budget();
 
   // Only visible rows are submitted: with hundreds of heads the grid stays cheap.
   ImGuiListClipper clipper;
@@ -100,51 +167,8 @@ void HeadGrid::draw(Session& s, UiState& ui) {
       for (int c = 0; c < perRow; ++c) {
         size_t k = static_cast<size_t>(row) * perRow + c;
         if (k >= order.size()) break;
-        const core::HeadResult& h = r->heads[order[k]];
-        ImVec2 p(rowStart.x + c * cellW, rowStart.y);
-        ImGui::SetCursorScreenPos(p);
-        ImGui::PushID(static_cast<int>(order[k]));
-        ImVec2 imgPos(p.x + (cellW - style.ItemSpacing.x - tw) * 0.5f, p.y);
-        if (ImGui::InvisibleButton("thumb", ImVec2(cellW - style.ItemSpacing.x, th + labelH))) {
-          s.selectHead(HeadRef{h.batch, h.head});
-        }
-        bool hovered = ImGui::IsItemHovered();
-        auto it = textures_.find({h.batch, h.head});
-        if (it != textures_.end() && it->second.valid()) {
-          dl->AddImage(it->second.id(), imgPos, ImVec2(imgPos.x + tw, imgPos.y + th));
-        }
-        bool isSel = sel.batch == h.batch && sel.head == h.head;
-        bool over = overBudget(h, budget);
-        ImU32 frame = isSel ? IM_COL32(255, 255, 255, 255) : over ? colors::kBad : hovered ? colors::kAccent
-                                                                                          : IM_COL32(70, 76, 90, 255);
-        dl->AddRect(ImVec2(imgPos.x - 2, imgPos.y - 2), ImVec2(imgPos.x + tw + 2, imgPos.y + th + 2), frame, 0, 0,
-                    isSel ? 2.5f : 1.0f);
-        char l1[64], l2[64];
-        if (multiBatch) {
-          std::snprintf(l1, sizeof l1, "b%lld h%lld%s", (long long)h.batch, (long long)h.head, s.hasOverride(h.head) ? "*" : "");
-        } else {
-          std::snprintf(l1, sizeof l1, "h%lld%s", (long long)h.head, s.hasOverride(h.head) ? "*" : "");
-        }
-        std::snprintf(l2, sizeof l2, "%.1f%%  %.3f", 100 * h.sparsity.total(), h.error.l1());
-        float ty = imgPos.y + th + 3;
-        dl->AddText(ImVec2(p.x, ty), isSel ? IM_COL32(255, 255, 255, 255) : IM_COL32(200, 204, 212, 255), l1);
-        float l1w = ImGui::CalcTextSize(l1).x;
-        ImU32 errCol = over ? colors::kBad : IM_COL32(150, 156, 168, 255);
-        dl->AddText(ImVec2(p.x + l1w + 6, ty), errCol, l2);
-        if (hovered) {
-          ImGui::BeginTooltip();
-          ImGui::Text("batch %lld, head %lld%s", (long long)h.batch, (long long)h.head,
-                      s.hasOverride(h.head) ? "  (per-head override)" : "");
-          ImGui::Separator();
-          ImGui::Text("stage-1 sparsity  %6.2f %%", 100 * h.sparsity.stage1());
-          ImGui::Text("PV-skip rate      %6.2f %%", 100 * h.sparsity.pvSkipRate());
-          ImGui::Text("total sparsity    %6.2f %%", 100 * h.sparsity.total());
-          ImGui::Text("L1 %.5f   cos %.6f", h.error.l1(), h.error.cosSim());
-          if (over) ImGui::TextColored(ImVec4(0.9f, 0.35f, 0.35f, 1), "over budget (l1 %.3g / l2 %.3g)", budget.l1, budget.l2);
-          ImGui::TextDisabled("click to select");
-          ImGui::EndTooltip();
-        }
-        ImGui::PopID();
+        drawCell(s, r->heads[order[k]], order[k], ImVec2(rowStart.x + c * cellW, rowStart.y), ImVec2(tw, th),
+                 cellW, labelH, multiBatch);
       }
       ImGui::SetCursorScreenPos(ImVec2(rowStart.x, rowStart.y + cellH - style.ItemSpacing.y));
       ImGui::Dummy(ImVec2(0, 0));

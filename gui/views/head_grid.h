@@ -12,6 +12,7 @@ namespace sparge::gui {
 
 class HeadGrid final : public View {
  public:
+  const char* id() const override { return "heads"; }
   const char* title() const override { return "Heads"; }
   void draw(Session& session, UiState& ui) override;
   // For the frame benchmark: textures uploaded by this view so far.
@@ -19,6 +20,9 @@ class HeadGrid final : public View {
 
  private:
   void syncTextures(const core::EntryResult& r, uint64_t generation);
+  void drawToolbar(UiState& ui);
+  void drawCell(Session& s, const core::HeadResult& h, size_t index, ImVec2 pos, ImVec2 thumb, float cellW,
+                float labelH, bool multiBatch);
 
   // Keyed by (batch, head). A texture is re-uploaded only when its head's mask content changed.
   std::map<std::pair<int64_t, int64_t>, HeatmapTexture> textures_;

@@ -12,140 +12,184 @@
 namespace sparge::gui {
 
 namespace {
-enum Col { kHead, kTheta, kSel, kLambda, kStage1, kPv, kTotal, kL1, kCos, kCount };
+enum Col { kHead, kTheta, kSel, kLambda, kStage1, kPv, kTotal, kL1, kL1Sparse, kL1Quant, kCos, kCount };
+
+struct Column {
+  const char* name;
+  float weight;
+  const char* tip;
+};
+const Column kColumns[kCount] = {
+    {"head", 0.9f, "query head (batch item when B > 1); * = per-head override"},
+    {"\xce\xb8", 0.8f, "simthreshd1: blocks whose self-similarity s <= theta are forced on"},
+    {"\xcf\x84/k", 1.0f, "cdfthreshd tau (keep blocks while the row CDF <= tau) or the top-k fraction"},
+    {"\xce\xbb", 0.7f, "pvthreshd lambda: skip PV when the row max rises by less than -lambda (base 2)"},
+    {"st1", 0.9f, "stage-1 sparsity: valid blocks not selected (exact denominators)"},
+    {"PV", 0.9f, "PV-skip rate: selected blocks whose PV product was skipped"},
+    {"total", 0.9f, "total sparsity: valid blocks whose PV was not computed"},
+    {"L1", 0.9f,
+     "deployed L1 = sum|O - Oref| / sum|Oref| against the dense fp32 reference, sparse and in the chosen "
+     "numerics; "
+     "red = over budget"},
+    {"L1 sp", 0.9f, "l1_sparse: the same mask and lambda in exact numerics (what sparsity alone costs)"},
+    {"L1 q", 0.9f,
+     "l1_quant: every valid block, no skip, in the chosen numerics (what quantization alone costs)"},
+    {"cos", 1.0f, "cosine similarity of O and Oref (deployed); the tooltip of a row gives the parts'"},
+};
+
+double sortKey(const core::HeadResult& h, int column) {
+  switch (column) {
+    case kTheta:
+      return h.params.theta;
+    case kSel:
+      return h.params.mode == core::SelectMode::TopK ? h.params.topk : h.params.tau;
+    case kLambda:
+      return h.params.lambda;
+    case kStage1:
+      return h.sparsity.stage1();
+    case kPv:
+      return h.sparsity.pvSkipRate();
+    case kTotal:
+      return h.sparsity.total();
+    case kL1:
+      return h.error.l1();
+    case kL1Sparse:
+      return h.errorSparse.l1();
+    case kL1Quant:
+      return h.errorQuant.l1();
+    case kCos:
+      return h.error.cosSim();
+    default:
+      return double(h.batch) * 1e6 + double(h.head);
+  }
+}
+
+void drawParams(const core::HeadParams& p) {
+  if (p.dense) {
+    ImGui::TextDisabled("dense");
+    ImGui::TableNextColumn();
+    ImGui::TextDisabled("-");
+    ImGui::TableNextColumn();
+    ImGui::TextDisabled("-");
+    return;
+  }
+  ImGui::Text("%.3f", p.theta);
+  ImGui::TableNextColumn();
+  if (p.mode == core::SelectMode::TopK) {
+    ImGui::Text("k %.3f", p.topk);
+  } else {
+    ImGui::Text("%.4f", p.tau);
+  }
+  ImGui::TableNextColumn();
+  if (p.lambda >= core::kNoPvSkipLambda * 0.5) {
+    ImGui::TextDisabled("off");
+  } else {
+    ImGui::Text("%.3g", p.lambda);
+  }
+}
+}  // namespace
+
+void SummaryTable::sortRows(const core::EntryResult& r) {
+  order_.resize(r.heads.size());
+  std::iota(order_.begin(), order_.end(), size_t{0});
+  ImGuiTableSortSpecs* specs = ImGui::TableGetSortSpecs();
+  if (!specs || specs->SpecsCount == 0) return;
+  const ImGuiTableColumnSortSpecs& sp = specs->Specs[0];
+  bool descending = sp.SortDirection == ImGuiSortDirection_Descending;
+  std::stable_sort(order_.begin(), order_.end(), [&](size_t a, size_t b) {
+    double ka = sortKey(r.heads[a], sp.ColumnUserID), kb = sortKey(r.heads[b], sp.ColumnUserID);
+    return descending ? ka > kb : ka < kb;
+  });
+}
+
+void SummaryTable::drawRow(Session& s, const core::HeadResult& h, size_t index, bool multiBatch) {
+  bool over = overBudget(h, s.tuning().budget());
+  ImGui::TableNextRow();
+  if (over) ImGui::TableSetBgColor(ImGuiTableBgTarget_RowBg1, colors::kOverBudget);
+  ImGui::TableNextColumn();
+  char label[48];
+  const char* mark = s.runs().hasOverride(h.head) ? " *" : "";
+  if (multiBatch) {
+    std::snprintf(label, sizeof label, "%lld/%lld%s", (long long)h.batch, (long long)h.head, mark);
+  } else {
+    std::snprintf(label, sizeof label, "%lld%s", (long long)h.head, mark);
+  }
+  HeadRef sel = s.capture().selected;
+  ImGui::PushID(static_cast<int>(index));
+  if (ImGui::Selectable(label, sel.batch == h.batch && sel.head == h.head,
+                        ImGuiSelectableFlags_SpanAllColumns))
+    s.selectHead({h.batch, h.head});
+  ImGui::PopID();
+  if (ImGui::IsItemHovered()) {
+    ImGui::SetTooltip(
+        "head %lld: L1 %.5f deployed = sparsity alone %.5f, quantization alone %.5f\n"
+        "cos %.6f deployed, %.6f sparse, %.6f quantized",
+        (long long)h.head, h.error.l1(), h.errorSparse.l1(), h.errorQuant.l1(), h.error.cosSim(),
+        h.errorSparse.cosSim(), h.errorQuant.cosSim());
+  }
+  ImGui::TableNextColumn();
+  drawParams(h.params);
+  for (double v : {h.sparsity.stage1(), h.sparsity.pvSkipRate(), h.sparsity.total()}) {
+    ImGui::TableNextColumn();
+    ImGui::Text("%.1f%%", 100 * v);
+  }
+  ImGui::TableNextColumn();
+  if (over) {
+    ImGui::TextColored(ImVec4(1.0f, 0.45f, 0.45f, 1), "%.4f", h.error.l1());
+  } else {
+    ImGui::Text("%.4f", h.error.l1());
+  }
+  ImGui::TableNextColumn();
+  ImGui::Text("%.4f", h.errorSparse.l1());
+  ImGui::TableNextColumn();
+  ImGui::Text("%.4f", h.errorQuant.l1());
+  ImGui::TableNextColumn();
+  ImGui::Text("%.5f", h.error.cosSim());
 }
 
 void SummaryTable::draw(Session& s, UiState&) {
-  auto r = s.result();
+  auto r = s.runs().result();
   char right[128] = "";
   if (r) {
     int over = 0;
-    for (const auto& h : r->heads) over += overBudget(h, s.budget());
-    std::snprintf(right, sizeof right, "%d overrides, %d over budget", s.overrideCount(), over);
+    for (const auto& h : r->heads) over += overBudget(h, s.tuning().budget());
+    std::snprintf(right, sizeof right, "%d overrides, %d over budget", s.runs().overrideCount(), over);
   }
   panelHeader("Summary", right);
   if (!r) {
     ImGui::TextDisabled("No results yet.");
     return;
   }
-  ImGui::Text("entry: stage-1 %.1f %%  PV skip %.1f %%  total %.1f %%  L1 %.4f  cos %.5f", 100 * r->sparsity.stage1(),
-              100 * r->sparsity.pvSkipRate(), 100 * r->sparsity.total(), r->error.l1(), r->error.cosSim());
+  ImGui::TextWrapped(
+      "entry (%s, %s): stage-1 %.1f %%  PV skip %.1f %%  total %.1f %%  L1 %.4f (sparsity %.4f, "
+      "quantization %.4f)  cos %.5f",
+      core::toString(r->config.numerics), r->config.geometry.label().c_str(), 100 * r->sparsity.stage1(),
+      100 * r->sparsity.pvSkipRate(), 100 * r->sparsity.total(), r->error.l1(), r->errorSparse.l1(),
+      r->errorQuant.l1(), r->error.cosSim());
   ImGuiTableFlags flags = ImGuiTableFlags_RowBg | ImGuiTableFlags_ScrollY | ImGuiTableFlags_Sortable |
-                          ImGuiTableFlags_BordersInnerV | ImGuiTableFlags_SizingStretchProp | ImGuiTableFlags_Resizable |
-                          ImGuiTableFlags_Hideable;
+                          ImGuiTableFlags_BordersInnerV | ImGuiTableFlags_SizingStretchProp |
+                          ImGuiTableFlags_Resizable | ImGuiTableFlags_Hideable;
   if (!ImGui::BeginTable("summary", kCount, flags)) return;
   ImGui::TableSetupScrollFreeze(1, 1);
-  ImGui::TableSetupColumn("head", ImGuiTableColumnFlags_DefaultSort, 0.9f, kHead);
-  ImGui::TableSetupColumn("\xce\xb8", 0, 0.8f, kTheta);
-  ImGui::TableSetupColumn("\xcf\x84/k", 0, 1.0f, kSel);
-  ImGui::TableSetupColumn("\xce\xbb", 0, 0.7f, kLambda);
-  ImGui::TableSetupColumn("st1", 0, 0.9f, kStage1);
-  ImGui::TableSetupColumn("PV", 0, 0.9f, kPv);
-  ImGui::TableSetupColumn("total", 0, 0.9f, kTotal);
-  ImGui::TableSetupColumn("L1", 0, 0.9f, kL1);
-  ImGui::TableSetupColumn("cos", 0, 1.0f, kCos);
-  ImGui::TableNextRow(ImGuiTableRowFlags_Headers);
-
-  // Header tooltips explain every number.
-  static const char* tips[kCount] = {
-      "query head (batch item when B > 1); * = per-head override",
-      "simthreshd1: blocks whose self-similarity s <= theta are forced on",
-      "cdfthreshd tau (keep blocks while the row CDF <= tau) or the top-k fraction",
-      "pvthreshd lambda: skip PV when the row max rises by less than -lambda (base 2)",
-      "stage-1 sparsity: valid blocks not selected (exact causal denominators)",
-      "PV-skip rate: selected blocks whose PV product was skipped",
-      "total sparsity: valid blocks whose PV was not computed",
-      "L1 = sum|O - Oref| / sum|Oref| against the dense fp32 reference; red = over budget",
-      "cosine similarity of O and Oref"};
   for (int c = 0; c < kCount; ++c) {
+    ImGui::TableSetupColumn(kColumns[c].name, c == kHead ? ImGuiTableColumnFlags_DefaultSort : 0,
+                            kColumns[c].weight, c);
+  }
+  ImGui::TableNextRow(ImGuiTableRowFlags_Headers);
+  for (int c = 0; c < kCount; ++c) {  // header tooltips explain every number
     ImGui::TableSetColumnIndex(c);
     ImGui::PushID(c);
     ImGui::TableHeader(ImGui::TableGetColumnName(c));
     ImGui::PopID();
-    if (ImGui::IsItemHovered()) ImGui::SetTooltip("%s", tips[c]);
+    if (ImGui::IsItemHovered()) ImGui::SetTooltip("%s", kColumns[c].tip);
   }
-
-  order_.resize(r->heads.size());
-  std::iota(order_.begin(), order_.end(), size_t{0});
-  if (ImGuiTableSortSpecs* specs = ImGui::TableGetSortSpecs(); specs && specs->SpecsCount > 0) {
-    const ImGuiTableColumnSortSpecs& sp = specs->Specs[0];
-    auto key = [&](const core::HeadResult& h) -> double {
-      switch (sp.ColumnUserID) {
-        case kTheta: return h.params.theta;
-        case kSel: return h.params.mode == core::SelectMode::TopK ? h.params.topk : h.params.tau;
-        case kLambda: return h.params.lambda;
-        case kStage1: return h.sparsity.stage1();
-        case kPv: return h.sparsity.pvSkipRate();
-        case kTotal: return h.sparsity.total();
-        case kL1: return h.error.l1();
-        case kCos: return h.error.cosSim();
-        default: return double(h.batch) * 1e6 + double(h.head);
-      }
-    };
-    std::stable_sort(order_.begin(), order_.end(), [&](size_t a, size_t b) {
-      double ka = key(r->heads[a]), kb = key(r->heads[b]);
-      return sp.SortDirection == ImGuiSortDirection_Descending ? ka > kb : ka < kb;
-    });
-  }
-
-  HeadRef sel = s.selectedHead();
+  sortRows(*r);
   bool multiBatch = r->info.batch > 1;
   ImGuiListClipper clipper;
   clipper.Begin(static_cast<int>(order_.size()));
   while (clipper.Step()) {
-    for (int k = clipper.DisplayStart; k < clipper.DisplayEnd; ++k) {
-      const core::HeadResult& h = r->heads[order_[k]];
-      bool over = overBudget(h, s.budget());
-      ImGui::TableNextRow();
-      if (over) ImGui::TableSetBgColor(ImGuiTableBgTarget_RowBg1, colors::kOverBudget);
-      ImGui::TableNextColumn();
-      char label[48];
-      if (multiBatch) {
-        std::snprintf(label, sizeof label, "%lld/%lld%s", (long long)h.batch, (long long)h.head, s.hasOverride(h.head) ? " *" : "");
-      } else {
-        std::snprintf(label, sizeof label, "%lld%s", (long long)h.head, s.hasOverride(h.head) ? " *" : "");
-      }
-      bool isSel = sel.batch == h.batch && sel.head == h.head;
-      ImGui::PushID(static_cast<int>(order_[k]));
-      if (ImGui::Selectable(label, isSel, ImGuiSelectableFlags_SpanAllColumns)) s.selectHead({h.batch, h.head});
-      ImGui::PopID();
-      ImGui::TableNextColumn();
-      if (h.params.dense) {
-        ImGui::TextDisabled("dense");
-        ImGui::TableNextColumn();
-        ImGui::TextDisabled("-");
-        ImGui::TableNextColumn();
-        ImGui::TextDisabled("-");
-      } else {
-        ImGui::Text("%.3f", h.params.theta);
-        ImGui::TableNextColumn();
-        if (h.params.mode == core::SelectMode::TopK) {
-          ImGui::Text("k %.3f", h.params.topk);
-        } else {
-          ImGui::Text("%.4f", h.params.tau);
-        }
-        ImGui::TableNextColumn();
-        if (h.params.lambda >= core::kNoPvSkipLambda * 0.5) {
-          ImGui::TextDisabled("off");
-        } else {
-          ImGui::Text("%.3g", h.params.lambda);
-        }
-      }
-      ImGui::TableNextColumn();
-      ImGui::Text("%.1f%%", 100 * h.sparsity.stage1());
-      ImGui::TableNextColumn();
-      ImGui::Text("%.1f%%", 100 * h.sparsity.pvSkipRate());
-      ImGui::TableNextColumn();
-      ImGui::Text("%.1f%%", 100 * h.sparsity.total());
-      ImGui::TableNextColumn();
-      if (over) {
-        ImGui::TextColored(ImVec4(1.0f, 0.45f, 0.45f, 1), "%.4f", h.error.l1());
-      } else {
-        ImGui::Text("%.4f", h.error.l1());
-      }
-      ImGui::TableNextColumn();
-      ImGui::Text("%.5f", h.error.cosSim());
-    }
+    for (int k = clipper.DisplayStart; k < clipper.DisplayEnd; ++k)
+      drawRow(s, r->heads[order_[k]], order_[k], multiBatch);
   }
   ImGui::EndTable();
 }

@@ -1,5 +1,8 @@
-// Summary table: per head θ, τ / top-k, λ, sparsity (stage 1, PV skip, total), L1, cos; sortable.
+// Summary table: per head θ, τ / top-k, λ, sparsity (stage 1, PV skip, total), the deployed L1 and its
+// sparsity and quantization parts, cos; sortable.
 #pragma once
+
+#include <vector>
 
 #include "view.h"
 
@@ -7,10 +10,14 @@ namespace sparge::gui {
 
 class SummaryTable final : public View {
  public:
+  const char* id() const override { return "summary"; }
   const char* title() const override { return "Summary"; }
   void draw(Session& session, UiState& ui) override;
 
  private:
+  void sortRows(const core::EntryResult& r);
+  void drawRow(Session& s, const core::HeadResult& h, size_t index, bool multiBatch);
+
   std::vector<size_t> order_;
 };
 

@@ -7,8 +7,12 @@ namespace sparge::gui {
 
 class TimingsView final : public View {
  public:
+  const char* id() const override { return "timings"; }
   const char* title() const override { return "Timings"; }
   void draw(Session& session, UiState& ui) override;
+
+ private:
+  void drawFigures(const TimingSummary& t);
 };
 
 }  // namespace sparge::gui

@@ -20,7 +20,8 @@ struct UiState {
 class View {
  public:
   virtual ~View() = default;
-  virtual const char* title() const = 0;
+  virtual const char* id() const = 0;     // stable name: settings, `--action view=ID`
+  virtual const char* title() const = 0;  // tab label
   // Draws the view's contents into the current child window.
   virtual void draw(Session& session, UiState& ui) = 0;
 };

@@ -5,7 +5,7 @@
 
 namespace sparge::gui {
 
-void drawColorbar(Colormap map, float vmin, float vmax, float width, const char* unit) {
+void drawColorbar(Colormap map, float vmin, float vmax, float width, const char* unit, bool logScale) {
   ImDrawList* dl = ImGui::GetWindowDrawList();
   ImVec2 p = ImGui::GetCursorScreenPos();
   float h = ImGui::GetTextLineHeight() * 0.6f;
@@ -17,10 +17,16 @@ void drawColorbar(Colormap map, float vmin, float vmax, float width, const char*
   dl->AddRect(p, ImVec2(p.x + width, p.y + h), IM_COL32(90, 96, 110, 255));
   ImGui::Dummy(ImVec2(width, h));
   char a[32], m[32], b[32];
-  float mid = std::sqrt(std::max(vmin, 1e-30f) * std::max(vmax, 1e-30f));
-  std::snprintf(a, sizeof a, "%.1e", vmin);
-  std::snprintf(m, sizeof m, "%.1e (log)", mid);
-  std::snprintf(b, sizeof b, "%.1e%s%s", vmax, unit ? " " : "", unit ? unit : "");
+  if (logScale) {
+    float mid = std::sqrt(std::max(vmin, 1e-30f) * std::max(vmax, 1e-30f));
+    std::snprintf(a, sizeof a, "%.1e", vmin);
+    std::snprintf(m, sizeof m, "%.1e (log)", mid);
+    std::snprintf(b, sizeof b, "%.1e%s%s", vmax, unit ? " " : "", unit ? unit : "");
+  } else {
+    std::snprintf(a, sizeof a, "%.3g", vmin);
+    std::snprintf(m, sizeof m, "%.3g", 0.5f * (vmin + vmax));
+    std::snprintf(b, sizeof b, "%.3g%s%s", vmax, unit ? " " : "", unit ? unit : "");
+  }
   float y = ImGui::GetCursorPosY();
   float x = ImGui::GetCursorPosX();
   ImGui::TextDisabled("%s", a);
@@ -36,7 +42,8 @@ void drawMaskLegend(const MaskCell* cells, int count) {
   float sw = ImGui::GetTextLineHeight() * 0.8f;
   for (int i = 0; i < count; ++i) {
     const char* label = maskCellLabel(cells[i]);
-    float itemW = sw + ImGui::GetStyle().ItemInnerSpacing.x + ImGui::CalcTextSize(label).x + ImGui::GetStyle().ItemSpacing.x * 2;
+    float itemW = sw + ImGui::GetStyle().ItemInnerSpacing.x + ImGui::CalcTextSize(label).x +
+                  ImGui::GetStyle().ItemSpacing.x * 2;
     if (i > 0 && used + itemW < avail) {
       ImGui::SameLine(0, ImGui::GetStyle().ItemSpacing.x * 2);
     } else if (i > 0) {

@@ -32,8 +32,8 @@ void FileBrowser::refresh() {
   error_.clear();
   std::snprintf(dirBuf_, sizeof dirBuf_, "%s", dir_.c_str());
   std::error_code ec;
-  for (fs::directory_iterator it(dir_, fs::directory_options::skip_permission_denied, ec), end; !ec && it != end;
-       it.increment(ec)) {
+  for (fs::directory_iterator it(dir_, fs::directory_options::skip_permission_denied, ec), end;
+       !ec && it != end; it.increment(ec)) {
     Item item;
     item.name = it->path().filename().string();
     if (item.name.empty() || item.name[0] == '.') continue;
@@ -49,9 +49,8 @@ void FileBrowser::refresh() {
     items_.push_back(std::move(item));
   }
   if (ec) error_ = ec.message();
-  std::sort(items_.begin(), items_.end(), [](const Item& a, const Item& b) {
-    return a.isDir != b.isDir ? a.isDir : a.name < b.name;
-  });
+  std::sort(items_.begin(), items_.end(),
+            [](const Item& a, const Item& b) { return a.isDir != b.isDir ? a.isDir : a.name < b.name; });
 }
 
 bool FileBrowser::draw(std::string* chosen) {
@@ -63,13 +62,14 @@ bool FileBrowser::draw(std::string* chosen) {
   bool done = false;
   ImGuiViewport* vp = ImGui::GetMainViewport();
   ImGui::SetNextWindowSize(ImVec2(vp->WorkSize.x * 0.55f, vp->WorkSize.y * 0.6f), ImGuiCond_Appearing);
-  ImGui::SetNextWindowPos(ImVec2(vp->WorkPos.x + vp->WorkSize.x * 0.5f, vp->WorkPos.y + vp->WorkSize.y * 0.5f),
-                          ImGuiCond_Appearing, ImVec2(0.5f, 0.5f));
+  ImGui::SetNextWindowPos(
+      ImVec2(vp->WorkPos.x + vp->WorkSize.x * 0.5f, vp->WorkPos.y + vp->WorkSize.y * 0.5f),
+      ImGuiCond_Appearing, ImVec2(0.5f, 0.5f));
   bool keepOpen = true;
   if (ImGui::BeginPopupModal(title_.c_str(), &keepOpen)) {
     if (ImGui::Button("Up")) {
       dir_ = fs::path(dir_).parent_path().string();
-      if (dir_.empty()) dir_ = "/";
+      if (dir_.empty()) dir_.assign(1, '/');  // not = "/": GCC 12 warns falsely (-Wrestrict)
       refresh();
     }
     ImGui::SameLine();
@@ -88,8 +88,10 @@ bool FileBrowser::draw(std::string* chosen) {
         error_ = std::string("not a folder: ") + dirBuf_;
       }
     }
-    float footer = ImGui::GetFrameHeightWithSpacing() * 2 + (error_.empty() ? 0 : ImGui::GetTextLineHeightWithSpacing());
-    if (ImGui::BeginTable("files", 2, ImGuiTableFlags_ScrollY | ImGuiTableFlags_RowBg | ImGuiTableFlags_BordersOuter,
+    float footer =
+        ImGui::GetFrameHeightWithSpacing() * 2 + (error_.empty() ? 0 : ImGui::GetTextLineHeightWithSpacing());
+    if (ImGui::BeginTable("files", 2,
+                          ImGuiTableFlags_ScrollY | ImGuiTableFlags_RowBg | ImGuiTableFlags_BordersOuter,
                           ImVec2(0, -footer))) {
       ImGui::TableSetupScrollFreeze(0, 1);
       ImGui::TableSetupColumn("Name", ImGuiTableColumnFlags_WidthStretch);

@@ -256,7 +256,7 @@ __device__ __forceinline__ bool softmaxBlock(RowState<Tr>& st, float (&s)[Tr::MT
 #pragma unroll
   for (int mt = 0; mt < Tr::MT; ++mt) {
     float muse[2];
-    rescaleRows(st.m[mt], st.l[mt], st.acc[mt], rmax[mt], muse);
+    rescaleRows<true>(st.m[mt], st.l[mt], st.acc[mt], rmax[mt], muse);
     exponentiate<kSum>(s[mt], muse, sc, offset, st.l[mt]);
     if constexpr (Tr::kVFp8)
       packPE4m3(s[mt], pf[mt]);

@@ -46,10 +46,11 @@ constexpr int kProducerRegs = 24, kConsumerRegs = 240;
 // Named barriers: ping-pong turns (1, 2) and the per-tile skip vote (3, 4).
 constexpr int kBarTurn = 1, kBarVote = 3;
 
-template <typename T_, int D_, Numerics N_>
+template <typename T_, int D_, Numerics N_, bool kDense_>
 struct Sm90Traits {
   using T = T_;  // input and output element type
   static constexpr int D = D_;
+  static constexpr bool kDense = kDense_;  // the dense launch (every visible block, both tiles on each)
   static constexpr bool kFp8 = N_ == Numerics::Int8Fp8;
   static constexpr int kElemBytes = kFp8 ? 1 : 2;  // Q and K elements
   static constexpr int kQkRowBytes = D * kElemBytes;
@@ -58,22 +59,19 @@ struct Sm90Traits {
   static constexpr int kQTileBytes = kBQ * kQkRowBytes;
   static constexpr int kKTileBytes = kBK * kQkRowBytes;
   static constexpr int kVTileBytes = kFp8 ? D * kBK : kBK * D * 2;  // e4m3 [D][keys] or 16-bit [keys][D]
-  static constexpr int kStages = kKTileBytes + kVTileBytes > 32768 ? 2 : 4;
+  // Stages of 64 KB (fp16 D 128): the dense walk measured faster with 2 (kernels/NOTES.md, v8e), sparse
+  // walks, whose two tiles drift apart on blocks only one visits, with 3.
+  static constexpr int kStages = kKTileBytes + kVTileBytes > 32768 ? (kDense ? 2 : 3) : 4;
   static constexpr int kQkSteps = kQkRowBytes / 32;  // wgmma k-steps of 32 bytes
   static constexpr int kPSteps = kFp8 ? kBK / 32 : kBK / 16;
   static constexpr int kNT = kBK / 8, kDT = D / 8;
-  // e4m3 P·V runs in parts of kPvN channels, each into a fresh fp32 block buffer that is added to O before
-  // the next part: the two-level accumulation in 16 (D = 128) or 32 (D = 64) buffer registers, so that the
-  // consumers do not spill.
-  static constexpr int kPvN = kFp8 ? (D == 128 ? 32 : 64) : D;
-  static constexpr int kPvParts = D / kPvN;
-  // Q tiles, K stages, V stages (all 1024-byte aligned), then barriers and stage tags.
+  // Q tiles, K stages, V stages (all 1024-byte aligned), then the barriers.
   static constexpr int kOffK = kConsumers * kQTileBytes;
   static constexpr int kOffV = kOffK + kStages * kKTileBytes;
   static constexpr int kOffBar = kOffV + kStages * kVTileBytes;
   static constexpr int kBarBytes = 8 * (1 + 4 * kStages);
-  static constexpr int kOffTag = kOffBar + kBarBytes;
-  static constexpr int kSmemBytes = kOffTag + 8 * kStages + 1024;  // + alignment slack
+  static constexpr int kSmemBytes = kOffBar + kBarBytes + 1024;  // + alignment slack
+  static_assert(kSmemBytes <= 227 * 1024, "fits the shared memory of an sm_90 CTA");
   static_assert(kQTileBytes % 1024 == 0 && kKTileBytes % 1024 == 0 && kVTileBytes % 1024 == 0,
                 "aligned tiles");
 };
@@ -82,6 +80,7 @@ template <typename T>
 struct Sm90Params {
   KParams<T> k;
   CUtensorMap q, kmap, v;
+  int turns;  // consumers take turns on blocks both visit (SPARGE_SM90_TURNS=0 turns it off, for measuring)
 };
 
 #ifdef SPARGE_SM90A_DEVICE
@@ -100,34 +99,7 @@ struct Pipe {
   __device__ __forceinline__ uint32_t fullV(int s) const { return fullK(s) + 8 * Tr::kStages; }
   __device__ __forceinline__ uint32_t emptyK(int s) const { return fullK(s) + 16 * Tr::kStages; }
   __device__ __forceinline__ uint32_t emptyV(int s) const { return fullK(s) + 24 * Tr::kStages; }
-  __device__ __forceinline__ uint32_t tag(int s) const { return base + Tr::kOffTag + 8 * s; }
 };
-
-// A stage's tag: its key block, which consumers need it, whether it is the last stage, and the block's
-// INT8 K scale (int8-fp8).
-struct StageTag {
-  int j;
-  int mask;
-  bool last;
-  float kScale;
-};
-__device__ __forceinline__ void storeTag(uint32_t addr, const StageTag& t) {
-  const uint32_t w = (uint32_t)t.j | ((uint32_t)t.mask << 24) | ((uint32_t)t.last << 26);
-  asm volatile("st.shared.v2.u32 [%0], {%1, %2};\n" ::"r"(addr), "r"(w), "r"(__float_as_uint(t.kScale))
-               : "memory");
-}
-__device__ __forceinline__ StageTag loadTag(uint32_t addr) {
-  uint32_t w, f;
-  asm volatile("ld.shared.v2.u32 {%0, %1}, [%2];\n" : "=r"(w), "=r"(f) : "r"(addr) : "memory");
-  return StageTag{int(w & 0xFFFFFF), int((w >> 24) & 3), ((w >> 26) & 1) != 0, __uint_as_float(f)};
-}
-
-// The tag as every lane of the warp sees it (the same value; the shuffle tells the compiler so, which keeps
-// the wgmma issue off divergent paths).
-__device__ __forceinline__ StageTag uniformTag(const StageTag& t) {
-  return StageTag{__shfl_sync(0xffffffffu, t.j, 0), __shfl_sync(0xffffffffu, t.mask, 0),
-                  __shfl_sync(0xffffffffu, (int)t.last, 0) != 0, t.kScale};
-}
 
 // The CTA's two query tiles and their walks, computed the same way by every thread.
 template <typename T, bool kDense>
@@ -157,6 +129,43 @@ struct TilePair {
   }
   __device__ __forceinline__ bool empty() const {
     return walk[0].n == 0 && walk[1].n == 0;
+  }
+};
+
+// One step of the union of the two tiles' walks: its key block and which tiles visit it (bit w: tile w).
+struct UnionStep {
+  int j;
+  int mask;
+};
+
+// The sorted union of both tiles' block walks. The producer and both consumers run their own copy, so they
+// agree on the step of every block (which fixes its stage and phase) without exchanging anything.
+template <typename T, bool kDense>
+struct UnionCursor {
+  BlockWalk<kDense> walk[kConsumers];
+  int t[kConsumers], j[kConsumers];
+
+  __device__ __forceinline__ explicit UnionCursor(const TilePair<T, kDense>& tp) {
+#pragma unroll
+    for (int w = 0; w < kConsumers; ++w) {
+      walk[w] = tp.walk[w];
+      t[w] = 0;
+      j[w] = walk[w].n > 0 ? walk[w].first() : INT_MAX;
+    }
+  }
+  __device__ __forceinline__ bool done() const {
+    return j[0] == INT_MAX && j[1] == INT_MAX;
+  }
+  // The next step (the caller checks done() first).
+  __device__ __forceinline__ UnionStep next() {
+    UnionStep st{min(j[0], j[1]), 0};
+#pragma unroll
+    for (int w = 0; w < kConsumers; ++w)
+      if (j[w] == st.j) {
+        st.mask |= 1 << w;
+        j[w] = ++t[w] < walk[w].n ? walk[w].advance(j[w], t[w]) : INT_MAX;
+      }
+    return st;
   }
 };
 
@@ -201,29 +210,15 @@ __device__ __forceinline__ void produce(const Sm90Params<typename Tr::T>& prm, c
       if (w == 0 || second)
         tmaLoad3d(pp.q(w) + x * kBQ * Tr::kSlabBytes, &prm.q, pp.fullQ(), x * Tr::kSlabBytes / Tr::kElemBytes,
                   tp.i[w] * kBQ, tp.bhq);
-  int t[kConsumers] = {0, 0}, j[kConsumers];
-#pragma unroll
-  for (int w = 0; w < kConsumers; ++w) j[w] = tp.walk[w].n > 0 ? tp.walk[w].first() : INT_MAX;
-  for (int u = 0;; ++u) {
+  UnionCursor<typename Tr::T, kDense> cur(tp);
+  for (int u = 0; !cur.done(); ++u) {
+    const UnionStep st = cur.next();
     const int s = u % Tr::kStages;
     const uint32_t phase = (u / Tr::kStages) & 1;
-    StageTag tag;
-    tag.j = min(j[0], j[1]);
-    tag.mask = 0;
-#pragma unroll
-    for (int w = 0; w < kConsumers; ++w)
-      if (j[w] == tag.j) {
-        tag.mask |= 1 << w;
-        j[w] = ++t[w] < tp.walk[w].n ? tp.walk[w].advance(j[w], t[w]) : INT_MAX;
-      }
-    tag.last = j[0] == INT_MAX && j[1] == INT_MAX;
-    tag.kScale = Tr::kFp8 ? p.kScale[(size_t)tp.bhk * p.nk + tag.j] : 1.f;
     mbarWait(pp.emptyK(s), phase ^ 1);
-    storeTag(pp.tag(s), tag);
-    loadKV<Tr>(prm, pp, s, tag.j, tp.bhk);
+    loadKV<Tr>(prm, pp, s, st.j, tp.bhk);
     mbarWait(pp.emptyV(s), phase ^ 1);
-    loadV<Tr>(prm, pp, s, tag.j, tp.bhk);
-    if (tag.last) break;
+    loadV<Tr>(prm, pp, s, st.j, tp.bhk);
   }
 }
 
@@ -256,28 +251,44 @@ __device__ __forceinline__ void issueQK(float (&s)[Tr::kNT][4], int32_t (&si)[Tr
   }
 }
 
-// P·V of one part of the output channels (all of them for 16-bit V).
+// P·V of the pending block: e4m3 into a fresh fp32 block buffer (scaleD = 0 on the first k-step), 16-bit
+// straight into O.
 template <class Tr>
-__device__ __forceinline__ void issuePV(ConsumerState<Tr>& st, float (&blk)[Tr::kPvN / 8][4], uint32_t sV,
-                                        int part) {
+__device__ __forceinline__ void issuePV(ConsumerState<Tr>& st, float (&blk)[Tr::kDT][4], uint32_t sV) {
   using namespace sm90;
 #pragma unroll
   for (int kk = 0; kk < Tr::kPSteps; ++kk) {
     if constexpr (Tr::kFp8)
-      WgmmaE4m3<Tr::kPvN>::run(
-          blk, st.pf[kk], kMajorDescriptorBytes<Tr::kPvN, 128>(sV + part * Tr::kPvN * 128, kk * 32), kk > 0);
+      WgmmaE4m3<Tr::D>::run(blk, st.pf[kk], kMajorDescriptorBytes<Tr::D, 128>(sV, kk * 32), kk > 0);
     else
       WgmmaRS<typename Tr::T, Tr::D>::run(st.acc, st.pf[kk], mnMajorDescriptor<kBK>(sV, kk), 1);
   }
 }
 
+// This step's tensor-core work: Q·Kᵀ of the current block (when the tile visits it) and P·V of the pending
+// one. The e4m3 P·V completes and is added to O before Q·Kᵀ is issued, so that its block buffer and the new
+// scores are never live together (the consumer would spill); 16-bit P·V runs alongside Q·Kᵀ.
 template <class Tr>
-__device__ __forceinline__ void addPart(ConsumerState<Tr>& st, const float (&blk)[Tr::kPvN / 8][4],
-                                        int part) {
-#pragma unroll
-  for (int dt = 0; dt < Tr::kPvN / 8; ++dt)
-#pragma unroll
-    for (int e = 0; e < 4; ++e) st.acc[part * (Tr::kPvN / 8) + dt][e] += blk[dt][e];
+__device__ __forceinline__ void issueStep(ConsumerState<Tr>& st, const Pipe<Tr>& pp, bool mine, int s, int wg,
+                                          float (&sc)[Tr::kNT][4], int32_t (&si)[Tr::kNT][4]) {
+  using namespace sm90;
+  const bool pv = st.pending && st.pendingGemm;
+  if (pv) mbarWait(pp.fullV(st.pendingStage), st.pendingPhase);
+  wgmmaFence();
+  if constexpr (Tr::kFp8) {
+    if (pv) {
+      float blk[Tr::kDT][4];
+      issuePV<Tr>(st, blk, pp.v(st.pendingStage));
+      wgmmaCommit();
+      wgmmaWait<0>();
+      addBlock(st.acc, blk);
+    }
+    if (mine) issueQK<Tr>(sc, si, pp.q(wg), pp.k(s));
+  } else {
+    if (mine) issueQK<Tr>(sc, si, pp.q(wg), pp.k(s));
+    if (pv) issuePV<Tr>(st, st.acc, pp.v(st.pendingStage));
+  }
+  wgmmaCommit();
 }
 
 // Softmax of the consumer's own block (scores in s): masks, skip vote, rescale, exponentiate, pack P.
@@ -291,7 +302,7 @@ __device__ __forceinline__ bool consumerSoftmax(ConsumerState<Tr>& st, float (&s
   rmax[1] *= sc;
   if (vote && !sm90::barAny(kBarVote + wg, 128, maxRise(rmax, st.m, row0, nQ) + lambda > 0.f)) return true;
   float muse[2];
-  rescaleRows(st.m, st.l, st.acc, rmax, muse);
+  rescaleRows<false>(st.m, st.l, st.acc, rmax, muse);  // a branch here would serialise the wgmma issue
   exponentiate<RowSum::Fp32>(s, muse, sc, Tr::kFp8 ? kFp8POffset : 0.f, st.l);
   if constexpr (Tr::kFp8)
     packPE4m3(s, st.pf);
@@ -300,26 +311,11 @@ __device__ __forceinline__ bool consumerSoftmax(ConsumerState<Tr>& st, float (&s
   return false;
 }
 
-// Finishes the pending block once its first P·V part has completed: the remaining parts (e4m3 V), then
-// releases its V stage.
+// Releases the pending block's V stage once its P·V (if any) has completed.
 template <class Tr>
-__device__ __forceinline__ void releasePending(ConsumerState<Tr>& st, float (&blk)[Tr::kPvN / 8][4],
-                                               const Pipe<Tr>& pp) {
+__device__ __forceinline__ void releasePending(ConsumerState<Tr>& st, const Pipe<Tr>& pp) {
   if (!st.pending) return;
   if (!st.pendingGemm) sm90::mbarWait(pp.fullV(st.pendingStage), st.pendingPhase);  // keep the phases in step
-  if constexpr (Tr::kFp8) {
-    if (st.pendingGemm) {
-      addPart(st, blk, 0);
-#pragma unroll
-      for (int part = 1; part < Tr::kPvParts; ++part) {
-        sm90::wgmmaFence();
-        issuePV<Tr>(st, blk, pp.v(st.pendingStage), part);
-        sm90::wgmmaCommit();
-        sm90::wgmmaWait<0>();
-        addPart(st, blk, part);
-      }
-    }
-  }
   sm90::mbarArrive(pp.emptyV(st.pendingStage));
   st.pending = false;
 }
@@ -332,62 +328,113 @@ struct ConsumerCtx {
   bool skipOn;
 };
 
+// The consumer's walk over the union steps. On steps both tiles visit the consumers take turns to issue
+// their tensor-core work (consumer 0 first; the other's softmax then overlaps these GEMMs); on steps only one
+// visits, it issues at once. Consumer 0 skips the wait on its first shared turn and takes the last turn-hand-
+// over after the loop, so every barrier arrival is matched.
+// Issues the pending block's P·V now (alone), waits for it and releases its V stage.
+template <class Tr>
+__device__ __forceinline__ void finishPending(ConsumerState<Tr>& st, const Pipe<Tr>& pp, int wg) {
+  float sc[Tr::kNT][4];
+  int32_t si[Tr::kNT][4];
+  issueStep<Tr>(st, pp, false, 0, wg, sc, si);
+  sm90::wgmmaWait<0>();
+  releasePending<Tr>(st, pp);
+}
+
+// A block this consumer's tile visits: its union step u (which fixes stage and phase) and whether the other
+// tile visits it too.
+struct OwnStep {
+  int u, j;
+  bool shared;
+};
+
+template <typename T, bool kDense>
+__device__ __forceinline__ OwnStep nextOwnStep(UnionCursor<T, kDense>& cur, int& u, int wg) {
+  UnionStep step;
+  do {
+    step = cur.next();
+    ++u;
+  } while (!((step.mask >> wg) & 1));
+  // Every lane computed the same step; the shuffles say so, keeping the wgmma issue off divergent paths.
+  return OwnStep{__shfl_sync(0xffffffffu, u, 0), __shfl_sync(0xffffffffu, step.j, 0),
+                 __shfl_sync(0xffffffffu, step.mask, 0) == 3};
+}
+
+// Steps [from, to) that this tile does not visit: the consumer still waits for each of their stages to fill
+// and then releases it, in order, like a visit without work. That keeps every consumer within one phase of
+// every stage: a parity wait only tells the last two phases apart, so a consumer that fell two phases behind
+// (or ran two ahead) would misread a stage.
+template <class Tr>
+__device__ __forceinline__ void passSteps(const Pipe<Tr>& pp, int from, int to) {
+  for (int v = from; v < to; ++v) {
+    const int s = v % Tr::kStages;
+    const uint32_t phase = (v / Tr::kStages) & 1;
+    sm90::mbarWait(pp.fullK(s), phase);
+    sm90::mbarArrive(pp.emptyK(s));
+    sm90::mbarWait(pp.fullV(s), phase);
+    sm90::mbarArrive(pp.emptyV(s));
+  }
+}
+
+// The consumer's walk over the union steps: work on its own blocks, a pass (wait, release) over the others.
+// On blocks both tiles visit the consumers take turns to issue their tensor-core work (consumer 0 first; the
+// other's softmax then overlaps these GEMMs); on blocks only one visits, it issues at once. Consumer 0 skips
+// the wait on its first shared turn and takes the last hand-over after the loop, so every barrier arrival is
+// matched. A block's P·V is deferred to the next own step only if that step comes before the block's stage is
+// due again (kStages steps later): the producer waits for the V release before it reloads that stage.
 template <class Tr, bool kDense>
 __device__ __forceinline__ void consume(const Sm90Params<typename Tr::T>& prm, const Pipe<Tr>& pp,
-                                        const ConsumerCtx& cx, ConsumerState<Tr>& st) {
+                                        const TilePair<typename Tr::T, kDense>& tp, const ConsumerCtx& cx,
+                                        ConsumerState<Tr>& st) {
   using namespace sm90;
   const KParams<typename Tr::T>& p = prm.k;
   const float qScale = Tr::kFp8 && cx.i < p.nq ? p.qScale[cx.rowIdx] : 1.f;
-  float blk[Tr::kPvN / 8][4];
+  const float* kScale = Tr::kFp8 ? p.kScale + (size_t)tp.bhk * p.nk : nullptr;
+  UnionCursor<typename Tr::T, kDense> cur(tp);
   mbarWait(pp.fullQ(), 0);
-  int t = 0;
-  for (int u = 0;; ++u) {
-    const int s = u % Tr::kStages;
-    const uint32_t phase = (u / Tr::kStages) & 1;
-    mbarWait(pp.fullK(s), phase);
-    const StageTag tag = uniformTag(loadTag(pp.tag(s)));
-    const bool mine = (tag.mask >> cx.wg) & 1;
+  bool sawShared = false;
+  int u = -1, done = -1;  // last step taken from the cursor; last step waited for and released (or pending)
+  for (int t = 0; t < cx.n; ++t) {
+    const OwnStep os = nextOwnStep(cur, u, cx.wg);
+    if (st.pending && os.u - done >= Tr::kStages) finishPending<Tr>(st, pp, cx.wg);
+    passSteps<Tr>(pp, done + 1, os.u);
+    done = os.u;
+    const bool turn = os.shared && prm.turns;
+    const int s = os.u % Tr::kStages;
+    const uint32_t phase = (os.u / Tr::kStages) & 1;
+    const float kScaleJ = Tr::kFp8 ? kScale[os.j] : 1.f;
     float sc[Tr::kNT][4];
     int32_t si[Tr::kNT][4];
-    barSync(kBarTurn + cx.wg, 256);  // our turn on the tensor cores
-    wgmmaFence();
-    if (mine) issueQK<Tr>(sc, si, pp.q(cx.wg), pp.k(s));
-    if (st.pending && st.pendingGemm) {
-      mbarWait(pp.fullV(st.pendingStage), st.pendingPhase);
-      issuePV<Tr>(st, blk, pp.v(st.pendingStage), 0);
-    }
-    wgmmaCommit();
-    if (!(tag.last && cx.wg == kConsumers - 1)) barArrive(kBarTurn + (cx.wg ^ 1), 256);
+    mbarWait(pp.fullK(s), phase);
+    if (turn && (cx.wg != 0 || sawShared)) barSync(kBarTurn + cx.wg, 256);  // our turn on the tensor cores
+    issueStep<Tr>(st, pp, true, s, cx.wg, sc, si);
+    if (turn) barArrive(kBarTurn + (cx.wg ^ 1), 256);
+    sawShared |= turn;
     wgmmaWait<0>();
     mbarArrive(pp.emptyK(s));
-    releasePending<Tr>(st, blk, pp);
+    releasePending<Tr>(st, pp);
+    if constexpr (Tr::kFp8) intToFloat(si, sc);
+    const float scale = Tr::kFp8 ? p.scaleLog2 * (qScale * kScaleJ) : p.scaleLog2;
+    if (!p.vis.fullyVisible(cx.qRow0, cx.qLast, os.j * kBK, kBK))
+      maskFragment(sc, cx.row0, os.j * kBK + cx.col0, p.vis);
+    const bool vote = !kDense && cx.skipOn && skipEligible(t, cx.n, 1);
+    // The vote is warpgroup-wide; the shuffle tells the compiler the branch is uniform.
+    const bool skip = __shfl_sync(
+        0xffffffffu, (int)consumerSoftmax<Tr>(st, sc, scale, vote, cx.lambda, cx.row0, p.Nq, cx.wg), 0);
     st.pending = true;
-    st.pendingGemm = false;
+    st.pendingGemm = !skip;
     st.pendingStage = s;
     st.pendingPhase = phase;
-    if (mine) {
-      if constexpr (Tr::kFp8) intToFloat(si, sc);
-      const float scale = Tr::kFp8 ? p.scaleLog2 * (qScale * tag.kScale) : p.scaleLog2;
-      if (!p.vis.fullyVisible(cx.qRow0, cx.qLast, tag.j * kBK, kBK))
-        maskFragment(sc, cx.row0, tag.j * kBK + cx.col0, p.vis);
-      const bool vote = !kDense && cx.skipOn && skipEligible(t, cx.n, 1);
-      // The vote is warpgroup-wide; the shuffle tells the compiler the branch is uniform.
-      const bool skip = __shfl_sync(
-          0xffffffffu, (int)consumerSoftmax<Tr>(st, sc, scale, vote, cx.lambda, cx.row0, p.Nq, cx.wg), 0);
-      st.pendingGemm = !skip;
-      if (skip && threadIdx.x % 128 == 0 && p.pvSkipped) p.pvSkipped[cx.rowIdx * p.nk + tag.j] = 1;
-      ++t;
-    }
-    if (tag.last) break;
+    if (skip && threadIdx.x % 128 == 0 && p.pvSkipped) p.pvSkipped[cx.rowIdx * p.nk + os.j] = 1;
   }
-  if (st.pending && st.pendingGemm) {
-    mbarWait(pp.fullV(st.pendingStage), st.pendingPhase);
-    wgmmaFence();
-    issuePV<Tr>(st, blk, pp.v(st.pendingStage), 0);
-    wgmmaCommit();
-    wgmmaWait<0>();
+  if (cx.wg == 0 && sawShared) barSync(kBarTurn, 256);  // consumer 1's last hand-over
+  finishPending<Tr>(st, pp, cx.wg);                     // the last block's P·V
+  while (!cur.done()) {                                 // the other tile's remaining blocks
+    cur.next();
+    ++u;
   }
-  releasePending<Tr>(st, blk, pp);
+  passSteps<Tr>(pp, done + 1, u + 1);
 }
 
 template <class Tr, bool kDense>
@@ -417,8 +464,7 @@ __device__ __forceinline__ void consumerTile(const Sm90Params<typename Tr::T>& p
 #pragma unroll
   for (int dt = 0; dt < Tr::kDT; ++dt) st.acc[dt][0] = st.acc[dt][1] = st.acc[dt][2] = st.acc[dt][3] = 0.f;
   if (!tp.empty()) {
-    if (wg == 1) sm90::barArrive(kBarTurn, 256);  // consumer 0 takes the first turn
-    consume<Tr, kDense>(prm, pp, cx, st);
+    consume<Tr, kDense>(prm, pp, tp, cx, st);
   }
   if (cx.i >= p.nq) return;
   typename Tr::T* gO = p.o + (size_t)tp.bhq * p.Nq * Tr::D;
@@ -520,6 +566,8 @@ template <class Tr>
 Sm90Params<typename Tr::T> makeSm90Params(const Problem& pr, const AttnArgs& a) {
   Sm90Params<typename Tr::T> p;
   p.k = makeKParams<typename Tr::T>(pr, a);
+  const char* turns = std::getenv("SPARGE_SM90_TURNS");
+  p.turns = turns && std::strcmp(turns, "0") == 0 ? 0 : 1;
   const uint64_t bhq = (uint64_t)pr.B * pr.Hq, bhk = (uint64_t)pr.B * pr.Hkv, D = Tr::D;
   if constexpr (Tr::kFp8) {
     const auto u8 = CU_TENSOR_MAP_DATA_TYPE_UINT8;
@@ -539,27 +587,39 @@ Sm90Params<typename Tr::T> makeSm90Params(const Problem& pr, const AttnArgs& a) 
 int64_t gSm90Launches = 0;
 
 template <class Tr>
-void launch90(const Problem& pr, const AttnArgs& a, bool dense, cudaStream_t s) {
+void launch90(const Problem& pr, const AttnArgs& a, cudaStream_t s) {
   const Sm90Params<typename Tr::T> kp = makeSm90Params<Tr>(pr, a);
   dim3 grid((pr.nq + kConsumers - 1) / kConsumers, pr.nHeads, pr.B);
-  auto kernel = dense ? sparge_dense_attention_sm90<Tr> : sparge_sparse_attention_sm90<Tr>;
-  static bool attrSet[2] = {false, false};
-  if (!attrSet[dense]) {
+  void (*kernel)(const Sm90Params<typename Tr::T>) = nullptr;
+  if constexpr (Tr::kDense)
+    kernel = sparge_dense_attention_sm90<Tr>;
+  else
+    kernel = sparge_sparse_attention_sm90<Tr>;
+  static bool attrSet = false;
+  if (!attrSet) {
     check(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, Tr::kSmemBytes),
           "cudaFuncSetAttribute(attention sm90)");
-    attrSet[dense] = true;
+    attrSet = true;
   }
   kernel<<<grid, kThreads90, Tr::kSmemBytes, s>>>(kp);
-  checkLaunch(dense ? "sparge_dense_attention_sm90" : "sparge_sparse_attention_sm90");
+  checkLaunch(Tr::kDense ? "sparge_dense_attention_sm90" : "sparge_sparse_attention_sm90");
   ++gSm90Launches;
+}
+
+template <typename T, int D, Numerics N>
+void launchWalk90(const Problem& p, const AttnArgs& a, bool dense, cudaStream_t s) {
+  if (dense)
+    launch90<Sm90Traits<T, D, N, true>>(p, a, s);
+  else
+    launch90<Sm90Traits<T, D, N, false>>(p, a, s);
 }
 
 template <typename T, Numerics N>
 void launchHeadDim90(const Problem& p, const AttnArgs& a, bool dense, cudaStream_t s) {
   if (p.D == 64)
-    launch90<Sm90Traits<T, 64, N>>(p, a, dense, s);
+    launchWalk90<T, 64, N>(p, a, dense, s);
   else
-    launch90<Sm90Traits<T, 128, N>>(p, a, dense, s);
+    launchWalk90<T, 128, N>(p, a, dense, s);
 }
 
 }  // namespace

@@ -128,7 +128,7 @@ RunPlan makePlan(CudaEngine::State& st, const core::EntryInfo& info, const core:
 const core::BlockValidity& validityOf(CudaEngine::State& st, const core::EntryInfo& info,
                                       const core::Geometry& g) {
   auto& v = st.validity[std::make_tuple(g.blockQ, g.blockK)];
-  if (v.valid.empty()) v = core::computeBlockValidity(g, st.Nq, st.Nkv, info.causal);
+  if (v.valid.empty()) v = core::computeBlockValidity(g, st.Nq, st.Nkv, info.causal, info.window);
   return v;
 }
 

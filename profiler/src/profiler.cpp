@@ -236,6 +236,10 @@ void Profiler::addNote(const std::string& note) {
 }
 
 TimingReport Profiler::report() {
+  return buildReport(collect());
+}
+
+ReportInput Profiler::collect() {
   Impl& m = *impl_;
   ReportInput in;
   in.source = m.source;
@@ -268,7 +272,7 @@ TimingReport Profiler::report() {
           "; CUPTI recorded no kernels in the profiled runs (CPU engine?): engine stage times used";
     }
   }
-  return buildReport(in);
+  return in;
 }
 
 void Profiler::reset() {

@@ -89,15 +89,19 @@ atomic)
   ;;
 stage1_reference)
   # Masks agree with an independent numpy transcription of SpargeAttn's Stage 1 on inputs the engine
-  # was not tuned to: random Gaussian data, bf16 and NHD, both geometries, causal, top-k and CDF.
+  # was not tuned to: random Gaussian data, bf16 and NHD, both geometries, causal, windows (c: causal
+  # sliding window, d: bidirectional local window), top-k and CDF, sink and the diagonal extension.
   $PY - "$WORK/rand.h5" <<'PYEOF' || fail "write random capture"
 import sys, h5py, numpy as np
 rng = np.random.default_rng(2024)
 with h5py.File(sys.argv[1], "w") as f:
     f.attrs["sparge_capture_version"] = 1
-    for name, causal, n, scale in (("a", 0, 1000, 1.0), ("b", 1, 777, 3.0)):
+    for name, causal, n, scale, window in (("a", 0, 1000, 1.0, None), ("b", 1, 777, 3.0, None),
+                                           ("c", 1, 1200, 2.0, [500, 0]), ("d", 0, 1000, 1.0, [300, 300])):
         g = f.create_group(f"entries/{name}")
         g.attrs["causal"] = causal
+        if window:
+            g.attrs["window"] = np.array(window, dtype=np.int64)
         base = rng.standard_normal((1, 2, 1, 64)) * scale
         q = (rng.standard_normal((1, 2, n, 64)) + base).astype(np.float16)
         k = (rng.standard_normal((1, 2, n, 64)) * 0.7 + base).astype(np.float16)
@@ -105,7 +109,8 @@ with h5py.File(sys.argv[1], "w") as f:
         g["q"], g["k"], g["v"] = q, k, v
 PYEOF
   for args in "--theta 0.6 --tau 0.98" "--theta 0.3 --tau 0.7" "--theta -0.1 --topk 0.3" "--theta 0.5 --tau 0.9 --block 64x128" \
-              "--theta 0.2 --tau 0.8 --no-smooth-k --sink"; do
+              "--theta 0.2 --tau 0.8 --no-smooth-k --sink" "--theta -0.1 --topk 0.2 --diagonal" \
+              "--theta -0.1 --tau 0.5 --block 64x128 --diagonal --sink"; do
     # shellcheck disable=SC2086
     "$SPARGE" run "$WORK/rand.h5" --engine cpu $args --masks "$WORK/m.h5" >/dev/null || fail "run $args"
     # shellcheck disable=SC2086
@@ -206,6 +211,48 @@ t = json.load(open(sys.argv[2]))
 ts = np.array([h["sparsity_stage1"] for e in t["entries"] for h in e["heads"]])
 print(f"top-k 0.5 defaults: median stage-1 sparsity {np.median(ts):.3f}")
 assert (ts > 0.2).all()
+PYEOF
+  ;;
+info_identity)
+  # sparge info shows window, module, kind and stack and totals per group; run --diagonal is marked as an
+  # extension in the header, the masks export and the report.
+  $PY - "$WORK/id.h5" <<'PYEOF' || fail "write identity capture"
+import sys, h5py, numpy as np
+rng = np.random.default_rng(3)
+with h5py.File(sys.argv[1], "w") as f:
+    f.attrs["sparge_capture_version"] = 1
+    for name, stack, kind, causal, window, nq in (("enc_l00_s000", "encoder", "self", 0, [64, 64], 256),
+                                                  ("dec_l00_s000", "decoder", "self", 1, None, 256),
+                                                  ("dec_l00_cross_s000", "decoder", "cross", 0, None, 96)):
+        g = f.create_group(f"entries/{name}")
+        g["q"] = rng.standard_normal((1, 2, nq, 64)).astype(np.float16)
+        g["k"] = rng.standard_normal((1, 2, 256, 64)).astype(np.float16)
+        g["v"] = rng.standard_normal((1, 2, 256, 64)).astype(np.float16)
+        g.attrs.update(causal=causal, layer=0, stack=stack, kind=kind,
+                       module=f"model.{stack}.layers.0.{'encoder_attn' if kind == 'cross' else 'self_attn'}")
+        if window:
+            g.attrs["window"] = np.array(window, dtype=np.int64)
+PYEOF
+  out="$("$SPARGE" info "$WORK/id.h5" --group-by stack)" || fail "info: $out"
+  grep -qE "^enc_l00_s000 +encoder +self .* no +\[64, 64\] .*model\.encoder\.layers\.0\.self_attn$" <<<"$out" \
+    || fail "info row of enc_l00_s000: $out"
+  grep -qE "^dec_l00_cross_s000 +decoder +cross .* +96 +256 .*model\.decoder\.layers\.0\.encoder_attn$" <<<"$out" \
+    || fail "info row of the cross entry: $out"
+  grep -qE "^decoder +2 +4 " <<<"$out" || fail "group total of the decoder: $out"
+  grep -qE "^encoder +1 +2 " <<<"$out" || fail "group total of the encoder: $out"
+  expect_exit 2 "--group-by: colour not in" -- "$SPARGE" info "$WORK/id.h5" --group-by colour
+  out="$("$SPARGE" run "$WORK/id.h5" --engine cpu --entry enc_l00_s000 --diagonal --masks "$WORK/m.h5" \
+    --report "$WORK/r.json")" || fail "run --diagonal: $out"
+  grep -qF "window [64, 64]]" <<<"$out" || fail "run header lacks the window: $out"
+  grep -qF "+diagonal blocks (extension)" <<<"$out" || fail "run header lacks the extension mark: $out"
+  $PY - "$WORK/m.h5" "$WORK/r.json" <<'PYEOF' || fail "diagonal and window in the exports"
+import json, sys, h5py
+with h5py.File(sys.argv[1]) as f:
+    g = f["entries/enc_l00_s000"]
+    assert int(g.attrs["diagonal"]) == 1 and list(g.attrs["window"]) == [64, 64], dict(g.attrs)
+    assert g.attrs["stack"] == "encoder" and g.attrs["kind"] == "self"
+e = json.load(open(sys.argv[2]))["entries"][0]
+assert e["diagonal_extension"] is True and e["window"] == [64, 64], e
 PYEOF
   ;;
 *)

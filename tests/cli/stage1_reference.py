@@ -1,9 +1,11 @@
 #!/usr/bin/env python3
-"""Independent numpy transcription of SpargeAttn's Stage 1 (SPARGE_SPEC.md §3.5b), used to check the
-masks that `sparge run --masks` writes on inputs the engine was not tuned to.
+"""Independent numpy transcription of SpargeAttn's Stage 1 (docs/method.md), used to check the
+masks that `sparge run --masks` writes on inputs the engine was not tuned to. Block validity follows the
+capture's causal flag and window (query i sees keys i-left ... i+right, -1 = unbounded), computed here
+pair by pair; `--diagonal` (Sparge Studio's extension) keeps the blocks holding key == query.
 
 usage: stage1_reference.py CAPTURE.h5 MASKS.h5 --theta X (--tau X | --topk X) [--block 128x64]
-                           [--no-smooth-k] [--sink] [--max-diff 0.001]
+                           [--no-smooth-k] [--sink] [--diagonal] [--max-diff 0.001]
 Exit 0 when the fraction of differing blocks is <= --max-diff and every difference sits at a near-tie of
 pooled probabilities (|cdf - tau| or |p_a - p_b| within half-precision rounding); 1 otherwise.
 """
@@ -46,7 +48,31 @@ def block_pass(x, bs, mean):
     return pooled, sim
 
 
-def predict(q, k, theta, tau, topk, bq, bk, causal, smooth, sink):
+def visible_pairs(nq_tok, nk_tok, causal, window):
+    """[nq_tok, nk_tok] bool: which (query, key) pairs the attention allows (top-left aligned)."""
+    qi, ki = np.arange(nq_tok)[:, None], np.arange(nk_tok)[None, :]
+    keep = np.ones((nq_tok, nk_tok), bool)
+    if causal:
+        keep &= ki <= qi
+    if window is not None:
+        left, right = window
+        if right >= 0:
+            keep &= ki <= qi + right
+        if left >= 0:
+            keep &= ki >= qi - left
+    return keep
+
+
+def block_any(pairs, bq, bk):
+    """Per (q-block, k-block): does any pair hold."""
+    nq_tok, nk_tok = pairs.shape
+    nq, nk = -(-nq_tok // bq), -(-nk_tok // bk)
+    padded = np.zeros((nq * bq, nk * bk), bool)
+    padded[:nq_tok, :nk_tok] = pairs
+    return padded.reshape(nq, bq, nk, bk).any(axis=(1, 3))
+
+
+def predict(q, k, theta, tau, topk, bq, bk, causal, smooth, sink, window=None, diagonal=False):
     nq_tok, d = q.shape
     nk_tok = k.shape[0]
     mean = to_half(k.mean(0, dtype=np.float64)) if smooth else None
@@ -57,12 +83,8 @@ def predict(q, k, theta, tau, topk, bq, bk, causal, smooth, sink):
     with np.errstate(invalid="ignore"):
         simq_ok = simq > theta
         simk_ok = simk > theta
-    valid = np.ones((nq, nk), bool)
-    if causal:
-        for i in range(nq):
-            last_query = min(nq_tok, (i + 1) * bq) - 1
-            for j in range(nk):
-                valid[i, j] = j * bk <= last_query
+    pairs = visible_pairs(nq_tok, nk_tok, causal, window)
+    valid = block_any(pairs, bq, bk)
     s = np.where(simk_ok[None, :] & valid, scores, -np.inf)
     mask = np.zeros((nq, nk), bool)
     ties = np.zeros((nq, nk), bool)  # blocks whose selection sits at a near-tie
@@ -95,9 +117,14 @@ def predict(q, k, theta, tau, topk, bq, bk, causal, smooth, sink):
                     ties[i, j] = True
     mask[:, ~simk_ok] = True
     mask[~simq_ok, :] = True
-    mask &= valid
     if sink:
         mask[:, 0] = True
+    if diagonal:
+        n = min(nq_tok, nk_tok)
+        diag = np.zeros_like(pairs)
+        diag[np.arange(n), np.arange(n)] = pairs[np.arange(n), np.arange(n)]
+        mask |= block_any(diag, bq, bk)
+    mask &= valid  # invalid blocks go off after every forcing rule
     return mask, ties
 
 
@@ -111,6 +138,7 @@ def main():
     ap.add_argument("--block", default="128x64")
     ap.add_argument("--no-smooth-k", action="store_true")
     ap.add_argument("--sink", action="store_true")
+    ap.add_argument("--diagonal", action="store_true")
     ap.add_argument("--max-diff", type=float, default=0.001)
     a = ap.parse_args()
     if a.tau is None and a.topk is None:
@@ -126,12 +154,13 @@ def main():
             if e.attrs.get("layout", b"HND") in (b"NHD", "NHD"):
                 q, k = q.transpose(0, 2, 1, 3), k.transpose(0, 2, 1, 3)
             causal = bool(int(e.attrs.get("causal", 0)))
+            window = tuple(int(x) for x in e.attrs["window"]) if "window" in e.attrs else None
             got = grp["block_mask"][...]
             group = q.shape[1] // k.shape[1]
             for b in range(q.shape[0]):
                 for h in range(q.shape[1]):
                     want, ties = predict(q[b, h], k[b, h // group], a.theta, a.tau, a.topk, bq, bk, causal,
-                                         not a.no_smooth_k, a.sink)
+                                         not a.no_smooth_k, a.sink, window, a.diagonal)
                     diff = want != got[b, h].astype(bool)
                     total += diff.size
                     differing += int(diff.sum())

@@ -1,12 +1,12 @@
 // Session commands on a small synthetic entry with the CPU engine: selection, overrides, coalescing,
 // cancel, settings parsing, sorting, settings persistence.
 #include <gtest/gtest.h>
+#include <unistd.h>
 
 #include <chrono>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
-#include <unistd.h>
 
 #include "session.h"
 #include "settings.h"
@@ -32,7 +32,9 @@ std::shared_ptr<const core::EntryData> smallEntry() {
 }
 
 std::unique_ptr<Session> makeSession() {
-  auto s = std::make_unique<Session>([] { return EngineBox{std::make_unique<core::CpuEngine>(2), ""}; });
+  auto s = std::make_unique<Session>([] {
+    return engines::EngineSelection{std::make_unique<core::CpuEngine>(2), ""};
+  });
   s->openEntryData(smallEntry());
   EXPECT_TRUE(s->waitIdle(120s));
   return s;
@@ -41,40 +43,40 @@ std::unique_ptr<Session> makeSession() {
 
 TEST(Session, LoadsAndRunsEveryHead) {
   auto s = makeSession();
-  ASSERT_TRUE(s->engineReady());
-  ASSERT_NE(s->entryInfo(), nullptr);
-  auto r = s->result();
+  ASSERT_TRUE(s->engine().ready);
+  ASSERT_NE(s->capture().info(), nullptr);
+  auto r = s->runs().result();
   ASSERT_TRUE(r);
   EXPECT_EQ(r->heads.size(), 4u);
-  EXPECT_EQ(s->lastRunHeads(), 4);
-  EXPECT_FALSE(s->hasError());
+  EXPECT_EQ(s->runs().lastRun().heads, 4);
+  EXPECT_FALSE(s->messages().hasError());
 }
 
 TEST(Session, SelectionIsClampedToTheEntry) {
   auto s = makeSession();
   s->selectHead({0, 3});
-  EXPECT_EQ(s->selectedHead().head, 3);
+  EXPECT_EQ(s->capture().selected.head, 3);
   s->selectHead({5, 99});
-  EXPECT_EQ(s->selectedHead().batch, 0);
-  EXPECT_EQ(s->selectedHead().head, 3);
+  EXPECT_EQ(s->capture().selected.batch, 0);
+  EXPECT_EQ(s->capture().selected.head, 3);
   s->selectHead({0, -4});
-  EXPECT_EQ(s->selectedHead().head, 0);
+  EXPECT_EQ(s->capture().selected.head, 0);
 }
 
 TEST(Session, SelectedHeadOverrideChangesOnlyThatHead) {
   auto s = makeSession();
-  auto before = s->result();
+  auto before = s->runs().result();
   s->selectHead({0, 1});
-  core::HeadParams p = s->config().defaults;
+  core::HeadParams p = s->runs().config().defaults;
   p.tau = 0.4;
   p.theta = -1;
-  s->setParams(p, ApplyTarget::SelectedHead);
-  EXPECT_TRUE(s->hasOverride(1));
-  EXPECT_FALSE(s->hasOverride(0));
-  EXPECT_EQ(s->overrideCount(), 1);
+  s->runs().setParams(p, ApplyTarget::SelectedHead);
+  EXPECT_TRUE(s->runs().hasOverride(1));
+  EXPECT_FALSE(s->runs().hasOverride(0));
+  EXPECT_EQ(s->runs().overrideCount(), 1);
   ASSERT_TRUE(s->waitIdle(120s));
-  EXPECT_EQ(s->lastRunHeads(), 1);  // only the overridden head re-ran
-  auto r = s->result();
+  EXPECT_EQ(s->runs().lastRun().heads, 1);  // only the overridden head re-ran
+  auto r = s->runs().result();
   ASSERT_EQ(r->heads.size(), 4u);
   EXPECT_EQ(r->find(0, 1)->params.tau, 0.4);
   EXPECT_EQ(r->find(0, 0)->params.tau, 0.98);
@@ -83,40 +85,40 @@ TEST(Session, SelectedHeadOverrideChangesOnlyThatHead) {
   EXPECT_LT(r->find(0, 1)->sparsity.selectedBlocks, before->find(0, 1)->sparsity.selectedBlocks);
 
   // "All heads" sets the defaults and clears the override.
-  core::HeadParams q = s->config().defaults;
+  core::HeadParams q = s->runs().config().defaults;
   q.tau = 0.9;
-  s->setParams(q, ApplyTarget::AllHeads);
-  EXPECT_EQ(s->overrideCount(), 0);
+  s->runs().setParams(q, ApplyTarget::AllHeads);
+  EXPECT_EQ(s->runs().overrideCount(), 0);
   ASSERT_TRUE(s->waitIdle(120s));
-  for (const auto& h : s->result()->heads) EXPECT_EQ(h.params.tau, 0.9);
+  for (const auto& h : s->runs().result()->heads) EXPECT_EQ(h.params.tau, 0.9);
 }
 
 TEST(Session, BurstOfChangesEndsWithTheLatestSettings) {
   auto s = makeSession();
-  core::HeadParams p = s->config().defaults;
+  core::HeadParams p = s->runs().config().defaults;
   p.theta = -1;
   for (int i = 0; i < 20; ++i) {
     p.tau = 0.3 + 0.03 * i;
-    s->setParams(p, ApplyTarget::AllHeads);
+    s->runs().setParams(p, ApplyTarget::AllHeads);
   }
   ASSERT_TRUE(s->waitIdle(120s));
-  for (const auto& h : s->result()->heads) EXPECT_DOUBLE_EQ(h.params.tau, 0.3 + 0.03 * 19);
+  for (const auto& h : s->runs().result()->heads) EXPECT_DOUBLE_EQ(h.params.tau, 0.3 + 0.03 * 19);
   // Far fewer runs than changes: pending runs were coalesced or cancelled.
   EXPECT_GT(s->worker().coalescedCount() + s->worker().cancelledCount(), 0u);
 }
 
 TEST(Session, MixedHeadAndAllChangesLoseNoHead) {
   auto s = makeSession();
-  s->setCancelRunningOnChange(true);
-  core::HeadParams p = s->config().defaults;
+  s->runs().setCancelRunningOnChange(true);
+  core::HeadParams p = s->runs().config().defaults;
   p.tau = 0.5;
-  s->setParams(p, ApplyTarget::AllHeads);
+  s->runs().setParams(p, ApplyTarget::AllHeads);
   s->selectHead({0, 2});
   core::HeadParams q = p;
   q.tau = 0.7;
-  s->setParams(q, ApplyTarget::SelectedHead);  // coalesced into the pending all-heads run
+  s->runs().setParams(q, ApplyTarget::SelectedHead);  // coalesced into the pending all-heads run
   ASSERT_TRUE(s->waitIdle(120s));
-  auto r = s->result();
+  auto r = s->runs().result();
   EXPECT_EQ(r->find(0, 2)->params.tau, 0.7);
   EXPECT_EQ(r->find(0, 0)->params.tau, 0.5);
   EXPECT_EQ(r->find(0, 3)->params.tau, 0.5);
@@ -124,56 +126,33 @@ TEST(Session, MixedHeadAndAllChangesLoseNoHead) {
 
 TEST(Session, CancelStopsWorkAndRerunRecovers) {
   auto s = makeSession();
-  core::HeadParams p = s->config().defaults;
+  core::HeadParams p = s->runs().config().defaults;
   p.tau = 0.6;
-  s->setParams(p, ApplyTarget::AllHeads);
+  s->runs().setParams(p, ApplyTarget::AllHeads);
   s->cancel();
   ASSERT_TRUE(s->waitIdle(120s));
-  EXPECT_FALSE(s->hasError());
-  s->rerun();
+  EXPECT_FALSE(s->messages().hasError());
+  s->runs().rerun();
   ASSERT_TRUE(s->waitIdle(120s));
-  for (const auto& h : s->result()->heads) EXPECT_EQ(h.params.tau, 0.6);
+  for (const auto& h : s->runs().result()->heads) EXPECT_EQ(h.params.tau, 0.6);
 }
 
 TEST(Session, BadFileReportsAnErrorAndKeepsTheEntry) {
   auto s = makeSession();
-  auto before = s->result();
+  auto before = s->runs().result();
   s->openCapture("/nonexistent/capture.h5");
   ASSERT_TRUE(s->waitIdle(60s));
-  EXPECT_TRUE(s->hasError());
-  EXPECT_EQ(s->result(), before);
-  EXPECT_EQ(s->entryName(), "synth");
+  EXPECT_TRUE(s->messages().hasError());
+  EXPECT_EQ(s->runs().result(), before);
+  EXPECT_EQ(s->capture().entryName, "synth");
 }
 
 TEST(Session, InvalidParametersAreRejected) {
   auto s = makeSession();
-  core::HeadParams p = s->config().defaults;
+  core::HeadParams p = s->runs().config().defaults;
   p.tau = 1.5;
-  EXPECT_THROW(s->setParams(p, ApplyTarget::AllHeads), sparge::Error);
-  EXPECT_EQ(s->config().defaults.tau, 0.98);
-}
-
-TEST(Settings, ApplySettingParsesAndRejects) {
-  core::RunConfig c;
-  Budget b;
-  applySetting("theta=0.5", c, b);
-  applySetting("tau=0.9", c, b);
-  applySetting("lambda=20", c, b);
-  applySetting("geometry=64x128", c, b);
-  applySetting("sink=1", c, b);
-  applySetting("l1=0.03", c, b);
-  EXPECT_EQ(c.defaults.theta, 0.5);
-  EXPECT_EQ(c.defaults.tau, 0.9);
-  EXPECT_EQ(c.defaults.lambda, 20);
-  EXPECT_EQ(c.geometry, core::kGeometry64x128);
-  EXPECT_TRUE(c.sink);
-  EXPECT_EQ(b.l1, 0.03);
-  applySetting("topk=0.25", c, b);
-  EXPECT_EQ(c.defaults.mode, core::SelectMode::TopK);
-  EXPECT_THROW(applySetting("tau=2", c, b), sparge::Error);
-  EXPECT_THROW(applySetting("bogus=1", c, b), sparge::Error);
-  EXPECT_THROW(applySetting("theta=abc", c, b), sparge::Error);
-  EXPECT_THROW(applySetting("theta", c, b), sparge::Error);
+  EXPECT_THROW(s->runs().setParams(p, ApplyTarget::AllHeads), sparge::Error);
+  EXPECT_EQ(s->runs().config().defaults.tau, 0.98);
 }
 
 TEST(Settings, SortHeads) {
@@ -199,17 +178,17 @@ TEST(Settings, RoundTripAndRecentFiles) {
   AppSettings s;
   for (int i = 0; i < 15; ++i) s.addRecent("/tmp/f" + std::to_string(i) + ".h5");
   s.addRecent("/tmp/f3.h5");
-  s.leftWidth = 0.3f;
+  s.layout.leftWidth = 0.3f;
   s.budgetL1 = 0.02;
   saveSettings(path, s);
   AppSettings t = loadSettings(path);
   ASSERT_EQ(t.recentFiles.size(), AppSettings::kMaxRecent);
   EXPECT_EQ(t.recentFiles.front(), "/tmp/f3.h5");
   EXPECT_EQ(t.recentFiles[1], "/tmp/f14.h5");
-  EXPECT_FLOAT_EQ(t.leftWidth, 0.3f);
+  EXPECT_FLOAT_EQ(t.layout.leftWidth, 0.3f);
   EXPECT_DOUBLE_EQ(t.budgetL1, 0.02);
   // A corrupt file gives defaults, never an exception.
   { std::ofstream(path) << "{not json"; }
-  EXPECT_FLOAT_EQ(loadSettings(path).leftWidth, AppSettings{}.leftWidth);
+  EXPECT_FLOAT_EQ(loadSettings(path).layout.leftWidth, AppSettings{}.layout.leftWidth);
   std::filesystem::remove_all(dir);
 }

@@ -23,9 +23,9 @@ using core::DType;
 using core::EntryData;
 using core::Geometry;
 
-#define REQUIRE_GPU()                                                                 \
-  do {                                                                                \
-    std::string why;                                                                  \
+#define REQUIRE_GPU()                                                                   \
+  do {                                                                                  \
+    std::string why;                                                                    \
     if (!::sparge::cuda::deviceUsable(&why)) GTEST_SKIP() << "no CUDA device: " << why; \
   } while (0)
 
@@ -86,7 +86,8 @@ inline std::shared_ptr<EntryData> makeEntry(const Shape& s, uint32_t seed, bool 
   return e;
 }
 
-inline core::RunConfig makeConfig(const Geometry& g, bool smoothK, const core::HeadParams& p, bool sink = false) {
+inline core::RunConfig makeConfig(const Geometry& g, bool smoothK, const core::HeadParams& p,
+                                  bool sink = false) {
   core::RunConfig c;
   c.geometry = g;
   c.smoothK = smoothK;

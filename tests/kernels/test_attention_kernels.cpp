@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdlib>
+#include <iostream>
 #include <random>
 #include <string>
 #include <vector>
@@ -252,6 +253,10 @@ std::vector<float> keyMean(const std::vector<float>& k, int heads, int n, int d,
   return km;
 }
 
+// Measured on H100 (kernels/NOTES.md): the wgmma e4m3 path's L1 is up to 3.5 % above the exact-sum oracle
+// at 17 blocks per row, D 128.
+constexpr double kWgmmaFp8Band = 0.06;
+
 double l1(const std::vector<float>& a, const std::vector<double>& ref) {
   double num = 0, den = 0;
   for (size_t i = 0; i < a.size(); ++i) num += std::fabs(a[i] - ref[i]), den += std::fabs(ref[i]);
@@ -297,10 +302,15 @@ void checkCase(const Case& c, uint32_t seed) {
                                        run.skipped.begin() + size_t(x + 1) * nq * nk);
     EXPECT_EQ(skipped, emu.skipped) << "PV-skip maps differ";
     EXPECT_EQ(run.emptyRows[x], emu.emptyRows);
-    // Same numerics, same decisions: the deployed error agrees within 2 % (+ half-precision noise).
+    // Same numerics, same decisions: the deployed error agrees within 2 % (+ half-precision noise). The
+    // Hopper kernel's FP8 wgmma sums e4m3 products with fewer bits than fp32 (the oracle's exact sums;
+    // mma.sync matches them), which adds up to ~3.5 % over long rows (kernels/NOTES.md): a wider band there.
     const double errGpu = l1(gpu, exact), errEmu = l1(emu.out, exact);
-    EXPECT_NEAR(errGpu, errEmu, 0.02 * errEmu + 2e-4)
+    const double band = hopper && c.n == Numerics::Int8Fp8 ? kWgmmaFp8Band : 0.02;
+    EXPECT_NEAR(errGpu, errEmu, band * errEmu + 2e-4)
         << "L1 vs exact: GPU " << errGpu << ", oracle " << errEmu;
+    if (c.n == Numerics::Int8Fp8)
+      std::cout << "[ fp8 L1 ] " << c.label() << " head " << x << ": GPU/oracle " << errGpu / errEmu << "\n";
     double maxGpu = 0, maxEmu = 0;
     for (size_t i = 0; i < gpu.size(); ++i) {
       maxGpu = std::max(maxGpu, std::fabs(gpu[i] - exact[i]));
@@ -491,16 +501,18 @@ TEST(AttentionKernels, Int8Fp8IsRefusedWithoutFp8TensorCores) {
 TEST(AttentionKernels, LongRowsAndBatches) {
   REQUIRE_CC(80);
   uint32_t seed = 500;
-  for (Numerics n : {Numerics::None, Numerics::Int8Fp8}) {
-    if (n == Numerics::Int8Fp8 && computeCapability(nullptr) < 89) continue;
-    Case c;
-    c.g = core::kGeometry64x128;
-    c.n = n;
-    c.B = 2, c.Hq = 4, c.Hkv = 1, c.Nq = 1100, c.Nkv = 2100, c.D = 128;
-    c.density = 0.7f;
-    c.lambda = 2.f;
-    checkCase(c, seed++);
-  }
+  for (Numerics n : {Numerics::None, Numerics::Int8Fp8, Numerics::Int8Fp16})
+    for (const char* fam : {"", "sm80"}) {
+      if (n == Numerics::Int8Fp8 && computeCapability(nullptr) < 89) continue;
+      Case c;
+      c.g = core::kGeometry64x128;
+      c.n = n;
+      c.family = fam;
+      c.B = 2, c.Hq = 4, c.Hkv = 1, c.Nq = 1100, c.Nkv = 2100, c.D = 128;
+      c.density = 0.7f;
+      c.lambda = 2.f;
+      checkCase(c, seed++);
+    }
 }
 
 }  // namespace

@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "engine_fixture.h"
 #include "launch.h"  // kernels/src: the kernel launchers
 #include "smem_layout_sm90.h"
 #include "sparge/core/cpu_engine.h"
@@ -18,7 +19,6 @@
 #include "sparge/core/half.h"
 #include "sparge/core/stage1.h"
 #include "sparge/kernels/cuda_engine.h"
-#include "engine_fixture.h"
 
 namespace sparge::cuda {
 namespace {
@@ -393,7 +393,8 @@ struct DirectRun {
   int emptyRows = -1;
 };
 
-void runKernelOnMask(const EntryData& e, const core::Geometry& g, const std::vector<uint8_t>& mask, DirectRun& r) {
+void runKernelOnMask(const EntryData& e, const core::Geometry& g, const std::vector<uint8_t>& mask,
+                     DirectRun& r) {
   const int N = int(e.info.tokensQ), D = int(e.info.headDim);
   const int nq = int(core::ceilDiv(N, g.blockQ)), nk = int(core::ceilDiv(N, g.blockK));
   std::vector<int32_t> lut(nq * nk, 0), count(nq, 0);
@@ -538,8 +539,8 @@ void checkKMajor(uint32_t tileAddr) {
       for (int k = 0; k < 16; ++k) {
         uint32_t lin = start + (uint32_t)(r / 8) * sbo + (uint32_t)(r % 8) * 128u + (uint32_t)k * 2u;
         uint32_t want = tileAddr + 2u * (uint32_t)sm90::tileElemOffset<R>(r, 16 * ks + k);
-        ASSERT_EQ(sm90::swizzle128(lin), want) << "R " << R << " D " << D << " ks " << ks << " row " << r
-                                               << " k " << k;
+        ASSERT_EQ(sm90::swizzle128(lin), want)
+            << "R " << R << " D " << D << " ks " << ks << " row " << r << " k " << k;
       }
   }
 }
@@ -607,9 +608,9 @@ bool deviceIsSm90(std::string* why) {
   return true;
 }
 
-#define REQUIRE_SM90()                                                     \
-  do {                                                                     \
-    std::string why;                                                       \
+#define REQUIRE_SM90()                                                   \
+  do {                                                                   \
+    std::string why;                                                     \
     if (!deviceIsSm90(&why)) GTEST_SKIP() << "no sm_90 device: " << why; \
   } while (0)
 
@@ -704,7 +705,8 @@ TEST(CudaStage2Sm90, PvSkipMatchesCpu) {
   for (bool causal : {false, true})
     for (DType dt : {DType::Float16, DType::BFloat16}) {
       Stage2Case c{Shape{1, 2, 2, 1024, 1024, 64, dt, causal}, core::kGeometry64x128, p, /*loud=*/true};
-      SCOPED_TRACE(std::string("causal ") + (causal ? "1" : "0") + (dt == DType::BFloat16 ? " bf16" : " fp16"));
+      SCOPED_TRACE(std::string("causal ") + (causal ? "1" : "0") +
+                   (dt == DType::BFloat16 ? " bf16" : " fp16"));
       checkStage2Sm90(c, 31, &skips);
       c.shape.D = 128;
       checkStage2Sm90(c, 32, &skips);

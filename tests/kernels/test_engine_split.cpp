@@ -1,6 +1,6 @@
-// The CUDA engine's error split (deployed / sparsity alone / quantization alone) against runs that produce each
-// part directly, non-finite heads, the windowed fp32 reference and cuDNN's attention against a naive double
-// precision oracle, and the engine's dense baselines.
+// The CUDA engine's error split (deployed / sparsity alone / quantization alone) against runs that produce
+// each part directly, non-finite heads, the windowed fp32 reference and cuDNN's attention against a naive
+// double precision oracle, and the engine's dense baselines.
 #include <cuda_runtime.h>
 #include <gtest/gtest.h>
 
@@ -174,7 +174,15 @@ TEST(CudnnBaseline, MatchesTheOracle) {
     e->info.window = c.window;
     fixture::DeviceEntry dev(*e);
     SdpaShape shape{s.dtype == DType::BFloat16 ? ElemType::BF16 : ElemType::F16,
-                    s.B, s.Hq, s.Hkv, s.Nq, s.Nkv, s.D, s.causal, c.window, e->info.scale};
+                    s.B,
+                    s.Hq,
+                    s.Hkv,
+                    s.Nq,
+                    s.Nkv,
+                    s.D,
+                    s.causal,
+                    c.window,
+                    e->info.scale};
     std::unique_ptr<CudnnSdpa> sdpa;
     try {
       sdpa = std::make_unique<CudnnSdpa>(shape);

@@ -1,5 +1,5 @@
-// profileEntry with a scripted engine (no GPU): which runs it makes, how they are labelled and marked, and the
-// figures the report derives from them, computed here by hand from the engine's scripted stage times.
+// profileEntry with a scripted engine (no GPU): which runs it makes, how they are labelled and marked, and
+// the figures the report derives from them, computed here by hand from the engine's scripted stage times.
 #include <gtest/gtest.h>
 
 #include <memory>
@@ -112,7 +112,7 @@ TEST(ProfileEntry, RunsLabelsAndFigures) {
   EXPECT_EQ(profileRunCount(req, 1), 16);
 
   const TimingReport r = profiler.report();
-  EXPECT_EQ(r.warmupRuns, 2 * 3);
+  EXPECT_EQ(r.warmupRuns, 1 + 2 * 3);  // the run with the error metrics is a warm-up run too
   EXPECT_EQ(r.profiledRuns, 3 * 3);
   const DerivedFigures& d = r.derived;
   EXPECT_EQ(d.source, TimingSource::CudaEvent);
@@ -192,7 +192,7 @@ TEST(ProfileEntry, CancelledRunClosesItsProfilerRun) {
   Profiler profiler(wallOnly());
   ProfileRequest req;
   EXPECT_THROW(profileEntry(engine, profiler, req), core::Cancelled);
-  EXPECT_EQ(profiler.runs(), 1);          // the sparse run that was cancelled, closed
+  EXPECT_EQ(profiler.runs(), 2);        // the run with the error metrics, and the cancelled one, closed
   EXPECT_NO_THROW(profiler.begin({}));  // nothing left open
   profiler.end();
 }

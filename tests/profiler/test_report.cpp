@@ -212,8 +212,8 @@ TEST(Report, SmClockPartialSamplesSaySoAndMissingSamplesSayWhy) {
 
 namespace {
 // Three profiled rounds under CUPTI as profileEntry makes them: a sparse run (predict 0.1 + quantize 0.05 +
-// sparse 0.4 ms), a dense run (predict 0.1 + quantize 0.05 + dense 1.0 ms) and a cuDNN run whose kernel carries
-// no sparge_ prefix (0.8 ms), ids 10.. in that order.
+// sparse 0.4 ms), a dense run (predict 0.1 + quantize 0.05 + dense 1.0 ms) and a cuDNN run whose kernel
+// carries no sparge_ prefix (0.8 ms), ids 10.. in that order.
 ReportInput profiledRounds() {
   ReportInput in;
   in.source = TimingSource::Cupti;
@@ -237,8 +237,8 @@ ReportInput profiledRounds() {
       in.runs.push_back(run);
       const uint64_t t = run.startNs + 1000;
       if (std::string(kind) == "cudnn") {
-        in.kernels.push_back(fixtures::makeKernel("cudnn_generated_fort_native_sdpa_sm90", Stage::Other, id, t,
-                                                  800000));
+        in.kernels.push_back(
+            fixtures::makeKernel("cudnn_generated_fort_native_sdpa_sm90", Stage::Other, id, t, 800000));
       } else {
         in.kernels.push_back(fixtures::makeKernel("sparge_predict_select", Stage::Predict, id, t, 100000));
         in.kernels.push_back(fixtures::makeKernel("sparge_quant_qk", Stage::Quantize, id, t + 100000, 50000));
@@ -302,6 +302,7 @@ TEST(Report, KernelStatisticsKeepLaunchConfigurationsApartAndRecordsCarryThem) {
   EXPECT_EQ(withLaunch, 2);
   bool argsInTimeline = false;
   for (const auto& e : r.timeline)
-    for (const auto& [key, value] : e.args) argsInTimeline = argsInTimeline || (key == "grid" && value == "8x2x1");
+    for (const auto& [key, value] : e.args)
+      argsInTimeline = argsInTimeline || (key == "grid" && value == "8x2x1");
   EXPECT_TRUE(argsInTimeline);
 }

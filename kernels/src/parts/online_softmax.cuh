@@ -19,13 +19,15 @@ namespace sparge::cuda {
 // the denominator carries the same factor, so it cancels.
 constexpr float kFp8POffset = 8.807f;
 
-// Integer Q·Kᵀ accumulators to float, rounding toward zero (as the quantized kernels do).
+// Integer Q·Kᵀ accumulators to float. |S| <= 127² · D < 2^22, so the value is exact (any rounding mode) and
+// the conversion can skip the quarter-rate I2F: placed in the mantissa of 1.5 · 2^23, then the bias removed.
 template <int NT>
 __device__ __forceinline__ void intToFloat(const int32_t (&si)[NT][4], float (&s)[NT][4]) {
+  constexpr int kBiasBits = 0x4B400000;  // 12582912.0f = 1.5 · 2^23
 #pragma unroll
   for (int nt = 0; nt < NT; ++nt)
 #pragma unroll
-    for (int e = 0; e < 4; ++e) s[nt][e] = __int2float_rz(si[nt][e]);
+    for (int e = 0; e < 4; ++e) s[nt][e] = __int_as_float(si[nt][e] + kBiasBits) - 12582912.f;
 }
 
 // Keys a row may not see become -inf (only called for blocks that are not fully visible).
@@ -76,21 +78,28 @@ __device__ __forceinline__ float maxRise(const float (&rmax)[2], const float (&m
 
 // New running max from the block maxima (base-2 units); l and the DT output tiles are rescaled. Returns in
 // `muse` the max the exponentials subtract (0 for a row that has seen no key yet: its scores are -inf).
-template <int DT>
+// Once the running maxima settle, no row of a warp changes its max in most blocks: with kSkipOnes the warp
+// then skips the multiplications by 1 (same bits). Not for wgmma accumulators: a branch around them
+// serialises the wgmma issue. Call from warp-uniform code.
+template <bool kSkipOnes, int DT>
 __device__ __forceinline__ void rescaleRows(float (&m)[2], float (&l)[2], float (&acc)[DT][4],
                                             const float (&rmax)[2], float (&muse)[2]) {
+  float alpha[2];
 #pragma unroll
   for (int r = 0; r < 2; ++r) {
     const float mnew = fmaxf(m[r], rmax[r]);
     muse[r] = mnew == -INFINITY ? 0.f : mnew;
-    const float alpha = ex2(m[r] - muse[r]);  // m = -inf gives 0: nothing accumulated yet
+    alpha[r] = ex2(m[r] - muse[r]);  // m = -inf gives 0: nothing accumulated yet
     m[r] = mnew;
-    l[r] *= alpha;
+    l[r] *= alpha[r];
+  }
+  if (kSkipOnes && __all_sync(0xffffffffu, alpha[0] == 1.f && alpha[1] == 1.f)) return;
 #pragma unroll
-    for (int dt = 0; dt < DT; ++dt) {
-      acc[dt][2 * r] *= alpha;
-      acc[dt][2 * r + 1] *= alpha;
-    }
+  for (int dt = 0; dt < DT; ++dt) {
+    acc[dt][0] *= alpha[0];
+    acc[dt][1] *= alpha[0];
+    acc[dt][2] *= alpha[1];
+    acc[dt][3] *= alpha[1];
   }
 }
 

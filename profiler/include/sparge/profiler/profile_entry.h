@@ -28,14 +28,14 @@ struct ProfileRequest {
 // Engine runs profileEntry makes for `request` (the progress total).
 int profileRunCount(const ProfileRequest& request, int availableBaselines);
 
-// First one untimed run with the error metrics (it also fills the engine's caches: reference, statistics);
-// then warmup + repeat rounds, each of
+// First one run with the error metrics, marked warm-up (it also fills the engine's caches: reference,
+// statistics); then warmup + repeat rounds, each of
 //   1. the sparse run, as deployed (prediction + quantization + attention; no error metrics),
 //   2. with denseBaseline, the same entry with every head dense (labelled "(dense)"),
 //   3. with engineBaselines, each available baseline (labelled "(cudnn)"; its kernels count as that stage).
 // Every run is a profiler run of its own, so the report's figures separate them: the sparse figure over the
 // sparse runs, the speedup over the fastest dense measured (DerivedFigures). Baselines the engine cannot run
-// are named with the reason in the report's notes. Returns the untimed run's result (masks, errors). Any
+// are named with the reason in the report's notes. Returns the first run's result (masks, errors). Any
 // profiler works; call profiler.report() afterwards. Throws what the engine throws (core::Cancelled on
 // cancel; the open run is closed).
 core::EntryResult profileEntry(core::Engine& engine, Profiler& profiler, const ProfileRequest& request);

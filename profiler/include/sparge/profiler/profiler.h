@@ -57,6 +57,9 @@ class Profiler {
   int runs() const;  // begun and ended, warm-up included
   // Flushes CUPTI and builds the report of every run so far. Can be called more than once.
   TimingReport report();
+  // What report() builds from: every finished run and its attributed kernels (for merging the runs of
+  // several processes into one report with buildReport).
+  ReportInput collect();
   // Runs, kernels and workload are forgotten; the source stays.
   void reset();
 

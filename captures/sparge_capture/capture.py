@@ -1,40 +1,8 @@
-"""Capture attention Q/K/V from PyTorch models into Sparge Studio's capture format v1 (HDF5).
-
-Usage::
-
-    from sparge_capture import SpargeCapture
-
-    with SpargeCapture("out.h5", layers=[0, 15, 29], dtype="float16") as cap:
-        model(input_ids)                     # LLM: one forward pass
-
-    with SpargeCapture("dit.h5", steps=[0, 10, 49]) as cap:
-        for t in timesteps:                  # diffusion transformer: one step per denoising step
-            latents = pipe_step(latents, t)
-            cap.next_step()
-
-What is recorded is exactly what the attention kernel receives (after rotary embeddings, after any
-per-head normalisation), because the hook sits at the kernel call:
-
-* ``torch.nn.functional.scaled_dot_product_attention`` is replaced by a wrapper for the duration of
-  the ``with`` block (diffusers, timm, hand-written models).
-* Hugging Face transformers' attention-function registry (``ALL_ATTENTION_FUNCTIONS``) gets its
-  ``"sdpa"`` entry wrapped, so models loaded with ``attn_implementation="sdpa"`` are recorded once
-  with their real layer index and with K/V still holding the KV heads (before ``repeat_kv``). The
-  inner SDPA call made by that function is not recorded a second time.
-
-The wrappers call the original function with the original arguments and return its result
-untouched: capturing never changes the model's output. A failure while writing is reported as a
-warning (and counted in ``cap.errors``) instead of breaking the model run, unless ``strict=True``.
-
-Models run with ``attn_implementation="eager"`` do not call either function and are not captured.
-
-Requires Python >= 3.9, torch, h5py and numpy (transformers is optional).
-"""
+"""The SpargeCapture context manager: patches the attention entry points, records each call as an entry."""
 
 from __future__ import annotations
 
 import datetime
-import math
 import platform
 import sys
 import threading
@@ -46,8 +14,11 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
+from . import masks, storage
+from .identity import CallTracker, EntryNames, Identity
+
 CAPTURE_VERSION = 1
-_DTYPES = ("float16", "bfloat16", "float32", "auto")
+__version__ = "1.1.0"
 
 # Only one capture may patch the globals at a time; nested patching would make restoring order-dependent.
 _active_lock = threading.Lock()
@@ -62,53 +33,26 @@ def _to_set(values: Optional[Iterable[int]]) -> Optional[set]:
     return {int(v) for v in values}
 
 
-def _classify_mask(mask: Optional[torch.Tensor], nq: int, nkv: int) -> str:
-    """Says whether an explicit attention mask is no mask, a plain causal mask, or something else.
-
-    Causal here means what SDPA's ``is_causal`` means: query i sees keys 0..i (top-left aligned).
-    """
-    if mask is None:
-        return "none"
-    with torch.no_grad():
-        m = mask.detach()
-        if m.dtype == torch.bool:
-            allowed = m
-        else:
-            allowed = m == 0
-            # Additive masks use 0 for "keep" and a very negative number or -inf for "drop"; anything
-            # else (ALiBi-like biases) cannot be expressed by the capture format.
-            dropped = ~allowed
-            if bool(dropped.any()) and not bool((m[dropped] < -1e4).all()):
-                return "other"
-        if allowed.dim() < 2 or allowed.shape[-2:] not in ((nq, nkv), (1, nkv)):
-            return "other"
-        if bool(allowed.all()):
-            return "none"
-        if allowed.shape[-2] == nq:
-            tril = torch.ones(nq, nkv, dtype=torch.bool, device=allowed.device).tril()
-            if bool((allowed == tril).all()):
-                return "causal"
-    return "other"
-
-
 class SpargeCapture:
     """Context manager that records Q/K/V of attention calls into a capture v1 HDF5 file.
 
     Args:
       path: output HDF5 file (created / truncated on enter).
-      layers: layer indices to record (None = all). For calls whose layer is unknown (direct SDPA
-        calls), the index of the call within the current step stands in for the layer.
+      layers: layer indices to record (None = all): transformers' layer index, else the last number of
+        the module path (``blocks.3.attn`` -> 3), else the index of the call within the current step.
       steps: step numbers to record (None = all). Set the step with ``cap.step = n`` or
         ``cap.next_step()``; it starts at 0.
       max_tokens: keep at most this many query and key tokens (the first ones) of each call. A causal
-        prefix is a complete causal attention problem; for non-causal calls it is a smaller problem of
-        the same kind. Entries that were cut carry ``orig_tokens_q`` / ``orig_tokens_kv``.
-      dtype: storage dtype: "float16", "bfloat16" (stored as uint16 + attribute), "float32", or
-        "auto" (keep the model's dtype when it is one of those, else float32). A float16 entry whose
-        values overflow float16 is stored as float32 instead, with a warning.
+        or windowed prefix is a complete problem of the same kind; entries that were cut carry
+        ``orig_tokens_q`` / ``orig_tokens_kv``.
+      dtype: storage dtype. "auto" (default) keeps the model's compute dtype: bfloat16 as bfloat16,
+        float16 as float16, float32 as float32. "float16", "bfloat16" (stored as uint16 + attribute) or
+        "float32" force one; when that changes the values, the relative error of q, k, v and of the
+        attention output is measured and stored (``rel_error_*``), with a warning above 1e-3. A float16
+        entry whose values overflow float16 is stored as float32, with a warning.
       attrs: extra root attributes (provenance: model, text, command...).
       hf_implementations: names in transformers' attention registry to wrap.
-      strict: re-raise errors from writing instead of warning.
+      strict: re-raise errors from writing, and masks the format cannot describe, instead of warning.
       compression: h5py compression filter ("gzip" by default, None to disable).
     """
 
@@ -118,15 +62,15 @@ class SpargeCapture:
         layers: Optional[Iterable[int]] = None,
         steps: Optional[Iterable[int]] = None,
         max_tokens: Optional[int] = None,
-        dtype: str = "float16",
+        dtype: str = "auto",
         attrs: Optional[Dict[str, Any]] = None,
         hf_implementations: Tuple[str, ...] = ("sdpa",),
         strict: bool = False,
         compression: Optional[str] = "gzip",
         compression_opts: Optional[int] = 4,
     ) -> None:
-        if dtype not in _DTYPES:
-            raise ValueError(f"dtype must be one of {_DTYPES}, got {dtype!r}")
+        if dtype not in storage.DTYPES:
+            raise ValueError(f"dtype must be one of {storage.DTYPES}, got {dtype!r}")
         if max_tokens is not None and max_tokens < 1:
             raise ValueError("max_tokens must be >= 1")
         self.path = str(path)
@@ -152,6 +96,8 @@ class SpargeCapture:
         self._orig_sdpa: Optional[Callable] = None
         self._hf_registry: Any = None
         self._hf_saved: Dict[str, Tuple[bool, Callable]] = {}
+        self._tracker = CallTracker()
+        self._names = EntryNames()
 
     # ----- step API (diffusion models) -----
     def next_step(self) -> int:
@@ -206,7 +152,7 @@ class SpargeCapture:
     def _write_root_attrs(self) -> None:
         a = self._file.attrs
         a["sparge_capture_version"] = np.int64(CAPTURE_VERSION)
-        a["created_by"] = "captures/sparge_capture.py"
+        a["created_by"] = f"sparge_capture {__version__}"
         a["created_utc"] = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
         a["torch_version"] = str(torch.__version__)
         a["h5py_version"] = h5py.__version__
@@ -221,6 +167,7 @@ class SpargeCapture:
             a[key] = _attr_value(value)
 
     def _patch(self) -> None:
+        self._tracker.start()
         self._orig_sdpa = F.scaled_dot_product_attention
         F.scaled_dot_product_attention = self._make_sdpa_wrapper(self._orig_sdpa)
         registry = _hf_attention_registry()
@@ -235,9 +182,10 @@ class SpargeCapture:
             local = getattr(registry, "_local_mapping", None)
             had_local = local is not None and name in local
             self._hf_saved[name] = (had_local, local[name] if had_local else original)
-            registry[name] = self._make_hf_wrapper(original, name)
+            registry[name] = self._make_hf_wrapper(original)
 
     def _unpatch(self) -> None:
+        self._tracker.stop()
         if self._orig_sdpa is not None:
             F.scaled_dot_product_attention = self._orig_sdpa
             self._orig_sdpa = None
@@ -269,12 +217,11 @@ class SpargeCapture:
         scaled_dot_product_attention.__doc__ = original.__doc__
         return scaled_dot_product_attention
 
-    def _make_hf_wrapper(self, original: Callable, impl_name: str) -> Callable:
+    def _make_hf_wrapper(self, original: Callable) -> Callable:
         capture = self
 
         def attention_forward(module, query, key, value, attention_mask, *args, **kwargs):
-            capture._guarded(capture._record_hf, module, query, key, value, attention_mask, args,
-                             kwargs, impl_name)
+            capture._guarded(capture._record_hf, module, query, key, value, attention_mask, args, kwargs)
             capture._local.depth = getattr(capture._local, "depth", 0) + 1
             try:
                 return original(module, query, key, value, attention_mask, *args, **kwargs)
@@ -299,75 +246,82 @@ class SpargeCapture:
         self._calls_in_step[self.step] = idx + 1
         return idx
 
-    def _record_hf(self, module, query, key, value, attention_mask, args, kwargs, impl_name) -> None:
+    def _record_hf(self, module, query, key, value, attention_mask, args, kwargs) -> None:
         self.calls_seen += 1
-        call_in_step = self._next_call_in_step()
-        layer = getattr(module, "layer_idx", None)
-        if layer is None:
-            layer = call_in_step
-            layer_known = False
-        else:
-            layer = int(layer)
-            layer_known = True
-        if not self._wanted(layer):
-            return
+        call_index = self._next_call_in_step()
         nq, nkv = query.shape[-2], key.shape[-2]
         scaling = kwargs.get("scaling", args[1] if len(args) > 1 else None)
         dropout = kwargs.get("dropout", args[0] if len(args) > 0 else 0.0)
         is_causal = kwargs.get("is_causal", args[2] if len(args) > 2 else None)
-        mask_kind = _classify_mask(attention_mask, nq, nkv) if torch.is_tensor(attention_mask) else (
-            "none" if attention_mask is None else "other")
+        info = masks.describe_mask(attention_mask, nq, nkv)
         if kwargs.get("position_bias") is not None:
-            mask_kind = "other"  # an additive bias (T5-like) that the format cannot express
-        if mask_kind == "causal":
-            causal = True
-        elif mask_kind == "none":
-            if is_causal is None:
-                # Mirrors transformers' sdpa_attention_forward: causal when the module says so and
-                # more than one query token is processed without an explicit mask.
-                causal = bool(nq > 1 and attention_mask is None and getattr(module, "is_causal", True))
-            else:
-                causal = bool(is_causal) and nq > 1
-        else:
-            causal = bool(getattr(module, "is_causal", False)) and nq > 1
-        if causal and attention_mask is None and nkv > nq:
+            info = masks.MaskInfo("other", description="a T5-style position bias added to the scores")
+        if info.kind == "none" and attention_mask is None:
+            # Mirrors transformers' sdpa_attention_forward: causal when the module says so and more than
+            # one query token is processed without an explicit mask.
+            causal = getattr(module, "is_causal", True) if is_causal is None else bool(is_causal)
+            info = masks.from_rule(bool(causal) and nq > 1, None, None)
+        module_causal = bool(getattr(module, "is_causal", False)) and nq > 1
+        ident = self._tracker.identify(module, info.causal if info.expressible else module_causal)
+        if not self._wanted(ident.layer if ident.layer is not None else call_index):
+            return
+        configured = masks.window_of_module(kwargs.get("sliding_window", getattr(module, "sliding_window", None)),
+                                            info.causal if info.expressible else module_causal)
+        if info.causal and attention_mask is None and nkv > nq:
             # Prefill into a pre-allocated (static) cache: with top-left causal alignment the keys past
             # nq are never seen, and transformers crops them too before calling SDPA.
-            key = key[:, :, :nq]
-            value = value[:, :, :nq]
-        extra = {
-            "source": f"transformers.{impl_name}",
-            "module": type(module).__name__,
-            "attn_mask": mask_kind,
-        }
+            key, value = key[:, :, :nq], value[:, :, :nq]
+        extra = {"source": "transformers.sdpa", "module_class": type(module).__name__}
         if dropout and getattr(module, "training", False):
             extra["dropout_p"] = float(dropout)
-        self._write_entry(query, key, value, layer, layer_known, causal, scaling, extra)
+        self._write_entry(query, key, value, ident, call_index, self._settle_mask(info, configured, module_causal),
+                          scaling, extra)
 
     def _record_sdpa(self, args, kwargs) -> None:
         names = ("query", "key", "value", "attn_mask", "dropout_p", "is_causal")
         bound = dict(zip(names, args))
-        bound.update({k: v for k, v in kwargs.items()})
+        bound.update(kwargs)
         query, key, value = bound["query"], bound["key"], bound["value"]
-        attn_mask = bound.get("attn_mask")
-        dropout_p = bound.get("dropout_p", 0.0)
-        is_causal = bound.get("is_causal", False)
-        scale = bound.get("scale")
+        attn_mask, is_causal = bound.get("attn_mask"), bool(bound.get("is_causal", False))
         self.calls_seen += 1
-        call_in_step = self._next_call_in_step()
-        if not self._wanted(call_in_step):
-            return
+        call_index = self._next_call_in_step()
         nq, nkv = query.shape[-2], key.shape[-2]
-        mask_kind = _classify_mask(attn_mask, nq, nkv)
-        causal = bool(is_causal) or mask_kind == "causal"
-        if is_causal and mask_kind != "none":
-            mask_kind = "other"
-        extra = {"source": "torch.sdpa", "attn_mask": mask_kind}
-        if dropout_p:
-            extra["dropout_p"] = float(dropout_p)
+        info = masks.describe_mask(attn_mask, nq, nkv)
+        if is_causal:
+            # SDPA's is_causal is top-left aligned; with an explicit mask as well SDPA refuses the call.
+            info = masks.from_rule(True, None, None) if info.kind == "none" else masks.MaskInfo(
+                "other", description="is_causal together with an explicit mask")
+        ident = self._tracker.identify(None, info.causal)
+        if not self._wanted(ident.layer if ident.layer is not None else call_index):
+            return
+        extra = {"source": "torch.sdpa"}
+        if ident.module is not None:
+            extra["module_class"] = type(ident.module).__name__
+        if bound.get("dropout_p"):
+            extra["dropout_p"] = float(bound["dropout_p"])
         if kwargs.get("enable_gqa"):
             extra["enable_gqa"] = 1
-        self._write_entry(query, key, value, call_in_step, False, causal, scale, extra)
+        self._write_entry(query, key, value, ident, call_index, self._settle_mask(info, None, is_causal),
+                          bound.get("scale"), extra)
+
+    def _settle_mask(self, seen: masks.MaskInfo, configured: Optional[Tuple[int, int]],
+                     module_causal: bool) -> Tuple[masks.MaskInfo, Optional[str]]:
+        """The mask to record, and a problem to report (None when the record is exact)."""
+        if not seen.expressible:
+            fallback = masks.MaskInfo("window", module_causal, configured) if configured else \
+                masks.from_rule(module_causal, None, None)
+            return fallback, seen.description
+        if configured is None:
+            return seen, None
+        if seen.kind == "window":
+            if seen.window != configured:
+                warnings.warn(f"SpargeCapture: the mask is the window {list(seen.window)} but the module is "
+                              f"configured for {list(configured)}; the mask (what was computed) is recorded",
+                              RuntimeWarning)
+            return seen, None
+        # No mask was needed at this length (the window covers the whole sequence): record the module's
+        # window, which the attention has all the same.
+        return masks.MaskInfo("window", seen.causal, configured), None
 
     def _wanted(self, layer: int) -> bool:
         if self._group is None:
@@ -378,8 +332,10 @@ class SpargeCapture:
             return False
         return True
 
-    def _write_entry(self, q, k, v, layer: int, layer_known: bool, causal: bool,
-                     scale: Optional[float], extra: Dict[str, Any]) -> None:
+    def _write_entry(self, q, k, v, ident: Identity, call_index: int,
+                     settled: Tuple[masks.MaskInfo, Optional[str]], scale: Optional[float],
+                     extra: Dict[str, Any]) -> None:
+        info, problem = settled
         q, k, v = (_as_bhnd(t) for t in (q, k, v))
         if not (q.shape[0] == k.shape[0] == v.shape[0]):
             raise ValueError(f"batch sizes differ: q {tuple(q.shape)} k {tuple(k.shape)} v {tuple(v.shape)}")
@@ -387,61 +343,63 @@ class SpargeCapture:
             raise ValueError(f"heads incompatible: q {tuple(q.shape)} k {tuple(k.shape)} v {tuple(v.shape)}")
         orig_nq, orig_nkv = q.shape[2], k.shape[2]
         if self.max_tokens is not None:
-            q = q[:, :, : self.max_tokens]
-            k = k[:, :, : self.max_tokens]
-            v = v[:, :, : self.max_tokens]
-        base = f"l{layer:02d}_s{self.step:03d}" if layer_known else f"c{layer:03d}_s{self.step:03d}"
+            q, k, v = (t[:, :, : self.max_tokens] for t in (q, k, v))
         with self._write_lock:
-            name = base
-            n = 1
-            while name in self._group:
-                name = f"{base}_{n}"
-                n += 1
+            name = self._names.name(ident, call_index, self.step, self._group)
+            where = ident.path or "no module"
+            if problem is not None:
+                message = (f"SpargeCapture: {name} ({where}): the attention mask is {problem}; the entry records "
+                           f"causal={int(info.causal)}" + (f" and window {list(info.window)}" if info.window else "")
+                           + " from the module, so Sparge's masks will differ from the model's")
+                if self.strict:
+                    raise ValueError(message)
+                warnings.warn(message, RuntimeWarning)
+            store = storage.storage_dtype(self.dtype, q.dtype)
+            if store == "float16" and storage.overflows_float16(q, k, v):
+                warnings.warn(f"SpargeCapture: {name} ({where}): values overflow float16; entry stored as float32",
+                              RuntimeWarning)
+                store = "float32"
+            errs = {}
+            if storage.narrows(store, q.dtype):
+                errs = storage.precision_report(q, k, v, store, info.causal, info.window, scale, self._orig_sdpa)
+                storage.warn_precision(name, where, q.dtype, store, errs, k)
             # Convert everything before creating the group, so a failure leaves no half-written entry.
-            store_dtype = self._store_dtype(q.dtype)
-            arrays = {}
-            for label, t in (("q", q), ("k", k), ("v", v)):
-                arrays[label], store_dtype_t = _to_numpy(t, store_dtype)
-                if store_dtype_t != store_dtype:
-                    # float16 overflow: redo all three in float32 so the entry has one dtype
-                    store_dtype = store_dtype_t
-                    arrays = {}
-                    break
-            if not arrays:
-                for label, t in (("q", q), ("k", k), ("v", v)):
-                    arrays[label], _ = _to_numpy(t, store_dtype)
+            arrays = {label: storage.to_numpy(t, store) for label, t in (("q", q), ("k", k), ("v", v))}
             g = self._group.create_group(name)
             for label, arr in arrays.items():
                 ds = g.create_dataset(
                     label, data=arr, chunks=(1, 1, arr.shape[2], arr.shape[3]),
                     compression=self.compression, compression_opts=self.compression_opts,
                     shuffle=self.compression is not None)
-                if store_dtype == "bfloat16":
+                if store == "bfloat16":
                     ds.attrs["dtype"] = "bfloat16"
-            g.attrs["causal"] = np.int64(1 if causal else 0)
-            if scale is not None:
-                g.attrs["scale"] = np.float64(scale)
-            if layer_known:
-                g.attrs["layer"] = np.int64(layer)
-            else:
-                g.attrs["call_index"] = np.int64(layer)
-            g.attrs["step"] = np.int64(self.step)
-            g.attrs["layout"] = "HND"
-            g.attrs["source_dtype"] = str(q.dtype).replace("torch.", "")
+            attrs = _entry_attrs(ident, call_index, self.step, info, scale, q.dtype, errs)
             if q.shape[2] != orig_nq or k.shape[2] != orig_nkv:
-                g.attrs["orig_tokens_q"] = np.int64(orig_nq)
-                g.attrs["orig_tokens_kv"] = np.int64(orig_nkv)
-            for key_, val in extra.items():
+                attrs.update(orig_tokens_q=orig_nq, orig_tokens_kv=orig_nkv)
+            if problem is not None:
+                attrs["attn_mask"] = "other: " + problem
+            attrs.update(extra)
+            for key_, val in attrs.items():
                 g.attrs[key_] = _attr_value(val)
-            if extra.get("attn_mask") == "other":
-                warnings.warn(f"SpargeCapture: {name}: attention mask is neither none nor causal; the "
-                              "capture records only the causal flag", RuntimeWarning)
             self.entries.append(name)
 
-    def _store_dtype(self, source: torch.dtype) -> str:
-        if self.dtype != "auto":
-            return self.dtype
-        return {torch.float16: "float16", torch.bfloat16: "bfloat16"}.get(source, "float32")
+
+def _entry_attrs(ident: Identity, call_index: int, step: int, info: masks.MaskInfo, scale, source_dtype,
+                 errs: Dict[str, float]) -> Dict[str, Any]:
+    a: Dict[str, Any] = {"causal": int(info.causal), "step": step, "layout": "HND",
+                         "source_dtype": str(source_dtype).replace("torch.", ""), "attn_mask": info.kind}
+    if info.window is not None:
+        a["window"] = np.asarray(info.window, dtype=np.int64)
+    if scale is not None:
+        a["scale"] = float(scale)
+    if ident.layer is not None:
+        a["layer"] = ident.layer
+    a["call_index"] = call_index
+    for key, value in (("module", ident.path), ("kind", ident.kind), ("stack", ident.stack)):
+        if value:
+            a[key] = value
+    a.update(errs)
+    return a
 
 
 def _attr_value(value: Any) -> Any:
@@ -470,25 +428,9 @@ def _as_bhnd(t: torch.Tensor) -> torch.Tensor:
     raise ValueError(f"attention tensor of rank {t.dim()} (shape {tuple(t.shape)}) cannot be captured")
 
 
-def _to_numpy(t: torch.Tensor, store: str) -> Tuple[np.ndarray, str]:
-    """Copies to host memory in the storage dtype; falls back to float32 when float16 would overflow."""
-    t = t.to("cpu")
-    if store == "bfloat16":
-        raw = t.to(torch.bfloat16).contiguous().view(torch.int16).numpy().view(np.uint16)
-        return raw, store
-    if store == "float16":
-        h = t.to(torch.float16)
-        if bool(torch.isinf(h).any()) and not bool(torch.isinf(t).any()):
-            warnings.warn("SpargeCapture: values overflow float16; entry stored as float32", RuntimeWarning)
-            return t.to(torch.float32).contiguous().numpy(), "float32"
-        return h.contiguous().numpy(), store
-    return t.to(torch.float32).contiguous().numpy(), "float32"
-
-
 def _hf_attention_registry() -> Any:
     """transformers' global attention-function registry, or None when transformers is absent/old."""
-    tf = sys.modules.get("transformers")
-    if tf is None:
+    if sys.modules.get("transformers") is None:
         try:
             import transformers  # noqa: F401
         except Exception:
@@ -498,8 +440,3 @@ def _hf_attention_registry() -> Any:
     except Exception:
         return None
     return ALL_ATTENTION_FUNCTIONS
-
-
-def scale_of(head_dim: int) -> float:
-    """The default softmax scale the capture format assumes when `scale` is absent."""
-    return 1.0 / math.sqrt(head_dim)

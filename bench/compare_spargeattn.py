@@ -1,0 +1,147 @@
+#!/usr/bin/env python3
+"""Side by side on one GPU, dense-equivalent TOPS of the whole call (prediction + quantization + attention):
+ours in exact fp16 and in int8-fp8 (from `sparge bench --json` files), SpargeAttn's top-k API built from source
+(spas_sage2_attn_meansim_topk_cuda), torch SDPA (its default backend) and cuDNN's fused attention (from our
+bench files). Random N(0, 1) data, the shapes and top-k values of the bench files.
+
+usage: python3 bench/compare_spargeattn.py OURS.json [OURS2.json ...] [--spargeattn DIR] [--repeat 10]
+                                            [--json OUT]
+"""
+import argparse
+import json
+import statistics
+import sys
+
+
+def timed(torch, fn, repeat, warmup=2):
+    """(median, min, max) milliseconds of fn with CUDA events."""
+    for _ in range(warmup):
+        fn()
+    torch.cuda.synchronize()
+    times = []
+    for _ in range(repeat):
+        a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        a.record()
+        fn()
+        b.record()
+        b.synchronize()
+        times.append(a.elapsed_time(b))
+    return statistics.median(times), min(times), max(times)
+
+
+def load_ours(paths):
+    """{(N, D, causal): {"cudnn": TOPS, "dense": {numerics: TOPS}, "topk": {topk: {numerics: (TOPS, density)}}}}"""
+    cells, meta = {}, {}
+    for path in paths:
+        j = json.load(open(path))
+        meta = j
+        n = j.get("numerics", "none")
+        for r in j["results"]:
+            c = cells.setdefault((r["tokens"], r["head_dim"], r["causal"]), {"cudnn": None, "dense": {}, "topk": {}})
+            if r.get("cudnn"):
+                c["cudnn"] = r["cudnn"]["tops"]
+            c["dense"][n] = r["dense"]["tops"]
+            for s in r["sparse"]:
+                c["topk"].setdefault(s["topk"], {})[n] = (s["dense_equivalent_tops"], s["density"])
+    return cells, meta
+
+
+def spargeattn_call(torch, api, q, k, v, causal, topk, repeat):
+    fn = lambda: api(q, k, v, is_causal=causal, topk=topk, simthreshd1=-0.1, pvthreshd=50)
+    _, sparsity = api(q, k, v, is_causal=causal, topk=topk, simthreshd1=-0.1, pvthreshd=50, return_sparsity=True)
+    return timed(torch, fn, repeat), sparsity
+
+
+def measure_theirs(torch, F, api, cells, B, H, repeat):
+    theirs = {}
+    for (N, D, causal), c in sorted(cells.items()):
+        flops = 4.0 * B * H * N * N * D / (2 if causal else 1)
+        g = torch.Generator(device="cuda").manual_seed(0)
+        q, k, v = (torch.randn(B, H, N, D, device="cuda", dtype=torch.float16, generator=g) for _ in range(3))
+        t = {"sdpa": None, "spargeattn": {}}
+        med, _, _ = timed(torch, lambda: F.scaled_dot_product_attention(q, k, v, is_causal=causal), repeat)
+        t["sdpa"] = flops / (med * 1e-3) / 1e12
+        for topk in sorted(c["topk"], reverse=True):
+            if api is None:
+                continue
+            try:
+                (med, lo, hi), sparsity = spargeattn_call(torch, api, q, k, v, causal, topk, repeat)
+                t["spargeattn"][topk] = {"tops": flops / (med * 1e-3) / 1e12, "median_ms": med, "min_ms": lo,
+                                         "max_ms": hi, "qk_sparsity": sparsity}
+            except Exception as e:  # a shape upstream rejects: shown as "-"
+                t["spargeattn"][topk] = {"error": str(e).splitlines()[0][:160]}
+        theirs[(N, D, causal)] = t
+        del q, k, v
+        torch.cuda.empty_cache()
+    return theirs
+
+
+def fmt(x):
+    return "-" if x is None else f"{x:.0f}"
+
+
+def print_tables(cells, theirs):
+    header = ["N", "mask", "top-k", "ours fp16", "ours int8-fp8", "SpargeAttn", "int8-fp8/Sparge", "torch SDPA",
+              "cuDNN", "our dense fp16", "density ours"]
+    for D in sorted({k[1] for k in cells}, reverse=True):
+        rows = []
+        for (N, d, causal), c in sorted(cells.items(), key=lambda kv: (kv[0][2], kv[0][0])):
+            if d != D:
+                continue
+            t = theirs.get((N, d, causal), {})
+            for topk in sorted(c["topk"], reverse=True):
+                ours = c["topk"][topk]
+                fp16 = ours.get("none", (None, None))[0]
+                fp8 = ours.get("int8-fp8", (None, None))[0]
+                sp = t.get("spargeattn", {}).get(topk, {}).get("tops")
+                ratio = f"{fp8 / sp:.2f}" if fp8 and sp else "-"
+                density = next((v[1] for v in ours.values()), None)
+                rows.append([f"{N // 1024}K", "causal" if causal else "full", f"{topk:g}", fmt(fp16), fmt(fp8),
+                             fmt(sp), ratio, fmt(t.get("sdpa")), fmt(c["cudnn"]), fmt(c["dense"].get("none")),
+                             "-" if density is None else f"{density:.3f}"])
+        print(f"\nD {D}: dense-equivalent TOPS (4*B*H*N^2*D / t, halved when causal; t = whole call)")
+        widths = [max(len(str(x)) for x in col) for col in zip(header, *rows)]
+        print("  ".join(h.rjust(w) for h, w in zip(header, widths)))
+        for r in rows:
+            print("  ".join(str(x).rjust(w) for x, w in zip(r, widths)))
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("ours", nargs="+", help="JSON files written by `sparge bench --json`")
+    ap.add_argument("--spargeattn", help="SpargeAttn source folder with its extension built in place")
+    ap.add_argument("--repeat", type=int, default=10)
+    ap.add_argument("--json", help="write every figure here")
+    args = ap.parse_args()
+    import torch
+    import torch.nn.functional as F
+
+    cells, meta = load_ours(args.ours)
+    B, H = meta["batch"], meta["heads"]
+    api, why = None, "no --spargeattn folder given"
+    if args.spargeattn:
+        sys.path.insert(0, args.spargeattn)
+        try:
+            from spas_sage_attn import spas_sage2_attn_meansim_topk_cuda as api
+        except Exception as e:
+            why = f"SpargeAttn not importable: {e}"
+    print(f"device: {torch.cuda.get_device_name()} (ours: {meta['device']}), torch {torch.__version__}, "
+          f"B={B} H={H}, fp16, repeat {args.repeat}")
+    if api is None:
+        print(f"SpargeAttn column empty: {why}")
+    theirs = measure_theirs(torch, F, api, cells, B, H, args.repeat)
+    print_tables(cells, theirs)
+    for key, t in sorted(theirs.items()):
+        for topk, s in t["spargeattn"].items():
+            if "error" in s:
+                print(f"SpargeAttn failed at N {key[0]} D {key[1]} causal {key[2]} top-k {topk}: {s['error']}")
+    if args.json:
+        out = [{"tokens": k[0], "head_dim": k[1], "causal": k[2], "ours": cells[k], "theirs": theirs[k]}
+               for k in sorted(cells)]
+        json.dump({"device": torch.cuda.get_device_name(), "torch": torch.__version__, "results": out},
+                  open(args.json, "w"), indent=2, default=str)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

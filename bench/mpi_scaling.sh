@@ -1,0 +1,62 @@
+#!/usr/bin/env bash
+# Scaling of `sparge tune` over GPUs on one multi-GPU machine: a synthetic 28 layers x 32 heads x 16K x
+# D 128 capture tuned on 1 GPU (one process) and with mpirun on 4 and 2 GPUs; wall times, speedups, and
+# whether every parameter file equals the one-GPU file byte for byte. Runs from the pack made by
+# scripts/mpi-pack.sh (gpu-pack/mpi, copied to the GPU machine). Results: $OUT/log.txt, $OUT/p*.json.
+set -uo pipefail
+HERE="$(cd "$(dirname "$0")" && pwd)"
+OUT=${OUT:-$PWD/gpu-out}
+W=/tmp/spmpi
+mkdir -p "$OUT" $W/ompi
+# The capture (10.5 GB at full size) goes to RAM when /dev/shm has room: the timings are about tuning.
+DATA=$W
+if [ "$(df --output=avail -k /dev/shm 2>/dev/null | tail -1)" -gt 25000000 ] 2>/dev/null; then DATA=/dev/shm/spmpi; fi
+mkdir -p $DATA
+tar -xJf "$HERE/pack.tar.xz" -C $W
+tar -xJf "$HERE/ompi.tar.xz" -C $W/ompi
+source "$HERE/mpi_env.sh" $W/ompi
+export LD_LIBRARY_PATH=$W/lib:$LD_LIBRARY_PATH
+S=$W/bin/sparge
+LOG=$OUT/log.txt
+now() { date +%s%N; }
+elapsed() { awk -v a="$1" -v b="$(now)" 'BEGIN { printf "%.2f", (b - a) / 1e9 }'; }
+# Overridable for a dry run on a CPU machine: ENGINE=cpu NGPU=2 ENTRIES=4 HEADS=4 TOKENS=1024 DIM=64.
+NGPU=${NGPU:-$(nvidia-smi -L | wc -l)}
+ENTRIES=${ENTRIES:-28} HEADS=${HEADS:-32} TOKENS=${TOKENS:-16384} DIM=${DIM:-128}
+TUNE=(--l1 0.05 --l2 0.06 --engine "${ENGINE:-cuda}")
+{
+  nvidia-smi --query-gpu=index,name,driver_version,clocks.sm,clocks.max.sm --format=csv 2>&1
+  nproc; free -g | head -2; df -h /dev/shm /tmp | tail -2
+  echo "== mpirun smoke test (MPI init on $NGPU ranks)"
+  if ! timeout 60 $MPIRUN --bind-to none -np "$NGPU" $S --version; then
+    echo "shared-memory transport failed; using TCP over loopback"
+    export OMPI_MCA_btl=self,tcp
+    timeout 60 $MPIRUN --bind-to none -np "$NGPU" $S --version || echo "MPI smoke test FAILED"
+  fi
+  t=$(now); $S synth $DATA/cap.h5 --entries $ENTRIES --heads $HEADS --tokens $TOKENS --dim $DIM --seed 1 >/dev/null
+  echo "synth: $(elapsed $t) s, $(du -h $DATA/cap.h5 | cut -f1) in $DATA"
+  declare -A T
+  for n in 1 4 2; do
+    [ "$n" -le "$NGPU" ] || continue
+    echo "== tune on $n GPU(s)"
+    devs=$(seq -s, 0 $((n - 1)))
+    t=$(now)
+    if [ "$n" -eq 1 ]; then
+      CUDA_VISIBLE_DEVICES=0 timeout 200 $S tune $DATA/cap.h5 "${TUNE[@]}" -o $OUT/p1.json 2>&1 | grep -v '^tune:' | grep -vE '^[0-9]+ +[-0-9]|^  head '
+    else
+      CUDA_VISIBLE_DEVICES=$devs timeout 200 $MPIRUN --bind-to none -np $n $S tune $DATA/cap.h5 "${TUNE[@]}" -o $OUT/p$n.json 2>&1 \
+        | grep -v '^tune:' | grep -vE '^[0-9]+ +[-0-9]|^  head '
+    fi
+    T[$n]=$(elapsed $t)
+    echo "wall: ${T[$n]} s"
+  done
+  echo "== scaling (wall time of the whole sparge tune command, capture in the page cache)"
+  printf "%-6s %10s %9s %s\n" GPUs "wall s" speedup "params file"
+  for n in 1 2 4; do
+    [ -n "${T[$n]:-}" ] || continue
+    same="-"
+    [ "$n" -gt 1 ] && { cmp -s $OUT/p1.json $OUT/p$n.json && same="identical to 1 GPU" || same="DIFFERS from 1 GPU"; }
+    printf "%-6s %10.1f %8.2fx %s\n" $n ${T[$n]} "$(awk -v a="${T[1]}" -v b="${T[$n]}" 'BEGIN { print a / b }')" "$same"
+  done
+} 2>&1 | tee $LOG
+rm -rf /dev/shm/spmpi

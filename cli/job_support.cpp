@@ -1,0 +1,98 @@
+// Rank placement, engine creation per rank and the rank summaries rank 0 prints.
+#include "job_support.h"
+
+#include <algorithm>
+#include <map>
+
+#include "sparge/core/error.h"
+#include "sparge/core/names.h"
+#include "sparge/dist/placement.h"
+
+namespace sparge::cli {
+namespace {
+
+dist::Transport* gTransport = nullptr;
+
+dist::Placement placement(dist::Transport& t, int threads) {
+  return dist::placeRank(t.localRank(), t.localSize(), dist::visibleGpus(), dist::hostCores(),
+                         dist::usableCores(), threads);
+}
+
+// "a ×3, b" for the distinct values in first-seen order.
+std::string counted(const std::vector<std::string>& values) {
+  std::vector<std::pair<std::string, int>> seen;
+  for (const std::string& v : values) {
+    auto it = std::find_if(seen.begin(), seen.end(), [&](const auto& s) { return s.first == v; });
+    if (it == seen.end())
+      seen.emplace_back(v, 1);
+    else
+      ++it->second;
+  }
+  std::string out;
+  for (const auto& [v, n] : seen)
+    out += (out.empty() ? "" : ", ") + v + (n > 1 ? " ×" + std::to_string(n) : "");
+  return out;
+}
+
+}  // namespace
+
+dist::Transport& jobTransport() {
+  if (!gTransport) throw Error("sparge", "internal: no transport was opened");
+  return *gTransport;
+}
+
+void setJobTransport(dist::Transport* transport) {
+  gTransport = transport;
+}
+
+RankEngine makeRankEngine(dist::Transport& transport, core::EngineChoice choice, int threads) {
+  const dist::Placement p = placement(transport, threads);
+  dist::applyPlacement(p);
+  RankEngine r;
+  r.selection = engines::makeEngine(choice, p.threads);
+  r.note = p.note;
+  r.info.engine = r.selection.engine->name();
+  if (r.selection.engine->isGpu())
+    r.info.device = p.visibleDevices.empty() ? "GPU" : "GPU " + p.visibleDevices;
+  else
+    r.info.device = p.threads > 0 ? std::to_string(p.threads) + " threads" : "all cores";
+  return r;
+}
+
+void placeOnGpu(dist::Transport& transport) {
+  dist::applyPlacement(placement(transport, 0));
+}
+
+std::string describeFailure(const dist::RankFailure& f, int ranks) {
+  // Entry names and messages may hold control bytes: printed through printable().
+  const std::string where = core::printable(f.where), problem = core::printable(f.problem);
+  if (ranks <= 1) return (where.empty() ? "" : where + ": ") + problem;
+  return "rank " + std::to_string(f.rank) + " (" + core::printable(f.host) + ") failed" +
+         (where.empty() ? "" : " on " + where) + ": " + problem;
+}
+
+std::string describeRanks(const std::vector<dist::RankInfo>& ranks, const std::string& transportName) {
+  std::vector<std::string> hosts, engines, devices;
+  for (const dist::RankInfo& r : ranks) {
+    hosts.push_back(r.host);
+    engines.push_back(r.engine);
+    devices.push_back(r.host + " " + r.device);
+  }
+  std::map<std::string, int> distinctHosts;
+  for (const std::string& h : hosts) ++distinctHosts[h];
+  return std::to_string(ranks.size()) + " ranks on " + std::to_string(distinctHosts.size()) + " host" +
+         (distinctHosts.size() == 1 ? "" : "s") + " via " + transportName + ": " + counted(engines) + " [" +
+         counted(devices) + "]";
+}
+
+std::string commonEngineName(const std::vector<dist::RankInfo>& ranks) {
+  std::vector<std::string> names;
+  for (const dist::RankInfo& r : ranks)
+    if (!r.engine.empty() && std::find(names.begin(), names.end(), r.engine) == names.end())
+      names.push_back(r.engine);
+  std::string out;
+  for (const std::string& n : names) out += (out.empty() ? "" : " + ") + n;
+  return out;
+}
+
+}  // namespace sparge::cli

@@ -1,0 +1,41 @@
+// What the commands that run over several processes (tune, run, bench) share: the transport main
+// opened, placing a rank's engine on its GPU or cores, and the lines rank 0 prints about ranks.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "sparge/core/engine.h"
+#include "sparge/dist/job.h"
+#include "sparge/dist/transport.h"
+#include "sparge/kernels/engine_factory.h"
+
+namespace sparge::cli {
+
+// The processes of this command: one, or the ranks of an MPI job. Set by main before parsing.
+dist::Transport& jobTransport();
+void setJobTransport(dist::Transport* transport);
+
+struct RankEngine {
+  engines::EngineSelection selection;
+  dist::RankInfo info;  // engine name and device, for the rank summary
+  std::string note;     // placement remark (ranks sharing a GPU), empty when none
+};
+
+// Places this rank (CUDA_VISIBLE_DEVICES = the GPU of its local rank, CPU threads = its share of the
+// cores unless `threads` > 0) and creates its engine. One process keeps today's behaviour exactly.
+RankEngine makeRankEngine(dist::Transport& transport, core::EngineChoice choice, int threads);
+
+// Applies only the GPU part of the placement (for commands without an engine, e.g. bench).
+void placeOnGpu(dist::Transport& transport);
+
+// "rank 2 (node3) failed on entry l05: <problem>"; with one process just "<where>: <problem>".
+std::string describeFailure(const dist::RankFailure& failure, int ranks);
+
+// "4 ranks on 1 host (node1: 4), engine cuda: NVIDIA H100 80GB HBM3 on GPU 0-3".
+std::string describeRanks(const std::vector<dist::RankInfo>& ranks, const std::string& transportName);
+
+// The engine name for outputs: the one name every rank shares, else the distinct names joined by " + ".
+std::string commonEngineName(const std::vector<dist::RankInfo>& ranks);
+
+}  // namespace sparge::cli

@@ -1,0 +1,411 @@
+// The tune job: plan (identical on every rank), tune this rank's pieces, gather on rank 0, write.
+#include "tune_job.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <memory>
+#include <optional>
+#include <set>
+
+#include "guards.h"
+#include "job_support.h"
+#include "sparge/core/error.h"
+#include "sparge/core/names.h"
+#include "sparge/core/params_io.h"
+#include "sparge/dist/codec.h"
+#include "sparge/dist/collector.h"
+#include "sparge/dist/job.h"
+#include "sparge/dist/partition.h"
+#include "sparge/dist/resume.h"
+#include "sparge/dist/wire.h"
+
+namespace sparge::cli {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+double secondsSince(Clock::time_point t0) {
+  return std::chrono::duration<double>(Clock::now() - t0).count();
+}
+
+std::vector<int64_t> wantedHeads(const core::TuneOptions& o, int64_t headsQ) {
+  std::vector<int64_t> heads = o.heads;
+  if (heads.empty())
+    for (int64_t h = 0; h < headsQ; ++h) heads.push_back(h);
+  std::sort(heads.begin(), heads.end());
+  heads.erase(std::unique(heads.begin(), heads.end()), heads.end());
+  return heads;
+}
+
+class TuneJobRunner {
+ public:
+  TuneJobRunner(dist::Transport& t, const TuneJobSpec& spec, const TuneJobOutput& out)
+      : transport_(t), spec_(spec), out_(out), job_(t, handlers()), ranks_(size_t(t.size())) {}
+
+  int run() {
+    try {
+      if (job_.root() && spec_.checkOutputs) spec_.checkOutputs();  // rank 0 writes; the others stop
+      plan();
+      RankEngine engine = makeRankEngine(transport_, spec_.engine, spec_.threads);
+      if (!engine.selection.message.empty() && job_.root())
+        std::fprintf(stderr, "note: %s\n", engine.selection.message.c_str());
+      if (!engine.note.empty() && transport_.localRank() == 0)
+        std::fprintf(stderr, "note: %s\n", engine.note.c_str());
+      if (job_.root() && out_.started) out_.started(engine.info.engine);
+      if (job_.root()) announcePlan();
+      job_.hello(engine.info);
+      work(*engine.selection.engine);
+    } catch (const std::exception& e) {
+      job_.fail(where(), e.what());
+    }
+    const dist::JobOutcome outcome = job_.finish(dist::encode(int64_t(probes_)));
+    return job_.root() ? conclude(outcome) : (outcome.failures.empty() ? 0 : 1);
+  }
+
+ private:
+  dist::JobHandlers handlers() {
+    dist::JobHandlers h;
+    h.hello = [this](const dist::RankInfo& r) { onHello(r); };
+    h.piece = [this](int, int piece, const std::string& payload) { onPiece(piece, payload); };
+    h.final = [this](int rank, const std::string& payload) {
+      totalProbes_ += dist::decode<int64_t>(payload, "final message of rank " + std::to_string(rank));
+    };
+    h.progress = [this](const dist::JobProgress& j) { onProgress(j); };
+    h.failure = [this](const dist::RankFailure& f) {
+      if (out_.clearProgress) out_.clearProgress();
+      std::fprintf(stderr, "sparge: error: %s\n", describeFailure(f, job_.size()).c_str());
+    };
+    return h;
+  }
+
+  std::string where() const { return currentEntry_.empty() ? "" : "entry " + currentEntry_; }
+
+  // Every rank computes the same plan from the same inputs, so no plan is ever sent.
+  void plan() {
+    std::optional<core::ParamsFile> resume;
+    if (!spec_.resumePath.empty()) {
+      resume = core::readParams(spec_.resumePath);
+      dist::checkResumable(*resume, spec_.resumePath, spec_.options);
+      others_ = dist::otherGroups(*resume, spec_.groups);
+      for (const core::TunedGroup& g : others_)
+        for (const core::TunedHead& h : g.heads) resumedKeys_.insert({g.name, h.head});
+    }
+    std::vector<dist::WorkUnit> units;
+    for (const core::TuneGroupInput& g : spec_.groups) {
+      const int64_t headsQ = g.entries.front().headsQ;
+      const std::vector<int64_t> wanted = wantedHeads(spec_.options, headsQ);
+      std::string note;
+      resumed_.push_back(resume ? dist::finishedHeads(*resume, g, headsQ, &note)
+                                : std::vector<core::TunedHead>{});
+      if (!note.empty() && job_.root()) std::fprintf(stderr, "note: %s\n", core::printable(note).c_str());
+      for (const core::TunedHead& h : resumed_.back()) resumedKeys_.insert({g.name, h.head});
+      dist::WorkUnit u;
+      for (const core::TuneInput& e : g.entries) u.costPerHead += dist::headCost(spec_.infos.at(e.name));
+      for (int64_t h : wanted)
+        if (std::none_of(resumed_.back().begin(), resumed_.back().end(),
+                         [h](const core::TunedHead& t) { return t.head == h; }))
+          u.heads.push_back(h);
+      units.push_back(std::move(u));
+    }
+    plan_ = dist::planWork(units, job_.size());
+    std::vector<dist::RankShare> shares(size_t(job_.size()));
+    for (const dist::Piece& p : plan_.pieces) {
+      shares[size_t(p.rank)].cost += p.cost;
+      shares[size_t(p.rank)].units += int64_t(p.heads.size() * spec_.groups[size_t(p.unit)].entries.size());
+    }
+    job_.setShares(shares);
+    collector_ = std::make_unique<dist::UnitCollector>(plan_, units.size());
+  }
+
+  void announcePlan() {
+    size_t resumedHeads = 0, todo = 0;
+    for (const auto& r : resumed_) resumedHeads += r.size();
+    for (const auto& p : plan_.pieces) todo += p.heads.size();
+    if (!spec_.resumePath.empty())
+      std::fprintf(stderr, "resuming %s: %zu head%s kept, %zu to tune\n",
+                   core::printable(spec_.resumePath).c_str(), resumedHeads, resumedHeads == 1 ? "" : "s",
+                   todo);
+    if (job_.size() > 1)
+      std::fprintf(stderr, "plan: %zu groups in %zu pieces over %d ranks, estimated load imbalance %.2f\n",
+                   spec_.groups.size(), plan_.pieces.size(), job_.size(), plan_.imbalance());
+  }
+
+  bool interrupted() const { return spec_.interrupt && spec_.interrupt->load(); }
+
+  // The group with loaders that record which entry this rank is reading (for error messages) and check,
+  // before allocating, that tuning `heads` of it fits in memory.
+  core::TuneGroupInput traced(const core::TuneGroupInput& g, size_t heads) {
+    core::TuneGroupInput copy = g;
+    for (core::TuneInput& e : copy.entries)
+      e.load = [this, load = e.load, name = e.name, heads] {
+        currentEntry_ = name;
+        checkRunMemory(spec_.capturePath, spec_.infos.at(name), spec_.options.geometry, heads);
+        return load();
+      };
+    return copy;
+  }
+
+  void work(core::Engine& engine) {
+    const int rank = job_.rank();
+    const double shareCost = plan_.load[size_t(rank)];
+    int64_t shareUnits = 0;
+    for (int pi : plan_.piecesOf(rank))
+      shareUnits += int64_t(plan_.pieces[size_t(pi)].heads.size() *
+                            spec_.groups[size_t(plan_.pieces[size_t(pi)].unit)].entries.size());
+    const auto t0 = Clock::now();
+    double doneCost = 0;
+    int64_t unitsBefore = 0;
+    for (int pi : plan_.piecesOf(rank)) {
+      if (interrupted()) job_.requestStop();
+      if (job_.service()) break;
+      const dist::Piece& piece = plan_.pieces[size_t(pi)];
+      const core::TuneGroupInput group = traced(spec_.groups[size_t(piece.unit)], piece.heads.size());
+      currentEntry_ = group.entries.front().name;
+      core::TuneOptions opt = spec_.options;
+      opt.heads = piece.heads;
+      core::TuneCallbacks cb;
+      cb.cancel = &job_.stopFlag();
+      cb.progress = [&](const core::TuneProgress& p) {
+        phase_ = p.phase;
+        dist::RankProgress rp;
+        rp.fraction = shareCost > 0 ? (doneCost + piece.cost * p.fraction) / shareCost : 1.0;
+        rp.unitsDone = unitsBefore + p.unitsDone;
+        rp.unitsTotal = shareUnits;
+        rp.probes = probes_ + p.probes;
+        rp.current = p.group;
+        rp.elapsedSeconds = secondsSince(t0);
+        job_.progress(rp);
+        if (interrupted()) job_.requestStop();
+        job_.service();
+      };
+      // Heads finished before a failure still reach rank 0 (kept as an incomplete group).
+      core::TunedGroup partial;
+      cb.headFinished = [&](const core::TunedGroup& g, const core::TunedHead&) {
+        partial = g;
+        ++headsDone_;
+        injectFault();
+      };
+      core::TuneResult r;
+      try {
+        r = core::tune(engine, {group}, opt, cb);
+      } catch (...) {
+        if (!partial.heads.empty()) {
+          partial.complete = false;
+          job_.submit(pi, dist::encodeGroup(partial));
+        }
+        throw;
+      }
+      probes_ += r.probes;
+      job_.submit(pi, dist::encodeGroup(r.groups.empty() ? core::TunedGroup{} : r.groups.front()));
+      if (r.cancelled) return;
+      doneCost += piece.cost;
+      unitsBefore += int64_t(piece.heads.size() * group.entries.size());
+    }
+    currentEntry_.clear();
+  }
+
+  // A test hook for the fault paths: SPARGE_TEST_FAIL_AFTER_HEADS=RANK:N makes rank RANK fail once it
+  // has finished N heads, as a lost GPU would in the middle of a group.
+  void injectFault() const {
+    const char* spec = std::getenv("SPARGE_TEST_FAIL_AFTER_HEADS");
+    int rank = -1, heads = 0;
+    if (spec && std::sscanf(spec, "%d:%d", &rank, &heads) == 2 && rank == job_.rank() && headsDone_ >= heads)
+      throw Error("SPARGE_TEST_FAIL_AFTER_HEADS", "injected fault after " + std::to_string(heads) + " heads");
+  }
+
+  // ---- rank 0 ----
+
+  void onHello(const dist::RankInfo& r) {
+    ranks_[size_t(r.rank)] = r;
+    if (++hellos_ == job_.size() && job_.size() > 1) {
+      if (out_.clearProgress) out_.clearProgress();
+      std::fprintf(stderr, "%s\n", describeRanks(ranks_, transport_.name()).c_str());
+    }
+  }
+
+  void onProgress(const dist::JobProgress& j) {
+    if (!out_.progress) return;
+    core::TuneProgress p;
+    p.unitsDone = j.unitsDone;
+    p.unitsTotal = j.unitsTotal;
+    p.fraction = j.fraction;
+    p.elapsedSeconds = j.elapsedSeconds;
+    p.etaSeconds = j.etaSeconds;
+    p.group = j.current;
+    p.phase = phase_;
+    p.probes = j.probes;
+    out_.progress(p);
+  }
+
+  // The unit's heads kept from --resume plus those the ranks sent, ordered by head.
+  core::TunedGroup merge(size_t unit, std::vector<std::string>& payloads, bool whole) {
+    const core::TuneGroupInput& in = spec_.groups[unit];
+    core::TunedGroup g;
+    g.name = in.name;
+    g.layer = in.layer;
+    for (const core::TuneInput& e : in.entries) g.entries.push_back(e.name);
+    g.headsQ = in.entries.front().headsQ;
+    g.heads = resumed_[unit];
+    g.complete = whole;
+    for (const std::string& p : payloads) {
+      core::TunedGroup part = dist::decodeGroup(p, "tuned group " + in.name);
+      g.heads.insert(g.heads.end(), part.heads.begin(), part.heads.end());
+      g.complete = g.complete && part.complete;
+      g.elapsedSeconds = std::max(g.elapsedSeconds, part.elapsedSeconds);
+    }
+    std::sort(g.heads.begin(), g.heads.end(),
+              [](const core::TunedHead& a, const core::TunedHead& b) { return a.head < b.head; });
+    return g;
+  }
+
+  void onPiece(int piece, const std::string& payload) {
+    if (!collector_) return;  // this rank failed before planning; the job is being stopped
+    collector_->add(piece, payload);
+    handOver();
+  }
+
+  // Prints and stores every group whose pieces have all arrived (in order), then updates the file.
+  void handOver() {
+    bool wrote = false;
+    collector_->drain([&](size_t unit, std::vector<std::string>& payloads) {
+      const bool tuned = !payloads.empty();
+      done_.push_back(merge(unit, payloads, true));
+      if (tuned && out_.group) {
+        if (out_.clearProgress) out_.clearProgress();
+        out_.group(done_.back());
+      }
+      wrote = true;
+    });
+    if (wrote) checkpoint();
+  }
+
+  core::TuneResult result() const {
+    core::TuneResult r;
+    r.options = spec_.options;
+    r.engine = commonEngineName(ranks_);
+    r.groups = done_;
+    r.groups.insert(r.groups.end(), others_.begin(), others_.end());
+    r.probes = totalProbes_;
+    return r;
+  }
+
+  // Writes the parameter file; returns how many groups it holds.
+  size_t write(const core::TuneResult& r, bool complete) const {
+    core::ParamsFile file = core::toParamsFile(r, spec_.capturePath);
+    file.complete = complete;
+    if (!spec_.trace) {
+      core::writeParams(spec_.output, file);
+      return file.groups.size();
+    }
+    // Heads kept from --resume have no trace of this run: they are written without one.
+    core::TuneResult traced = r;
+    for (core::TunedGroup& g : traced.groups)
+      std::erase_if(g.heads, [&](const core::TunedHead& h) {
+        return resumedKeys_.count({g.name, h.head}) > 0;
+      });
+    core::writeParams(spec_.output, file, &traced);
+    return file.groups.size();
+  }
+
+  // After every handed-over group: the file so far, top-level "complete": false, so that a killed job
+  // leaves whole groups that say they are not the whole result (and --resume finishes them). A failed
+  // checkpoint stops nothing: the result is written at the end, when the disk may have room again.
+  void checkpoint() {
+    try {
+      checkpointGroups_ = write(result(), false);
+    } catch (const Error& e) {
+      if (!checkpointWarned_) {
+        if (out_.clearProgress) out_.clearProgress();
+        std::fprintf(stderr,
+                     "warning: checkpoint not written (%s); tuning goes on, the result is written at "
+                     "the end\n",
+                     core::printable(e.what()).c_str());
+      }
+      checkpointWarned_ = true;
+    }
+  }
+
+  // The last write ("complete" unless the job stopped early); when it fails, say what the file holds.
+  void writeResult(const core::TuneResult& r) const {
+    try {
+      write(r, !r.cancelled);
+    } catch (const Error& e) {
+      if (checkpointGroups_ == 0) throw;
+      throw Error(e.where(), e.problem() + " — the file still holds the checkpoint of " +
+                                 std::to_string(checkpointGroups_) +
+                                 " finished group(s), marked \"complete\": false");
+    }
+  }
+
+  int conclude(const dist::JobOutcome& outcome) {
+    if (out_.clearProgress) out_.clearProgress();
+    if (collector_) handOver();  // groups that needed no tuning (all kept by --resume)
+    // Groups the job did not finish: printed when they hold newly tuned heads, kept in the file as
+    // incomplete.
+    if (collector_)
+      collector_->remaining([&](size_t unit, std::vector<std::string>& payloads, bool all) {
+        const bool tuned = !payloads.empty();
+        done_.push_back(merge(unit, payloads, all));
+        if (tuned && out_.group) out_.group(done_.back());
+      });
+    core::TuneResult r = result();
+    r.cancelled = outcome.stopped;
+    r.elapsedSeconds = secondsSince(start_);
+    const int64_t kept = r.headsFinished();
+    if (outcome.stopped) return concludeStopped(r, kept, !outcome.failures.empty());
+    writeResult(r);
+    int64_t sparse = 0;
+    for (const auto& g : r.groups)
+      for (const auto& h : g.heads) sparse += h.isSparse ? 1 : 0;
+    std::printf(
+        "\n%lld heads tuned (%lld sparse, %lld dense) in %.1f s, %lld engine runs; parameters written to "
+        "%s\n",
+        (long long)kept, (long long)sparse, (long long)(kept - sparse), r.elapsedSeconds, (long long)r.probes,
+        spec_.output.c_str());
+    return 0;
+  }
+
+  int concludeStopped(const core::TuneResult& r, int64_t kept, bool failed) {
+    const char* why = failed ? "failed" : "interrupted";
+    if (kept > 0) {
+      writeResult(r);
+      std::fprintf(stderr, "%s: kept %lld finished head%s in %s (%.1f s)%s\n", why, (long long)kept,
+                   kept == 1 ? "" : "s", spec_.output.c_str(), r.elapsedSeconds,
+                   " — `sparge tune ... --resume` with that file tunes only the rest");
+    } else {
+      std::fprintf(stderr, "%s: no head was finished, %s not written\n", why, spec_.output.c_str());
+    }
+    return failed ? 1 : 130;
+  }
+
+  dist::Transport& transport_;
+  const TuneJobSpec& spec_;
+  const TuneJobOutput& out_;
+  dist::Job job_;
+  dist::Plan plan_;
+  std::unique_ptr<dist::UnitCollector> collector_;
+  std::vector<std::vector<core::TunedHead>> resumed_;  // per group: heads kept from --resume
+  std::vector<core::TunedGroup> others_;               // groups of the resumed file this run does not tune
+  std::set<std::pair<std::string, int64_t>> resumedKeys_;  // (group, head) kept from --resume
+  std::vector<core::TunedGroup> done_;                     // rank 0: handed-over groups, in order
+  std::vector<dist::RankInfo> ranks_;
+  int hellos_ = 0;
+  int64_t probes_ = 0, totalProbes_ = 0;
+  int64_t headsDone_ = 0;  // heads this rank finished
+  core::ProbePhase phase_ = core::ProbePhase::Select;
+  std::string currentEntry_;
+  size_t checkpointGroups_ = 0;  // groups in the last checkpoint written
+  bool checkpointWarned_ = false;
+  Clock::time_point start_ = Clock::now();
+};
+
+}  // namespace
+
+int runTuneJob(dist::Transport& transport, const TuneJobSpec& spec, const TuneJobOutput& output) {
+  TuneJobRunner runner(transport, spec, output);
+  return runner.run();
+}
+
+}  // namespace sparge::cli

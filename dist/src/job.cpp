@@ -1,0 +1,252 @@
+// The job protocol: hello, progress, piece, failed and done go to rank 0; stop and end come from it.
+#include "sparge/dist/job.h"
+
+#include <algorithm>
+#include <cstdio>
+#include <thread>
+
+#include "sparge/dist/wire.h"
+
+namespace sparge::dist {
+namespace {
+
+enum Tag : int { kHello = 1, kProgress, kPiece, kFailed, kDone, kStop, kEnd };
+
+using Clock = std::chrono::steady_clock;
+
+double secondsBetween(Clock::time_point a, Clock::time_point b) {
+  return std::chrono::duration<double>(b - a).count();
+}
+
+std::string source(int rank) {
+  return "message from rank " + std::to_string(rank);
+}
+
+// Polling interval while a rank has nothing else to do: short at first, then relaxed.
+void idle(int& rounds) {
+  std::this_thread::sleep_for(std::chrono::milliseconds(rounds < 100 ? 1 : 10));
+  ++rounds;
+}
+
+}  // namespace
+
+template <>
+struct WireFields<RankInfo> {
+  template <class S, class F>
+  static void visit(S& v, F&& f) {
+    f(v.rank, v.host, v.engine, v.device);
+  }
+};
+
+template <>
+struct WireFields<RankProgress> {
+  template <class S, class F>
+  static void visit(S& v, F&& f) {
+    f(v.fraction, v.unitsDone, v.unitsTotal, v.probes, v.current, v.elapsedSeconds);
+  }
+};
+
+template <>
+struct WireFields<RankFailure> {
+  template <class S, class F>
+  static void visit(S& v, F&& f) {
+    f(v.rank, v.host, v.where, v.problem);
+  }
+};
+
+Job::Job(Transport& transport, JobHandlers handlers, std::chrono::seconds stopTimeout)
+    : transport_(transport), handlers_(std::move(handlers)), stopTimeout_(stopTimeout), start_(Clock::now()) {
+  shares_.resize(size_t(size()));
+  progress_.resize(size_t(size()));
+  finished_.assign(size_t(size()), false);
+  hosts_.resize(size_t(size()));
+  for (int r = 0; r < size(); ++r) hosts_[size_t(r)].rank = r;
+}
+
+void Job::setShares(std::vector<RankShare> shares) {
+  shares_ = std::move(shares);
+  shares_.resize(size_t(size()));
+  for (size_t r = 0; r < shares_.size(); ++r)
+    if (progress_[r].unitsTotal == 0) progress_[r].unitsTotal = shares_[r].units;
+}
+
+void Job::hello(RankInfo info) {
+  info.rank = rank();
+  info.host = transport_.host();
+  if (!root()) {
+    transport_.send(0, kHello, encode(info));
+    return;
+  }
+  hosts_[0] = info;
+  if (handlers_.hello) handlers_.hello(info);
+}
+
+void Job::progress(const RankProgress& p) {
+  if (root()) {
+    progress_[0] = p;
+    publishProgress();
+    return;
+  }
+  const auto now = Clock::now();
+  if (p.fraction < 1.0 && now - lastSent_ < std::chrono::milliseconds(500)) return;
+  lastSent_ = now;
+  transport_.send(0, kProgress, encode(p));
+}
+
+void Job::submit(int piece, std::string payload) {
+  if (!root()) {
+    WireWriter w;
+    w.put(int32_t(piece));
+    w.put(payload);
+    transport_.send(0, kPiece, w.take());
+    return;
+  }
+  if (handlers_.piece) handlers_.piece(0, piece, payload);
+}
+
+void Job::fail(const std::string& where, const std::string& problem) {
+  failed_ = true;
+  stop_.store(true);
+  const RankFailure f{rank(), transport_.host(), where, problem};
+  if (!root()) {
+    transport_.send(0, kFailed, encode(f));
+    return;
+  }
+  finished_[0] = true;
+  recordFailure(f);
+}
+
+void Job::recordFailure(const RankFailure& f) {
+  outcome_.failures.push_back(f);
+  if (handlers_.failure) handlers_.failure(f);
+  requestStop();
+}
+
+void Job::requestStop() {
+  if (!root()) return;
+  if (!outcome_.stopped) {
+    outcome_.stopped = true;
+    stopSince_ = Clock::now();
+    for (int r = 1; r < size(); ++r)
+      if (!finished_[size_t(r)]) transport_.send(r, kStop, {});
+  }
+  stop_.store(true);
+}
+
+bool Job::service() {
+  while (std::optional<Message> m = transport_.poll()) handle(*m);
+  return stop_.load();
+}
+
+void Job::handle(const Message& m) {
+  if (!root()) {
+    if (m.tag == kStop) stop_.store(true);
+    return;
+  }
+  const size_t r = size_t(m.source);
+  switch (m.tag) {
+    case kHello:
+      hosts_[r] = decode<RankInfo>(m.payload, source(m.source));
+      if (handlers_.hello) handlers_.hello(hosts_[r]);
+      break;
+    case kProgress:
+      progress_[r] = decode<RankProgress>(m.payload, source(m.source));
+      publishProgress();
+      break;
+    case kPiece: {
+      WireReader in(m.payload, source(m.source));
+      const int piece = in.read<int32_t>();
+      const std::string payload = in.read<std::string>();
+      in.expectEnd();
+      if (handlers_.piece) handlers_.piece(m.source, piece, payload);
+      break;
+    }
+    case kFailed: {
+      finished_[r] = true;
+      recordFailure(decode<RankFailure>(m.payload, source(m.source)));
+      break;
+    }
+    case kDone:
+      finished_[r] = true;
+      if (handlers_.final) handlers_.final(m.source, m.payload);
+      publishProgress();
+      break;
+    default:
+      break;
+  }
+}
+
+void Job::publishProgress() {
+  if (!handlers_.progress) return;
+  JobProgress j;
+  j.ranks = size();
+  double total = 0;
+  for (const RankShare& s : shares_) total += s.cost;
+  bool etaKnown = true;
+  j.etaSeconds = 0;
+  for (size_t r = 0; r < progress_.size(); ++r) {
+    const RankProgress& p = progress_[r];
+    const double f = finished_[r] ? 1.0 : std::clamp(p.fraction, 0.0, 1.0);
+    j.ranksFinished += finished_[r] ? 1 : 0;
+    j.unitsDone += p.unitsDone;
+    j.unitsTotal += p.unitsTotal;
+    j.probes += p.probes;
+    j.fraction += total > 0 ? shares_[r].cost / total * f : f / double(size());
+    if (f >= 1.0 || shares_[r].cost <= 0) continue;
+    if (f < 0.01)
+      etaKnown = false;
+    else
+      j.etaSeconds = std::max(j.etaSeconds, p.elapsedSeconds * (1.0 - f) / f);
+  }
+  if (!etaKnown) j.etaSeconds = -1;
+  j.elapsedSeconds = secondsBetween(start_, Clock::now());
+  j.current = progress_[0].current;
+  if (size() > 1) {
+    // snprintf rather than string concatenation: the latter trips a GCC 12 -Wrestrict false positive.
+    char busy[64];
+    std::snprintf(busy, sizeof busy, "%s[%d/%d ranks busy]", j.current.empty() ? "" : " ",
+                  size() - j.ranksFinished, size());
+    j.current += busy;
+  }
+  handlers_.progress(j);
+}
+
+bool Job::allFinished() const {
+  return std::all_of(finished_.begin(), finished_.end(), [](bool b) { return b; });
+}
+
+JobOutcome Job::finish(std::string finalPayload) {
+  int rounds = 0;
+  if (!root()) {
+    if (!failed_) transport_.send(0, kDone, std::move(finalPayload));
+    for (;;) {
+      std::optional<Message> m = transport_.poll();
+      if (m && m->tag == kEnd) break;
+      if (!m) idle(rounds);
+    }
+    while (!transport_.sendsDone()) idle(rounds);
+    return outcome_;
+  }
+  if (!failed_) {
+    finished_[0] = true;
+    if (handlers_.final) handlers_.final(0, finalPayload);
+  }
+  while (!allFinished()) {
+    if (service()) {
+      if (Clock::now() - stopSince_ > stopTimeout_) {
+        for (int r = 0; r < size(); ++r)
+          if (!finished_[size_t(r)])
+            std::fprintf(stderr, "sparge: rank %d (%s) did not stop within %lld s: ending the job\n", r,
+                         hosts_[size_t(r)].host.c_str(), (long long)stopTimeout_.count());
+        transport_.abort(1);
+      }
+    }
+    idle(rounds);
+  }
+  publishProgress();
+  for (int r = 1; r < size(); ++r) transport_.send(r, kEnd, {});
+  while (!transport_.sendsDone()) idle(rounds);
+  return outcome_;
+}
+
+}  // namespace sparge::dist

@@ -1,0 +1,114 @@
+#include "set_option.h"
+
+#include <cmath>
+#include <stdexcept>
+
+#include "sparge/core/error.h"
+
+namespace sparge::gui {
+
+namespace {
+struct Value {
+  std::string text;
+  std::string where;
+
+  double number() const {
+    try {
+      size_t used = 0;
+      double v = std::stod(text, &used);
+      if (used == text.size()) return v;
+    } catch (const std::logic_error&) {
+    }
+    throw Error(where, "not a number: '" + text + "'");
+  }
+  bool boolean() const {
+    if (text == "1" || text == "true" || text == "on" || text == "yes") return true;
+    if (text == "0" || text == "false" || text == "off" || text == "no") return false;
+    throw Error(where, "expected 0/1, got '" + text + "'");
+  }
+  core::SelectMode mode() const {
+    if (text == "cdf") return core::SelectMode::Cdf;
+    if (text == "topk") return core::SelectMode::TopK;
+    throw Error(where, "expected cdf or topk, got '" + text + "'");
+  }
+};
+
+// Returns false for an unknown key.
+bool applyParam(const std::string& key, const Value& v, core::HeadParams& p) {
+  if (key == "theta" || key == "simthreshd1") {
+    p.theta = v.number();
+  } else if (key == "tau" || key == "cdfthreshd") {
+    p.tau = v.number();
+    p.mode = core::SelectMode::Cdf;
+  } else if (key == "topk") {
+    p.topk = v.number();
+    p.mode = core::SelectMode::TopK;
+  } else if (key == "lambda" || key == "pvthreshd") {
+    p.lambda = v.text == "inf" ? INFINITY : v.number();
+  } else if (key == "mode") {
+    p.mode = v.mode();
+  } else if (key == "dense") {
+    p.dense = v.boolean();
+  } else {
+    return false;
+  }
+  return true;
+}
+
+bool applyRunSetting(const std::string& key, const Value& v, core::RunConfig& config) {
+  try {
+    if (key == "geometry") {
+      config.geometry = core::Geometry::parse(v.text);
+    } else if (key == "quant" || key == "numerics") {
+      config.numerics = core::parseNumerics(v.text);
+    } else if (key == "target") {
+      core::Target t = core::parseTarget(v.text);
+      config.geometry = core::geometryOf(t);
+      config.numerics = core::numericsOf(t);
+    } else if (key == "smooth_k" || key == "smoothk") {
+      config.smoothK = v.boolean();
+    } else if (key == "sink") {
+      config.sink = v.boolean();
+    } else if (key == "diagonal") {
+      config.diagonal = v.boolean();
+    } else {
+      return false;
+    }
+  } catch (const Error& e) {
+    throw Error(v.where, e.what());
+  }
+  return true;
+}
+}  // namespace
+
+const char* settingKeys() {
+  return "theta, tau, topk, lambda, mode=cdf|topk, dense, geometry=128x64|64x128, "
+         "quant=none|int8-fp16|int8-fp8, "
+         "target=sm80|sm89|sm90, smooth_k, sink, diagonal (extension), l1, l2";
+}
+
+void applySetting(const std::string& keyValue, core::RunConfig& config, Budget& budget) {
+  auto eq = keyValue.find('=');
+  if (eq == std::string::npos || eq == 0) throw Error("--set " + keyValue, "expected key=value");
+  std::string key = keyValue.substr(0, eq);
+  Value v{keyValue.substr(eq + 1), "--set " + key};
+  if (key == "l1") {
+    budget.l1 = v.number();
+  } else if (key == "l2") {
+    budget.l2 = v.number();
+  } else if (!applyParam(key, v, config.defaults) && !applyRunSetting(key, v, config)) {
+    throw Error(v.where, std::string("unknown setting (") + settingKeys() + ")");
+  }
+  core::validate(config.defaults, v.where);
+  if (!(budget.l1 > 0) || !(budget.l2 > 0)) throw Error(v.where, "budget must be > 0");
+  config.perHead.clear();
+}
+
+core::RunConfig defaultAppConfig() {
+  core::RunConfig c;
+  c.geometry = core::geometryOf(core::Target::Sm89);
+  c.numerics = core::numericsOf(core::Target::Sm89);
+  return c;
+}
+
+}  // namespace sparge::gui

@@ -1,0 +1,142 @@
+#include "file_controller.h"
+
+#include <algorithm>
+#include <cctype>
+#include <filesystem>
+
+#include "report_writer.h"
+#include "sparge/core/error.h"
+#include "sparge/core/exports.h"
+#include "sparge/core/params_io.h"
+
+namespace sparge::gui {
+
+std::string reportFormatOf(const std::string& path) {
+  std::string ext = std::filesystem::path(path).extension().string();
+  std::transform(ext.begin(), ext.end(), ext.begin(), [](unsigned char c) { return char(std::tolower(c)); });
+  return ext == ".json" || ext == ".csv" || ext == ".md" ? ext : std::string();
+}
+
+void FileController::exportJob(const std::string& what, const std::string& path, Writer write) {
+  auto r = runs_.result();
+  if (!r) {
+    core_.messages.pushError("Nothing to export yet: no results for the selected entry.");
+    return;
+  }
+  std::string capture = core_.capture.path;
+  // Exports use their own key so that a slider move never cancels a half-written file.
+  auto job = [this, r, path, what, capture, write](const core::CancelFlag&) {
+    write(*r, capture);
+    core_.post([this, what, path] { core_.messages.addNotice("exported " + what + " to " + path); });
+  };
+  core_.submit(JobKind::Export, job, false, path);
+}
+
+void FileController::exportMasks(const std::string& path) {
+  exportJob("masks", path,
+            [path](const core::EntryResult& r, const std::string&) { core::writeMasks(path, {r}); });
+}
+
+void FileController::exportReport(const std::string& path) {
+  std::string format = reportFormatOf(path);
+  if (format == ".json") {
+    exportJob("JSON report", path, [path](const core::EntryResult& r, const std::string& c) {
+      core::writeReportJson(path, {r}, c);
+    });
+  } else if (format == ".csv") {
+    exportJob("CSV report", path,
+              [path](const core::EntryResult& r, const std::string&) { core::writeReportCsv(path, {r}); });
+  } else if (format == ".md") {
+    exportJob("Markdown report", path,
+              [path](const core::EntryResult& r, const std::string& c) { writeReportMarkdown(path, r, c); });
+  } else {
+    core_.messages.pushError(path + ": a report ends in .json, .csv or .md");
+  }
+}
+
+void FileController::exportParams(const std::string& path) {
+  const core::EntryInfo* info = core_.capture.info();
+  if (!info) {
+    core_.messages.pushError("Nothing to export yet: no entry loaded.");
+    return;
+  }
+  // The file holds every tuned entry plus the current entry's parameters as they are now (tuned,
+  // overridden by hand or defaults), with the figures the latest run achieved.
+  const core::RunConfig& config = runs_.config();
+  core::ParamsFile file;
+  file.capture = core_.capture.path;
+  file.engine = core_.engine.name;
+  file.mode = config.defaults.mode;
+  file.l1 = tuning_.budget().l1;
+  file.l2 = tuning_.budget().l2;
+  file.geometry = config.geometry;
+  file.smoothK = config.smoothK;
+  file.sink = config.sink;
+  file.diagonal = config.diagonal;
+  auto result = runs_.result();
+  auto figures = [&](const std::string& entry, core::ParamsHead& ph) {
+    if (const TuneRow* row = tuning_.row(entry, ph.head); row && row->params == ph.params) {
+      ph.stage1Sparsity = row->stage1;
+      ph.totalSparsity = row->total;
+      ph.l1 = row->l1;
+    } else if (entry == info->name && result) {
+      // Batch items share the parameters: report the head's first batch item.
+      if (const auto* hr = result->find(0, ph.head); hr && hr->params == ph.params) {
+        ph.stage1Sparsity = hr->sparsity.stage1();
+        ph.totalSparsity = hr->sparsity.total();
+        ph.l1 = hr->error.l1();
+      }
+    }
+  };
+  auto addGroup = [&](const core::EntryInfo& e, const std::vector<core::HeadParams>& ps) {
+    core::ParamsGroup g;
+    g.name = e.name;
+    g.entries = {e.name};
+    g.layer = e.layer;
+    g.headsQ = static_cast<int64_t>(ps.size());
+    for (size_t h = 0; h < ps.size(); ++h) {
+      core::ParamsHead ph;
+      ph.head = static_cast<int64_t>(h);
+      ph.params = ps[h];
+      ph.isSparse = !ps[h].dense;
+      figures(e.name, ph);
+      g.heads.push_back(ph);
+    }
+    file.groups.push_back(std::move(g));
+  };
+  std::vector<core::HeadParams> current(static_cast<size_t>(info->headsQ));
+  for (int64_t h = 0; h < info->headsQ; ++h) current[h] = config.forHead(h);
+  addGroup(*info, current);
+  for (const auto& [name, ps] : tuning_.allStored()) {
+    const core::EntryInfo* e = core_.capture.find(name);
+    if (name != info->name && e) addGroup(*e, ps);
+  }
+  try {
+    core::writeParams(path, file);
+    core_.messages.addNotice("exported parameters to " + path);
+  } catch (const std::exception& e) {
+    core_.messages.pushError(e.what());
+  }
+}
+
+void FileController::importParams(const std::string& path) {
+  const core::EntryInfo* info = core_.capture.info();
+  if (!info) {
+    core_.messages.pushError("Open a capture before loading parameters.");
+    return;
+  }
+  try {
+    core::ParamsFile file = core::readParams(path);
+    core::RunConfig config = runs_.config();
+    std::vector<std::string> warnings;
+    core::applyParams(file, path, *info, config, &warnings);
+    for (auto& w : warnings) core_.messages.addNotice(w);
+    runs_.applyConfig(config);
+    tuning_.store(info->name, runs_.config().perHead);
+    core_.messages.addNotice("loaded parameters from " + path);
+  } catch (const std::exception& e) {
+    core_.messages.pushError(e.what());
+  }
+}
+
+}  // namespace sparge::gui

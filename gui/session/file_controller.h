@@ -1,0 +1,38 @@
+// Files from the GUI: masks, reports (JSON, CSV, Markdown with PNGs) and parameters written on the worker
+// from immutable snapshots, and parameter files loaded onto the selected entry.
+#pragma once
+
+#include <functional>
+#include <string>
+
+#include "run_controller.h"
+#include "session_core.h"
+#include "tune_controller.h"
+
+namespace sparge::gui {
+
+class FileController {
+ public:
+  FileController(SessionCore& core, RunController& runs, TuneController& tuning)
+      : core_(core), runs_(runs), tuning_(tuning) {}
+
+  // A notice ("exported ... to PATH") or an error says how each one went.
+  void exportMasks(const std::string& path);
+  // JSON, CSV or Markdown (PNG heatmaps beside it), by the extension of `path`.
+  void exportReport(const std::string& path);
+  void exportParams(const std::string& path);
+  void importParams(const std::string& path);
+
+ private:
+  using Writer = std::function<void(const core::EntryResult&, const std::string& capture)>;
+  void exportJob(const std::string& what, const std::string& path, Writer write);
+
+  SessionCore& core_;
+  RunController& runs_;
+  TuneController& tuning_;
+};
+
+// The report format of a path by its extension: ".json", ".csv" or ".md"; empty for anything else.
+std::string reportFormatOf(const std::string& path);
+
+}  // namespace sparge::gui

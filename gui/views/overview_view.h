@@ -1,0 +1,44 @@
+// Model overview: one row per entry (grouped and sorted by layer, step or module kind), one column per
+// head, coloured by a chosen metric and drawn as one texture; colour bar, a tooltip per cell, and a click
+// opens that entry and head. Filled in the background entry by entry.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "view.h"
+#include "widgets/heatmap.h"
+
+namespace sparge::gui {
+
+class OverviewView final : public View {
+ public:
+  const char* id() const override { return "overview"; }
+  const char* title() const override { return "Overview"; }
+  void draw(Session& session, UiState& ui) override;
+
+ private:
+  void drawToolbar(Session& s);
+  void rebuild(const Session& s);  // order, values and the texture, when anything they depend on changed
+  void drawMatrix(Session& s);
+  void cellTooltip(const Session& s, size_t row, int64_t head) const;
+  bool tuned(const Session& s, size_t row, int64_t head) const;
+
+  OverviewMetric metric_ = OverviewMetric::Total;
+  OverviewSort sort_ = OverviewSort::Capture;
+  // What the texture was built from.
+  uint64_t builtGeneration_ = ~uint64_t{0}, builtTune_ = ~uint64_t{0};
+  OverviewMetric builtMetric_ = OverviewMetric::Count;
+  OverviewSort builtSort_ = OverviewSort::Capture;
+  Budget builtBudget_{-1, -1};
+  size_t builtRows_ = 0;
+  std::vector<size_t> order_;   // display row -> capture entry index
+  std::vector<double> values_;  // [display row * cols + head], NaN when not computed
+  double lo_ = 0, hi_ = 1;
+  int cols_ = 0;
+  HeatmapTexture texture_;
+  uint64_t textureVersion_ = 0;
+  std::vector<uint32_t> rgba_;
+};
+
+}  // namespace sparge::gui

@@ -1,0 +1,94 @@
+// The app layer's tables and parsers without a window: --set settings, the command registry (every
+// command once, unique verbs and shortcuts) and --action parsing.
+#include <gtest/gtest.h>
+
+#include <set>
+#include <string>
+
+#include "app/actions.h"
+#include "app/commands.h"
+#include "app/set_option.h"
+#include "sparge/core/error.h"
+
+using namespace sparge;
+using namespace sparge::gui;
+
+TEST(Settings, ApplySettingParsesAndRejects) {
+  core::RunConfig c;
+  Budget b;
+  applySetting("theta=0.5", c, b);
+  applySetting("tau=0.9", c, b);
+  applySetting("lambda=20", c, b);
+  applySetting("geometry=64x128", c, b);
+  applySetting("sink=1", c, b);
+  applySetting("l1=0.03", c, b);
+  EXPECT_EQ(c.defaults.theta, 0.5);
+  EXPECT_EQ(c.defaults.tau, 0.9);
+  EXPECT_EQ(c.defaults.lambda, 20);
+  EXPECT_EQ(c.geometry, core::kGeometry64x128);
+  EXPECT_TRUE(c.sink);
+  EXPECT_EQ(b.l1, 0.03);
+  applySetting("topk=0.25", c, b);
+  EXPECT_EQ(c.defaults.mode, core::SelectMode::TopK);
+  EXPECT_THROW(applySetting("tau=2", c, b), sparge::Error);
+  EXPECT_THROW(applySetting("bogus=1", c, b), sparge::Error);
+  EXPECT_THROW(applySetting("theta=abc", c, b), sparge::Error);
+  EXPECT_THROW(applySetting("theta", c, b), sparge::Error);
+}
+
+TEST(Settings, TargetSetsTilesAndNumericsAndQuantOverrides) {
+  core::RunConfig c;
+  Budget b;
+  applySetting("target=sm90", c, b);
+  EXPECT_EQ(c.geometry, core::kGeometry64x128);
+  EXPECT_EQ(c.numerics, core::Numerics::Int8Fp8);
+  applySetting("target=sm80", c, b);
+  EXPECT_EQ(c.geometry, core::kGeometry128x64);
+  EXPECT_EQ(c.numerics, core::Numerics::Int8Fp16);
+  applySetting("quant=none", c, b);
+  EXPECT_EQ(c.numerics, core::Numerics::None);
+  EXPECT_EQ(c.geometry, core::kGeometry128x64);
+  EXPECT_THROW(applySetting("quant=int4", c, b), sparge::Error);
+  EXPECT_THROW(applySetting("target=sm75", c, b), sparge::Error);
+  core::RunConfig d = defaultAppConfig();
+  EXPECT_EQ(d.geometry, core::kGeometry128x64);
+  EXPECT_EQ(d.numerics, core::Numerics::Int8Fp8);
+}
+
+TEST(Commands, EveryCommandOnceWithUniqueVerbsAndShortcuts) {
+  std::set<int> ids;
+  std::set<std::string> verbs, keys;
+  for (const CommandInfo& c : commands()) {
+    EXPECT_TRUE(ids.insert(static_cast<int>(c.id)).second) << c.label;
+    EXPECT_EQ(&command(c.id), &c);
+    if (c.verb) {
+      EXPECT_TRUE(verbs.insert(c.verb).second) << c.verb;
+      EXPECT_EQ(commandForVerb(c.verb), &c);
+      EXPECT_NE(c.arg, ActionArg::NotAnAction) << c.verb;
+      EXPECT_NE(actionHelp().find(c.verb), std::string::npos) << c.verb;
+    }
+    for (const Shortcut& k : c.keys) {
+      if (k.key) {
+        EXPECT_TRUE(keys.insert(k.label()).second) << k.label();
+      }
+    }
+  }
+  EXPECT_EQ(ids.size(), static_cast<size_t>(CommandId::About) + 1);
+  EXPECT_EQ(command(CommandId::TuneEntry).keys[0].label(), "Ctrl+Shift+T");
+}
+
+TEST(Commands, ActionsParseAndRejectBadArguments) {
+  EXPECT_EQ(parseAction("tune=entry").command->id, CommandId::TuneHead);
+  EXPECT_EQ(parseAction("view=overview").arg, "overview");
+  EXPECT_EQ(parseAction("sweep=all").command->id, CommandId::SweepHead);
+  EXPECT_EQ(parseAction("preset=filter-off").command->id, CommandId::PresetCdf);
+  EXPECT_EQ(parseAction("profile").arg, "");
+  EXPECT_THROW(parseAction("tune=layer"), sparge::Error);
+  EXPECT_THROW(parseAction("view=nowhere"), sparge::Error);
+  EXPECT_THROW(parseAction("sweep=some"), sparge::Error);
+  EXPECT_THROW(parseAction("preset=mine"), sparge::Error);
+  EXPECT_THROW(parseAction("export-report=r.txt"), sparge::Error);
+  EXPECT_THROW(parseAction("profile=0"), sparge::Error);
+  EXPECT_THROW(parseAction("set=bogus=1"), sparge::Error);
+  EXPECT_THROW(parseAction("dance"), sparge::Error);
+}
