@@ -10,6 +10,7 @@
 
 #include "commands.h"
 #include "dist_timings.h"
+#include "guards.h"
 #include "format.h"
 #include "job_support.h"
 #include "piece_job.h"
@@ -338,6 +339,7 @@ void registerBench(CLI::App& app, Action& action) {
       "Also record every kernel with the CUPTI collector and write it (.json, .csv, .trace.json)");
   cmd->callback([o, &action] {
     action = [o]() -> int {
+      checkOutputs({{"--json", o->json}, {"--timings", o->timings}}, {});  // before minutes on the GPU
 #ifdef SPARGE_HAVE_CUDA_KERNELS
       for (int64_t d : o->dims)
         if (d != 64 && d != 128) throw Error("--dims", "head dims must be 64 or 128");

@@ -6,6 +6,7 @@
 #include <thread>
 
 #include "commands.h"
+#include "guards.h"
 #include "sparge/core/atomic_file.h"
 #include "sparge/core/error.h"
 #include "sparge/core/synthetic.h"
@@ -46,6 +47,7 @@ void registerSynth(CLI::App& app, Action& action) {
       ->capture_default_str();
   cmd->callback([&action, o, cmd] {
     action = [o, cmd] {
+      checkOutputs({{"out", o->out}}, {});  // before generating the data
       core::SynthSpec spec = o->spec;
       if (cmd->count("--kv-heads") == 0) spec.headsKV = spec.headsQ;
       if (cmd->count("--kv-tokens") == 0) spec.tokensKV = spec.tokensQ;

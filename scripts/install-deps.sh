@@ -4,7 +4,7 @@
 set -euo pipefail
 
 PACKAGES=(
-  build-essential cmake pkg-config ninja-build
+  build-essential cmake pkg-config ninja-build clang libclang-rt-dev
   libhdf5-dev hdf5-tools
   libcli11-dev nlohmann-json3-dev libfmt-dev libgtest-dev
   libimgui-dev libglfw3-dev libgl-dev libegl-dev libegl1-mesa-dev libgles-dev libstb-dev

@@ -2,6 +2,7 @@
 #include <algorithm>
 #include <array>
 #include <charconv>
+#include <cstdlib>
 #include <cmath>
 #include <filesystem>
 #include <fstream>
@@ -11,6 +12,7 @@
 #include "entry_attrs.h"
 #include "hdf5_util.h"
 #include "input_file.h"
+#include "isolated.h"
 #include "sparge/core/atomic_file.h"
 #include "sparge/core/capture.h"
 #include "sparge/core/error.h"
@@ -161,6 +163,7 @@ struct CaptureReader::Impl {
 
   std::string path;
   int version = 0;
+  bool guardInput = true;                      // register the file as an open input (not in trials)
   std::unique_ptr<InputFileGuard> inputGuard;  // no export may replace the open capture
   h5::Handle linkAccess = h5::refuseExternalLinks(H5P_LINK_ACCESS);
   h5::Handle groupAccess = h5::refuseExternalLinks(H5P_GROUP_ACCESS);
@@ -177,6 +180,8 @@ struct CaptureReader::Impl {
     throw Error(path + ":" + h5path, problem);
   }
 
+  void readMetadataInChildFirst() const;
+  void readMetadata();
   void openFile();
   void readVersion();
   void readRootAttributes();
@@ -203,7 +208,7 @@ void CaptureReader::Impl::openFile() {
   }
   file = h5::file(H5Fopen(path.c_str(), H5F_ACC_RDONLY, H5P_DEFAULT));
   if (!file) fail("/", withDetail("file is truncated or corrupt: HDF5 cannot open it") + " — " + kFixCorrupt);
-  inputGuard = std::make_unique<InputFileGuard>(path);
+  if (guardInput) inputGuard = std::make_unique<InputFileGuard>(path);
 }
 
 void CaptureReader::Impl::readVersion() {
@@ -474,14 +479,43 @@ hid_t CaptureReader::Impl::dataset(size_t entryIndex, Tensor tensor) const {
   return openDatasets.back().ds.get();
 }
 
+// HDF5 1.10 trusts some sizes stored in files (the global-heap objects behind variable-length strings),
+// so a crafted capture can make the library overflow a buffer or loop. The metadata pass therefore runs
+// once in a child process; only a file that the child read to the end without crashing is read here.
+void CaptureReader::Impl::readMetadataInChildFirst() const {
+  const char* limit = std::getenv("SPARGE_CAPTURE_OPEN_TIMEOUT");
+  const double seconds = limit && std::atof(limit) > 0 ? std::atof(limit) : 120.0;
+  const IsolatedResult r = runIsolated(
+      [&] {
+        h5::resetMutexAfterFork();
+        Impl trial;
+        trial.path = path;
+        trial.guardInput = false;
+        trial.readMetadata();
+      },
+      seconds);
+  const std::string fix = " — the file is corrupt or was made to attack HDF5 readers; re-create the capture";
+  if (r.outcome == IsolatedOutcome::Crashed) {
+    throw Error(path, "the HDF5 library crashed reading the file's structure" +
+                          (r.signal ? " (signal " + std::to_string(r.signal) + ")" : std::string()) + fix);
+  }
+  if (r.outcome == IsolatedOutcome::TimedOut)
+    throw Error(path, "reading the file's structure did not finish in " + numberText(seconds) + " s" + fix);
+}
+
+void CaptureReader::Impl::readMetadata() {
+  openFile();
+  readVersion();
+  readRootAttributes();
+  readEntries();
+}
+
 CaptureReader::CaptureReader(const std::string& path) : impl_(std::make_unique<Impl>()) {
   std::lock_guard lock(h5::mutex());
   h5::silenceErrors();
   impl_->path = path;
-  impl_->openFile();
-  impl_->readVersion();
-  impl_->readRootAttributes();
-  impl_->readEntries();
+  impl_->readMetadataInChildFirst();
+  impl_->readMetadata();
 }
 
 CaptureReader::~CaptureReader() {

@@ -1,6 +1,7 @@
 // Private HDF5 helpers: the global lock, error-stack text, RAII handles, attribute reading/writing.
 #include "hdf5_util.h"
 
+#include <pthread.h>
 #include <unistd.h>
 
 #include <atomic>
@@ -19,6 +20,14 @@ constexpr size_t kMaxStringBytes = size_t(1) << 20;
 std::recursive_mutex& mutex() {
   static std::recursive_mutex m;
   return m;
+}
+
+void resetMutexAfterFork() {
+  pthread_mutexattr_t attr;
+  pthread_mutexattr_init(&attr);
+  pthread_mutexattr_settype(&attr, PTHREAD_MUTEX_RECURSIVE);
+  pthread_mutex_init(mutex().native_handle(), &attr);
+  pthread_mutexattr_destroy(&attr);
 }
 
 void silenceErrors() {

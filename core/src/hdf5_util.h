@@ -12,6 +12,9 @@ namespace sparge::core::h5 {
 
 // Debian's HDF5 is built without thread safety: every HDF5 call in core holds this lock.
 std::recursive_mutex& mutex();
+// In a child process right after fork(): the lock may be held by the forking thread, recorded under a
+// thread id the child does not have; this makes it a fresh, unlocked lock (the child has one thread).
+void resetMutexAfterFork();
 
 // Turns off HDF5's automatic printing of its error stack (we convert failures into sparge::Error).
 void silenceErrors();

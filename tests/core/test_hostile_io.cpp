@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include <cmath>
+#include <csignal>
 #include <filesystem>
 #include <fstream>
 #include <optional>
@@ -18,6 +19,7 @@
 #include <vector>
 
 #include "hdf5_util.h"  // RAII handles and attribute writers for hand-made files
+#include "isolated.h"
 #include "sparge/core/atomic_file.h"
 #include "sparge/core/capture.h"
 #include "sparge/core/error.h"
@@ -164,6 +166,43 @@ TEST(HostileCapture, SpecialFilesAndExternalLinksAreRefused) {
     H5Lcreate_external(pipe.c_str(), "/q", g, "q", H5P_DEFAULT, H5P_DEFAULT);
   });
   expectError([&] { CaptureReader r(dir.file("link.h5")); }, {"/entries/e0/q", "external link"});
+}
+
+TEST(HostileCapture, ACrashInsideHdf5IsAnError) {
+  // HDF5 1.10 copies a variable-length string out of the global heap with the size stored in the file;
+  // a huge size makes the library overflow its buffer (a segfault on main's build).
+  TempDir dir;
+  const std::string path = dir.file("heap.h5");
+  {
+    CaptureWriter w(path);
+    w.setRootAttribute("model", "provenance text");  // variable-length: kept in the global heap
+    EntryInfo info;
+    info.name = "e0";
+    info.batch = info.headsQ = info.headsKV = 1;
+    info.tokensQ = info.tokensKV = 8;
+    info.headDim = info.headDimV = 4;
+    const std::vector<float> x(32, 0.25f);
+    w.addEntry(info, x, x, x);
+    w.close();
+  }
+  std::string bytes = readFile(path);
+  const size_t heap = bytes.find("GCOL");
+  ASSERT_NE(heap, std::string::npos);
+  // Collection header (signature, version, 3 reserved, size) is 16 bytes; the first object's size is
+  // 8 bytes after its index, reference count and 4 reserved bytes.
+  const uint64_t huge = 0x2000000000000004ull;
+  for (int i = 0; i < 8; ++i) bytes[heap + 24 + i] = char((huge >> (8 * i)) & 0xff);
+  std::ofstream(path, std::ios::binary | std::ios::trunc) << bytes;
+  expectError([&] { CaptureReader r(path); }, {"heap.h5", "the HDF5 library crashed reading the file's structure"});
+}
+
+TEST(HostileCapture, IsolatedWorkReportsHowItEnded) {
+  EXPECT_EQ(runIsolated([] {}, 10).outcome, IsolatedOutcome::Finished);
+  EXPECT_EQ(runIsolated([] { throw Error("x", "y"); }, 10).outcome, IsolatedOutcome::Threw);
+  const IsolatedResult crash = runIsolated([] { std::raise(SIGSEGV); }, 10);
+  EXPECT_EQ(crash.outcome, IsolatedOutcome::Crashed);
+  EXPECT_EQ(crash.signal, SIGSEGV);
+  EXPECT_EQ(runIsolated([] { ::sleep(30); }, 0.2).outcome, IsolatedOutcome::TimedOut);
 }
 
 // ============================ export targets ============================

@@ -316,6 +316,28 @@ def soft_dangling(g, f):
 
 capture("softlink_dangling.h5", soft_dangling, "")
 
+# ---------------------------------------------------------------- attacks on the HDF5 library itself
+# HDF5 1.10 copies a global-heap object (the text of a variable-length string) with the size stored in
+# the file: a huge size overflows its buffer. Such files must end in an error, not a crash.
+def heap_object_size(name, where, size):
+    path = os.path.join(CAPS, name)
+    with h5py.File(path, "w") as f:
+        f.attrs["sparge_capture_version"] = 1
+        g = f.create_group("entries/e0")
+        good(g)
+        (f if where == "root" else g).attrs["model" if where == "root" else "layout"] = "HND text"
+    data = bytearray(open(path, "rb").read())
+    heap = data.find(b"GCOL")
+    assert heap > 0, "no global heap in " + name
+    # collection: signature, version, 3 reserved, size (8); object 1: index, refcount, 4 reserved, size (8)
+    data[heap + 24:heap + 32] = size.to_bytes(8, "little")
+    open(path, "wb").write(bytes(data))
+    case("capture", name, "the HDF5 library crashed reading the file's structure")
+
+
+heap_object_size("heap_overflow_root_attr.h5", "root", 0x2000000000000004)
+heap_object_size("heap_overflow_entry_attr.h5", "entry", 0x7FFFFFFFFFFFFFF0)
+
 # ---------------------------------------------------------------- damaged copies of a good capture
 base = os.path.join(OUT, "good.h5")
 with h5py.File(base, "w") as f:
