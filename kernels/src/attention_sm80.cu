@@ -248,7 +248,8 @@ __device__ __forceinline__ bool softmaxBlock(RowState<Tr>& st, float (&s)[Tr::MT
   if (vote) {
     float rise = -INFINITY;
 #pragma unroll
-    for (int mt = 0; mt < Tr::MT; ++mt) rise = fmaxf(rise, maxRise(rmax[mt], st.m[mt], row0 + mt * 16, nQ));
+    for (int mt = 0; mt < Tr::MT; ++mt)
+      rise = fmaxf(rise, maxRise<Tr::kQuant>(rmax[mt], st.m[mt], row0 + mt * 16, nQ));
     if (!__syncthreads_or(rise + lambda > 0.f)) return true;
   }
   constexpr RowSum kSum = Tr::N == Numerics::Int8Fp16 ? RowSum::Half : RowSum::Fp32;

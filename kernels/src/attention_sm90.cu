@@ -300,7 +300,9 @@ __device__ __forceinline__ bool consumerSoftmax(ConsumerState<Tr>& st, float (&s
   rowMax(s, rmax);
   rmax[0] *= sc;
   rmax[1] *= sc;
-  if (vote && !sm90::barAny(kBarVote + wg, 128, maxRise(rmax, st.m, row0, nQ) + lambda > 0.f)) return true;
+  // The only quantized numerics of this family is int8-fp8: its padded rows vote (maxRise).
+  if (vote && !sm90::barAny(kBarVote + wg, 128, maxRise<Tr::kFp8>(rmax, st.m, row0, nQ) + lambda > 0.f))
+    return true;
   float muse[2];
   rescaleRows<false>(st.m, st.l, st.acc, rmax, muse);  // a branch here would serialise the wgmma issue
   exponentiate<RowSum::Fp32>(s, muse, sc, Tr::kFp8 ? kFp8POffset : 0.f, st.l);

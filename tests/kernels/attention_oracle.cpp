@@ -210,6 +210,8 @@ HeadOut attention(const HeadData& h, core::Numerics n, int bq, int bk, float sca
         for (size_t x = 0; x < rows.size(); ++x)
           if (rmax[x] != -INFINITY)
             rise = std::max(rise, rows[x].m == -INFINITY ? INFINITY : rmax[x] - rows[x].m);
+        // Quantized numerics: the zero rows padding a partial last tile vote with a rise of 0.
+        if (n != core::Numerics::None && r1 - r0 < bq) rise = std::max(rise, 0.f);
         if (!(rise + walk.lambda > 0.f)) {
           res.skipped[size_t(i) * nkT + j] = 1;
           continue;

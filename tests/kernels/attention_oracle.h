@@ -59,7 +59,9 @@ struct HeadOut {
   int emptyRows = 0;
 };
 
-// Block-sequential attention of one head in the given numerics over each tile's walk.
+// Block-sequential attention of one head in the given numerics over each tile's walk. The PV skip of a tile
+// is voted by its real rows; in quantized numerics the zero rows that pad a partial last tile vote too, with
+// a rise of 0 (their scores are 0), so that tile skips only when λ = 0.
 HeadOut attention(const HeadData& h, core::Numerics n, int bq, int bk, float scale, bool causal,
                   const core::Window& w, const std::vector<TileWalk>& walks);
 

@@ -111,6 +111,7 @@ struct Case {
   float density = 0.6f;  // share of blocks each query tile visits (sparse launches)
   bool denseLaunch = false;
   float lambda = 0.f;
+  int opposedStretch = 64;  // K's opposed stretches (randomHeads)
   std::string label() const {
     static const char* names[] = {"none", "int8-fp16", "int8-fp8"};
     return std::string(names[int(n)]) + " " + std::to_string(g.blockQ) + "x" + std::to_string(g.blockK) +
@@ -122,16 +123,17 @@ struct Case {
   }
 };
 
-// Tokens around a few directions, with every other 64-key stretch of K opposed to the queries so that later
-// blocks score low and the PV skip fires.
-std::vector<float> randomHeads(int heads, int n, int d, bool bf16, bool isK, std::mt19937& rng) {
+// Tokens around a few directions, with every other `stretch`-key stretch of K (from key 128 on) opposed to
+// the queries so that later blocks score low and the PV skip fires.
+std::vector<float> randomHeads(int heads, int n, int d, bool bf16, bool isK, std::mt19937& rng,
+                               int stretch = 64) {
   std::normal_distribution<float> nd(0.f, 1.f);
   std::vector<float> x(size_t(heads) * n * d);
   std::vector<float> dir(d);
   for (auto& v : dir) v = nd(rng);
   for (int h = 0; h < heads; ++h)
     for (int t = 0; t < n; ++t) {
-      const float sign = isK && (t / 64) % 2 == 1 && t >= 128 ? -1.f : 1.f;
+      const float sign = isK && (t / stretch) % 2 == 1 && t >= 128 ? -1.f : 1.f;
       for (int c = 0; c < d; ++c)
         x[(size_t(h) * n + t) * d + c] = oracle::roundElem(1.2f * sign * dir[c] + 0.9f * nd(rng), bf16);
     }
@@ -263,25 +265,22 @@ double l1(const std::vector<float>& a, const std::vector<double>& ref) {
   return den > 0 ? num / den : num;
 }
 
-// One case end to end: GPU against the block-sequential oracle of the same numerics on the same walks.
-void checkCase(const Case& c, uint32_t seed) {
-  SCOPED_TRACE(c.label());
-  std::mt19937 rng(seed);
-  const std::vector<float> q = randomHeads(c.B * c.Hq, c.Nq, c.D, c.bf16, false, rng);
-  const std::vector<float> k = randomHeads(c.B * c.Hkv, c.Nkv, c.D, c.bf16, true, rng);
-  const std::vector<float> v = randomHeads(c.B * c.Hkv, c.Nkv, c.D, c.bf16, false, rng);
-  const std::vector<float> km = keyMean(k, c.B * c.Hkv, c.Nkv, c.D, c.bf16);
-  std::vector<std::vector<oracle::TileWalk>> walks(c.B * c.Hq);
-  for (auto& w : walks) w = makeWalks(c, rng);
-  GpuRun run;
-  ASSERT_NO_FATAL_FAILURE(runGpu(c, q, k, v, km, walks, run));
-  const bool hopper = c.family.empty() && c.g == core::kGeometry64x128 && c.n != Numerics::Int8Fp16 &&
-                      computeCapability(nullptr) == 90;
-  EXPECT_EQ(run.sm90Launches, hopper ? 1 : 0) << "kernel family";
-  const int nq = (c.Nq + c.g.blockQ - 1) / c.g.blockQ, nk = (c.Nkv + c.g.blockK - 1) / c.g.blockK;
-  const float scaleLog2 = float(1.0 / std::sqrt(double(c.D)) * 1.4426950408889634);
-  for (int x = 0; x < c.B * c.Hq; ++x) {
-    SCOPED_TRACE("head " + std::to_string(x));
+// The inputs of a case: Q, K, V of every head, K's token mean and each head's walks.
+struct Inputs {
+  std::vector<float> q, k, v, km;
+  std::vector<std::vector<oracle::TileWalk>> walks;  // per b*Hq + hq
+
+  Inputs(const Case& c, uint32_t seed) {
+    std::mt19937 rng(seed);
+    q = randomHeads(c.B * c.Hq, c.Nq, c.D, c.bf16, false, rng);
+    k = randomHeads(c.B * c.Hkv, c.Nkv, c.D, c.bf16, true, rng, c.opposedStretch);
+    v = randomHeads(c.B * c.Hkv, c.Nkv, c.D, c.bf16, false, rng);
+    km = keyMean(k, c.B * c.Hkv, c.Nkv, c.D, c.bf16);
+    walks.resize(c.B * c.Hq);
+    for (auto& w : walks) w = makeWalks(c, rng);
+  }
+  // Head x (= b*Hq + hq) as the oracle reads it.
+  oracle::HeadData head(const Case& c, int x) const {
     const int hk = (x / c.Hq) * c.Hkv + (x % c.Hq) / (c.Hq / c.Hkv);
     oracle::HeadData h;
     h.nq = c.Nq, h.nkv = c.Nkv, h.d = c.D, h.bf16 = c.bf16;
@@ -289,8 +288,32 @@ void checkCase(const Case& c, uint32_t seed) {
     h.k = headSlice(k, hk, c.Nkv, c.D);
     h.v = headSlice(v, hk, c.Nkv, c.D);
     h.km = headSlice(km, hk, 1, c.D);
+    return h;
+  }
+};
+
+float scaleLog2Of(const Case& c) {
+  return float(1.0 / std::sqrt(double(c.D)) * 1.4426950408889634);
+}
+
+// One case end to end: GPU against the block-sequential oracle of the same numerics on the same walks. The
+// GPU's PV-skip maps go to `skipMaps` when given.
+void checkCase(const Case& c, uint32_t seed, std::vector<uint8_t>* skipMaps = nullptr) {
+  SCOPED_TRACE(c.label());
+  const Inputs in(c, seed);
+  const std::vector<std::vector<oracle::TileWalk>>& walks = in.walks;
+  GpuRun run;
+  ASSERT_NO_FATAL_FAILURE(runGpu(c, in.q, in.k, in.v, in.km, walks, run));
+  if (skipMaps) *skipMaps = run.skipped;
+  const bool hopper = c.family.empty() && c.g == core::kGeometry64x128 && c.n != Numerics::Int8Fp16 &&
+                      computeCapability(nullptr) == 90;
+  EXPECT_EQ(run.sm90Launches, hopper ? 1 : 0) << "kernel family";
+  const int nq = (c.Nq + c.g.blockQ - 1) / c.g.blockQ, nk = (c.Nkv + c.g.blockK - 1) / c.g.blockK;
+  for (int x = 0; x < c.B * c.Hq; ++x) {
+    SCOPED_TRACE("head " + std::to_string(x));
+    const oracle::HeadData h = in.head(c, x);
     const oracle::HeadOut emu =
-        oracle::attention(h, c.n, c.g.blockQ, c.g.blockK, scaleLog2, c.causal, c.window, walks[x]);
+        oracle::attention(h, c.n, c.g.blockQ, c.g.blockK, scaleLog2Of(c), c.causal, c.window, walks[x]);
     const std::vector<double> exact = oracle::exactAttention(
         h, c.g.blockQ, c.g.blockK, 1.0 / std::sqrt(double(c.D)), c.causal, c.window, walks[x]);
     std::vector<float> gpu(size_t(c.Nq) * c.D);
@@ -513,6 +536,79 @@ TEST(AttentionKernels, LongRowsAndBatches) {
       c.lambda = 2.f;
       checkCase(c, seed++);
     }
+}
+
+// ---------------------------------------------------------------------------------------------
+// The PV-skip vote of a partial last query tile: in quantized numerics the zero rows that pad it vote with a
+// rise of 0, so with λ > 0 that tile never skips; exact numerics leave them out (docs/numerics.md, Stage 2).
+
+// Every block of every tile is walked; K's opposed 128-key stretches (whole blocks of either geometry) make
+// every real row's maximum fall by far more than λ = 2 there, so every tile with only real voters skips.
+Case partialTileCase(core::Geometry g, Numerics n, const char* family) {
+  Case c;
+  c.g = g;
+  c.n = n;
+  c.family = family;
+  c.Nq = 600, c.Nkv = 700, c.D = 64;  // last tile: 88 of 128 rows (128x64), 24 of 64 (64x128)
+  c.density = 1.f;
+  c.lambda = 2.f;
+  c.opposedStretch = 128;
+  return c;
+}
+
+// Skipped blocks in the last query tile and in the other tiles of `heads` [nq][nk] maps.
+struct TileSkips {
+  int last = 0, others = 0;
+};
+TileSkips countSkips(const std::vector<uint8_t>& maps, int heads, int nq, int nk) {
+  TileSkips t;
+  for (int x = 0; x < heads; ++x)
+    for (int i = 0; i < nq; ++i)
+      for (int j = 0; j < nk; ++j) (i == nq - 1 ? t.last : t.others) += maps[(size_t(x) * nq + i) * nk + j];
+  return t;
+}
+
+void expectPaddedVote(const Case& c, const TileSkips& t) {
+  EXPECT_GT(t.others, 0) << "the data must make full tiles skip";
+  if (c.n == Numerics::None)
+    EXPECT_GT(t.last, 0) << "exact numerics: the real rows alone vote, and they skip";
+  else
+    EXPECT_EQ(t.last, 0) << "quantized numerics: the padded rows vote with a rise of 0 against λ = 2";
+}
+
+TEST(AttentionOracle, PaddedRowsOfAPartialLastTileVoteInQuantizedNumerics) {
+  // Independent of the GPU: the oracle itself follows the rule on data where it matters.
+  uint32_t seed = 600;
+  for (core::Geometry g : {core::kGeometry128x64, core::kGeometry64x128})
+    for (Numerics n : {Numerics::None, Numerics::Int8Fp16, Numerics::Int8Fp8}) {
+      const Case c = partialTileCase(g, n, "");
+      SCOPED_TRACE(c.label());
+      const Inputs in(c, seed);
+      const int nq = (c.Nq + g.blockQ - 1) / g.blockQ, nk = (c.Nkv + g.blockK - 1) / g.blockK;
+      std::vector<uint8_t> maps;
+      for (int x = 0; x < c.B * c.Hq; ++x) {
+        const oracle::HeadOut o = oracle::attention(in.head(c, x), n, g.blockQ, g.blockK, scaleLog2Of(c),
+                                                    c.causal, c.window, in.walks[x]);
+        maps.insert(maps.end(), o.skipped.begin(), o.skipped.end());
+      }
+      expectPaddedVote(c, countSkips(maps, c.B * c.Hq, nq, nk));
+    }
+}
+
+TEST(AttentionKernels, PaddedRowsOfAPartialLastTileVoteInQuantizedNumerics) {
+  REQUIRE_CC(80);
+  uint32_t seed = 600;
+  for (core::Geometry g : {core::kGeometry128x64, core::kGeometry64x128})
+    for (Numerics n : {Numerics::None, Numerics::Int8Fp16, Numerics::Int8Fp8})
+      for (const char* fam : {"", "sm80"}) {
+        if (n == Numerics::Int8Fp8 && computeCapability(nullptr) < 89) continue;
+        const Case c = partialTileCase(g, n, fam);
+        std::vector<uint8_t> maps;
+        ASSERT_NO_FATAL_FAILURE(checkCase(c, seed, &maps));  // the same maps as the oracle's
+        SCOPED_TRACE(c.label());
+        const int nq = (c.Nq + g.blockQ - 1) / g.blockQ, nk = (c.Nkv + g.blockK - 1) / g.blockK;
+        expectPaddedVote(c, countSkips(maps, c.B * c.Hq, nq, nk));
+      }
 }
 
 }  // namespace

@@ -64,15 +64,23 @@ __device__ __forceinline__ void rowMax(const float (&s)[NT][4], float (&rmax)[2]
   }
 }
 
-// The PV-skip statistic of this thread's real rows: max of (new block max - running max), +inf for a row
-// that has no running max yet; rows past nQ and rows with no visible key in the block do not vote. The
-// block is skipped iff the tile-wide maximum + λ <= 0.
+// The PV-skip statistic of this thread's rows: max of (new block max - running max), +inf for a row that has
+// no running max yet; rows with no visible key in the block do not vote. Rows past nQ (the padding of a
+// partial last query tile) do not vote in exact numerics; in quantized numerics (kPaddedRowsVote) they vote
+// with a rise of 0, as SpargeAttn's kernels and the CPU emulation do (docs/numerics.md, Stage 2 step 3):
+// their INT8 Q rows are zero, so their scores are 0 and their maxima stop rising after the first block, and
+// such a tile skips only when λ = 0. The block is skipped iff the tile-wide maximum + λ <= 0.
+template <bool kPaddedRowsVote>
 __device__ __forceinline__ float maxRise(const float (&rmax)[2], const float (&m)[2], int row0, int nQ) {
   float d = -INFINITY;
 #pragma unroll
-  for (int r = 0; r < 2; ++r)
-    if (row0 + 8 * r < nQ && rmax[r] != -INFINITY)
+  for (int r = 0; r < 2; ++r) {
+    if (row0 + 8 * r >= nQ) {
+      if (kPaddedRowsVote) d = fmaxf(d, 0.f);
+    } else if (rmax[r] != -INFINITY) {
       d = fmaxf(d, m[r] == -INFINITY ? INFINITY : rmax[r] - m[r]);
+    }
+  }
   return d;
 }
 
