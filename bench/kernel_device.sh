@@ -1,13 +1,13 @@
 #!/usr/bin/env bash
 # Checks and times the attention kernels on a GPU machine from binaries built elsewhere: the direct kernel
 # tests, the engine's GPU tests, compute-sanitizer memcheck and racecheck, the kernel benchmark and torch
-# SDPA (cuDNN, flash) on the same shapes. Output goes to $OUT/kernels.log (or ./device-out).
+# SDPA (cuDNN, flash) on the same shapes. Output goes to $OUT/kernels.log (or ./gpu-out).
 # usage: bench/kernel_device.sh <dir with bin/ and lib/> [steps: tests,engine,memcheck,racecheck,bench,sdpa]
 # Environment: BENCH_ARGS (sparge_attention_bench options), SDPA_ARGS (bench/sdpa_baseline.py options).
 set -uo pipefail
 DIR=${1:?binary folder}
 STEPS=${2:-tests,engine,memcheck,racecheck,bench,sdpa}
-OUTDIR=${OUT:-device-out}
+OUTDIR=${OUT:-gpu-out}
 mkdir -p "$OUTDIR"
 export LD_LIBRARY_PATH=$DIR/lib:${LD_LIBRARY_PATH:-}
 T=$DIR/bin/sparge_attention_tests

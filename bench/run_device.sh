@@ -1,11 +1,11 @@
 #!/usr/bin/env bash
 # Runs the CUDA engine's GPU checks and benchmarks on a GPU machine, from a build folder made elsewhere
-# (default build-cuda). Everything printed goes to $OUT/log (or ./device-out/log).
+# (default build-cuda). Everything printed goes to $OUT/log (or ./gpu-out/log).
 # usage: bench/run_device.sh [build-dir] [steps: tests,memcheck,racecheck,bench,torch]
 set -uo pipefail
 BUILD=${1:-build-cuda}
 STEPS=${2:-tests,bench,torch,memcheck,racecheck}
-OUTDIR=${OUT:-device-out}
+OUTDIR=${OUT:-gpu-out}
 mkdir -p "$OUTDIR"
 LOG=$OUTDIR/log
 T=$BUILD/tests/kernels/sparge_kernel_tests

@@ -10,6 +10,7 @@
 #include <cstdio>
 #include <iostream>
 #include <memory>
+#include <optional>
 #include <set>
 
 #include "commands.h"
@@ -88,8 +89,8 @@ class ProgressPrinter {
       std::fprintf(stderr, "\r\033[K[%s%s] %3.0f%%  %lld/%lld heads  %s  elapsed %s  ETA %s  (%s, %lld runs)",
                    std::string(size_t(fill), '#').c_str(), std::string(size_t(width - fill), '.').c_str(),
                    p.fraction * 100.0, (long long)p.unitsDone, (long long)p.unitsTotal, p.group.c_str(),
-                   fmtSeconds(p.elapsedSeconds).c_str(), fmtSeconds(p.etaSeconds).c_str(), core::toString(p.phase),
-                   (long long)p.probes);
+                   fmtSeconds(p.elapsedSeconds).c_str(), fmtSeconds(p.etaSeconds).c_str(),
+                   core::toString(p.phase), (long long)p.probes);
       std::fflush(stderr);
       drawn_ = true;
     } else if (p.unitsDone != lastUnits_ || p.fraction >= lastFraction_ + 0.1) {
@@ -97,8 +98,8 @@ class ProgressPrinter {
       lastUnits_ = p.unitsDone;
       lastFraction_ = p.fraction;
       std::fprintf(stderr, "tune: %lld/%lld heads  %.0f%%  %s  elapsed %s  ETA %s\n", (long long)p.unitsDone,
-                   (long long)p.unitsTotal, p.fraction * 100.0, p.group.c_str(), fmtSeconds(p.elapsedSeconds).c_str(),
-                   fmtSeconds(p.etaSeconds).c_str());
+                   (long long)p.unitsTotal, p.fraction * 100.0, p.group.c_str(),
+                   fmtSeconds(p.elapsedSeconds).c_str(), fmtSeconds(p.etaSeconds).c_str());
     }
   }
 
@@ -152,149 +153,168 @@ void printGroup(const core::TunedGroup& g, const core::TuneOptions& o) {
   std::fflush(stdout);
 }
 
+struct TuneCliOptions {
+  std::string file;
+  std::vector<std::string> entries;
+  double l1 = 0;
+  double l2 = 0;
+  std::string engine = "auto";
+  int threads = 0;
+  bool topk = false;
+  NumericsOptions numerics;
+  bool noSmoothK = false;
+  bool sink = false;
+  bool diagonal = false;
+  bool groupByLayer = false;
+  bool noTunePv = false;
+  std::vector<int64_t> heads;
+  std::string out;
+  std::string resume;
+  bool trace = false;
+  std::string maxMemory;
+};
+
+void addTuneOptions(CLI::App& cmd, TuneCliOptions& o) {
+  addMaxMemoryOption(cmd, o.maxMemory);
+  cmd.add_option("file", o.file, "Capture file (.h5); default: the bundled sample capture");
+  cmd.add_option("--l1", o.l1, "L1 budget for θ and τ / top-k (PV skip off), e.g. 0.05")->required();
+  cmd.add_option("--l2", o.l2, "L1 budget for λ (PV skip on), > l1, e.g. 0.06");
+  cmd.add_option("--entry", o.entries, "Entry to tune (repeatable); default: all entries");
+  cmd.add_option("--engine", o.engine, "auto | cpu | cuda")->capture_default_str();
+  cmd.add_option("--threads", o.threads, "CPU engine threads (0 = all cores)")->capture_default_str();
+  cmd.add_flag("--topk-mode", o.topk,
+               "Search the top-k fraction instead of τ (spas_sage2_attn_meansim_topk_cuda)");
+  addNumericsOptions(cmd, o.numerics);
+  cmd.add_flag("--no-smooth-k", o.noSmoothK, "Do not subtract the K token mean before pooling");
+  cmd.add_flag("--sink", o.sink, "Attention sink: K block 0 always on");
+  cmd.add_flag("--diagonal", o.diagonal,
+               "Extension, not SpargeAttn's: the diagonal blocks (those holding key == query) always on in "
+               "every probe; the parameter file records it");
+  cmd.add_flag("--group-by-layer", o.groupByLayer,
+               "Tune entries sharing a `layer` attribute together (bin rule, one parameter set per layer)");
+  cmd.add_flag("--no-tune-pv", o.noTunePv, "Do not search λ; export λ = 50 verified against --l1");
+  cmd.add_option("--heads", o.heads, "Query heads to tune (default: all)");
+  cmd.add_option("-o,--output", o.out, "Output parameter file (.json); default with --resume: that file");
+  cmd.add_option("--resume", o.resume,
+                 "Keep the heads this parameter file already holds (an interrupted or failed run) and tune "
+                 "only the missing ones")
+      ->check(CLI::ExistingFile);
+  cmd.add_flag("--trace", o.trace, "Also store every head's θ points and probe trace in the output");
+}
+
+// The tuner's options from the command line; nullopt (after a message) when a required option is missing.
+std::optional<core::TuneOptions> tuneOptionsFrom(const TuneCliOptions& o, const CLI::App& cmd) {
+  core::TuneOptions opt;
+  opt.l1 = o.l1;
+  opt.tunePv = !o.noTunePv;
+  if (opt.tunePv && cmd.count("--l2") == 0) {
+    std::fprintf(stderr, "sparge tune: --l2 is required (or pass --no-tune-pv)\n");
+    return std::nullopt;
+  }
+  opt.l2 = cmd.count("--l2") ? o.l2 : o.l1;
+  opt.mode = o.topk ? core::SelectMode::TopK : core::SelectMode::Cdf;
+  opt.geometry = o.numerics.geometry();
+  opt.numerics = o.numerics.numerics();
+  opt.smoothK = !o.noSmoothK;
+  opt.sink = o.sink;
+  opt.diagonal = o.diagonal;
+  opt.heads = o.heads;
+  opt.validate("sparge tune");
+  if (o.out.empty() && o.resume.empty()) {
+    std::fprintf(stderr, "sparge tune: -o/--output is required (or --resume FILE)\n");
+    return std::nullopt;
+  }
+  return opt;
+}
+
+// One tuner input per entry, loading its data lazily (the job checks the memory first) and warning once
+// per entry about NaN/Inf values.
+std::vector<core::TuneInput> tuneInputs(core::CaptureReader& reader, const std::vector<std::string>& names,
+                                        const std::vector<int64_t>& heads, const std::string& path) {
+  std::vector<core::TuneInput> inputs;
+  auto warned = std::make_shared<std::set<std::string>>();
+  for (const auto& n : names) {
+    const core::EntryInfo& info = reader.entry(n);  // fails early on a misspelt entry
+    for (int64_t h : heads)
+      if (h < 0 || h >= info.headsQ)
+        throw Error("--heads", "head " + std::to_string(h) + " out of range for entry " + n + " (" +
+                                   std::to_string(info.headsQ) + " query heads)");
+    core::TuneInput in;
+    in.name = n;
+    in.layer = info.layer;
+    in.headsQ = info.headsQ;
+    in.load = [&reader, n, path, warned] {
+      std::vector<core::NonFiniteReport> nonFinite;
+      auto data = std::make_shared<core::EntryData>(core::loadEntry(reader, n, &nonFinite));
+      if (warned->insert(n).second)
+        for (const auto& nf : nonFinite)
+          std::fprintf(stderr,
+                       "\nwarning: %s:/entries/%s/%s batch %lld head %lld holds %lld NaN/Inf values\n",
+                       core::printable(path).c_str(), core::printable(n).c_str(), core::toString(nf.tensor),
+                       (long long)nf.batch, (long long)nf.head, (long long)nf.count);
+      return std::shared_ptr<const core::EntryData>(data);
+    };
+    inputs.push_back(std::move(in));
+  }
+  return inputs;
+}
+
+int runTuneCommand(const TuneCliOptions& o, const CLI::App& cmd) {
+  const std::optional<core::TuneOptions> parsed = tuneOptionsFrom(o, cmd);
+  if (!parsed) return 2;
+  const core::TuneOptions& opt = *parsed;
+  const std::string path = o.file.empty() ? defaultCapturePath() : o.file;
+  applyMaxMemory(o.maxMemory);
+  core::CaptureReader reader(path);
+  std::vector<std::string> names = uniqueEntries(o.entries);
+  if (names.empty())
+    for (const auto& e : reader.entries()) names.push_back(e.name);
+
+  TuneJobSpec spec;
+  spec.capturePath = path;
+  spec.groups = core::makeGroups(tuneInputs(reader, names, o.heads, path), o.groupByLayer);
+  for (const auto& n : names) spec.infos[n] = reader.entry(n);
+  spec.options = opt;
+  spec.output = o.out.empty() ? o.resume : o.out;
+  spec.trace = o.trace;
+  spec.resumePath = o.resume;
+  spec.engine = core::parseEngineChoice(o.engine);
+  spec.threads = o.threads;
+  spec.interrupt = &gCancel;
+  // Before hours of tuning, not after; the output of --resume is that file, which it may replace.
+  spec.checkOutputs = [&] {
+    checkOutputs({{o.out.empty() ? "--resume" : "-o", spec.output}}, {{"capture", path}});
+  };
+
+  StopSignalGuard guard;
+  ProgressPrinter progress;
+  TuneJobOutput out;
+  out.started = [&](const std::string& engine) {
+    std::fprintf(stderr, "tuning %zu group%s of %s with %s: deployed l1 < %g%s, %s, %s%s%s%s\n",
+                 spec.groups.size(), spec.groups.size() == 1 ? "" : "s", path.c_str(), engine.c_str(), opt.l1,
+                 opt.tunePv ? (", l2 < " + fmtNum(opt.l2, 4)).c_str() : " (λ fixed)",
+                 opt.mode == core::SelectMode::Cdf ? "τ search" : "top-k search",
+                 numericsHeader(opt.geometry, opt.numerics).c_str(), opt.smoothK ? "" : ", no smooth-k",
+                 opt.sink ? ", sink" : "", opt.diagonal ? ", +diagonal blocks (extension)" : "");
+  };
+  out.progress = [&](const core::TuneProgress& p) { progress.update(p); };
+  out.clearProgress = [&] { progress.clear(); };
+  out.group = [&](const core::TunedGroup& g) { printGroup(g, opt); };
+  out.finished = [&](const core::TuneResult& r) {
+    const bool causal =
+        std::any_of(spec.infos.begin(), spec.infos.end(), [](const auto& e) { return e.second.causal; });
+    if (const auto hint = core::denseTuneHint(r, causal)) std::printf("%s\n", hintLine("", *hint).c_str());
+  };
+  return runTuneJob(jobTransport(), spec, out);
+}
+
 }  // namespace
 
 void registerTune(CLI::App& app, Action& action) {
   auto* cmd = app.add_subcommand("tune", "Auto-tune per-head θ, τ (or top-k) and λ against an L1 budget");
-  struct Opts {
-    std::string file;
-    std::vector<std::string> entries;
-    double l1 = 0;
-    double l2 = 0;
-    std::string engine = "auto";
-    int threads = 0;
-    bool topk = false;
-    NumericsOptions numerics;
-    bool noSmoothK = false;
-    bool sink = false;
-    bool diagonal = false;
-    bool groupByLayer = false;
-    bool noTunePv = false;
-    std::vector<int64_t> heads;
-    std::string out;
-    std::string resume;
-    bool trace = false;
-  };
-  auto o = std::make_shared<Opts>();
-  auto maxMemory = std::make_shared<std::string>();
-  addMaxMemoryOption(*cmd, *maxMemory);
-  cmd->add_option("file", o->file, "Capture file (.h5); default: the bundled sample capture");
-  cmd->add_option("--l1", o->l1, "L1 budget for θ and τ / top-k (PV skip off), e.g. 0.05")->required();
-  cmd->add_option("--l2", o->l2, "L1 budget for λ (PV skip on), > l1, e.g. 0.06");
-  cmd->add_option("--entry", o->entries, "Entry to tune (repeatable); default: all entries");
-  cmd->add_option("--engine", o->engine, "auto | cpu | cuda")->capture_default_str();
-  cmd->add_option("--threads", o->threads, "CPU engine threads (0 = all cores)")->capture_default_str();
-  cmd->add_flag("--topk-mode", o->topk, "Search the top-k fraction instead of τ (spas_sage2_attn_meansim_topk_cuda)");
-  addNumericsOptions(*cmd, o->numerics);
-  cmd->add_flag("--no-smooth-k", o->noSmoothK, "Do not subtract the K token mean before pooling");
-  cmd->add_flag("--sink", o->sink, "Attention sink: K block 0 always on");
-  cmd->add_flag("--diagonal", o->diagonal,
-                "Extension, not SpargeAttn's: the diagonal blocks (those holding key == query) always on in "
-                "every probe; the parameter file records it");
-  cmd->add_flag("--group-by-layer", o->groupByLayer,
-                "Tune entries sharing a `layer` attribute together (bin rule, one parameter set per layer)");
-  cmd->add_flag("--no-tune-pv", o->noTunePv, "Do not search λ; export λ = 50 verified against --l1");
-  cmd->add_option("--heads", o->heads, "Query heads to tune (default: all)");
-  cmd->add_option("-o,--output", o->out, "Output parameter file (.json); default with --resume: that file");
-  cmd->add_option("--resume", o->resume,
-                  "Keep the heads this parameter file already holds (an interrupted or failed run) and tune "
-                  "only the missing ones")
-      ->check(CLI::ExistingFile);
-  cmd->add_flag("--trace", o->trace, "Also store every head's θ points and probe trace in the output");
-  cmd->callback([&action, o, cmd, maxMemory] {
-    action = [o, cmd, maxMemory]() -> int {
-      core::TuneOptions opt;
-      opt.l1 = o->l1;
-      opt.tunePv = !o->noTunePv;
-      if (opt.tunePv && cmd->count("--l2") == 0) {
-        std::fprintf(stderr, "sparge tune: --l2 is required (or pass --no-tune-pv)\n");
-        return 2;
-      }
-      opt.l2 = cmd->count("--l2") ? o->l2 : o->l1;
-      opt.mode = o->topk ? core::SelectMode::TopK : core::SelectMode::Cdf;
-      opt.geometry = o->numerics.geometry();
-      opt.numerics = o->numerics.numerics();
-      opt.smoothK = !o->noSmoothK;
-      opt.sink = o->sink;
-      opt.diagonal = o->diagonal;
-      opt.heads = o->heads;
-      opt.validate("sparge tune");
-      if (o->out.empty() && o->resume.empty()) {
-        std::fprintf(stderr, "sparge tune: -o/--output is required (or --resume FILE)\n");
-        return 2;
-      }
-
-      const std::string path = o->file.empty() ? defaultCapturePath() : o->file;
-      applyMaxMemory(*maxMemory);
-      core::CaptureReader reader(path);
-      std::vector<std::string> names = uniqueEntries(o->entries);
-      if (names.empty())
-        for (const auto& e : reader.entries()) names.push_back(e.name);
-      std::vector<core::TuneInput> inputs;
-      auto warned = std::make_shared<std::set<std::string>>();
-      for (const auto& n : names) {
-        const core::EntryInfo& info = reader.entry(n);  // fails early on a misspelt entry
-        for (int64_t h : o->heads)
-          if (h < 0 || h >= info.headsQ)
-            throw Error("--heads", "head " + std::to_string(h) + " out of range for entry " + n + " (" +
-                                       std::to_string(info.headsQ) + " query heads)");
-        core::TuneInput in;
-        in.name = n;
-        in.layer = info.layer;
-        in.headsQ = info.headsQ;
-        in.load = [&reader, n, path, warned] {  // the job checks the memory first
-          std::vector<core::NonFiniteReport> nonFinite;
-          auto data = std::make_shared<core::EntryData>(core::loadEntry(reader, n, &nonFinite));
-          if (warned->insert(n).second)
-            for (const auto& nf : nonFinite)
-              std::fprintf(
-                  stderr, "\nwarning: %s:/entries/%s/%s batch %lld head %lld holds %lld NaN/Inf values\n",
-                  core::printable(path).c_str(), core::printable(n).c_str(), core::toString(nf.tensor),
-                  (long long)nf.batch, (long long)nf.head, (long long)nf.count);
-          return std::shared_ptr<const core::EntryData>(data);
-        };
-        inputs.push_back(std::move(in));
-      }
-
-      TuneJobSpec spec;
-      spec.capturePath = path;
-      spec.groups = core::makeGroups(inputs, o->groupByLayer);
-      for (const auto& n : names) spec.infos[n] = reader.entry(n);
-      spec.options = opt;
-      spec.output = o->out.empty() ? o->resume : o->out;
-      spec.trace = o->trace;
-      spec.resumePath = o->resume;
-      spec.engine = core::parseEngineChoice(o->engine);
-      spec.threads = o->threads;
-      spec.interrupt = &gCancel;
-      // Before hours of tuning, not after; the output of --resume is that file, which it may replace.
-      spec.checkOutputs = [&] {
-        checkOutputs({{o->out.empty() ? "--resume" : "-o", spec.output}}, {{"capture", path}});
-      };
-
-      StopSignalGuard guard;
-      ProgressPrinter progress;
-      TuneJobOutput out;
-      out.started = [&](const std::string& engine) {
-        std::fprintf(stderr, "tuning %zu group%s of %s with %s: deployed l1 < %g%s, %s, %s%s%s%s\n",
-                     spec.groups.size(), spec.groups.size() == 1 ? "" : "s", path.c_str(), engine.c_str(),
-                     opt.l1, opt.tunePv ? (", l2 < " + fmtNum(opt.l2, 4)).c_str() : " (λ fixed)",
-                     opt.mode == core::SelectMode::Cdf ? "τ search" : "top-k search",
-                     numericsHeader(opt.geometry, opt.numerics).c_str(), opt.smoothK ? "" : ", no smooth-k",
-                     opt.sink ? ", sink" : "", opt.diagonal ? ", +diagonal blocks (extension)" : "");
-      };
-      out.progress = [&](const core::TuneProgress& p) { progress.update(p); };
-      out.clearProgress = [&] { progress.clear(); };
-      out.group = [&](const core::TunedGroup& g) { printGroup(g, opt); };
-      out.finished = [&](const core::TuneResult& r) {
-        const bool causal =
-            std::any_of(spec.infos.begin(), spec.infos.end(), [](const auto& e) { return e.second.causal; });
-        if (const auto hint = core::denseTuneHint(r, causal))
-          std::printf("%s\n", hintLine("", *hint).c_str());
-      };
-      return runTuneJob(jobTransport(), spec, out);
-    };
-  });
+  auto o = std::make_shared<TuneCliOptions>();
+  addTuneOptions(*cmd, *o);
+  cmd->callback([&action, o, cmd] { action = [o, cmd]() -> int { return runTuneCommand(*o, *cmd); }; });
 }
 
 }  // namespace sparge::cli

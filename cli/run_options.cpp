@@ -50,9 +50,9 @@ void addMethodOptions(CLI::App& cmd, RunCommandOptions& o) {
   cmd.add_flag("--dense", o.dense, "Compute every valid block (is_sparse = false), no PV skip");
   cmd.add_option("--engine", o.engine, "auto | cpu | cuda")->capture_default_str();
   cmd.add_option("--threads", o.threads, "CPU engine threads (0 = all cores)")->capture_default_str();
-  cmd.add_option(
-         "--params", o.paramsPath,
-         "Per-head parameters from `sparge tune` (JSON); they also set geometry, numerics, smooth-k, sink, diagonal")
+  cmd.add_option("--params", o.paramsPath,
+                 "Per-head parameters from `sparge tune` (JSON); they also set geometry, numerics, smooth-k, "
+                 "sink, diagonal")
       ->check(CLI::ExistingFile);
   cmd.add_option("--heads", o.heads, "Only these query heads (comma separated)")->delimiter(',');
 }

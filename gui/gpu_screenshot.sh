@@ -1,14 +1,14 @@
 #!/usr/bin/env bash
 # Renders one screenshot of sparge-studio with the CUDA engine on a GPU machine with no display, through
-# the NVIDIA driver's EGL (device platform). For the lead, on the device machine, from the repository root:
+# the NVIDIA driver's EGL (device platform). From the repository root on that machine:
 #
-#   run(carry=[".gl", <build folder if prebuilt>], command="bash gui/gpu_screenshot.sh")
+#   bash gui/gpu_screenshot.sh     (with .gl/ and, if prebuilt, the build folder copied alongside)
 #
-# It unpacks the GL loader packages carried in .gl/ (see /work/.library/device/README.md, "Headless
-# rendering"), points glvnd at the NVIDIA EGL vendor file, builds sparge-studio with CUDA unless
+# It unpacks the GL loader packages (libglvnd, libegl, libgl .debs) found in .gl/, points glvnd at the
+# NVIDIA EGL vendor file, builds sparge-studio with CUDA unless
 # BUILD_DIR already holds one, and writes $OUT/gpu_screenshot.png (copy it to docs/screenshots/).
 # The build needs the project's Debian build dependencies on that machine (ImGui, GLFW, HDF5, stb...):
-# carry them as .debs the same way as the CUDA helper does for the CLI, or carry a build made there.
+# copy them as .debs the same way as for the CLI, or copy a build made there.
 set -euo pipefail
 BUILD_DIR=${BUILD_DIR:-build-gpu}
 OUT=${OUT:-$PWD/out}

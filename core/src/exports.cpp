@@ -348,8 +348,8 @@ std::string reportCsv(const std::vector<EntryResult>& results) {
     for (const HeadResult& h : r.heads) {
       const HeadParams& p = h.params;
       out << csvField(r.info.name) << ',' << h.batch << ',' << h.head << ',' << r.config.geometry.label()
-          << ',' << toString(r.config.numerics) << ',' << targetLabel(r.config.geometry, r.config.numerics) << ','
-          << toString(p.mode) << ',' << p.theta << ',';
+          << ',' << toString(r.config.numerics) << ',' << targetLabel(r.config.geometry, r.config.numerics)
+          << ',' << toString(p.mode) << ',' << p.theta << ',';
       if (p.mode == SelectMode::Cdf)
         out << p.tau << ",,";
       else

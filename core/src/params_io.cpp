@@ -100,7 +100,8 @@ class Reader {
   }
   int64_t integer(const json& obj, const std::string& path, const std::string& key) const {
     const json& v = member(obj, path, key);
-    if (!v.is_number_integer()) fail(path + "/" + key, "expected an integer, got " + std::string(v.type_name()));
+    if (!v.is_number_integer())
+      fail(path + "/" + key, "expected an integer, got " + std::string(v.type_name()));
     if (v.is_number_unsigned() && v.get<uint64_t>() > uint64_t(INT64_MAX))
       fail(path + "/" + key, "integer out of range");
     return v.get<int64_t>();
@@ -213,11 +214,11 @@ void writeParams(const std::string& path, const ParamsFile& f, const TuneResult*
   writeTextAtomically(path, paramsToJson(f, traceSource));
 }
 
-ParamsFile parseParams(const std::string& text, const std::string& source) {
-  Reader rd(source);
-  json root;
+namespace {
+
+json parseJsonText(const Reader& rd, const std::string& text) {
   try {
-    root = json::parse(text);
+    return json::parse(text);
   } catch (const json::exception& e) {
     // Syntax errors and numbers beyond double range (1e400) alike; the library's tag is noise to users.
     std::string what = e.what();
@@ -225,8 +226,10 @@ ParamsFile parseParams(const std::string& text, const std::string& source) {
       what = what.substr(what.find("] ") + 2);
     rd.fail("", "not valid JSON (" + what + ") — fix the file or re-create it with sparge tune");
   }
-  if (!root.is_object()) rd.fail("", "expected a JSON object at the top level");
-  ParamsFile f;
+}
+
+// The file-wide fields: version, mode, budgets, geometry, numerics and the Stage-1 switches.
+void parseFileFields(const Reader& rd, const json& root, ParamsFile& f) {
   const int64_t version = rd.integer(root, "", "sparge_params_version");
   if (version != kParamsVersion)
     rd.fail("/sparge_params_version", "unsupported version " + std::to_string(version) +
@@ -264,74 +267,95 @@ ParamsFile parseParams(const std::string& text, const std::string& source) {
   f.smoothK = rd.boolean(root, "", "smooth_k");
   f.sink = rd.boolean(root, "", "sink");
   if (rd.optional(root, "diagonal")) f.diagonal = rd.boolean(root, "", "diagonal");
+}
+
+// One head of a group at JSON path hp; its index is checked against the group's head count.
+ParamsHead parseHead(const Reader& rd, const json& jh, const std::string& hp, const ParamsGroup& g,
+                     SelectMode mode, const std::string& source) {
+  if (!jh.is_object()) rd.fail(hp, "expected a JSON object");
+  ParamsHead h;
+  h.head = rd.integer(jh, hp, "head");
+  if (h.head < 0 || h.head >= g.headsQ)
+    rd.fail(hp + "/head",
+            "head " + std::to_string(h.head) + " out of range [0, " + std::to_string(g.headsQ) + ")");
+  h.isSparse = rd.boolean(jh, hp, "is_sparse");
+  h.params.mode = mode;
+  h.params.dense = !h.isSparse;
+  h.params.theta = rd.number(jh, hp, "simthreshd1");
+  if (mode == SelectMode::Cdf) {
+    if (rd.optional(jh, "topk")) rd.fail(hp + "/topk", "a cdf-mode file must not hold \"topk\"");
+    h.params.tau = rd.number(jh, hp, "cdfthreshd");
+    if (h.params.tau < 0 || h.params.tau > 1) rd.fail(hp + "/cdfthreshd", "must be in [0, 1]");
+  } else {
+    if (rd.optional(jh, "cdfthreshd"))
+      rd.fail(hp + "/cdfthreshd", "a topk-mode file must not hold \"cdfthreshd\"");
+    h.params.topk = rd.number(jh, hp, "topk");
+    if (h.params.topk <= 0 || h.params.topk > 1) rd.fail(hp + "/topk", "must be in (0, 1]");
+  }
+  h.params.lambda = rd.number(jh, hp, "pvthreshd");
+  if (h.params.lambda < 0) rd.fail(hp + "/pvthreshd", "must be >= 0");
+  auto figure = [&](const char* key, double lo, double hiV, double& out) {
+    if (!rd.optional(jh, key)) return;
+    out = rd.number(jh, hp, key);
+    if (out < lo || out > hiV)
+      rd.fail(hp + "/" + key, "must be in [" + std::to_string(lo) + ", " + std::to_string(hiV) + "]");
+  };
+  figure("sparsity", 0.0, 1.0, h.totalSparsity);
+  figure("stage1_sparsity", 0.0, 1.0, h.stage1Sparsity);
+  figure("l1", 0.0, 1e300, h.l1);
+  figure("l1_sparse", 0.0, 1e300, h.l1Sparse);
+  figure("l1_quant", 0.0, 1e300, h.l1Quant);
+  validate(h.params, source + ":" + hp);
+  return h;
+}
+
+ParamsGroup parseGroup(const Reader& rd, const json& jg, const std::string& gp, SelectMode mode,
+                       const std::string& source) {
+  if (!jg.is_object()) rd.fail(gp, "expected a JSON object");
+  ParamsGroup g;
+  g.name = rd.string(jg, gp, "name");
+  if (g.name.empty()) rd.fail(gp + "/name", "must not be empty");
+  const json& entries = rd.member(jg, gp, "entries");
+  if (!entries.is_array() || entries.empty())
+    rd.fail(gp + "/entries", "expected a non-empty array of entry names");
+  for (size_t i = 0; i < entries.size(); ++i)
+    g.entries.push_back(rd.string(entries[i], gp + "/entries/" + std::to_string(i)));
+  if (const json* l = rd.optional(jg, "layer"); l && !l->is_null()) g.layer = rd.integer(jg, gp, "layer");
+  g.headsQ = rd.integer(jg, gp, "heads_q");
+  if (g.headsQ <= 0) rd.fail(gp + "/heads_q", "must be positive");
+  if (rd.optional(jg, "complete")) g.complete = rd.boolean(jg, gp, "complete");
+  const json& heads = rd.member(jg, gp, "heads");
+  if (!heads.is_array()) rd.fail(gp + "/heads", "expected an array");
+  std::set<int64_t> seen;
+  for (size_t hi = 0; hi < heads.size(); ++hi) {
+    const std::string hp = gp + "/heads/" + std::to_string(hi);
+    ParamsHead h = parseHead(rd, heads[hi], hp, g, mode, source);
+    if (!seen.insert(h.head).second) rd.fail(hp + "/head", "duplicate head " + std::to_string(h.head));
+    g.heads.push_back(h);
+  }
+  if (g.complete && int64_t(g.heads.size()) != g.headsQ)
+    rd.fail(gp + "/heads", "holds " + std::to_string(g.heads.size()) + " heads but heads_q is " +
+                               std::to_string(g.headsQ) + " (a partial file must say \"complete\": false)");
+  std::sort(g.heads.begin(), g.heads.end(),
+            [](const ParamsHead& a, const ParamsHead& b) { return a.head < b.head; });
+  return g;
+}
+
+}  // namespace
+
+ParamsFile parseParams(const std::string& text, const std::string& source) {
+  Reader rd(source);
+  const json root = parseJsonText(rd, text);
+  if (!root.is_object()) rd.fail("", "expected a JSON object at the top level");
+  ParamsFile f;
+  parseFileFields(rd, root, f);
   const json& groups = rd.member(root, "", "groups");
   if (!groups.is_array()) rd.fail("/groups", "expected an array");
   std::set<std::string> names;
   for (size_t gi = 0; gi < groups.size(); ++gi) {
     const std::string gp = "/groups/" + std::to_string(gi);
-    const json& jg = groups[gi];
-    if (!jg.is_object()) rd.fail(gp, "expected a JSON object");
-    ParamsGroup g;
-    g.name = rd.string(jg, gp, "name");
-    if (g.name.empty()) rd.fail(gp + "/name", "must not be empty");
+    ParamsGroup g = parseGroup(rd, groups[gi], gp, f.mode, source);
     if (!names.insert(g.name).second) rd.fail(gp + "/name", "duplicate group name \"" + g.name + "\"");
-    const json& entries = rd.member(jg, gp, "entries");
-    if (!entries.is_array() || entries.empty())
-      rd.fail(gp + "/entries", "expected a non-empty array of entry names");
-    for (size_t i = 0; i < entries.size(); ++i)
-      g.entries.push_back(rd.string(entries[i], gp + "/entries/" + std::to_string(i)));
-    if (const json* l = rd.optional(jg, "layer"); l && !l->is_null()) g.layer = rd.integer(jg, gp, "layer");
-    g.headsQ = rd.integer(jg, gp, "heads_q");
-    if (g.headsQ <= 0) rd.fail(gp + "/heads_q", "must be positive");
-    if (rd.optional(jg, "complete")) g.complete = rd.boolean(jg, gp, "complete");
-    const json& heads = rd.member(jg, gp, "heads");
-    if (!heads.is_array()) rd.fail(gp + "/heads", "expected an array");
-    std::set<int64_t> seen;
-    for (size_t hi = 0; hi < heads.size(); ++hi) {
-      const std::string hp = gp + "/heads/" + std::to_string(hi);
-      const json& jh = heads[hi];
-      if (!jh.is_object()) rd.fail(hp, "expected a JSON object");
-      ParamsHead h;
-      h.head = rd.integer(jh, hp, "head");
-      if (h.head < 0 || h.head >= g.headsQ)
-        rd.fail(hp + "/head",
-                "head " + std::to_string(h.head) + " out of range [0, " + std::to_string(g.headsQ) + ")");
-      if (!seen.insert(h.head).second) rd.fail(hp + "/head", "duplicate head " + std::to_string(h.head));
-      h.isSparse = rd.boolean(jh, hp, "is_sparse");
-      h.params.mode = f.mode;
-      h.params.dense = !h.isSparse;
-      h.params.theta = rd.number(jh, hp, "simthreshd1");
-      if (f.mode == SelectMode::Cdf) {
-        if (rd.optional(jh, "topk")) rd.fail(hp + "/topk", "a cdf-mode file must not hold \"topk\"");
-        h.params.tau = rd.number(jh, hp, "cdfthreshd");
-        if (h.params.tau < 0 || h.params.tau > 1) rd.fail(hp + "/cdfthreshd", "must be in [0, 1]");
-      } else {
-        if (rd.optional(jh, "cdfthreshd"))
-          rd.fail(hp + "/cdfthreshd", "a topk-mode file must not hold \"cdfthreshd\"");
-        h.params.topk = rd.number(jh, hp, "topk");
-        if (h.params.topk <= 0 || h.params.topk > 1) rd.fail(hp + "/topk", "must be in (0, 1]");
-      }
-      h.params.lambda = rd.number(jh, hp, "pvthreshd");
-      if (h.params.lambda < 0) rd.fail(hp + "/pvthreshd", "must be >= 0");
-      auto figure = [&](const char* key, double lo, double hiV, double& out) {
-        if (!rd.optional(jh, key)) return;
-        out = rd.number(jh, hp, key);
-        if (out < lo || out > hiV)
-          rd.fail(hp + "/" + key, "must be in [" + std::to_string(lo) + ", " + std::to_string(hiV) + "]");
-      };
-      figure("sparsity", 0.0, 1.0, h.totalSparsity);
-      figure("stage1_sparsity", 0.0, 1.0, h.stage1Sparsity);
-      figure("l1", 0.0, 1e300, h.l1);
-      figure("l1_sparse", 0.0, 1e300, h.l1Sparse);
-      figure("l1_quant", 0.0, 1e300, h.l1Quant);
-      validate(h.params, source + ":" + hp);
-      g.heads.push_back(h);
-    }
-    if (g.complete && int64_t(g.heads.size()) != g.headsQ)
-      rd.fail(gp + "/heads", "holds " + std::to_string(g.heads.size()) + " heads but heads_q is " +
-                                 std::to_string(g.headsQ) + " (a partial file must say \"complete\": false)");
-    std::sort(g.heads.begin(), g.heads.end(),
-              [](const ParamsHead& a, const ParamsHead& b) { return a.head < b.head; });
     f.groups.push_back(std::move(g));
   }
   return f;

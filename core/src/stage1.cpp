@@ -194,7 +194,8 @@ BlockStats computeBlockStats(const float* q, int64_t nQ, const float* k, int64_t
       const float* b = pk.pooled.data() + size_t(j) * d;
       float dot = 0.0f;
       for (int64_t c = 0; c < d; ++c) dot += a[c] * b[c];
-      st.scores[size_t(i) * st.nk + j] = roundToInput(roundToInput(dot, inputType) * predictorScale, inputType);
+      st.scores[size_t(i) * st.nk + j] =
+          roundToInput(roundToInput(dot, inputType) * predictorScale, inputType);
     }
   }
   return st;

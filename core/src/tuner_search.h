@@ -16,7 +16,8 @@ namespace sparge::core::tuning {
 struct Measured {
   double stage1 = 0, total = 0, l1 = 0;
   // The same run in exact numerics, and dense in the tuned numerics (NaN when not measured).
-  double l1Sparse = std::numeric_limits<double>::quiet_NaN(), l1Quant = std::numeric_limits<double>::quiet_NaN();
+  double l1Sparse = std::numeric_limits<double>::quiet_NaN(),
+         l1Quant = std::numeric_limits<double>::quiet_NaN();
   // Self-similarity of every Q / K block of every batch item (empty when the engine does not report
   // them); used to find θ values that give identical masks.
   std::vector<float> simQ, simK;

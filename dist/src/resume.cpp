@@ -56,7 +56,8 @@ void checkResumable(const core::ParamsFile& f, const std::string& path, const co
             o.tunePv ? "on" : "off (--no-tune-pv)");
   if (o.tunePv) mustMatch(f.l2 == o.l2, path, "--l2", num(f.l2), num(o.l2));
   mustMatch(f.geometry == o.geometry, path, "geometry", f.geometry.label(), o.geometry.label());
-  mustMatch(f.numerics == o.numerics, path, "numerics", core::toString(f.numerics), core::toString(o.numerics));
+  mustMatch(f.numerics == o.numerics, path, "numerics", core::toString(f.numerics),
+            core::toString(o.numerics));
   mustMatch(f.smoothK == o.smoothK, path, "smooth-k", f.smoothK ? "on" : "off", o.smoothK ? "on" : "off");
   mustMatch(f.sink == o.sink, path, "sink", f.sink ? "on" : "off", o.sink ? "on" : "off");
   mustMatch(f.diagonal == o.diagonal, path, "diagonal blocks (--diagonal)", f.diagonal ? "on" : "off",

@@ -17,7 +17,7 @@ struct AppOptions {
   std::vector<std::string> actions;  // --action VERB[=ARG]: automation commands, in order (app/actions.h)
   int frames = 3;                    // --frames N (at least this many frames before the screenshot)
   int width = 1600, height = 1000;   // --size WxH
-  std::string backend = "auto";      // --backend auto|glfw|egl (auto: EGL when screenshotting without DISPLAY)
+  std::string backend = "auto";  // --backend auto|glfw|egl (auto: EGL when screenshotting without DISPLAY)
   std::string engine = "auto";       // --engine auto|cpu|cuda
   int threads = 0;                   // --threads (CPU engine)
   double timeoutSeconds = 600;       // --timeout for the screenshot mode

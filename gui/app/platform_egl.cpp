@@ -28,10 +28,12 @@ class EglPlatform final : public Platform {
     std::string ext = clientExt ? clientExt : "";
     // 1) Mesa surfaceless; 2) the first EGL device (NVIDIA headless); 3) the default display.
     if (getPlatformDisplay && ext.find("EGL_MESA_platform_surfaceless") != std::string::npos) {
-      tryDisplay(getPlatformDisplay(EGL_PLATFORM_SURFACELESS_MESA, EGL_DEFAULT_DISPLAY, nullptr), "surfaceless");
+      tryDisplay(getPlatformDisplay(EGL_PLATFORM_SURFACELESS_MESA, EGL_DEFAULT_DISPLAY, nullptr),
+                 "surfaceless");
     }
     if (!display_ && getPlatformDisplay && ext.find("EGL_EXT_platform_device") != std::string::npos) {
-      auto queryDevices = reinterpret_cast<PFNEGLQUERYDEVICESEXTPROC>(eglGetProcAddress("eglQueryDevicesEXT"));
+      auto queryDevices =
+          reinterpret_cast<PFNEGLQUERYDEVICESEXTPROC>(eglGetProcAddress("eglQueryDevicesEXT"));
       EGLDeviceEXT devices[8];
       EGLint n = 0;
       if (queryDevices && queryDevices(8, devices, &n)) {
@@ -47,9 +49,15 @@ class EglPlatform final : public Platform {
     EGLint num = 0;
     const EGLint cfgAttrs[] = {EGL_RENDERABLE_TYPE, EGL_OPENGL_BIT, EGL_RED_SIZE, 8, EGL_GREEN_SIZE, 8,
                                EGL_BLUE_SIZE, 8, EGL_NONE};
-    if (!eglChooseConfig(display_, cfgAttrs, &config, 1, &num) || num == 0) config = nullptr;  // EGL_KHR_no_config_context
-    const EGLint ctxAttrs[] = {EGL_CONTEXT_MAJOR_VERSION, 3, EGL_CONTEXT_MINOR_VERSION, 3,
-                               EGL_CONTEXT_OPENGL_PROFILE_MASK, EGL_CONTEXT_OPENGL_CORE_PROFILE_BIT, EGL_NONE};
+    if (!eglChooseConfig(display_, cfgAttrs, &config, 1, &num) || num == 0)
+      config = nullptr;  // EGL_KHR_no_config_context
+    const EGLint ctxAttrs[] = {EGL_CONTEXT_MAJOR_VERSION,
+                               3,
+                               EGL_CONTEXT_MINOR_VERSION,
+                               3,
+                               EGL_CONTEXT_OPENGL_PROFILE_MASK,
+                               EGL_CONTEXT_OPENGL_CORE_PROFILE_BIT,
+                               EGL_NONE};
     context_ = eglCreateContext(display_, config, EGL_NO_CONTEXT, ctxAttrs);
     if (context_ == EGL_NO_CONTEXT) throw Error("egl", "cannot create an OpenGL 3.3 core context");
     if (!eglMakeCurrent(display_, EGL_NO_SURFACE, EGL_NO_SURFACE, context_)) {
@@ -61,9 +69,11 @@ class EglPlatform final : public Platform {
     glRenderbufferStorage(GL_RENDERBUFFER, GL_RGBA8, width_, height_);
     glBindFramebuffer(GL_FRAMEBUFFER, fbo_);
     glFramebufferRenderbuffer(GL_FRAMEBUFFER, GL_COLOR_ATTACHMENT0, GL_RENDERBUFFER, color_);
-    if (glCheckFramebufferStatus(GL_FRAMEBUFFER) != GL_FRAMEBUFFER_COMPLETE) throw Error("egl", "framebuffer incomplete");
+    if (glCheckFramebufferStatus(GL_FRAMEBUFFER) != GL_FRAMEBUFFER_COMPLETE)
+      throw Error("egl", "framebuffer incomplete");
     glViewport(0, 0, width_, height_);
-    if (!ImGui_ImplOpenGL3_Init("#version 330 core")) throw Error("egl", "ImGui OpenGL3 backend failed to start");
+    if (!ImGui_ImplOpenGL3_Init("#version 330 core"))
+      throw Error("egl", "ImGui OpenGL3 backend failed to start");
     inited_ = true;
     ImGuiIO& io = ImGui::GetIO();
     io.BackendPlatformName = "sparge_egl_offscreen";

@@ -18,7 +18,8 @@ class GlfwPlatform final : public Platform {
   ~GlfwPlatform() override { shutdown(); }
 
   void init(const PlatformConfig& c) override {
-    glfwSetErrorCallback([](int code, const char* msg) { std::fprintf(stderr, "glfw error %d: %s\n", code, msg); });
+    glfwSetErrorCallback(
+        [](int code, const char* msg) { std::fprintf(stderr, "glfw error %d: %s\n", code, msg); });
     if (!glfwInit()) throw Error("glfw", "cannot initialise GLFW (no X display? use --screenshot with EGL)");
     glfwWindowHint(GLFW_CONTEXT_VERSION_MAJOR, 3);
     glfwWindowHint(GLFW_CONTEXT_VERSION_MINOR, 3);
@@ -63,7 +64,8 @@ class GlfwPlatform final : public Platform {
     glfwPollEvents();
     ImGui_ImplOpenGL3_NewFrame();
     ImGui_ImplGlfw_NewFrame();
-    if (overrideMouse) ImGui::GetIO().MousePos = mouseX < 0 ? ImVec2(-FLT_MAX, -FLT_MAX) : ImVec2(mouseX, mouseY);
+    if (overrideMouse)
+      ImGui::GetIO().MousePos = mouseX < 0 ? ImVec2(-FLT_MAX, -FLT_MAX) : ImVec2(mouseX, mouseY);
   }
 
   void present() override { glfwSwapBuffers(window_); }

@@ -16,7 +16,8 @@ void writeFramebufferPng(const std::string& path, int w, int h) {
   glReadPixels(0, 0, w, h, GL_RGBA, GL_UNSIGNED_BYTE, pixels.data());
   std::vector<unsigned char> flipped(pixels.size());
   for (int y = 0; y < h; ++y) {
-    std::copy_n(&pixels[static_cast<size_t>(h - 1 - y) * w * 4], static_cast<size_t>(w) * 4, &flipped[static_cast<size_t>(y) * w * 4]);
+    std::copy_n(&pixels[static_cast<size_t>(h - 1 - y) * w * 4], static_cast<size_t>(w) * 4,
+                &flipped[static_cast<size_t>(y) * w * 4]);
   }
   for (size_t i = 3; i < flipped.size(); i += 4) flipped[i] = 255;  // the window is opaque
   core::writeAtomically(path, [&](const std::string& tmp) {

@@ -14,6 +14,7 @@ void writeHeadPng(const std::string& path, const core::HeadResult& head, int lay
 
 // Writes `path` (Markdown) and, in the folder `<stem>_img/` beside it, two PNGs per head. The Markdown
 // links them relatively, so the folder can be moved as a whole. Written atomically (Markdown last).
-void writeReportMarkdown(const std::string& path, const core::EntryResult& result, const std::string& capturePath);
+void writeReportMarkdown(const std::string& path, const core::EntryResult& result,
+                         const std::string& capturePath);
 
 }  // namespace sparge::gui

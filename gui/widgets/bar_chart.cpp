@@ -41,8 +41,8 @@ void drawRangeBars(const char* id, const std::vector<RangeBar>& bars, const char
     dl->AddLine(ImVec2(p.x + x0, cy - 4), ImVec2(p.x + x0, cy + 4), IM_COL32(230, 230, 230, 220), 1.5f);
     dl->AddLine(ImVec2(p.x + x1, cy - 4), ImVec2(p.x + x1, cy + 4), IM_COL32(230, 230, 230, 220), 1.5f);
     if (ImGui::IsItemHovered()) {
-      ImGui::SetTooltip("%s\nmin %.3f %s\nmedian %.3f %s\nmax %.3f %s", b.label.c_str(), b.min, unit, b.median, unit,
-                        b.max, unit);
+      ImGui::SetTooltip("%s\nmin %.3f %s\nmedian %.3f %s\nmax %.3f %s", b.label.c_str(), b.min, unit,
+                        b.median, unit, b.max, unit);
     }
     ImGui::SameLine();
     ImGui::Text("%.2f %s", b.median, unit);

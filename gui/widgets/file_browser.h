@@ -11,8 +11,8 @@ class FileBrowser {
   enum class Mode { Open, Save };
 
   // Opens the modal on the next draw(). `extensions` filters the listing (".h5", ".json"); empty shows all.
-  void open(const std::string& title, Mode mode, const std::string& directory, std::vector<std::string> extensions,
-            const std::string& defaultName = {});
+  void open(const std::string& title, Mode mode, const std::string& directory,
+            std::vector<std::string> extensions, const std::string& defaultName = {});
   bool isOpen() const { return visible_; }
   // Draws the modal when open. Returns true once, on the frame the user confirms; `*chosen` gets the path.
   bool draw(std::string* chosen);

@@ -103,7 +103,8 @@ struct AttnArgs {
   core::Numerics numerics = core::Numerics::None;
   QuantOperands quant;
 };
-// dense = true: every block holding a visible key (causal, window), no PV skip (kernels named sparge_dense_*).
+// dense = true: every block holding a visible key (causal, window), no PV skip (kernels named
+// sparge_dense_*).
 void launchAttention(ElemType t, const Problem& p, const AttnArgs& a, bool dense, cudaStream_t s);
 
 // --- attention_sm90.cu (Stage 2, Hopper: TMA, warp-specialised wgmma; 64x128 tiles only) ---

@@ -1,6 +1,6 @@
-// Stage 1 of SpargeAttn on the GPU (SPARGE_SPEC.md §3): K token mean, block pooling and
+// Stage 1 of SpargeAttn on the GPU (docs/method.md, section 3): K token mean, block pooling and
 // self-similarity, compressed scores, per-row selection, final mask, reasons and the delta LUT.
-// Rounding mirrors the CPU engine (stage1.h, §3.6): pooled values, scores and probabilities are
+// Rounding mirrors the CPU engine (stage1.h): pooled values, scores and probabilities are
 // rounded to the input half dtype; unit vectors to fp16; thresholds compared as the CPU does.
 #include <cuda_runtime.h>
 
@@ -136,6 +136,98 @@ __device__ __forceinline__ bool before(float ka, int ia, float kb, int ib) {
   return ka > kb || (ka == kb && ia < ib);
 }
 
+// Reductions over the whole CTA through red[8] (one slot per warp). Every thread gets the result; the final
+// barrier lets the caller reuse red at once.
+__device__ __forceinline__ float ctaMax(float v, float* red) {
+  const int warp = threadIdx.x >> 5, nw = blockDim.x >> 5;
+  v = warpMax(v);
+  if ((threadIdx.x & 31) == 0) red[warp] = v;
+  __syncthreads();
+  v = red[0];
+  for (int w = 1; w < nw; ++w) v = fmaxf(v, red[w]);
+  __syncthreads();
+  return v;
+}
+
+__device__ __forceinline__ float ctaSum(float v, float* red) {
+  const int warp = threadIdx.x >> 5, nw = blockDim.x >> 5;
+  v = warpSum(v);
+  if ((threadIdx.x & 31) == 0) red[warp] = v;
+  __syncthreads();
+  v = 0.f;
+  for (int w = 0; w < nw; ++w) v += red[w];
+  __syncthreads();
+  return v;
+}
+
+// Bitonic sort of np (a power of two) keys in shared memory, descending probability, ties by ascending
+// index (torch's sort is unstable: any order among equal probabilities is a legitimate outcome, see the
+// near-tie test). Called by every thread of the CTA.
+__device__ void bitonicSortDescending(float* keys, int* idx, int np) {
+  for (int k = 2; k <= np; k <<= 1) {
+    for (int jj = k >> 1; jj > 0; jj >>= 1) {
+      for (int t = threadIdx.x; t < np; t += blockDim.x) {
+        int o = t ^ jj;
+        if (o > t) {
+          bool desc = (t & k) == 0;
+          float ka = keys[t], kb = keys[o];
+          int ia = idx[t], ib = idx[o];
+          bool swap = desc ? before(kb, ib, ka, ia) : before(ka, ia, kb, ib);
+          if (swap) {
+            keys[t] = kb;
+            keys[o] = ka;
+            idx[t] = ib;
+            idx[o] = ia;
+          }
+        }
+      }
+      __syncthreads();
+    }
+  }
+}
+
+// How many of the sorted probabilities the head selects (at least one): top-k, or the cdf accumulated in
+// fp32 with each prefix rounded to fp16 and compared with float(τ), as the CPU engine does.
+__device__ int selectedCount(const HeadParamsDev& prm, const float* sorted, int nk) {
+  int n = 0;
+  if (prm.mode == 1) {
+    n = (int)truncf(prm.topk * (float)nk);
+  } else {
+    float c = 0.f;
+    for (int r = 0; r < nk; ++r) {
+      c += sorted[r];
+      if (__half2float(__float2half_rn(c)) <= prm.tau)
+        n = r + 1;
+      else
+        break;
+    }
+  }
+  return max(n, 1);
+}
+
+// The delta-encoded LUT of one row (first entry absolute, then gaps; zero padded to nk) and its block
+// count, from the final mask row in shared memory. Called by one whole warp.
+__device__ void writeDeltaLut(const uint8_t* fin, int nk, int32_t* lutRow, int32_t* validCount) {
+  const int lane = threadIdx.x & 31;
+  int count = 0, prev = -1;
+  const unsigned lt = (1u << lane) - 1u;
+  for (int base = 0; base < nk; base += 32) {
+    int j = base + lane;
+    bool f = j < nk && fin[j];
+    unsigned bal = __ballot_sync(0xffffffffu, f);
+    if (f) {
+      int pos = count + __popc(bal & lt);
+      unsigned lower = bal & lt;
+      int pj = lower ? base + 31 - __clz(lower) : prev;
+      lutRow[pos] = (pos == 0) ? j : j - pj;
+    }
+    count += __popc(bal);
+    if (bal) prev = base + 31 - __clz(bal);
+  }
+  for (int p = count + lane; p < nk; p += 32) lutRow[p] = 0;
+  if (lane == 0) *validCount = count;
+}
+
 // One CTA per (q-block, selected head, batch). Dynamic smem: keys[np] floats, idx[np] ints, two byte
 // rows of nk (selected, final mask).
 template <typename T>
@@ -164,7 +256,7 @@ __global__ void __launch_bounds__(256)
   const int bhq = b * Hq + hq;
   const int bhk = b * Hkv + hq / (Hq / Hkv);
   const HeadParamsDev prm = a.params[hq];
-  const int tid = threadIdx.x, nt = blockDim.x, warp = tid >> 5, lane = tid & 31;
+  const int tid = threadIdx.x, nt = blockDim.x, warp = tid >> 5;
   const size_t rowOff = ((size_t)bhq * nq + i) * nk;
   const float theta = (float)prm.theta;                      // the CPU engine compares s > float(θ)
   const bool simQ = selfSimQ[(size_t)bhq * nq + i] > theta;  // NaN compares false
@@ -178,24 +270,15 @@ __global__ void __launch_bounds__(256)
     keys[j] = v;
     mx = fmaxf(mx, v);
   }
-  mx = warpMax(mx);
-  if (lane == 0) red[warp] = mx;
-  __syncthreads();
-  mx = red[0];
-  for (int w = 1; w < nt / 32; ++w) mx = fmaxf(mx, red[w]);
+  mx = ctaMax(mx, red);
   const bool allMasked = (mx == -INFINITY);  // softmax of an all -inf row is all NaN
-  __syncthreads();
   float sum = 0.f;
   for (int j = tid; j < nk; j += nt) {
     float e = allMasked ? 0.f : expf(keys[j] - mx);
     keys[j] = e;
     sum += e;
   }
-  sum = warpSum(sum);
-  if (lane == 0) red[warp] = sum;
-  __syncthreads();
-  sum = 0.f;
-  for (int w = 0; w < nt / 32; ++w) sum += red[w];
+  sum = ctaSum(sum, red);
   for (int j = tid; j < np; j += nt) {
     if (j < nk) {
       // P̂ is rounded to fp16 for either input type, as the CPU engine does.
@@ -212,46 +295,8 @@ __global__ void __launch_bounds__(256)
   __syncthreads();
 
   if (!allMasked) {
-    // Bitonic sort, descending probability, ties by ascending index (torch's sort is unstable: any
-    // order among equal probabilities is a legitimate outcome, see the near-tie test).
-    for (int k = 2; k <= np; k <<= 1) {
-      for (int jj = k >> 1; jj > 0; jj >>= 1) {
-        for (int t = tid; t < np; t += nt) {
-          int o = t ^ jj;
-          if (o > t) {
-            bool desc = (t & k) == 0;
-            float ka = keys[t], kb = keys[o];
-            int ia = idx[t], ib = idx[o];
-            bool swap = desc ? before(kb, ib, ka, ia) : before(ka, ia, kb, ib);
-            if (swap) {
-              keys[t] = kb;
-              keys[o] = ka;
-              idx[t] = ib;
-              idx[o] = ia;
-            }
-          }
-        }
-        __syncthreads();
-      }
-    }
-    if (tid == 0) {
-      int n;
-      if (prm.mode == 1) {
-        n = (int)truncf(prm.topk * (float)nk);
-      } else {
-        // cdf accumulated in fp32, each prefix rounded to fp16 and compared with float(τ).
-        float c = 0.f;
-        n = 0;
-        for (int r = 0; r < nk; ++r) {
-          c += keys[r];
-          if (__half2float(__float2half_rn(c)) <= prm.tau)
-            n = r + 1;
-          else
-            break;
-        }
-      }
-      sN = max(n, 1);
-    }
+    bitonicSortDescending(keys, idx, np);
+    if (tid == 0) sN = selectedCount(prm, keys, nk);
     __syncthreads();
     const int n = min(sN, nk);
     for (int r = tid; r < n; r += nt) sel[idx[r]] = 1;
@@ -281,25 +326,7 @@ __global__ void __launch_bounds__(256)
   }
   __syncthreads();
 
-  if (warp == 0) {
-    int count = 0, prev = -1;
-    const unsigned lt = (1u << lane) - 1u;
-    for (int base = 0; base < nk; base += 32) {
-      int j = base + lane;
-      bool f = j < nk && fin[j];
-      unsigned bal = __ballot_sync(0xffffffffu, f);
-      if (f) {
-        int pos = count + __popc(bal & lt);
-        unsigned lower = bal & lt;
-        int pj = lower ? base + 31 - __clz(lower) : prev;
-        lutOut[rowOff + pos] = (pos == 0) ? j : j - pj;
-      }
-      count += __popc(bal);
-      if (bal) prev = base + 31 - __clz(bal);
-    }
-    for (int p = count + lane; p < nk; p += 32) lutOut[rowOff + p] = 0;
-    if (lane == 0) validOut[(size_t)bhq * nq + i] = count;
-  }
+  if (warp == 0) writeDeltaLut(fin, nk, lutOut + rowOff, validOut + (size_t)bhq * nq + i);
 }
 
 __device__ __forceinline__ uint64_t splitmix(uint64_t x) {

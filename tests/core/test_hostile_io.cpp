@@ -92,7 +92,8 @@ void makeCapture(const std::string& path, const QSpec& q, const QSpec& kv, Fn ex
   namespace h5 = sparge::core::h5;
   h5::Handle f = h5::file(H5Fcreate(path.c_str(), H5F_ACC_TRUNC, H5P_DEFAULT, H5P_DEFAULT));
   h5::writeInteger(f.get(), "sparge_capture_version", 1);
-  h5::Handle g = h5::group(H5Gcreate2(f.get(), "entries/e0", groupCreation().get(), H5P_DEFAULT, H5P_DEFAULT));
+  h5::Handle g =
+      h5::group(H5Gcreate2(f.get(), "entries/e0", groupCreation().get(), H5P_DEFAULT, H5P_DEFAULT));
   writeDataset(g.get(), "q", q);
   writeDataset(g.get(), "k", kv);
   writeDataset(g.get(), "v", kv);
@@ -193,7 +194,8 @@ TEST(HostileCapture, ACrashInsideHdf5IsAnError) {
   const uint64_t huge = 0x2000000000000004ull;
   for (int i = 0; i < 8; ++i) bytes[heap + 24 + i] = char((huge >> (8 * i)) & 0xff);
   std::ofstream(path, std::ios::binary | std::ios::trunc) << bytes;
-  expectError([&] { CaptureReader r(path); }, {"heap.h5", "the HDF5 library crashed reading the file's structure"});
+  expectError([&] { CaptureReader r(path); },
+              {"heap.h5", "the HDF5 library crashed reading the file's structure"});
 }
 
 TEST(HostileCapture, IsolatedWorkReportsHowItEnded) {

@@ -37,7 +37,8 @@ bool notBlank(const char* name, const Image& img) {
     sum2 += l * l;
   }
   double mean = sum / n, sd = std::sqrt(std::max(0.0, sum2 / n - mean * mean));
-  std::printf("%s: %dx%d, %zu colours, luminance mean %.1f sd %.1f\n", name, img.w, img.h, colors.size(), mean, sd);
+  std::printf("%s: %dx%d, %zu colours, luminance mean %.1f sd %.1f\n", name, img.w, img.h, colors.size(),
+              mean, sd);
   return colors.size() >= 50 && sd >= 10;
 }
 }  // namespace

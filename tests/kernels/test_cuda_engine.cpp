@@ -95,9 +95,10 @@ void compareMasks(const EntryData& e, const core::RunConfig& cfg, CudaEngine& gp
         // The causal rule and the window are exact on both sides.
         EXPECT_EQ((hr.reasons[x] & core::kReasonCausalOff) != 0,
                   !core::blockValid(i, j, cfg.geometry, in.tokensQ, in.tokensKV, in.causal, in.window));
-        if (cfg.diagonal && !(hr.reasons[x] & core::kReasonCausalOff))
+        if (cfg.diagonal && !(hr.reasons[x] & core::kReasonCausalOff)) {
           EXPECT_EQ((hr.reasons[x] & core::kReasonDiagonal) != 0,
                     core::blockOnDiagonal(i, j, cfg.geometry, in.tokensQ, in.tokensKV, in.causal, in.window));
+        }
         float a = hr.pooledProb[x], b = cm.pooledProb[x];
         ++tally.probTotal;
         if ((std::isnan(a) && std::isnan(b)) || std::fabs(a - b) <= 1e-3f * std::max(std::fabs(b), 1e-4f))

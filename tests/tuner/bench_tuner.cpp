@@ -1,4 +1,4 @@
-// Benchmark (not a test): tunes one synthetic entry and prints the time. Defaults follow the CPU
+// Benchmark (not a test): tunes one synthetic entry and prints the time. Defaults are the CPU
 // target (12 heads x 2048 tokens x D = 64 on the CPU engine); the GPU target is
 //   sparge_tuner_bench --engine cuda --heads 32 --tokens 16384 --dim 128
 #include <chrono>
@@ -58,8 +58,8 @@ int main(int argc, char** argv) {
     auto entry = std::make_shared<const core::EntryData>(core::makeSyntheticEntry(spec));
     const double genS = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     std::printf("entry: %lld heads x %lld tokens x D=%lld%s, geometry %s, engine %s (generated in %.2f s)\n",
-                (long long)spec.headsQ, (long long)spec.tokensQ, (long long)spec.headDim, spec.causal ? " causal" : "",
-                opt.geometry.label().c_str(), sel.engine->name().c_str(), genS);
+                (long long)spec.headsQ, (long long)spec.tokensQ, (long long)spec.headDim,
+                spec.causal ? " causal" : "", opt.geometry.label().c_str(), sel.engine->name().c_str(), genS);
     const core::TuneResult r = core::tuneEntry(*sel.engine, entry, opt);
     const core::TunedGroup& g = r.groups.at(0);
     int sparse = 0, probes = 0;
@@ -72,11 +72,12 @@ int main(int argc, char** argv) {
       maxL1 = std::max(maxL1, h.l1);
     }
     const double n = double(g.heads.size());
-    std::printf("tuned %zu heads (%d sparse) in %.2f s: %lld engine runs (%.1f ms each), %d head probes; "
-                "mean stage-1 sparsity %.3f, mean total %.3f, max L1 %.4f (l1 %.3f, l2 %.3f)\n",
-                g.heads.size(), sparse, g.elapsedSeconds, (long long)r.probes,
-                r.probes ? 1000.0 * g.elapsedSeconds / double(r.probes) : 0.0, probes, s1 / n, tot / n, maxL1, opt.l1,
-                opt.l2);
+    std::printf(
+        "tuned %zu heads (%d sparse) in %.2f s: %lld engine runs (%.1f ms each), %d head probes; "
+        "mean stage-1 sparsity %.3f, mean total %.3f, max L1 %.4f (l1 %.3f, l2 %.3f)\n",
+        g.heads.size(), sparse, g.elapsedSeconds, (long long)r.probes,
+        r.probes ? 1000.0 * g.elapsedSeconds / double(r.probes) : 0.0, probes, s1 / n, tot / n, maxL1, opt.l1,
+        opt.l2);
     std::printf("elapsed per entry: %.2f s\n", g.elapsedSeconds);
   } catch (const std::exception& e) {
     std::fprintf(stderr, "error: %s\n", e.what());

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# For the lead, on the GPU machine (the tuner helper has no device access): configure a CUDA build, then
-# time the GPU target (one entry of 32 heads x 16K tokens x D = 128) and the CPU baseline.
+# On a GPU machine: configure a CUDA build, then
+# time the tuner's GPU benchmark (one entry of 32 heads x 16K tokens x D = 128) and the CPU baseline.
 # usage (repository root): tests/tuner/run_gpu_bench.sh [build-dir]
 set -euo pipefail
 build="${1:-build-gpu-tuner}"

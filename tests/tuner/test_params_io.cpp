@@ -149,11 +149,13 @@ void replaceOnce(std::string& s, const std::string& from, const std::string& to)
 TEST(ParamsIo, BadFilesNameFileAndJsonPath) {
   expectError([](std::string& s) { s = "{ not json"; }, "bad.json:/", "not valid JSON");
   expectError([](std::string& s) { s = "[1, 2]"; }, "bad.json:/", "JSON object");
-  expectError([](std::string& s) { replaceOnce(s, "\"l1\": 0.05", "\"l1_\": 0.05"); }, "bad.json:/l1", "missing key");
-  expectError([](std::string& s) { replaceOnce(s, "\"sparge_params_version\": 1", "\"sparge_params_version\": 2"); },
-              "bad.json:/sparge_params_version", "unsupported version 2");
-  expectError([](std::string& s) { replaceOnce(s, "\"mode\": \"cdf\"", "\"mode\": \"fast\""); }, "bad.json:/mode",
-              "unknown mode");
+  expectError([](std::string& s) { replaceOnce(s, "\"l1\": 0.05", "\"l1_\": 0.05"); }, "bad.json:/l1",
+              "missing key");
+  expectError(
+      [](std::string& s) { replaceOnce(s, "\"sparge_params_version\": 1", "\"sparge_params_version\": 2"); },
+      "bad.json:/sparge_params_version", "unsupported version 2");
+  expectError([](std::string& s) { replaceOnce(s, "\"mode\": \"cdf\"", "\"mode\": \"fast\""); },
+              "bad.json:/mode", "unknown mode");
   expectError([](std::string& s) { replaceOnce(s, "\"geometry\": \"64x128\"", "\"geometry\": \"32x32\""); },
               "bad.json:/geometry", "32x32");
   expectError([](std::string& s) { replaceOnce(s, "\"cdfthreshd\": 0.9541015625", "\"cdfthreshd\": 1.5"); },
@@ -164,14 +166,14 @@ TEST(ParamsIo, BadFilesNameFileAndJsonPath) {
               "bad.json:/groups/0/heads/0/simthreshd1", "expected a number");
   expectError([](std::string& s) { replaceOnce(s, "\"is_sparse\": true", "\"is_sparse\": 1"); },
               "bad.json:/groups/0/heads/0/is_sparse", "true or false");
-  expectError([](std::string& s) { replaceOnce(s, "\"head\": 1,", "\"head\": 0,"); }, "bad.json:/groups/0/heads/1/head",
-              "duplicate head 0");
-  expectError([](std::string& s) { replaceOnce(s, "\"head\": 1,", "\"head\": 7,"); }, "bad.json:/groups/0/heads/1/head",
-              "out of range");
-  expectError([](std::string& s) { replaceOnce(s, "\"heads_q\": 3", "\"heads_q\": 4"); }, "bad.json:/groups/0/heads",
-              "holds 3 heads but heads_q is 4");
-  expectError([](std::string& s) { replaceOnce(s, "\"heads_q\": 3", "\"heads_q\": 0"); }, "bad.json:/groups/0/heads_q",
-              "positive");
+  expectError([](std::string& s) { replaceOnce(s, "\"head\": 1,", "\"head\": 0,"); },
+              "bad.json:/groups/0/heads/1/head", "duplicate head 0");
+  expectError([](std::string& s) { replaceOnce(s, "\"head\": 1,", "\"head\": 7,"); },
+              "bad.json:/groups/0/heads/1/head", "out of range");
+  expectError([](std::string& s) { replaceOnce(s, "\"heads_q\": 3", "\"heads_q\": 4"); },
+              "bad.json:/groups/0/heads", "holds 3 heads but heads_q is 4");
+  expectError([](std::string& s) { replaceOnce(s, "\"heads_q\": 3", "\"heads_q\": 0"); },
+              "bad.json:/groups/0/heads_q", "positive");
   expectError([](std::string& s) { replaceOnce(s, "\"sparsity\": 0.01", "\"sparsity\": 1.01"); },
               "bad.json:/groups/0/heads/0/sparsity", "must be in");
   expectError([](std::string& s) { replaceOnce(s, "\"name\": \"layer 4\"", "\"name\": \"l00\""); },

@@ -35,9 +35,11 @@ TuneOptions smallOptions() {
 
 // Writes the parameters, reads them back and re-runs the entry with them: every head must meet the
 // budget of its phase (l2 when λ was tuned).
-void expectBudgetsMetAfterRoundTrip(Engine& engine, const std::vector<std::shared_ptr<const EntryData>>& entries,
+void expectBudgetsMetAfterRoundTrip(Engine& engine,
+                                    const std::vector<std::shared_ptr<const EntryData>>& entries,
                                     const TuneResult& result, double budget) {
-  const std::string path = (std::filesystem::temp_directory_path() / "sparge_tuner_test_params.json").string();
+  const std::string path =
+      (std::filesystem::temp_directory_path() / "sparge_tuner_test_params.json").string();
   writeParams(path, toParamsFile(result, "mem"));
   const ParamsFile file = readParams(path);
   std::filesystem::remove(path);
@@ -109,8 +111,8 @@ TEST(Tuner, ReturnedCandidateWasEvaluated) {
     // And the trace holds a probe with exactly those parameters and figures.
     bool found = false;
     for (const TuneProbe& p : th.trace)
-      if (p.dense == th.params.dense && p.theta == float(th.params.theta) && p.lambda == float(th.params.lambda) &&
-          p.sel == float(th.params.tau) && p.l1 == float(th.l1))
+      if (p.dense == th.params.dense && p.theta == float(th.params.theta) &&
+          p.lambda == float(th.params.lambda) && p.sel == float(th.params.tau) && p.l1 == float(th.l1))
         found = true;
     EXPECT_TRUE(found) << "head " << th.head;
     EXPECT_EQ(th.probes, int(th.trace.size()));

@@ -11,7 +11,7 @@
 
 namespace sparge::core {
 
-// Masks v1 (DESIGN.md, captures/FORMAT.md): root attribute sparge_masks_version = 1;
+// Masks v1 (captures/FORMAT.md): root attribute sparge_masks_version = 1;
 // /entries/<name>/block_mask and /entries/<name>/pv_skipped, uint8 [B, Hq, nq, nk]; attributes
 // block_q, block_k, geometry, smooth_k, sink, engine, causal, the parameters (scalars when every head
 // shares them, else per-head arrays theta/tau/topk/lambda/dense), and the sparsity figures.

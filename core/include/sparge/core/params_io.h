@@ -1,4 +1,4 @@
-// Tuned-parameter JSON (DESIGN.md "Tuned parameters"): writing tuner results, reading and validating
+// Tuned-parameter JSON (format in README.md, "Auto-tuning"): writing tuner results, reading and validating
 // them, and mapping a file onto RunConfig::perHead for an entry (`sparge run --params`).
 #pragma once
 

@@ -41,7 +41,8 @@ struct TuneOptions {
   double binStart = -1.0, binWidth = 2.0 / 16;  // bin rule for entries tuned together
   int fallbackTries = 3;                        // group mode: single points re-evaluated when the bin fails
   Geometry geometry = kGeometry128x64;
-  Numerics numerics = Numerics::None;      // every probe runs in these numerics: the budgets bound the deployed L1
+  Numerics numerics =
+      Numerics::None;  // every probe runs in these numerics: the budgets bound the deployed L1
   bool smoothK = true;
   bool sink = false;
   bool diagonal = false;       // extension, not SpargeAttn's: every probe keeps the diagonal blocks on
