@@ -15,10 +15,32 @@ struct Choice {
   const char* name;
 };
 
+// The variants are compiled with -march=x86-64-v4 / -v3. GCC checks those levels directly; clang (up to 15)
+// knows only single features, so it checks the ones that define each level and that it can name (for v3 it
+// cannot name f16c, lzcnt and movbe, which every CPU with AVX2, FMA and BMI2 has).
+bool cpuHasX86_64V4() {
+#if defined(__clang__)
+  return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
+         __builtin_cpu_supports("avx512cd") && __builtin_cpu_supports("avx512dq") &&
+         __builtin_cpu_supports("avx512vl");
+#else
+  return __builtin_cpu_supports("x86-64-v4");
+#endif
+}
+
+bool cpuHasX86_64V3() {
+#if defined(__clang__)
+  return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && __builtin_cpu_supports("bmi") &&
+         __builtin_cpu_supports("bmi2");
+#else
+  return __builtin_cpu_supports("x86-64-v3");
+#endif
+}
+
 Choice choose() {
   __builtin_cpu_init();
-  if (__builtin_cpu_supports("x86-64-v4")) return {multiplyAvx512, "avx512"};
-  if (__builtin_cpu_supports("x86-64-v3")) return {multiplyAvx2, "avx2"};
+  if (cpuHasX86_64V3() && cpuHasX86_64V4()) return {multiplyAvx512, "avx512"};
+  if (cpuHasX86_64V3()) return {multiplyAvx2, "avx2"};
   return {multiplyBaseline, "x86-64"};
 }
 
