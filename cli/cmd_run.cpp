@@ -95,6 +95,12 @@ void printEntry(const core::EntryResult& r, bool perHead) {
   std::printf(
       "time (%s clock): predict %.1f ms  sparse %.1f ms  reference %s  metrics %.1f ms  total %.1f ms\n",
       tm.clock.c_str(), tm.predictMs, tm.sparseMs, reference.c_str(), tm.metricsMs, tm.totalMs);
+  if (tm.hostMs > 0)
+    std::printf(
+        "host side (wall clock): %.1f ms, of it queueing %.1f, waiting for the GPU %.1f, results %.1f; "
+        "copies %.1f ms for %.1f MiB\n",
+        tm.hostMs, tm.hostQueueMs, tm.hostWaitMs, tm.hostResultsMs, tm.copyMs,
+        (double)tm.copyBytes / (1 << 20));
   if (!tm.referenceCached && tm.referenceMs > 0)
     std::printf("dense reference: %.1f GFLOP in %.1f ms = %.1f GFLOP/s\n", denseFlops(e) / 1e9,
                 tm.referenceMs, denseFlops(e) / (tm.referenceMs * 1e6));

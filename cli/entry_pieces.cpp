@@ -39,14 +39,7 @@ core::EntryResult mergeEntryPieces(std::vector<std::string>& payloads, const std
     for (std::string& w : part.warnings)
       if (std::find(out.warnings.begin(), out.warnings.end(), w) == out.warnings.end())
         out.warnings.push_back(w);
-    core::StageTimes& t = out.times;
-    t.predictMs += part.times.predictMs;
-    t.quantizeMs += part.times.quantizeMs;
-    t.sparseMs += part.times.sparseMs;
-    t.referenceMs += part.times.referenceMs;
-    t.metricsMs += part.times.metricsMs;
-    t.totalMs += part.times.totalMs;
-    t.referenceCached = t.referenceCached && part.times.referenceCached;
+    out.times += part.times;
   }
   std::sort(out.heads.begin(), out.heads.end(), [](const core::HeadResult& a, const core::HeadResult& b) {
     return a.batch != b.batch ? a.batch < b.batch : a.head < b.head;

@@ -23,6 +23,7 @@ add_library(sparge_kernels STATIC
   ${CMAKE_CURRENT_LIST_DIR}/src/cuda_engine.cpp
   ${CMAKE_CURRENT_LIST_DIR}/src/engine_errors.cpp
   ${CMAKE_CURRENT_LIST_DIR}/src/engine_results.cpp
+  ${CMAKE_CURRENT_LIST_DIR}/src/head_results.cpp
   ${CMAKE_CURRENT_LIST_DIR}/src/bench.cpp)
 target_include_directories(sparge_kernels PUBLIC ${CMAKE_CURRENT_LIST_DIR}/include
                                           PRIVATE ${CMAKE_CURRENT_LIST_DIR}/src)

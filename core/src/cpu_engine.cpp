@@ -8,8 +8,8 @@
 #include <limits>
 #include <thread>
 
-#include "parallel.h"
 #include "sparge/core/error.h"
+#include "sparge/core/parallel.h"
 #include "sparge/core/run_request.h"
 
 namespace sparge::core {

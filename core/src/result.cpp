@@ -20,6 +20,23 @@ SparsityCounts& SparsityCounts::operator+=(const SparsityCounts& o) {
   return *this;
 }
 
+StageTimes& StageTimes::operator+=(const StageTimes& o) {
+  predictMs += o.predictMs;
+  quantizeMs += o.quantizeMs;
+  sparseMs += o.sparseMs;
+  referenceMs += o.referenceMs;
+  metricsMs += o.metricsMs;
+  totalMs += o.totalMs;
+  referenceCached = referenceCached && o.referenceCached;
+  hostMs += o.hostMs;
+  hostQueueMs += o.hostQueueMs;
+  hostWaitMs += o.hostWaitMs;
+  hostResultsMs += o.hostResultsMs;
+  copyMs += o.copyMs;
+  copyBytes += o.copyBytes;
+  return *this;
+}
+
 double ErrorSums::cosSim() const {
   if (normO <= 0 || normRef <= 0) return (normO <= 0 && normRef <= 0) ? 1.0 : 0.0;
   return dot / (std::sqrt(normO) * std::sqrt(normRef));

@@ -16,8 +16,8 @@ static_assert(sizeof(core::RunConfig) == 88, "RunConfig changed: update WireFiel
 static_assert(sizeof(core::HeadResult) == 576, "HeadResult changed: update WireFields in dist/src/codec.cpp");
 static_assert(sizeof(core::SparsityCounts) == 56, "SparsityCounts changed: update dist/src/codec.cpp");
 static_assert(sizeof(core::ErrorSums) == 56, "ErrorSums changed: update WireFields in dist/src/codec.cpp");
-static_assert(sizeof(core::StageTimes) == 88, "StageTimes changed: update WireFields in dist/src/codec.cpp");
-static_assert(sizeof(core::EntryResult) == 744,
+static_assert(sizeof(core::StageTimes) == 136, "StageTimes changed: update WireFields in dist/src/codec.cpp");
+static_assert(sizeof(core::EntryResult) == 792,
               "EntryResult changed: update WireFields in dist/src/codec.cpp");
 static_assert(sizeof(core::TunedGroup) == 120, "TunedGroup changed: update WireFields in dist/src/codec.cpp");
 static_assert(sizeof(core::TunedHead) == 312, "TunedHead changed: update WireFields in dist/src/codec.cpp");
@@ -99,7 +99,8 @@ struct WireFields<core::StageTimes> {
   template <class S, class F>
   static void visit(S& v, F&& f) {
     f(v.predictMs, v.quantizeMs, v.sparseMs, v.referenceMs, v.metricsMs, v.totalMs, v.referenceCached,
-      v.referenceInSparse, v.clock);
+      v.referenceInSparse, v.clock, v.hostMs, v.hostQueueMs, v.hostWaitMs, v.hostResultsMs, v.copyMs,
+      v.copyBytes);
   }
 };
 

@@ -142,9 +142,13 @@ void predict(CudaEngine::State& st, const core::EntryInfo& info, const RunPlan& 
   auto key = std::make_tuple(c.geometry.blockQ, c.geometry.blockK, c.smoothK);
   auto& stats = st.stats[key];
   if (!stats) {
-    stats = std::make_unique<Stage1Stats>();
+    auto fresh = std::make_unique<Stage1Stats>();
     const void* km = c.smoothK ? st.keyMean.get(st.qkv, plan.p, true, 0) : nullptr;
-    stats->compute(st.qkv, plan.p, km, 0);
+    fresh->compute(st.qkv, plan.p, km, 0);
+    HostCaches::Similarity& sim = st.host.similarity[key];  // for every later run's results
+    download(sim.q, fresh->simQ, plan.BH * plan.p.nq, "download self-similarity");
+    download(sim.k, fresh->simK, (size_t)st.B * st.Hkv * plan.p.nk, "download self-similarity");
+    stats = std::move(fresh);  // cached only with its host copy
   }
   st.selection.setBlocks(blockFlagsOf(st, info, c.geometry), c.geometry);
   st.selection.select(st.qkv, plan.p, *stats, st.params.as<HeadParamsDev>(), ForcedOn{c.sink, c.diagonal}, 0);
@@ -173,6 +177,38 @@ void sparse(CudaEngine::State& st, const core::EntryInfo& info, const RunPlan& p
   launchAttention(st.qkv.et, plan.p, a, plan.allDense, 0);
 }
 
+// The deployed call: Stage 1 (its maps start for the host at once), the operands of the chosen numerics and
+// Stage 2. Returns the operands (null for exact numerics).
+const QuantOperands* deployedPass(CudaEngine::State& st, const core::EntryInfo& info, const RunPlan& plan,
+                                  StageClock& clock) {
+  st.copies.side.before(0);  // the selection's maps of a cancelled run may still be on their way
+  clock.predict.start();
+  predict(st, info, plan);
+  clock.predict.stop();
+  queueSelectionCopies(st, plan, clock);
+  throwIfCancelled(plan.options);
+  clock.quantize.start();
+  const QuantOperands* quant = quantize(st, plan);
+  clock.quantize.stop();
+  clock.sparse.start();
+  sparse(st, info, plan, quant);
+  clock.sparse.stop();
+  return quant;
+}
+
+// The device times of the stages (their events have completed once the results are collected).
+void setDeviceTimes(core::StageTimes& t, StageClock& clock, const RunPlan& plan) {
+  const bool errors = plan.options.computeError;
+  t.clock = "cuda-event";
+  t.predictMs = clock.predict.elapsedMs();
+  t.quantizeMs = plan.quantized() ? clock.quantize.elapsedMs() : 0.0;
+  t.sparseMs = clock.sparse.elapsedMs();
+  t.referenceMs = clock.referenceRan ? clock.reference.elapsedMs() : 0.0;
+  t.referenceCached = errors && !clock.referenceRan;
+  t.metricsMs = errors ? clock.errors.elapsedMs() : 0.0;
+  t.totalMs = clock.total.elapsedMs();
+}
+
 }  // namespace
 
 bool deviceUsable(std::string* why) {
@@ -198,41 +234,28 @@ void CudaEngine::setEntry(std::shared_ptr<const core::EntryData> entry) {
 }
 
 core::EntryResult CudaEngine::run(const core::RunConfig& config, const core::RunOptions& options) {
+  const HostClock::time_point start = HostClock::now();
   if (!entry_) throw Error(kWhere, "no entry selected");
   const core::EntryInfo& info = entry_->info;
   checkSupported(info, config);
   State& st = *state_;
   if (!st.uploaded) upload(st, *entry_);
   const RunPlan plan = makePlan(st, info, config, options);
+  st.copies.bytes = 0;
 
   StageClock clock;
   clock.total.start();
-  clock.predict.start();
-  predict(st, info, plan);
-  clock.predict.stop();
-  throwIfCancelled(options);
-  clock.quantize.start();
-  const QuantOperands* quant = quantize(st, plan);
-  clock.quantize.stop();
-  clock.sparse.start();
-  sparse(st, info, plan, quant);
-  clock.sparse.stop();
+  const QuantOperands* quant = deployedPass(st, info, plan, clock);
   throwIfCancelled(options);
   RunErrors errors;
   if (options.computeError) errors = computeErrors(st, *entry_, plan, quant, clock);
   clock.total.stop();
-  check(cudaDeviceSynchronize(), "run");
+  const RunErrors* errorsRan = options.computeError ? &errors : nullptr;
+  queueAttentionCopies(st, plan, errorsRan, clock);
 
-  core::EntryResult res = collectResults(st, *entry_, plan, options.computeError ? &errors : nullptr, name());
-  core::StageTimes& t = res.times;
-  t.clock = "cuda-event";
-  t.predictMs = clock.predict.elapsedMs();
-  t.quantizeMs = plan.quantized() ? clock.quantize.elapsedMs() : 0.0;
-  t.sparseMs = clock.sparse.elapsedMs();
-  t.referenceMs = clock.referenceRan ? clock.reference.elapsedMs() : 0.0;
-  t.referenceCached = options.computeError && !clock.referenceRan;
-  t.metricsMs = options.computeError ? clock.errors.elapsedMs() : 0.0;
-  t.totalMs = clock.total.elapsedMs();
+  core::EntryResult res = collectResults(st, *entry_, plan, errorsRan, name(), clock, start);
+  setDeviceTimes(res.times, clock, plan);
+  res.times.hostMs = msSince(start);
   return res;
 }
 

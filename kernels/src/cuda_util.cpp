@@ -17,28 +17,81 @@ void checkLaunch(const char* kernel) {
   check(cudaGetLastError(), kernel);
 }
 
-void DeviceBuffer::reserve(size_t bytes, const char* what) {
+namespace {
+
+cudaError_t allocate(Memory m, void** p, size_t bytes) {
+  return m == Memory::Device ? cudaMalloc(p, bytes) : cudaHostAlloc(p, bytes, cudaHostAllocDefault);
+}
+
+std::string outOfMemory(Memory m, size_t bytes) {
+  if (m == Memory::PinnedHost)
+    return "out of page-locked host memory: asked for " + std::to_string(bytes >> 20) +
+           " MiB (close other programs or run fewer heads)";
+  size_t freeB = 0, totalB = 0;
+  cudaMemGetInfo(&freeB, &totalB);
+  return "out of GPU memory: asked for " + std::to_string(bytes >> 20) + " MiB, " +
+         std::to_string(freeB >> 20) + " MiB free of " + std::to_string(totalB >> 20) +
+         " MiB (try fewer heads or a smaller entry, or the CPU engine)";
+}
+
+}  // namespace
+
+template <Memory M>
+void Buffer<M>::reserve(size_t bytes, const char* what) {
   if (bytes <= n_) return;
   release();
   if (bytes == 0) return;
-  cudaError_t e = cudaMalloc(&p_, bytes);
+  cudaError_t e = allocate(M, &p_, bytes);
   if (e != cudaSuccess) {
     p_ = nullptr;
     cudaGetLastError();
-    size_t freeB = 0, totalB = 0;
-    cudaMemGetInfo(&freeB, &totalB);
-    throw Error(std::string("cuda: ") + what,
-                "out of GPU memory: asked for " + std::to_string(bytes >> 20) + " MiB, " +
-                    std::to_string(freeB >> 20) + " MiB free of " + std::to_string(totalB >> 20) +
-                    " MiB (try fewer heads or a smaller entry, or the CPU engine)");
+    throw Error(std::string("cuda: ") + what, outOfMemory(M, bytes));
   }
   n_ = bytes;
 }
 
-void DeviceBuffer::release() {
-  if (p_) cudaFree(p_);
+template <Memory M>
+void Buffer<M>::release() {
+  if (p_ && M == Memory::Device) cudaFree(p_);
+  if (p_ && M == Memory::PinnedHost) {
+    cudaDeviceSynchronize();  // an asynchronous copy of a cancelled run may still be writing here
+    cudaFreeHost(p_);
+  }
   p_ = nullptr;
   n_ = 0;
+}
+
+template class Buffer<Memory::Device>;
+template class Buffer<Memory::PinnedHost>;
+
+SideStream::~SideStream() {
+  if (forked_) cudaEventDestroy(forked_);
+  if (joined_) cudaEventDestroy(joined_);
+  if (stream_) cudaStreamDestroy(stream_);
+}
+
+void SideStream::create() {
+  if (!stream_)
+    check(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking), "cudaStreamCreateWithFlags");
+  if (!forked_) check(cudaEventCreateWithFlags(&forked_, cudaEventDisableTiming), "cudaEventCreateWithFlags");
+  if (!joined_) check(cudaEventCreateWithFlags(&joined_, cudaEventDisableTiming), "cudaEventCreateWithFlags");
+}
+
+cudaStream_t SideStream::get() {
+  create();
+  return stream_;
+}
+
+void SideStream::after(cudaStream_t s) {
+  create();
+  check(cudaEventRecord(forked_, s), "cudaEventRecord");
+  check(cudaStreamWaitEvent(stream_, forked_, 0), "cudaStreamWaitEvent");
+}
+
+void SideStream::before(cudaStream_t s) {
+  create();
+  check(cudaEventRecord(joined_, stream_), "cudaEventRecord");
+  check(cudaStreamWaitEvent(s, joined_, 0), "cudaStreamWaitEvent");
 }
 
 std::string deviceNameOrThrow() {

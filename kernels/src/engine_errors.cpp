@@ -2,8 +2,6 @@
 // same mask and λ in exact numerics) and quantization alone (dense, every valid block, chosen numerics).
 #include <cuda_runtime.h>
 
-#include <cmath>
-
 #include "engine_state.h"
 
 namespace sparge::cuda {
@@ -30,6 +28,16 @@ void ensureReference(CudaEngine::State& st, const core::EntryData& entry, const 
   clock.reference.stop();
   clock.referenceRan = true;
   for (int h : missing) st.refDone[h] = 1;
+  // The block mass depends on the entry alone: it comes to the host once, here, for refBlockMass.
+  const size_t perHead = (size_t)nq64 * nk64;
+  st.host.mass64.resize(plan.BH * perHead);
+  for (int b = 0; b < st.B; ++b)
+    for (int h : missing) {
+      const size_t bh = (size_t)b * st.Hq + h;
+      check(cudaMemcpy(st.host.mass64.data() + bh * perHead, st.mass64.as<float>() + bh * perHead,
+                       perHead * sizeof(float), cudaMemcpyDeviceToHost),
+            "download block mass");
+    }
 }
 
 void reserveScratch(CudaEngine::State& st, const RunPlan& plan) {
@@ -50,35 +58,6 @@ void scratchRun(CudaEngine::State& st, const core::EntryData& entry, const RunPl
   launchAttention(st.qkv.et, p, a, dense, 0);
   launchError(st.qkv.et, p, st.scratchO.get(), st.oref.as<float>(), st.scratchSums.as<double>(), 0);
 }
-
-}  // namespace
-
-bool nonFiniteIn(const double* perBlock, int nq) {
-  for (int i = 0; i < nq; ++i) {
-    const double* s = perBlock + (size_t)i * kSums;
-    if (s[7] > 0) return true;
-    for (int k = 0; k < 7; ++k)
-      if (!std::isfinite(s[k])) return true;
-  }
-  return false;
-}
-
-core::ErrorSums headSums(const double* perBlock, int nq) {
-  core::ErrorSums e;
-  for (int i = 0; i < nq; ++i) {
-    const double* s = perBlock + (size_t)i * kSums;
-    e.absDiff += s[0];
-    e.absRef += s[1];
-    e.dot += s[2];
-    e.normO += s[3];
-    e.normRef += s[4];
-    e.sqDiff += s[5];
-    e.count += (int64_t)s[6];
-  }
-  return e;
-}
-
-namespace {
 
 // errorQuant of the plan's heads, computed for the heads that have none in this configuration's cache.
 const QuantErrorCache& quantErrors(CudaEngine::State& st, const core::EntryData& entry, const RunPlan& plan,
@@ -123,14 +102,10 @@ RunErrors computeErrors(CudaEngine::State& st, const core::EntryData& entry, con
   launchError(st.qkv.et, plan.p, st.o.get(), st.oref.as<float>(), st.errSums.as<double>(), 0);
   if (plan.quantized()) {
     reserveScratch(st, plan);
-    scratchRun(st, entry, plan, plan.p, core::Numerics::None, nullptr, plan.allDense);
-    download(out.sparse, st.scratchSums, plan.BH * plan.p.nq * kSums, "download error sums");
     out.quant = &quantErrors(st, entry, plan, quant);
+    scratchRun(st, entry, plan, plan.p, core::Numerics::None, nullptr, plan.allDense);
   }
   clock.errors.stop();
-  download(out.deployed, st.errSums, plan.BH * plan.p.nq * kSums, "download error sums");
-  const int nq64 = (int)core::ceilDiv(st.Nq, 64), nk64 = (int)core::ceilDiv(st.Nkv, 64);
-  download(out.mass64, st.mass64, plan.BH * nq64 * nk64, "download block mass");
   return out;
 }
 

@@ -1,8 +1,9 @@
 // The CUDA engine's per-entry device state and the stages of one run, split over cuda_engine.cpp (upload,
-// prediction, quantization, attention), engine_errors.cpp (reference and the three errors) and
-// engine_results.cpp (per-head results).
+// prediction, quantization, attention), engine_errors.cpp (reference and the three errors),
+// engine_results.cpp (copies to the host, per-head results) and head_results.cpp (one head's result).
 #pragma once
 
+#include <chrono>
 #include <map>
 #include <memory>
 #include <tuple>
@@ -10,6 +11,7 @@
 
 #include "cudnn_sdpa.h"
 #include "device_stages.h"
+#include "head_results.h"
 #include "sparge/core/engine.h"
 #include "sparge/kernels/cuda_engine.h"
 #include "sparge/profiler/event_timer.h"
@@ -28,33 +30,44 @@ struct RunPlan {
   bool quantized() const { return config.numerics != core::Numerics::None; }
 };
 
-// CUDA-event pairs around the stages of a run (the engine's StageTimes).
+// The host's side of a run is timed with the steady clock.
+using HostClock = std::chrono::steady_clock;
+inline double msSince(HostClock::time_point t0) {
+  return std::chrono::duration<double, std::milli>(HostClock::now() - t0).count();
+}
+
+// CUDA-event pairs around the stages of a run (the engine's StageTimes) and around the copies of its arrays
+// (whose stop events tell the host that the arrays have arrived).
 struct StageClock {
   prof::EventTimer total, predict, quantize, sparse, reference, errors;
+  prof::EventTimer selectionCopy, attentionCopy;
   bool referenceRan = false;
 };
 
-// errorQuant of one (geometry, numerics, smooth-K): dense, every valid block, chosen numerics. Fixed for
-// an entry, so computed once per head.
-struct QuantErrorCache {
-  std::vector<core::ErrorSums> sums;  // [B*Hq]
-  std::vector<uint8_t> nonFinite;     // [B*Hq]: NaN/Inf in that output or its reference
-  std::vector<uint8_t> done;          // [Hq]
+// What the error stage of a run computed beyond the sums that travel in HostCopies.
+struct RunErrors {
+  const QuantErrorCache* quant = nullptr;  // errorQuant; null when not quantized
 };
 
-// launchError's layout: per (b*Hq+hq, q-block) kSums doubles {Σ|O-R|, Σ|R|, Σ O·R, Σ O², Σ R², Σ(O-R)²,
-// count, non-finite count}.
-constexpr int kSums = 8;
-// The sums of one head (nq q-blocks from perBlock) and whether any of them is non-finite.
-core::ErrorSums headSums(const double* perBlock, int nq);
-bool nonFiniteIn(const double* perBlock, int nq);
+// Page-locked host copies of a run's arrays, reused across runs: the selection's maps are copied on a side
+// stream as soon as the selection ran, beside the attention kernel, so that the host cuts them per head while
+// it runs; the PV skips, empty rows and error sums once the attention and the errors ran.
+struct HostCopies {
+  SideStream side;                   // the selection's copies; the next selection waits for them
+  PinnedBuffer mask, reasons, prob;  // [B*Hq][nq][nk]
+  PinnedBuffer skip, emptyRows, deployedSums, sparseSums;  // launchError's layout for the sums
+  int64_t bytes = 0;                                       // copied by the current run
+};
 
-// Error sums of a run as downloaded, in launchError's layout.
-struct RunErrors {
-  std::vector<double> deployed;
-  std::vector<double> sparse;              // exact numerics; empty when not quantized
-  const QuantErrorCache* quant = nullptr;  // null when not quantized
-  std::vector<float> mass64;               // reference mass per 64x64 tile
+// Host copies of data cached for the entry: self-similarity per (BQ, BK, smooth-K), the reference's mass per
+// 64x64 tile, and refBlockMass per geometry and head, each computed once.
+struct HostCaches {
+  struct Similarity {
+    std::vector<float> q, k;  // [B*Hq][nq], [B*Hkv][nk]
+  };
+  std::map<std::tuple<int, int, bool>, Similarity> similarity;
+  std::vector<float> mass64;  // [B*Hq][ceil(Nq/64)][ceil(Nkv/64)], for heads with a reference
+  std::map<std::tuple<int, int>, std::vector<std::vector<float>>> blockMass;  // per geometry: [B*Hq]
 };
 
 struct CudaEngine::State {
@@ -74,6 +87,7 @@ struct CudaEngine::State {
   DeviceBuffer oref, mass64;
   std::vector<uint8_t> refDone;  // per query head (all batch items)
   std::map<std::tuple<int, int, int, bool>, QuantErrorCache> quantErrors;
+  HostCaches host;
 
   // Buffers of a run, reused.
   DeviceSelection selection;
@@ -81,6 +95,7 @@ struct CudaEngine::State {
   DeviceBuffer heads, params, o, pvSkipped, emptyRows, errSums;
   // The extra attention runs of the error split (exact sparse, quantized dense) write here.
   DeviceBuffer scratchO, scratchSkip, scratchEmpty, scratchSums, scratchHeads;
+  HostCopies copies;
 
   // cuDNN's fused attention on this entry (built on first use).
   std::unique_ptr<CudnnSdpa> cudnn;
@@ -88,13 +103,20 @@ struct CudaEngine::State {
   DeviceBuffer cudnnO;
 };
 
-// engine_errors.cpp: the fp32 reference for the plan's heads (cached), then the deployed error and, for
-// quantized numerics, the exact-numerics sparse error and the (cached) quantized dense error.
+// engine_errors.cpp: the fp32 reference for the plan's heads (cached, its block mass kept on the host), then
+// the deployed error and, for quantized numerics, the exact-numerics sparse error and the (cached) quantized
+// dense error.
 RunErrors computeErrors(CudaEngine::State& st, const core::EntryData& entry, const RunPlan& plan,
                         const QuantOperands* quant, StageClock& clock);
 
-// engine_results.cpp: downloads masks and maps and builds the per-head results.
+// engine_results.cpp: asynchronous copies of the run's arrays into st.copies (the selection's as soon as it
+// ran, the rest after the attention and the errors), then the per-head results cut from them on several
+// threads, with the host's side of the run (since `start`) in the result's times.
+void queueSelectionCopies(CudaEngine::State& st, const RunPlan& plan, StageClock& clock);
+void queueAttentionCopies(CudaEngine::State& st, const RunPlan& plan, const RunErrors* errors,
+                          StageClock& clock);
 core::EntryResult collectResults(CudaEngine::State& st, const core::EntryData& entry, const RunPlan& plan,
-                                 const RunErrors* errors, const std::string& engineName);
+                                 const RunErrors* errors, const std::string& engineName, StageClock& clock,
+                                 HostClock::time_point start);
 
 }  // namespace sparge::cuda

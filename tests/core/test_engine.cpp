@@ -1,5 +1,5 @@
 // CpuEngine: determinism across thread counts, per-head parameters, GQA, exact sparsity denominators,
-// error metrics against the cached dense reference.
+// error metrics against the cached dense reference; the sum of the stage times of runs over disjoint heads.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -162,4 +162,34 @@ TEST(CpuEngine, CancelStopsTheRun) {
   RunOptions o;
   o.cancel = &flag;
   EXPECT_THROW(eng.run(RunConfig{}, o), Cancelled);
+}
+
+// The ranks of one entry run disjoint heads; their times add up, and the reference counts as cached only when
+// every rank had it.
+TEST(StageTimes, RunsOverDisjointHeadsAddUp) {
+  StageTimes a, b;
+  a.predictMs = 1, a.quantizeMs = 2, a.sparseMs = 3, a.referenceMs = 4, a.metricsMs = 5, a.totalMs = 6;
+  a.hostMs = 7, a.hostQueueMs = 8, a.hostWaitMs = 9, a.hostResultsMs = 10, a.copyMs = 11, a.copyBytes = 12;
+  a.referenceCached = true;
+  b.predictMs = 0.5, b.quantizeMs = 0.25, b.sparseMs = 2, b.referenceMs = 0, b.metricsMs = 1, b.totalMs = 3;
+  b.hostMs = 1, b.hostQueueMs = 2, b.hostWaitMs = 3, b.hostResultsMs = 4, b.copyMs = 0.5, b.copyBytes = 100;
+  b.referenceCached = false;
+  StageTimes s = a;
+  s += b;
+  EXPECT_DOUBLE_EQ(s.predictMs, 1.5);
+  EXPECT_DOUBLE_EQ(s.quantizeMs, 2.25);
+  EXPECT_DOUBLE_EQ(s.sparseMs, 5);
+  EXPECT_DOUBLE_EQ(s.referenceMs, 4);
+  EXPECT_DOUBLE_EQ(s.metricsMs, 6);
+  EXPECT_DOUBLE_EQ(s.totalMs, 9);
+  EXPECT_DOUBLE_EQ(s.hostMs, 8);
+  EXPECT_DOUBLE_EQ(s.hostQueueMs, 10);
+  EXPECT_DOUBLE_EQ(s.hostWaitMs, 12);
+  EXPECT_DOUBLE_EQ(s.hostResultsMs, 14);
+  EXPECT_DOUBLE_EQ(s.copyMs, 11.5);
+  EXPECT_EQ(s.copyBytes, 112);
+  EXPECT_FALSE(s.referenceCached);
+  StageTimes both = a;
+  both += a;
+  EXPECT_TRUE(both.referenceCached);
 }

@@ -1,9 +1,10 @@
 // The CUDA engine's error split (deployed / sparsity alone / quantization alone) against runs that produce
-// each part directly, non-finite heads, the windowed fp32 reference and cuDNN's attention against a naive
-// double precision oracle, and the engine's dense baselines.
+// each part directly, runs of head subsets and what they copy, non-finite heads, the windowed fp32 reference
+// and cuDNN's attention against a naive double precision oracle, and the engine's dense baselines.
 #include <cuda_runtime.h>
 #include <gtest/gtest.h>
 
+#include <cstring>
 #include <string>
 #include <vector>
 
@@ -97,6 +98,90 @@ TEST(CudaErrorSplit, QuantizedPartsEqualTheRunsThatProduceThem) {
         expectSameSums(r2.heads[i].errorQuant, r.heads[i].errorQuant, "cached");
     }
   }
+}
+
+// Everything a head's result carries, bit for bit (NaN P̂ of all-masked rows included).
+template <typename T>
+bool sameBits(const std::vector<T>& a, const std::vector<T>& b) {
+  return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(T)) == 0;
+}
+void expectSameHead(const core::HeadResult& a, const core::HeadResult& b, const std::string& what) {
+  SCOPED_TRACE(what + ", head " + std::to_string(a.head));
+  EXPECT_EQ(a.head, b.head);
+  EXPECT_TRUE(a.params == b.params);
+  EXPECT_EQ(a.blockMask, b.blockMask);
+  EXPECT_EQ(a.reasons, b.reasons);
+  EXPECT_EQ(a.pvSkipped, b.pvSkipped);
+  EXPECT_TRUE(sameBits(a.pooledProb, b.pooledProb));
+  EXPECT_TRUE(sameBits(a.selfSimQ, b.selfSimQ));
+  EXPECT_TRUE(sameBits(a.selfSimK, b.selfSimK));
+  EXPECT_EQ(a.similarQ, b.similarQ);
+  EXPECT_TRUE(sameBits(a.refBlockMass, b.refBlockMass));
+  EXPECT_TRUE(sameBits(a.qBlockL1, b.qBlockL1));
+  EXPECT_EQ(a.sparsity.selectedBlocks, b.sparsity.selectedBlocks);
+  EXPECT_EQ(a.sparsity.skippedPvBlocks, b.sparsity.skippedPvBlocks);
+  EXPECT_EQ(a.sparsity.computedPvArea, b.sparsity.computedPvArea);
+  expectSameSums(a.error, b.error, "deployed");
+  expectSameSums(a.errorSparse, b.errorSparse, "sparsity part");
+  expectSameSums(a.errorQuant, b.errorQuant, "quantization part");
+  EXPECT_EQ(a.emptyRows, b.emptyRows);
+  EXPECT_EQ(a.hasNonFinite, b.hasNonFinite);
+}
+
+// Runs of some heads copy only those heads and equal the same heads of a run of all; the bytes copied are the
+// arrays of the heads run: mask, reasons, P̂ (4 bytes), PV skips, empty rows and the error sums.
+TEST(CudaEngineCopies, HeadSubsetsEqualTheFullRunAndCopyOnlyTheirHeads) {
+  REQUIRE_GPU();
+  const Shape s{2, 4, 2, 700, 650, 64, DType::Float16, false};
+  auto e = makeEntry(s, 19, true);
+  CudaEngine gpu;
+  gpu.setEntry(e);
+  const core::RunConfig c = makeConfig(core::kGeometry64x128, true, sparseParams());
+  const core::EntryResult all = gpu.run(c, {});
+  const int64_t nq = (700 + 63) / 64, nk = (650 + 127) / 128;
+  auto bytesFor = [&](int64_t heads) { return heads * s.B * (nq * nk * 7 + 4 + nq * 8 * 8); };
+  EXPECT_EQ(all.times.copyBytes, bytesFor(s.Hq));
+  for (const std::vector<int64_t>& heads : {std::vector<int64_t>{2}, std::vector<int64_t>{1, 3}}) {
+    core::RunOptions o;
+    o.heads = heads;
+    const core::EntryResult part = gpu.run(c, o);
+    EXPECT_EQ(part.times.copyBytes, bytesFor((int64_t)heads.size()));
+    ASSERT_EQ(part.heads.size(), heads.size() * s.B);
+    for (const core::HeadResult& h : part.heads)
+      expectSameHead(h, *all.find(h.batch, h.head), "subset of heads");
+  }
+  const core::EntryResult again = gpu.run(c, {});
+  for (size_t i = 0; i < all.heads.size(); ++i) expectSameHead(again.heads[i], all.heads[i], "second run");
+  const core::StageTimes& t = again.times;
+  EXPECT_GT(t.hostMs, 0.0);
+  EXPECT_LE(t.hostQueueMs + t.hostWaitMs + t.hostResultsMs, t.hostMs);
+  EXPECT_GT(t.copyMs, 0.0);
+}
+
+// A run cancelled after its selection's copies were queued leaves them in flight; the next run (other
+// thresholds, then the first ones again) orders its selection after them and reports what a fresh engine
+// reports (without smooth-K, whose key mean two engines may sum in different orders).
+TEST(CudaEngineCopies, ACancelledRunLeavesNothingBehind) {
+  REQUIRE_GPU();
+  auto e = makeEntry(Shape{1, 4, 2, 800, 800, 64, DType::Float16, true}, 20, true);
+  const core::RunConfig c = makeConfig(core::kGeometry128x64, false, sparseParams());
+  CudaEngine fresh, gpu;
+  fresh.setEntry(e);
+  gpu.setEntry(e);
+  const core::EntryResult want = fresh.run(c, {});
+  core::CancelFlag cancel{true};
+  core::RunOptions o;
+  o.cancel = &cancel;
+  core::RunConfig other = c;
+  other.defaults.tau = 0.6;
+  EXPECT_THROW(gpu.run(other, o), core::Cancelled);
+  cancel = false;
+  gpu.run(other, o);
+  cancel = true;
+  EXPECT_THROW(gpu.run(other, o), core::Cancelled);
+  const core::EntryResult got = gpu.run(c, {});
+  ASSERT_EQ(got.heads.size(), want.heads.size());
+  for (size_t i = 0; i < want.heads.size(); ++i) expectSameHead(got.heads[i], want.heads[i], "after cancel");
 }
 
 // A softmax scale that overflows float makes every output and reference non-finite: the heads must say so

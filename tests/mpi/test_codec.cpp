@@ -82,7 +82,9 @@ void expectSameHead(const core::HeadResult& a, const core::HeadResult& b) {
 }
 
 TEST(Codec, RunResultRoundTripsFieldForField) {
-  const core::EntryResult a = runResult();
+  core::EntryResult a = runResult();
+  a.times.hostWaitMs = 1.25;  // the host's side, as the CUDA engine fills it in
+  a.times.copyBytes = 123456789012;
   ASSERT_FALSE(a.heads[0].blockMask.empty());
   ASSERT_FALSE(a.heads[0].output.empty());
   const core::EntryResult b = decodeResult(encodeResult(a), "test");
@@ -98,6 +100,8 @@ TEST(Codec, RunResultRoundTripsFieldForField) {
   EXPECT_EQ(a.engine, b.engine);
   EXPECT_EQ(a.times.sparseMs, b.times.sparseMs);
   EXPECT_EQ(a.times.clock, b.times.clock);
+  EXPECT_EQ(a.times.hostWaitMs, b.times.hostWaitMs);
+  EXPECT_EQ(a.times.copyBytes, b.times.copyBytes);
   EXPECT_EQ(a.warnings, b.warnings);
   EXPECT_EQ(a.error.absRef, b.error.absRef);
   ASSERT_EQ(a.heads.size(), b.heads.size());

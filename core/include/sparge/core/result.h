@@ -102,6 +102,18 @@ struct StageTimes {
   bool referenceCached = false;
   bool referenceInSparse = false;  // computed in the same pass as the sparse run: its time is inside sparseMs
   std::string clock = "wall";      // "wall" (host steady_clock), "cuda-event", "cupti"
+  // The host's side of the call (steady clock, ms), from engines that split it (the CUDA engine; else 0):
+  // hostMs is the wall time of Engine::run, nearly all of it in the three parts below.
+  double hostMs = 0;
+  double hostQueueMs = 0;    // checks, parameter uploads, queuing kernels and copies
+  double hostWaitMs = 0;     // blocked on the device: kernels and copies not hidden behind host work
+  double hostResultsMs = 0;  // building the per-head results (partly while the attention kernel runs)
+  double copyMs = 0;         // device-to-host copies of the run's maps and sums (device clock)
+  int64_t copyBytes = 0;     // bytes those copies moved
+
+  // Sums the times of runs over disjoint heads (the ranks of one entry); the reference counts as cached only
+  // when it was in both.
+  StageTimes& operator+=(const StageTimes& o);
 };
 
 struct EntryResult {
