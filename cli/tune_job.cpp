@@ -192,7 +192,8 @@ class TuneJobRunner {
         r = core::tune(engine, {group}, opt, cb);
       } catch (...) {
         if (!partial.heads.empty()) {
-          partial.complete = false;
+          // Finished heads are final: a failure after the piece's last head leaves the piece whole.
+          partial.complete = partial.heads.size() == piece.heads.size();
           job_.submit(pi, dist::encodeGroup(partial));
         }
         throw;
