@@ -6,24 +6,14 @@ usage: python3 bench/compare_torch.py OURS.json [--repeat 10] [--json OUT]
 """
 import argparse
 import json
-import statistics
 import sys
+
+from compare_spargeattn import timed
 
 
 def time_backend(torch, fn, repeat, warmup=2):
-    for _ in range(warmup):
-        fn()
-    torch.cuda.synchronize()
-    times = []
-    for _ in range(repeat):
-        a = torch.cuda.Event(enable_timing=True)
-        b = torch.cuda.Event(enable_timing=True)
-        a.record()
-        fn()
-        b.record()
-        b.synchronize()
-        times.append(a.elapsed_time(b))
-    return statistics.median(times), min(times), max(times)
+    """(median, min, max) milliseconds with CUDA events (shared with compare_spargeattn.py)."""
+    return timed(torch, fn, repeat, warmup)
 
 
 def main():

@@ -6,23 +6,14 @@ import argparse
 import torch
 from torch.nn.attention import SDPBackend, sdpa_kernel
 
+from compare_spargeattn import timed  # CUDA-event timing shared by the bench scripts
+
 
 BACKENDS = (("cudnn", SDPBackend.CUDNN_ATTENTION), ("flash", SDPBackend.FLASH_ATTENTION))
 
 
 def median_ms(fn, repeat):
-    fn()
-    torch.cuda.synchronize()
-    times = []
-    for _ in range(repeat):
-        a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        a.record()
-        fn()
-        b.record()
-        b.synchronize()
-        times.append(a.elapsed_time(b))
-    times.sort()
-    return times[len(times) // 2]
+    return timed(torch, fn, repeat, warmup=1)[0]
 
 
 def main():
