@@ -3,7 +3,7 @@
 # once on the CPU and once with the model and SDPA calls on CUDA, and opens every file it writes with
 # the C++ reader. Usage, from the repository root:
 #   SPARGE_BIN=/path/to/built/sparge bash captures/gpu_check.sh
-# SPARGE_BIN must point at a built `sparge` CLI (carry it to the machine); without it the `sparge info`
+# SPARGE_BIN must point at a built `sparge` CLI (copy it to the machine); without it the `sparge info`
 # checks are skipped and the script says so.
 set -euo pipefail
 cd "$(dirname "$0")/.."
