@@ -16,6 +16,8 @@ import sys
 import h5py
 import numpy as np
 
+if len(sys.argv) != 2 or sys.argv[1].startswith("-"):
+    sys.exit(__doc__)
 OUT = sys.argv[1]
 CAPS = os.path.join(OUT, "captures")
 PARAMS = os.path.join(OUT, "params")
