@@ -374,6 +374,62 @@ TEST(Types, NamesAndSizes) {
 
 // =============================== round trip ===============================
 
+namespace {
+
+// The physical layout of the round-trip file, checked with the raw HDF5 API rather than our reader.
+void expectStoredLayout(const std::string& path, DType dtype, Layout layout, const std::vector<float>& exactQ) {
+  hid_t f = H5Fopen(path.c_str(), H5F_ACC_RDONLY, H5P_DEFAULT);
+  ASSERT_GE(f, 0);
+  hid_t d = H5Dopen2(f, "/entries/layer3/v", H5P_DEFAULT);
+  ASSERT_GE(d, 0);
+  hid_t s = H5Dget_space(d);
+  hsize_t dims[4] = {};
+  ASSERT_EQ(H5Sget_simple_extent_ndims(s), 4);
+  H5Sget_simple_extent_dims(s, dims, nullptr);
+  const std::vector<hsize_t> got(dims, dims + 4);
+  EXPECT_EQ(got, (layout == Layout::HND ? std::vector<hsize_t>{2, 2, 53, 24}
+                                        : std::vector<hsize_t>{2, 53, 2, 24}));
+  hid_t t = H5Dget_type(d);
+  EXPECT_EQ(H5Tget_class(t), dtype == DType::BFloat16 ? H5T_INTEGER : H5T_FLOAT);
+  EXPECT_EQ(H5Tget_size(t), dtype == DType::Float32 ? 4u : 2u);
+  EXPECT_EQ(H5Aexists(d, "dtype") > 0, dtype == DType::BFloat16);
+  // Every stored q value at its layout position. HDF5 decodes float16 itself here (not our code),
+  // which also checks that our half encoding is the standard one h5py/numpy use.
+  hid_t dq = H5Dopen2(f, "/entries/layer3/q", H5P_DEFAULT);
+  std::vector<float> stored(exactQ.size());
+  if (dtype == DType::BFloat16) {
+    std::vector<uint16_t> raw(stored.size());
+    ASSERT_GE(H5Dread(dq, H5T_NATIVE_UINT16, H5S_ALL, H5S_ALL, H5P_DEFAULT, raw.data()), 0);
+    for (size_t i = 0; i < raw.size(); ++i) stored[i] = std::bit_cast<float>(uint32_t(raw[i]) << 16);
+  } else {
+    ASSERT_GE(H5Dread(dq, H5T_NATIVE_FLOAT, H5S_ALL, H5S_ALL, H5P_DEFAULT, stored.data()), 0);
+  }
+  H5Dclose(dq);
+  for (int64_t b = 0; b < 2; ++b)
+    for (int64_t h = 0; h < 4; ++h)
+      for (int64_t n = 0; n < 37; ++n)
+        for (int64_t c = 0; c < 16; ++c) {
+          const int64_t file =
+              layout == Layout::HND ? ((b * 4 + h) * 37 + n) * 16 + c : ((b * 37 + n) * 4 + h) * 16 + c;
+          ASSERT_EQ(stored[size_t(file)], exactQ[size_t(((b * 4 + h) * 37 + n) * 16 + c)])
+              << b << h << n << c;
+        }
+  hid_t g = H5Gopen2(f, "/entries/layer3", H5P_DEFAULT);
+  EXPECT_EQ(H5Aexists(g, "layout") > 0, layout == Layout::NHD);
+  EXPECT_GT(H5Aexists(g, "scale"), 0);
+  H5Gclose(g);
+  g = H5Gopen2(f, "/entries/random", H5P_DEFAULT);
+  EXPECT_EQ(H5Aexists(g, "scale"), 0);
+  EXPECT_EQ(H5Aexists(g, "layer"), 0);
+  H5Gclose(g);
+  H5Tclose(t);
+  H5Sclose(s);
+  H5Dclose(d);
+  H5Fclose(f);
+}
+
+}  // namespace
+
 class RoundTrip : public ::testing::TestWithParam<std::tuple<DType, Layout>> {};
 
 TEST_P(RoundTrip, WriterThenReaderGivesTheRoundedValues) {
@@ -396,57 +452,7 @@ TEST_P(RoundTrip, WriterThenReaderGivesTheRoundedValues) {
     w.addEntry(info2, random.q, random.k, random.v);
   }
 
-  // The physical layout, checked with the raw HDF5 API rather than our reader.
-  {
-    hid_t f = H5Fopen(path.c_str(), H5F_ACC_RDONLY, H5P_DEFAULT);
-    ASSERT_GE(f, 0);
-    hid_t d = H5Dopen2(f, "/entries/layer3/v", H5P_DEFAULT);
-    ASSERT_GE(d, 0);
-    hid_t s = H5Dget_space(d);
-    hsize_t dims[4] = {};
-    ASSERT_EQ(H5Sget_simple_extent_ndims(s), 4);
-    H5Sget_simple_extent_dims(s, dims, nullptr);
-    const std::vector<hsize_t> got(dims, dims + 4);
-    EXPECT_EQ(got, (layout == Layout::HND ? std::vector<hsize_t>{2, 2, 53, 24}
-                                          : std::vector<hsize_t>{2, 53, 2, 24}));
-    hid_t t = H5Dget_type(d);
-    EXPECT_EQ(H5Tget_class(t), dtype == DType::BFloat16 ? H5T_INTEGER : H5T_FLOAT);
-    EXPECT_EQ(H5Tget_size(t), dtype == DType::Float32 ? 4u : 2u);
-    EXPECT_EQ(H5Aexists(d, "dtype") > 0, dtype == DType::BFloat16);
-    // Every stored q value at its layout position. HDF5 decodes float16 itself here (not our code),
-    // which also checks that our half encoding is the standard one h5py/numpy use.
-    hid_t dq = H5Dopen2(f, "/entries/layer3/q", H5P_DEFAULT);
-    std::vector<float> stored(exact.q.size());
-    if (dtype == DType::BFloat16) {
-      std::vector<uint16_t> raw(stored.size());
-      ASSERT_GE(H5Dread(dq, H5T_NATIVE_UINT16, H5S_ALL, H5S_ALL, H5P_DEFAULT, raw.data()), 0);
-      for (size_t i = 0; i < raw.size(); ++i) stored[i] = std::bit_cast<float>(uint32_t(raw[i]) << 16);
-    } else {
-      ASSERT_GE(H5Dread(dq, H5T_NATIVE_FLOAT, H5S_ALL, H5S_ALL, H5P_DEFAULT, stored.data()), 0);
-    }
-    H5Dclose(dq);
-    for (int64_t b = 0; b < 2; ++b)
-      for (int64_t h = 0; h < 4; ++h)
-        for (int64_t n = 0; n < 37; ++n)
-          for (int64_t c = 0; c < 16; ++c) {
-            const int64_t file =
-                layout == Layout::HND ? ((b * 4 + h) * 37 + n) * 16 + c : ((b * 37 + n) * 4 + h) * 16 + c;
-            ASSERT_EQ(stored[size_t(file)], exact.q[size_t(((b * 4 + h) * 37 + n) * 16 + c)])
-                << b << h << n << c;
-          }
-    hid_t g = H5Gopen2(f, "/entries/layer3", H5P_DEFAULT);
-    EXPECT_EQ(H5Aexists(g, "layout") > 0, layout == Layout::NHD);
-    EXPECT_GT(H5Aexists(g, "scale"), 0);
-    H5Gclose(g);
-    g = H5Gopen2(f, "/entries/random", H5P_DEFAULT);
-    EXPECT_EQ(H5Aexists(g, "scale"), 0);
-    EXPECT_EQ(H5Aexists(g, "layer"), 0);
-    H5Gclose(g);
-    H5Tclose(t);
-    H5Sclose(s);
-    H5Dclose(d);
-    H5Fclose(f);
-  }
+  expectStoredLayout(path, dtype, layout, exact.q);
 
   CaptureReader r(path);
   EXPECT_EQ(r.version(), 1);
