@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "attention_oracle.h"
+#include "kernel_family.h"
 #include "launch.h"  // kernels/src: the kernel launchers
 #include "sparge/core/error.h"
 #include "sparge/core/half.h"
@@ -78,28 +79,6 @@ std::vector<uint16_t> toBits(const std::vector<float>& x, bool bf16) {
 float fromBits(uint16_t b, bool bf16) {
   return bf16 ? core::bf16ToFloat(b) : core::halfToFloat(b);
 }
-
-// Sets SPARGE_ATTN_KERNEL for a scope ("" = unset: the default family).
-class KernelFamily {
- public:
-  explicit KernelFamily(const std::string& value) {
-    if (const char* old = std::getenv("SPARGE_ATTN_KERNEL")) old_ = old, had_ = true;
-    if (value.empty())
-      unsetenv("SPARGE_ATTN_KERNEL");
-    else
-      setenv("SPARGE_ATTN_KERNEL", value.c_str(), 1);
-  }
-  ~KernelFamily() {
-    if (had_)
-      setenv("SPARGE_ATTN_KERNEL", old_.c_str(), 1);
-    else
-      unsetenv("SPARGE_ATTN_KERNEL");
-  }
-
- private:
-  bool had_ = false;
-  std::string old_;
-};
 
 struct Case {
   int B = 1, Hq = 2, Hkv = 1, Nq = 400, Nkv = 400, D = 64;
@@ -229,7 +208,7 @@ void runGpu(const Case& c, const std::vector<float>& q, const std::vector<float>
   Buf ws(quantWorkspaceBytes(p, c.n));
   if (c.n != Numerics::None)
     a.quant = launchQuantize(t, p, c.n, dq.get(), dk.get(), dkm.get(), dv.get(), ws.get(), 0);
-  KernelFamily family(c.family);
+  test::ScopedKernelFamily family(c.family);
   const int64_t before = attentionSm90LaunchCount();
   launchAttention(t, p, a, c.denseLaunch, 0);
   ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess) << cudaGetErrorString(cudaGetLastError());

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "engine_fixture.h"
+#include "kernel_family.h"
 #include "launch.h"  // kernels/src: the kernel launchers
 #include "smem_layout_sm90.h"
 #include "sparge/core/cpu_engine.h"
@@ -650,27 +651,6 @@ bool deviceIsSm90(std::string* why) {
     if (!deviceIsSm90(&why)) GTEST_SKIP() << "no sm_90 device: " << why; \
   } while (0)
 
-// Sets SPARGE_ATTN_KERNEL for the scope of a test and restores the previous value.
-class KernelEnv {
- public:
-  explicit KernelEnv(const char* value) {
-    const char* old = std::getenv("SPARGE_ATTN_KERNEL");
-    had_ = old != nullptr;
-    if (had_) old_ = old;
-    setenv("SPARGE_ATTN_KERNEL", value, 1);
-  }
-  ~KernelEnv() {
-    if (had_)
-      setenv("SPARGE_ATTN_KERNEL", old_.c_str(), 1);
-    else
-      unsetenv("SPARGE_ATTN_KERNEL");
-  }
-
- private:
-  bool had_ = false;
-  std::string old_;
-};
-
 // checkStage2 with the wgmma kernel, failing unless that kernel actually ran.
 void checkStage2Sm90(const Stage2Case& c, uint32_t seed, int64_t* totalSkips = nullptr) {
   ASSERT_EQ(c.g.blockQ, 64);
@@ -687,10 +667,10 @@ TEST(CudaStage2Sm90, OnlySelectedWhenAskedFor64x128OnSm90) {
   p.BQ = 64;
   p.BK = 128;
   {
-    KernelEnv env("sm80");
+    test::ScopedKernelFamily env("sm80");
     EXPECT_FALSE(attentionSm90Selected(p));
   }
-  KernelEnv env("sm90");
+  test::ScopedKernelFamily env("sm90");
   EXPECT_TRUE(attentionSm90Selected(p));
   p.BQ = 128;
   p.BK = 64;
@@ -699,7 +679,7 @@ TEST(CudaStage2Sm90, OnlySelectedWhenAskedFor64x128OnSm90) {
 
 TEST(CudaStage2Sm90, MatchesCpuOnSameMaskAcrossShapes) {
   REQUIRE_SM90();
-  KernelEnv env("sm90");
+  test::ScopedKernelFamily env("sm90");
   core::HeadParams cdf;
   cdf.theta = 0.3;
   cdf.tau = 0.9;
@@ -729,7 +709,7 @@ TEST(CudaStage2Sm90, MatchesCpuOnSameMaskAcrossShapes) {
 
 TEST(CudaStage2Sm90, PvSkipMatchesCpu) {
   REQUIRE_SM90();
-  KernelEnv env("sm90");
+  test::ScopedKernelFamily env("sm90");
   core::HeadParams p;
   p.theta = -0.1;
   p.mode = core::SelectMode::TopK;
@@ -752,7 +732,7 @@ TEST(CudaStage2Sm90, PvSkipMatchesCpu) {
 
 TEST(CudaStage2Sm90, DenseKernelMatchesCpu) {
   REQUIRE_SM90();
-  KernelEnv env("sm90");
+  test::ScopedKernelFamily env("sm90");
   core::HeadParams p;
   p.dense = true;
   p.lambda = 0.0;
@@ -770,7 +750,7 @@ TEST(CudaStage2Sm90, DenseKernelMatchesCpu) {
 // visible block and a full row; poisoned output must be overwritten everywhere.
 TEST(CudaStage2Sm90, EmptyRowsAreZeroAndCounted) {
   REQUIRE_SM90();
-  KernelEnv env("sm90");
+  test::ScopedKernelFamily env("sm90");
   const int N = 256, D = 64, nq = 4, nk = 2;
   Shape s{1, 1, 1, N, N, D, DType::Float16, true};
   auto e = makeEntry(s, 78);
