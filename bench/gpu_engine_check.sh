@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # The CUDA engine's part of a GPU session, from the repository root of a GPU machine with PyTorch: the engine
 # tests (masks, Stage 2, the error split with quantized numerics, windows, the diagonal, cuDNN against an
-# oracle), compute-sanitizer memcheck on the engine's own kernels, a profiled `sparge run` with the cuDNN
-# baseline, and the whole-call table against SpargeAttn, torch SDPA and cuDNN (bench/spargeattn_compare.sh).
+# oracle), the attention kernels' and quantization tests, compute-sanitizer memcheck on the engine's own
+# kernels, a profiled `sparge run` with the cuDNN baseline, and the whole-call table against SpargeAttn, torch
+# SDPA and cuDNN (bench/spargeattn_compare.sh).
 # Inputs: a pack made by scripts/gpu-pack.sh, and a folder with SpargeAttn prebuilt for this GPU:
 # spargeattn-so.tar.xz (its spas_sage_attn/*.so), spargeattn-py.tar.xz (its Python package) and the einops
 # wheel it imports. Output: $OUT/engine_log.txt and $OUT/engine_results.tar.gz (JSON of every figure).
@@ -35,6 +36,8 @@ fi
   echo "cuDNN: ${SPARGE_CUDNN_LIBRARY:-not found}"
   echo "== CUDA engine tests"
   timeout 90 $B/sparge_kernel_tests --gtest_brief=1 2>&1 | tail -30
+  echo "== attention kernel and quantization tests (oracles in the tests)"
+  [ -x $B/sparge_attention_tests ] && timeout 90 $B/sparge_attention_tests --gtest_brief=1 2>&1 | tail -6
   echo "== sparge run --repeat: the whole call next to our dense kernel and cuDNN (CUPTI)"
   $B/sparge synth "$WORK/s.h5" --heads 16 --tokens 8192 --dim 128 --causal >/dev/null
   timeout 40 $B/sparge run "$WORK/s.h5" --engine cuda --theta=-0.1 --topk 0.2 --block 64x128 --repeat 5 \

@@ -22,6 +22,25 @@
 #include "sparge/dist/wire.h"
 
 namespace sparge::cli {
+// Where a rank's time went, sent to rank 0 with its last message: engine runs and tuning logic, loading
+// entries, and coordination (rank 0's receiving, printing and checkpoints; the others' sends and polls).
+struct RankTimes {
+  int64_t probes = 0;
+  double workSeconds = 0, loadSeconds = 0, coordinationSeconds = 0;
+};
+}  // namespace sparge::cli
+
+namespace sparge::dist {
+template <>
+struct WireFields<cli::RankTimes> {
+  template <class S, class F>
+  static void visit(S& v, F&& f) {
+    f(v.probes, v.workSeconds, v.loadSeconds, v.coordinationSeconds);
+  }
+};
+}  // namespace sparge::dist
+
+namespace sparge::cli {
 namespace {
 
 using Clock = std::chrono::steady_clock;
@@ -42,7 +61,12 @@ std::vector<int64_t> wantedHeads(const core::TuneOptions& o, int64_t headsQ) {
 class TuneJobRunner {
  public:
   TuneJobRunner(dist::Transport& t, const TuneJobSpec& spec, const TuneJobOutput& out)
-      : transport_(t), spec_(spec), out_(out), job_(t, handlers()), ranks_(size_t(t.size())) {}
+      : transport_(t),
+        spec_(spec),
+        out_(out),
+        job_(t, handlers()),
+        ranks_(size_t(t.size())),
+        rankTimes_(size_t(t.size())) {}
 
   int run() {
     try {
@@ -60,7 +84,8 @@ class TuneJobRunner {
     } catch (const std::exception& e) {
       job_.fail(where(), e.what());
     }
-    const dist::JobOutcome outcome = job_.finish(dist::encode(int64_t(probes_)));
+    times_.probes = probes_;
+    const dist::JobOutcome outcome = job_.finish(dist::encode(times_));
     return job_.root() ? conclude(outcome) : (outcome.failures.empty() ? 0 : 1);
   }
 
@@ -70,7 +95,9 @@ class TuneJobRunner {
     h.hello = [this](const dist::RankInfo& r) { onHello(r); };
     h.piece = [this](int, int piece, const std::string& payload) { onPiece(piece, payload); };
     h.final = [this](int rank, const std::string& payload) {
-      totalProbes_ += dist::decode<int64_t>(payload, "final message of rank " + std::to_string(rank));
+      const auto t = dist::decode<RankTimes>(payload, "final message of rank " + std::to_string(rank));
+      totalProbes_ += t.probes;
+      if (size_t(rank) < rankTimes_.size()) rankTimes_[size_t(rank)] = t;
     };
     h.progress = [this](const dist::JobProgress& j) { onProgress(j); };
     h.failure = [this](const dist::RankFailure& f) {
@@ -141,8 +168,11 @@ class TuneJobRunner {
     for (core::TuneInput& e : copy.entries)
       e.load = [this, load = e.load, name = e.name, heads] {
         currentEntry_ = name;
+        const auto t0 = Clock::now();
         checkRunMemory(spec_.capturePath, spec_.infos.at(name), spec_.options.geometry, heads);
-        return load();
+        auto data = load();
+        times_.loadSeconds += secondsSince(t0);
+        return data;
       };
     return copy;
   }
@@ -159,7 +189,7 @@ class TuneJobRunner {
     int64_t unitsBefore = 0;
     for (int pi : plan_.piecesOf(rank)) {
       if (interrupted()) job_.requestStop();
-      if (job_.service()) break;
+      if (coordinate([&] { return job_.service(); })) break;
       const dist::Piece& piece = plan_.pieces[size_t(pi)];
       const core::TuneGroupInput group = traced(spec_.groups[size_t(piece.unit)], piece.heads.size());
       currentEntry_ = group.entries.front().name;
@@ -176,9 +206,11 @@ class TuneJobRunner {
         rp.probes = probes_ + p.probes;
         rp.current = p.group;
         rp.elapsedSeconds = secondsSince(t0);
-        job_.progress(rp);
-        if (interrupted()) job_.requestStop();
-        job_.service();
+        coordinate([&] {
+          job_.progress(rp);
+          if (interrupted()) job_.requestStop();
+          return job_.service();
+        });
       };
       // Heads finished before a failure still reach rank 0 (kept as an incomplete group).
       core::TunedGroup partial;
@@ -199,12 +231,25 @@ class TuneJobRunner {
         throw;
       }
       probes_ += r.probes;
-      job_.submit(pi, dist::encodeGroup(r.groups.empty() ? core::TunedGroup{} : r.groups.front()));
+      coordinate([&] {
+        job_.submit(pi, dist::encodeGroup(r.groups.empty() ? core::TunedGroup{} : r.groups.front()));
+        return false;
+      });
+      times_.workSeconds = secondsSince(t0);
       if (r.cancelled) return;
       doneCost += piece.cost;
       unitsBefore += int64_t(piece.heads.size() * group.entries.size());
     }
     currentEntry_.clear();
+  }
+
+  // Runs a step of the job's messaging and counts its time as coordination.
+  template <class F>
+  bool coordinate(F&& step) {
+    const auto t0 = Clock::now();
+    const bool stop = step();
+    times_.coordinationSeconds += secondsSince(t0);
+    return stop;
   }
 
   // A test hook for the fault paths: SPARGE_TEST_FAIL_AFTER_HEADS=RANK:N makes rank RANK fail once it
@@ -365,8 +410,19 @@ class TuneJobRunner {
         "%s\n",
         (long long)kept, (long long)sparse, (long long)(kept - sparse), r.elapsedSeconds, (long long)r.probes,
         spec_.output.c_str());
+    printRankTimes();
     if (out_.finished) out_.finished(r);
     return 0;
+  }
+
+  // One line a rank when there are several: a rank that took much longer than the others shows where.
+  void printRankTimes() const {
+    if (rankTimes_.size() < 2) return;
+    for (size_t rank = 0; rank < rankTimes_.size(); ++rank) {
+      const RankTimes& t = rankTimes_[rank];
+      std::printf("  rank %zu: %.1f s (loading entries %.1f s, coordination %.1f s), %lld engine runs\n",
+                  rank, t.workSeconds, t.loadSeconds, t.coordinationSeconds, (long long)t.probes);
+    }
   }
 
   int concludeStopped(const core::TuneResult& r, int64_t kept, bool failed) {
@@ -395,7 +451,9 @@ class TuneJobRunner {
   std::vector<dist::RankInfo> ranks_;
   int hellos_ = 0;
   int64_t probes_ = 0, totalProbes_ = 0;
-  int64_t headsDone_ = 0;  // heads this rank finished
+  RankTimes times_;                   // this rank's
+  std::vector<RankTimes> rankTimes_;  // rank 0: every rank's, from their last messages
+  int64_t headsDone_ = 0;             // heads this rank finished
   core::ProbePhase phase_ = core::ProbePhase::Select;
   std::string currentEntry_;
   size_t checkpointGroups_ = 0;  // groups in the last checkpoint written

@@ -13,7 +13,8 @@ TMP="$(mktemp -d)"
 trap 'rm -rf "$TMP"' EXIT
 mkdir -p "$TMP/bin" "$TMP/lib" "$PACK"
 cp "$BUILD/cli/sparge" "$BUILD/gui/sparge-studio" "$BUILD/gui/sparge-studio-bench" \
-   "$BUILD/tests/kernels/sparge_kernel_tests" "$BUILD/tests/profiler/sparge_profiler_gpu_tests" \
+   "$BUILD/tests/kernels/sparge_kernel_tests" "$BUILD/tests/kernels/sparge_attention_tests" \
+   "$BUILD/tests/profiler/sparge_profiler_gpu_tests" \
    "$BUILD/tests/profiler/sparge_profiler_nocupti_tests" "$BUILD/tests/tuner/sparge_tuner_bench" "$TMP/bin/"
 strip "$TMP"/bin/*
 for lib in $(ldd "$TMP"/bin/* 2>/dev/null | awk '/=>/{print $3}' | sort -u); do

@@ -1,6 +1,8 @@
 // libsparge_mpi.so: the MPI transport, loaded by sparge at run time only when a launcher (mpirun, srun)
 // started it, so that the sparge executable never depends on libmpi. Non-blocking point-to-point only
-// (MPI_Isend, MPI_Improbe + MPI_Mrecv): no rank ever waits inside a collective for a rank that failed.
+// (MPI_Isend, MPI_Improbe + MPI_Imrecv): no rank ever waits inside a collective for a rank that failed, and
+// the coordinator never waits inside a receive for a sender that is busy computing (a message larger than
+// the eager limit may need the sender's progress, which comes only when it next calls MPI).
 #include <mpi.h>
 
 #include <climits>
@@ -76,20 +78,18 @@ class MpiTransport : public Transport {
     check(MPI_Isend(p.data.data(), int(p.data.size()), MPI_BYTE, dest, tag, comm_, &p.request), "MPI_Isend");
   }
 
+  // Starts the receive of every matched message and hands them over in the order they were matched (MPI
+  // keeps the order of one sender's messages; a later small message must not overtake a larger one).
   std::optional<Message> poll() override {
     progressSends();
-    int flag = 0;
-    MPI_Message handle;
-    MPI_Status status;
-    check(MPI_Improbe(MPI_ANY_SOURCE, MPI_ANY_TAG, comm_, &flag, &handle, &status), "MPI_Improbe");
-    if (!flag) return std::nullopt;
-    int count = 0;
-    MPI_Get_count(&status, MPI_BYTE, &count);
-    Message m;
-    m.source = status.MPI_SOURCE;
-    m.tag = status.MPI_TAG;
-    m.payload.resize(size_t(count));
-    check(MPI_Mrecv(m.payload.data(), count, MPI_BYTE, &handle, MPI_STATUS_IGNORE), "MPI_Mrecv");
+    while (startReceive()) {
+    }
+    if (receiving_.empty()) return std::nullopt;
+    int done = 0;
+    check(MPI_Test(&receiving_.front().request, &done, MPI_STATUS_IGNORE), "MPI_Test");
+    if (!done) return std::nullopt;
+    Message m = std::move(receiving_.front().message);
+    receiving_.pop_front();
     return m;
   }
 
@@ -111,6 +111,29 @@ class MpiTransport : public Transport {
     MPI_Request request;
   };
 
+  struct Receiving {
+    Message message;
+    MPI_Request request;
+  };
+
+  // Matches the next waiting message, if any, and starts its receive into its own buffer.
+  bool startReceive() {
+    int flag = 0;
+    MPI_Message handle;
+    MPI_Status status;
+    check(MPI_Improbe(MPI_ANY_SOURCE, MPI_ANY_TAG, comm_, &flag, &handle, &status), "MPI_Improbe");
+    if (!flag) return false;
+    int count = 0;
+    MPI_Get_count(&status, MPI_BYTE, &count);
+    receiving_.push_back(Receiving{Message{}, MPI_REQUEST_NULL});
+    Receiving& r = receiving_.back();
+    r.message.source = status.MPI_SOURCE;
+    r.message.tag = status.MPI_TAG;
+    r.message.payload.resize(size_t(count));
+    check(MPI_Imrecv(r.message.payload.data(), count, MPI_BYTE, &handle, &r.request), "MPI_Imrecv");
+    return true;
+  }
+
   void progressSends() {
     for (auto it = pending_.begin(); it != pending_.end();) {
       int done = 0;
@@ -122,7 +145,8 @@ class MpiTransport : public Transport {
   MPI_Comm comm_ = MPI_COMM_NULL;
   int rank_ = 0, size_ = 1, localRank_ = 0, localSize_ = 1;
   std::string host_, name_;
-  std::list<Pending> pending_;  // a list: the buffers must not move while MPI holds them
+  std::list<Pending> pending_;      // a list: the buffers must not move while MPI holds them
+  std::list<Receiving> receiving_;  // in match order, for the same reason
 };
 
 }  // namespace

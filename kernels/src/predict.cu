@@ -12,6 +12,7 @@
 #include "cuda_util.h"
 #include "device_common.cuh"
 #include "launch.h"
+#include "mma_sm80.cuh"
 #include "sparge/core/result.h"
 
 namespace sparge::cuda {
@@ -110,25 +111,52 @@ __global__ void __launch_bounds__(128)
   }
 }
 
-template <typename T, int NC>
-__global__ void __launch_bounds__(256)
+// Two consecutive elements (col even) of row `row` of a [n][D] array as one 32-bit fragment register; rows
+// past n read as zero.
+template <typename T, int D>
+__device__ __forceinline__ uint32_t pairAt(const T* base, int row, int col, int n) {
+  return row < n ? *reinterpret_cast<const uint32_t*>(base + (size_t)row * D + col) : 0u;
+}
+
+// Compressed scores of 16 query blocks against every key block of one head, on the tensor cores
+// (m16n8k16, fp32 accumulators): each warp keeps the 16 pooled query rows as A fragments and walks key
+// blocks 8 at a time, so the pooled K of a head is read once per 16 query blocks instead of once per query
+// block. The fp32 sums round to the input type as the CPU engine's do (their summation order differs, which
+// moves a sum by an fp32 ulp at most before that rounding).
+template <typename T, int D>
+__global__ void __launch_bounds__(128)
     sparge_predict_scores(const T* __restrict__ pq, const T* __restrict__ pk, int Hq, int Hkv, int nq, int nk,
                           float scale, T* __restrict__ scores) {
-  constexpr int D = NC * 32;
-  const int i = blockIdx.x, bhq = blockIdx.y;
+  constexpr int kSteps = D / 16;
+  const int i0 = blockIdx.x * 16, bhq = blockIdx.y;
   const int b = bhq / Hq, hq = bhq % Hq;
   const int bhk = b * Hkv + hq / (Hq / Hkv);
-  const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
-  float q[NC];
+  const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
+  const T* qRows = pq + (size_t)bhq * nq * D;
+  const T* kRows = pk + (size_t)bhk * nk * D;
+  uint32_t a[kSteps][4];
 #pragma unroll
-  for (int c = 0; c < NC; ++c) q[c] = Elem<T>::toF(pq[((size_t)bhq * nq + i) * D + lane + 32 * c]);
-  for (int j = warp; j < nk; j += 8) {
-    const T* kr = pk + ((size_t)bhk * nk + j) * D;
-    float acc = 0.f;
+  for (int s = 0; s < kSteps; ++s) {
+    const int col = s * 16 + 2 * t;
+    a[s][0] = pairAt<T, D>(qRows, i0 + g, col, nq);
+    a[s][1] = pairAt<T, D>(qRows, i0 + g + 8, col, nq);
+    a[s][2] = pairAt<T, D>(qRows, i0 + g, col + 8, nq);
+    a[s][3] = pairAt<T, D>(qRows, i0 + g + 8, col + 8, nq);
+  }
+  for (int j0 = warp * 8; j0 < nk; j0 += 4 * 8) {
+    float c[4] = {0.f, 0.f, 0.f, 0.f};
 #pragma unroll
-    for (int c = 0; c < NC; ++c) acc += q[c] * Elem<T>::toF(kr[lane + 32 * c]);
-    acc = warpSum(acc);
-    if (lane == 0) scores[((size_t)bhq * nq + i) * nk + j] = Elem<T>::fromF(roundT<T>(acc) * scale);
+    for (int s = 0; s < kSteps; ++s) {
+      const int col = s * 16 + 2 * t;
+      sm80::Mma<T>::run(c, a[s], pairAt<T, D>(kRows, j0 + g, col, nk),
+                        pairAt<T, D>(kRows, j0 + g, col + 8, nk));
+    }
+#pragma unroll
+    for (int e = 0; e < 4; ++e) {
+      const int row = i0 + g + 8 * (e >> 1), col = j0 + 2 * t + (e & 1);
+      if (row < nq && col < nk)
+        scores[((size_t)bhq * nq + row) * nk + col] = Elem<T>::fromF(roundT<T>(c[e]) * scale);
+    }
   }
 }
 
@@ -160,20 +188,55 @@ __device__ __forceinline__ float ctaSum(float v, float* red) {
   return v;
 }
 
+// One compare-exchange of a bitonic merge between this thread's element t and element t ^ j of the same
+// warp (j < 32), in registers. Both threads of a pair evaluate the shared-memory step's swap test on the
+// same (lower, upper) pair, so the outcome is that step's, NaN keys (never swapped) included.
+__device__ __forceinline__ void exchangeInWarp(float& key, int& id, int t, int k, int j) {
+  const float otherKey = __shfl_xor_sync(0xffffffffu, key, j);
+  const int otherId = __shfl_xor_sync(0xffffffffu, id, j);
+  const bool lower = (t & j) == 0;
+  const float ka = lower ? key : otherKey, kb = lower ? otherKey : key;
+  const int ia = lower ? id : otherId, ib = lower ? otherId : id;
+  const bool swap = (t & k) == 0 ? before(kb, ib, ka, ia) : before(ka, ia, kb, ib);
+  if (swap) {
+    key = otherKey;
+    id = otherId;
+  }
+}
+
+// The steps j < 32 of the merges k = kFrom .. kTo, all inside warps: each thread loads its elements once,
+// exchanges them with shuffles and stores them back (one barrier instead of one per step). Lanes past np
+// (np < 32) take part in the shuffles with elements that are never stored; their partners are too.
+__device__ void bitonicWarpSteps(float* keys, int* idx, int np, int kFrom, int kTo) {
+  const int lane = threadIdx.x & 31;
+  for (int t = threadIdx.x; t - lane < np; t += blockDim.x) {
+    float key = t < np ? keys[t] : -INFINITY;
+    int id = t < np ? idx[t] : INT_MAX;
+    for (int k = kFrom; k <= kTo; k <<= 1)
+      for (int j = min(k >> 1, 16); j > 0; j >>= 1) exchangeInWarp(key, id, t, k, j);
+    if (t < np) {
+      keys[t] = key;
+      idx[t] = id;
+    }
+  }
+  __syncthreads();
+}
+
 // Bitonic sort of np (a power of two) keys in shared memory, descending probability, ties by ascending
 // index (torch's sort is unstable: any order among equal probabilities is a legitimate outcome, see the
-// near-tie test). Called by every thread of the CTA.
+// near-tie test). Steps across warps (j >= 32) go through shared memory; the rest stay in registers.
+// Called by every thread of the CTA (blockDim.x a multiple of 32).
 __device__ void bitonicSortDescending(float* keys, int* idx, int np) {
-  for (int k = 2; k <= np; k <<= 1) {
-    for (int jj = k >> 1; jj > 0; jj >>= 1) {
+  bitonicWarpSteps(keys, idx, np, 2, min(np, 32));
+  for (int k = 64; k <= np; k <<= 1) {
+    for (int j = k >> 1; j >= 32; j >>= 1) {
       for (int t = threadIdx.x; t < np; t += blockDim.x) {
-        int o = t ^ jj;
+        const int o = t ^ j;
         if (o > t) {
-          bool desc = (t & k) == 0;
-          float ka = keys[t], kb = keys[o];
-          int ia = idx[t], ib = idx[o];
-          bool swap = desc ? before(kb, ib, ka, ia) : before(ka, ia, kb, ib);
-          if (swap) {
+          const bool desc = (t & k) == 0;
+          const float ka = keys[t], kb = keys[o];
+          const int ia = idx[t], ib = idx[o];
+          if (desc ? before(kb, ib, ka, ia) : before(ka, ia, kb, ib)) {
             keys[t] = kb;
             keys[o] = ka;
             idx[t] = ib;
@@ -183,6 +246,7 @@ __device__ void bitonicSortDescending(float* keys, int* idx, int np) {
       }
       __syncthreads();
     }
+    bitonicWarpSteps(keys, idx, np, k, k);
   }
 }
 
@@ -336,8 +400,9 @@ __device__ __forceinline__ uint64_t splitmix(uint64_t x) {
   return x ^ (x >> 31);
 }
 
+// Random benchmark data; the sparge_other_ prefix files it under "other" in the profiler's stages.
 template <typename T>
-__global__ void sparge_bench_random_fill(T* x, int64_t n, uint64_t seed, float stddev) {
+__global__ void sparge_other_random_fill(T* x, int64_t n, uint64_t seed, float stddev) {
   int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x;
   for (; i < n; i += (int64_t)gridDim.x * blockDim.x) {
     uint64_t h = splitmix(seed ^ splitmix((uint64_t)i));
@@ -375,14 +440,16 @@ void blockStats(const void* x, int BH, int N, int D, int BS, const void* km, voi
 
 template <typename T>
 void scores(const Problem& p, const void* pq, const void* pk, void* out, cudaStream_t s) {
-  dim3 grid(p.nq, p.B * p.Hq);
+  dim3 grid((p.nq + 15) / 16, p.B * p.Hq);
   float scale = (float)(1.0 / std::sqrt((double)p.D));
+  auto* q = static_cast<const T*>(pq);
+  auto* k = static_cast<const T*>(pk);
   if (p.D == 64)
-    sparge_predict_scores<T, 2><<<grid, 256, 0, s>>>(static_cast<const T*>(pq), static_cast<const T*>(pk),
-                                                     p.Hq, p.Hkv, p.nq, p.nk, scale, static_cast<T*>(out));
+    sparge_predict_scores<T, 64>
+        <<<grid, 128, 0, s>>>(q, k, p.Hq, p.Hkv, p.nq, p.nk, scale, static_cast<T*>(out));
   else
-    sparge_predict_scores<T, 4><<<grid, 256, 0, s>>>(static_cast<const T*>(pq), static_cast<const T*>(pk),
-                                                     p.Hq, p.Hkv, p.nq, p.nk, scale, static_cast<T*>(out));
+    sparge_predict_scores<T, 128>
+        <<<grid, 128, 0, s>>>(q, k, p.Hq, p.Hkv, p.nq, p.nk, scale, static_cast<T*>(out));
   checkLaunch("sparge_predict_scores");
 }
 
@@ -436,11 +503,11 @@ void launchSelect(ElemType t, const Problem& p, const SelectArgs& a, cudaStream_
 void launchRandomFill(ElemType t, void* x, int64_t n, uint64_t seed, float stddev, cudaStream_t s) {
   int grid = (int)std::min<int64_t>((n + 255) / 256, 65536);
   if (t == ElemType::F16)
-    sparge_bench_random_fill<__half><<<grid, 256, 0, s>>>(static_cast<__half*>(x), n, seed, stddev);
+    sparge_other_random_fill<__half><<<grid, 256, 0, s>>>(static_cast<__half*>(x), n, seed, stddev);
   else
-    sparge_bench_random_fill<__nv_bfloat16>
+    sparge_other_random_fill<__nv_bfloat16>
         <<<grid, 256, 0, s>>>(static_cast<__nv_bfloat16*>(x), n, seed, stddev);
-  checkLaunch("sparge_bench_random_fill");
+  checkLaunch("sparge_other_random_fill");
 }
 
 }  // namespace sparge::cuda

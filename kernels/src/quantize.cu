@@ -1,14 +1,12 @@
 // Operands of the quantized numerics, with SpargeAttn's scales and rounding (docs/method.md):
-//   Q, K  INT8 per tile of the run's geometry (Q per BQ rows, K per BK rows after subtracting the per-head
-//   token
-//         mean km in the input precision), scale = amax/127 + 1e-7, q = trunc(x/scale + 0.5·sign(x/scale)) in
-//         fp32 (round half away from zero); rows past N are zero.
+//   Q, K  INT8 per tile of the run's geometry (Q per BQ rows, K per BK rows after subtracting the
+//         per-head token mean km in the input precision), scale = amax/127 + 1e-7,
+//         q = trunc(x/scale + 0.5·sign(x/scale)) in fp32 (round half away from zero); rows past N are zero.
 //   V     int8-fp16: fp16 (bf16 inputs are cast, as upstream does). int8-fp8: V cast to fp16, then per
-//   channel
-//         scale = amax/2.25 over all tokens, v8 = e4m3_rn_satfinite(v · (2.25/amax)) (an all-zero channel
-//         stores 0 with scale 0), laid out [B*Hkv][D][fp8VTokens(Nkv)] with keys contiguous per channel and,
-//         inside every group of 16 keys, key perm[p] at position p (perm below) so that P leaves the Q·Kᵀ
-//         accumulators in the register order the FP8 P·V MMA expects.
+//         channel scale = amax/2.25 over all tokens, v8 = e4m3_rn_satfinite(v · (2.25/amax)) (an all-zero
+//         channel stores 0 with scale 0), laid out [B*Hkv][D][fp8VTokens(Nkv)] with keys contiguous per
+//         channel and, inside every group of 16 keys, key perm[p] at position p (perm below) so that P
+//         leaves the Q·Kᵀ accumulators in the register order the FP8 P·V MMA expects.
 #include <cuda_runtime.h>
 
 #include <algorithm>
@@ -142,13 +140,27 @@ __global__ void __launch_bounds__(kQuantThreads) sparge_quant_v_half(const T* v,
 // Per-channel amax of the fp16 V: grid (token slices, heads); amax >= 0, so the float's bits order as ints.
 template <typename T, int D>
 __global__ void __launch_bounds__(kQuantThreads) sparge_quant_v_amax(const T* v, int nKv, float* amax) {
-  constexpr int kRows = kQuantThreads / D;  // D threads per row
-  const int bh = blockIdx.y, d = threadIdx.x % D;
+  // 8 channels a thread (one 16-byte load a token), kRows tokens at a time; the maxima of the CTA's rows
+  // meet in shared memory, so each channel takes one atomic a CTA. A maximum is exact in any order.
+  constexpr int kLanes = D / 8, kRows = kQuantThreads / kLanes;
+  __shared__ float part[kRows][D];
+  const int bh = blockIdx.y, c0 = (threadIdx.x % kLanes) * 8, r = threadIdx.x / kLanes;
   const T* src = v + (size_t)bh * nKv * D;
-  float m = 0.f;
-  for (int t = blockIdx.x * kRows + threadIdx.x / D; t < nKv; t += gridDim.x * kRows)
-    m = fmaxf(m, fabsf(vHalf(src[(size_t)t * D + d])));
-  atomicMax(reinterpret_cast<int*>(amax + (size_t)bh * D + d), __float_as_int(m));
+  float m[8] = {0.f, 0.f, 0.f, 0.f, 0.f, 0.f, 0.f, 0.f};
+  for (int t = blockIdx.x * kRows + r; t < nKv; t += gridDim.x * kRows) {
+    const uint4 raw = *reinterpret_cast<const uint4*>(src + (size_t)t * D + c0);
+    const T* e = reinterpret_cast<const T*>(&raw);
+#pragma unroll
+    for (int u = 0; u < 8; ++u) m[u] = fmaxf(m[u], fabsf(vHalf(e[u])));
+  }
+#pragma unroll
+  for (int u = 0; u < 8; ++u) part[r][c0 + u] = m[u];
+  __syncthreads();
+  for (int d = threadIdx.x; d < D; d += kQuantThreads) {
+    float x = 0.f;
+    for (int i = 0; i < kRows; ++i) x = fmaxf(x, part[i][d]);
+    atomicMax(reinterpret_cast<int*>(amax + (size_t)bh * D + d), __float_as_int(x));
+  }
 }
 
 // Position p of a 16-key group holds key kFp8VPerm[p] (see packPE4m3 in parts/online_softmax.cuh).
@@ -162,9 +174,13 @@ __global__ void __launch_bounds__(kQuantThreads)
   __shared__ float tile[kKeys][D + 1];
   const int bh = blockIdx.y, k0 = blockIdx.x * kKeys;
   const T* src = v + (size_t)bh * nKv * D;
-  for (int x = threadIdx.x; x < kKeys * D; x += kQuantThreads) {
-    const int key = x / D, d = x % D;
-    tile[key][d] = k0 + key < nKv ? vHalf(src[(size_t)(k0 + key) * D + d]) : 0.f;
+  for (int x = threadIdx.x; x < kKeys * D / 8; x += kQuantThreads) {  // 16-byte loads, keys past nKv zero
+    const int key = x / (D / 8), d0 = (x % (D / 8)) * 8;
+    uint4 raw = make_uint4(0, 0, 0, 0);
+    if (k0 + key < nKv) raw = *reinterpret_cast<const uint4*>(src + (size_t)(k0 + key) * D + d0);
+    const T* e = reinterpret_cast<const T*>(&raw);
+#pragma unroll
+    for (int u = 0; u < 8; ++u) tile[key][d0 + u] = vHalf(e[u]);
   }
   __syncthreads();
   const float* am = amax + (size_t)bh * D;

@@ -93,7 +93,7 @@ __global__ void __launch_bounds__(kThreads) sparge_reference_attention(const RPa
   float* sK = sQ + kR * ld;  // [64][D+1]
   float* sV = sK + kC * ld;  // [64][D]
   float* sP = sV + kC * D;   // [64][65]
-  __shared__ float sMass;
+  __shared__ float sWarpMass[kThreads / 32];  // summed in warp order: the same bits on every run
   const int tx = threadIdx.x & 15, ty = threadIdx.x >> 4;
   const int qt = blockIdx.x, hq = p.heads[blockIdx.y], b = blockIdx.z;
   const int bhq = b * p.Hq + hq, bhk = b * p.Hkv + hq / (p.Hq / p.Hkv);
@@ -142,7 +142,6 @@ __global__ void __launch_bounds__(kThreads) sparge_reference_attention(const RPa
     __syncthreads();
     loadRows(sK, ld, gK, kt * kC, kC, p.Nkv, D);
     loadRows(sV, D, gV, kt * kC, kC, p.Nkv, D);
-    if (threadIdx.x == 0) sMass = 0.f;
     __syncthreads();
     float s[4][4];
     scoreTile(s, sQ, sK, ld, D, q0, kt * kC, p);
@@ -156,9 +155,13 @@ __global__ void __launch_bounds__(kThreads) sparge_reference_attention(const RPa
         part += pr;
       }
     for (int off = 16; off > 0; off >>= 1) part += __shfl_xor_sync(0xffffffffu, part, off);
-    if ((threadIdx.x & 31) == 0) atomicAdd(&sMass, part);
+    if ((threadIdx.x & 31) == 0) sWarpMass[threadIdx.x >> 5] = part;
     __syncthreads();
-    if (threadIdx.x == 0 && p.mass) p.mass[((size_t)bhq * nqt + qt) * nkt + kt] = sMass;
+    if (threadIdx.x == 0 && p.mass) {
+      float mass = 0.f;
+      for (int w = 0; w < kThreads / 32; ++w) mass += sWarpMass[w];
+      p.mass[((size_t)bhq * nqt + qt) * nkt + kt] = mass;
+    }
     for (int kk = 0; kk < kC; ++kk) {
       float pa[4];
 #pragma unroll

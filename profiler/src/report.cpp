@@ -70,7 +70,7 @@ void countRuns(const ReportInput& in, TimingReport& rep, Tally& t) {
 }
 
 // Kernels of profiled runs by (stage, source) per run and by kernel; a run's `otherKernels` claims the
-// kernels that no name rule attributes.
+// kernels that no name rule attributes (not those named sparge_other_).
 void tallyKernels(const ReportInput& in, TimingReport& rep, Tally& t) {
   for (const KernelSample& sample : in.kernels) {
     if (t.warm.count(sample.runId)) continue;
@@ -80,7 +80,7 @@ void tallyKernels(const ReportInput& in, TimingReport& rep, Tally& t) {
       continue;
     }
     KernelSample k = sample;
-    if (k.stage == Stage::Other) k.stage = run->second->info.otherKernels;
+    if (k.stage == Stage::Other && !ruleStage(k.name)) k.stage = run->second->info.otherKernels;
     t.perRun[k.runId][{k.stage, k.source}] += k.ms();
     t.perRun[k.runId][{Stage::Total, k.source}] += k.ms();
     t.perKernel[{k.name, k.stage, k.launch}].push_back(k.ms());

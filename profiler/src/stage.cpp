@@ -111,9 +111,9 @@ std::span<const StageRule> stageRules() {
   return kRules;
 }
 
-Stage stageForKernel(std::string_view name) {
+std::optional<Stage> ruleStage(std::string_view name) {
   size_t best = std::string_view::npos;
-  Stage stage = Stage::Other;
+  std::optional<Stage> stage;
   for (const StageRule& rule : kRules) {
     size_t pos = name.find(rule.prefix);
     while (pos != std::string_view::npos && pos > 0 && identifierChar(name[pos - 1])) {
@@ -125,6 +125,10 @@ Stage stageForKernel(std::string_view name) {
     }
   }
   return stage;
+}
+
+Stage stageForKernel(std::string_view name) {
+  return ruleStage(name).value_or(Stage::Other);
 }
 
 std::string demangle(const std::string& name) {

@@ -49,6 +49,11 @@ tune_np2)
   mpi 2 tune cap.h5 "${TUNE[@]}" -o two.json >log 2>&1 || fail "mpirun -np 2 tune: $(cat log)"
   grep -q "2 ranks on 1 host" log || fail "rank summary missing: $(cat log)"
   same_file one.json two.json "2 ranks wrote another parameter file than one process"
+  # Each rank's time line: its engine runs add up to the job's.
+  total=$(sed -n 's/.* \([0-9][0-9]*\) engine runs; parameters written.*/\1/p' log)
+  ranks=$(sed -n 's/^  rank [01]: [0-9.]* s (loading entries [0-9.]* s, coordination [0-9.]* s), \([0-9]*\) engine runs$/\1/p' log)
+  [ -n "$total" ] && [ "$(wc -l <<<"$ranks")" -eq 2 ] || fail "per-rank time lines missing: $(cat log)"
+  [ "$(( $(paste -sd+ <<<"$ranks") ))" -eq "$total" ] || fail "ranks' engine runs ($ranks) do not add up to $total"
   # With the probe traces too.
   "$SPARGE" tune cap.h5 "${TUNE[@]}" --threads 1 --trace -o one_t.json >/dev/null 2>&1 || fail "trace tune"
   mpi 2 tune cap.h5 "${TUNE[@]}" --trace -o two_t.json >log 2>&1 || fail "mpirun trace tune: $(cat log)"

@@ -213,7 +213,8 @@ TEST(Report, SmClockPartialSamplesSaySoAndMissingSamplesSayWhy) {
 namespace {
 // Three profiled rounds under CUPTI as profileEntry makes them: a sparse run (predict 0.1 + quantize 0.05 +
 // sparse 0.4 ms), a dense run (predict 0.1 + quantize 0.05 + dense 1.0 ms) and a cuDNN run whose kernel
-// carries no sparge_ prefix (0.8 ms), ids 10.. in that order.
+// carries no sparge_ prefix (0.8 ms) next to a set-up kernel of ours named sparge_other_, ids 10.. in that
+// order.
 ReportInput profiledRounds() {
   ReportInput in;
   in.source = TimingSource::Cupti;
@@ -239,6 +240,8 @@ ReportInput profiledRounds() {
       if (std::string(kind) == "cudnn") {
         in.kernels.push_back(
             fixtures::makeKernel("cudnn_generated_fort_native_sdpa_sm90", Stage::Other, id, t, 800000));
+        // Set-up work of our own in the same run: named as "other", it is not cuDNN's.
+        in.kernels.push_back(fixtures::makeKernel("sparge_other_random_fill", Stage::Other, id, t, 300000));
       } else {
         in.kernels.push_back(fixtures::makeKernel("sparge_predict_select", Stage::Predict, id, t, 100000));
         in.kernels.push_back(fixtures::makeKernel("sparge_quant_qk", Stage::Quantize, id, t + 100000, 50000));
@@ -273,6 +276,9 @@ TEST(Report, CudnnRunsQuantizationAndTheFastestDenseBaseline) {
   const KernelStat* k = findKernel(r, "cudnn_generated_fort_native_sdpa_sm90");
   ASSERT_NE(k, nullptr);
   EXPECT_EQ(k->stage, Stage::Cudnn);  // claimed by its run, not by its name
+  const KernelStat* fill = findKernel(r, "sparge_other_random_fill");
+  ASSERT_NE(fill, nullptr);
+  EXPECT_EQ(fill->stage, Stage::Other);  // named as ours: the run does not claim it
   ASSERT_TRUE(k->denseEquivalentTops);
   EXPECT_NEAR(*k->denseEquivalentTops, 536870912.0 / 0.8e-3 / 1e12, 1e-9);
 }
@@ -296,7 +302,7 @@ TEST(Report, KernelStatisticsKeepLaunchConfigurationsApartAndRecordsCarryThem) {
   EXPECT_NEAR(*configured->executedTops, 188743680.0 / 0.4e-3 / 1e12, 1e-9);
   EXPECT_FALSE(findKernel(r, "sparge_predict_select")->denseEquivalentTops.has_value());  // not attention
 
-  EXPECT_EQ(r.records.size(), 3u * 7u);
+  EXPECT_EQ(r.records.size(), 3u * 8u);  // 3 rounds: 3 + 3 + 2 kernels
   int withLaunch = 0;
   for (const auto& rec : r.records) withLaunch += rec.launch.known();
   EXPECT_EQ(withLaunch, 2);

@@ -44,6 +44,10 @@ std::span<const StageRule> stageRules();
 // it (_ZN6sparge4cuda19sparge_predict_poolEv). Names matching no rule are `Other`.
 Stage stageForKernel(std::string_view kernelName);
 
+// The stage of the rule that matches, or nothing: tells a kernel that names itself `sparge_other_` apart
+// from one no rule knows (which a run's `otherKernels` may claim).
+std::optional<Stage> ruleStage(std::string_view kernelName);
+
 // Demangles an Itanium C++ name ("_Z..."); returns the input unchanged when it is not mangled.
 std::string demangle(const std::string& name);
 
