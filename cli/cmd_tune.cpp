@@ -11,6 +11,7 @@
 #include <iostream>
 #include <memory>
 #include <optional>
+#include <mutex>
 #include <set>
 
 #include "commands.h"
@@ -232,7 +233,12 @@ std::optional<core::TuneOptions> tuneOptionsFrom(const TuneCliOptions& o, const 
 std::vector<core::TuneInput> tuneInputs(core::CaptureReader& reader, const std::vector<std::string>& names,
                                         const std::vector<int64_t>& heads, const std::string& path) {
   std::vector<core::TuneInput> inputs;
-  auto warned = std::make_shared<std::set<std::string>>();
+  // Loaders may run on a prefetching thread beside the main one: the set of warned entries is shared.
+  struct Warned {
+    std::mutex mutex;
+    std::set<std::string> entries;
+  };
+  auto warned = std::make_shared<Warned>();
   for (const auto& n : names) {
     const core::EntryInfo& info = reader.entry(n);  // fails early on a misspelt entry
     for (int64_t h : heads)
@@ -246,7 +252,8 @@ std::vector<core::TuneInput> tuneInputs(core::CaptureReader& reader, const std::
     in.load = [&reader, n, path, warned] {
       std::vector<core::NonFiniteReport> nonFinite;
       auto data = std::make_shared<core::EntryData>(core::loadEntry(reader, n, &nonFinite));
-      if (warned->insert(n).second)
+      std::lock_guard lock(warned->mutex);
+      if (warned->entries.insert(n).second)
         for (const auto& nf : nonFinite)
           std::fprintf(stderr,
                        "\nwarning: %s:/entries/%s/%s batch %lld head %lld holds %lld NaN/Inf values\n",

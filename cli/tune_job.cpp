@@ -5,6 +5,7 @@
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
+#include <future>
 #include <memory>
 #include <optional>
 #include <set>
@@ -12,6 +13,7 @@
 #include "guards.h"
 #include "job_support.h"
 #include "sparge/core/error.h"
+#include "sparge/core/memory_guard.h"
 #include "sparge/core/names.h"
 #include "sparge/core/params_io.h"
 #include "sparge/dist/codec.h"
@@ -162,19 +164,66 @@ class TuneJobRunner {
   bool interrupted() const { return spec_.interrupt && spec_.interrupt->load(); }
 
   // The group with loaders that record which entry this rank is reading (for error messages) and check,
-  // before allocating, that tuning `heads` of it fits in memory.
+  // before allocating, that tuning `heads` of it fits in memory. Once an entry is there, the next piece's
+  // entry starts loading on another thread (prefetchNext).
   core::TuneGroupInput traced(const core::TuneGroupInput& g, size_t heads) {
     core::TuneGroupInput copy = g;
     for (core::TuneInput& e : copy.entries)
       e.load = [this, load = e.load, name = e.name, heads] {
         currentEntry_ = name;
         const auto t0 = Clock::now();
-        checkRunMemory(spec_.capturePath, spec_.infos.at(name), spec_.options.geometry, heads);
-        auto data = load();
+        std::shared_ptr<const core::EntryData> data = takePrefetched(name);
+        if (!data) {
+          checkRunMemory(spec_.capturePath, spec_.infos.at(name), spec_.options.geometry, heads);
+          data = load();
+        }
         times_.loadSeconds += secondsSince(t0);
+        prefetchNext();
         return data;
       };
     return copy;
+  }
+
+  // The prefetched entry if it is `name` (its loading error, if any, is thrown here, as a direct load's
+  // would be); a prefetch of another entry is dropped.
+  std::shared_ptr<const core::EntryData> takePrefetched(const std::string& name) {
+    if (!prefetch_) return nullptr;
+    const bool mine = prefetch_->name == name;
+    std::future<std::shared_ptr<const core::EntryData>> data = std::move(prefetch_->data);
+    prefetch_.reset();
+    if (!mine) return nullptr;
+    return data.get();
+  }
+
+  // Loading takes a large share of tuning on a GPU (HDF5 reads and conversion), so the next piece's first
+  // entry is read while this one is tuned, when memory allows both at once.
+  void prefetchNext() {
+    if (!next_ || prefetch_) return;
+    const core::TuneInput& in = *next_;
+    next_ = nullptr;
+    core::MemoryEstimate twice =
+        core::estimateRunMemory(spec_.infos.at(in.name), spec_.options.geometry, int64_t(nextHeads_));
+    twice.entryBytes *= 2;
+    twice.engineBytes *= 2;
+    twice.referenceBytes *= 2;
+    try {
+      core::checkMemory(twice, in.name);
+    } catch (const Error&) {
+      return;  // loaded when its turn comes, with the memory check that says why if it fails then
+    }
+    prefetch_ = Prefetched{in.name, std::async(std::launch::async, in.load)};
+  }
+
+  // The first entry of this rank's piece after its k-th, unless the k-th piece loads it already.
+  void setNext(const std::vector<int>& mine, size_t k) {
+    next_ = nullptr;
+    if (k + 1 >= mine.size()) return;
+    const dist::Piece& later = plan_.pieces[size_t(mine[k + 1])];
+    const core::TuneInput& in = spec_.groups[size_t(later.unit)].entries.front();
+    for (const core::TuneInput& e : spec_.groups[size_t(plan_.pieces[size_t(mine[k])].unit)].entries)
+      if (e.name == in.name) return;
+    next_ = &in;
+    nextHeads_ = later.heads.size();
   }
 
   void work(core::Engine& engine) {
@@ -187,9 +236,12 @@ class TuneJobRunner {
     const auto t0 = Clock::now();
     double doneCost = 0;
     int64_t unitsBefore = 0;
-    for (int pi : plan_.piecesOf(rank)) {
+    const std::vector<int> mine = plan_.piecesOf(rank);
+    for (size_t k = 0; k < mine.size(); ++k) {
+      const int pi = mine[k];
       if (interrupted()) job_.requestStop();
       if (coordinate([&] { return job_.service(); })) break;
+      setNext(mine, k);
       const dist::Piece& piece = plan_.pieces[size_t(pi)];
       const core::TuneGroupInput group = traced(spec_.groups[size_t(piece.unit)], piece.heads.size());
       currentEntry_ = group.entries.front().name;
@@ -451,6 +503,13 @@ class TuneJobRunner {
   std::vector<dist::RankInfo> ranks_;
   int hellos_ = 0;
   int64_t probes_ = 0, totalProbes_ = 0;
+  struct Prefetched {
+    std::string name;
+    std::future<std::shared_ptr<const core::EntryData>> data;
+  };
+  std::optional<Prefetched> prefetch_;     // the next piece's entry, loading or loaded
+  const core::TuneInput* next_ = nullptr;  // what prefetchNext loads, for nextHeads_ heads
+  size_t nextHeads_ = 0;
   RankTimes times_;                   // this rank's
   std::vector<RankTimes> rankTimes_;  // rank 0: every rank's, from their last messages
   int64_t headsDone_ = 0;             // heads this rank finished

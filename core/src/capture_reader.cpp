@@ -2,12 +2,13 @@
 #include <algorithm>
 #include <array>
 #include <charconv>
-#include <cstdlib>
 #include <cmath>
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <map>
 #include <sstream>
+#include <thread>
 
 #include "entry_attrs.h"
 #include "hdf5_util.h"
@@ -18,6 +19,7 @@
 #include "sparge/core/error.h"
 #include "sparge/core/half.h"
 #include "sparge/core/memory_guard.h"
+#include "sparge/core/parallel.h"
 
 namespace sparge::core {
 namespace {
@@ -549,9 +551,9 @@ const std::vector<std::pair<std::string, std::string>>& CaptureReader::rootAttri
   return impl_->rootAttrs;
 }
 
-std::vector<float> CaptureReader::readHead(const std::string& entryName, Tensor tensor, int64_t batch,
-                                           int64_t head) const {
-  std::lock_guard lock(h5::mutex());
+void CaptureReader::readHeadInto(const std::string& entryName, Tensor tensor, int64_t batch, int64_t head,
+                                 float* out) const {
+  std::unique_lock lock(h5::mutex());
   const EntryInfo& info = entry(entryName);
   const size_t entryIndex = impl_->index.at(entryName);
   const DatasetMeta& m = impl_->metas[entryIndex].ds[static_cast<size_t>(tensor)];
@@ -589,12 +591,11 @@ std::vector<float> CaptureReader::readHead(const std::string& entryName, Tensor 
   // maps chunks element by element, which made chunked reads ~20x slower.
   h5::Handle memSpace = h5::dataspace(H5Screate_simple(4, count.data(), nullptr));
 
-  std::vector<float> out(total);
   if (m.storage == Storage::Float32) {
-    if (H5Dread(ds, H5T_NATIVE_FLOAT, memSpace.get(), fileSpace.get(), H5P_DEFAULT, out.data()) < 0) {
+    if (H5Dread(ds, H5T_NATIVE_FLOAT, memSpace.get(), fileSpace.get(), H5P_DEFAULT, out) < 0) {
       impl_->fail(dsPath, withDetail(where + ": file is truncated or corrupt") + " — " + kFixCorrupt);
     }
-    return out;
+    return;
   }
   // Raw 16-bit read: the memory type is the file type itself, so HDF5 converts nothing (its own
   // half->float path is ~45x slower than ours).
@@ -604,19 +605,37 @@ std::vector<float> CaptureReader::readHead(const std::string& entryName, Tensor 
       H5Dread(ds, fileType.get(), memSpace.get(), fileSpace.get(), H5P_DEFAULT, raw.data()) < 0) {
     impl_->fail(dsPath, withDetail(where + ": file is truncated or corrupt") + " — " + kFixCorrupt);
   }
-  if (m.bigEndian) {
-    for (uint16_t& x : raw) x = static_cast<uint16_t>((x >> 8) | (x << 8));
+  // The conversion needs no HDF5 call: other threads read their heads meanwhile.
+  const bool swap = m.bigEndian, half = m.storage == Storage::Half;
+  lock.unlock();
+  for (hsize_t i = 0; i < total; ++i) {
+    const uint16_t x = swap ? static_cast<uint16_t>((raw[i] >> 8) | (raw[i] << 8)) : raw[i];
+    out[i] = half ? halfToFloat(x) : bf16ToFloat(x);
   }
-  if (m.storage == Storage::Half) {
-    for (hsize_t i = 0; i < total; ++i) out[i] = halfToFloat(raw[i]);
-  } else {
-    for (hsize_t i = 0; i < total; ++i) out[i] = bf16ToFloat(raw[i]);
-  }
+}
+
+std::vector<float> CaptureReader::readHead(const std::string& entryName, Tensor tensor, int64_t batch,
+                                           int64_t head) const {
+  const EntryInfo& info = entry(entryName);
+  const bool q = tensor == Tensor::Q, v = tensor == Tensor::V;
+  std::vector<float> out(
+      static_cast<size_t>((q ? info.tokensQ : info.tokensKV) * (v ? info.headDimV : info.headDim)));
+  readHeadInto(entryName, tensor, batch, head, out.data());
   return out;
 }
 
+namespace {
+
+// HDF5 reads take turns, so a few threads already keep the reads going while others convert; ranks of one
+// host share its cores.
+int loadThreads() {
+  return int(std::clamp(std::thread::hardware_concurrency(), 1u, 8u));
+}
+
+}  // namespace
+
 EntryData loadEntry(const CaptureReader& reader, const std::string& entryName,
-                    std::vector<NonFiniteReport>* nonFinite) {
+                    std::vector<NonFiniteReport>* nonFinite, int threads) {
   EntryData data;
   data.info = reader.entry(entryName);
   const EntryInfo& in = data.info;
@@ -625,19 +644,31 @@ EntryData loadEntry(const CaptureReader& reader, const std::string& entryName,
   data.q.resize(static_cast<size_t>(in.batch * in.headsQ * in.tokensQ * in.headDim));
   data.k.resize(static_cast<size_t>(in.batch * in.headsKV * in.tokensKV * in.headDim));
   data.v.resize(static_cast<size_t>(in.batch * in.headsKV * in.tokensKV * in.headDimV));
-  auto load = [&](Tensor t, std::vector<float>& dst, int64_t heads, int64_t perHead) {
-    for (int64_t b = 0; b < in.batch; ++b) {
-      for (int64_t h = 0; h < heads; ++h) {
-        const std::vector<float> head = reader.readHead(entryName, t, b, h);
-        const auto bad = std::count_if(head.begin(), head.end(), [](float x) { return !std::isfinite(x); });
-        if (bad > 0 && nonFinite) nonFinite->push_back({b, h, t, static_cast<int64_t>(bad)});
-        std::copy(head.begin(), head.end(), dst.begin() + (b * heads + h) * perHead);
-      }
-    }
+  // One task per (tensor, batch item, head), each writing its own slice: HDF5 reads take turns, the
+  // conversions run side by side. Reports keep the (tensor, b, head) order whatever the threads.
+  struct Slice {
+    Tensor tensor;
+    int64_t b, h;
+    float* dst;
+    int64_t count;
   };
-  load(Tensor::Q, data.q, in.headsQ, in.tokensQ * in.headDim);
-  load(Tensor::K, data.k, in.headsKV, in.tokensKV * in.headDim);
-  load(Tensor::V, data.v, in.headsKV, in.tokensKV * in.headDimV);
+  std::vector<Slice> slices;
+  auto add = [&](Tensor t, std::vector<float>& dst, int64_t heads, int64_t perHead) {
+    for (int64_t b = 0; b < in.batch; ++b)
+      for (int64_t h = 0; h < heads; ++h)
+        slices.push_back({t, b, h, dst.data() + (b * heads + h) * perHead, perHead});
+  };
+  add(Tensor::Q, data.q, in.headsQ, in.tokensQ * in.headDim);
+  add(Tensor::K, data.k, in.headsKV, in.tokensKV * in.headDim);
+  add(Tensor::V, data.v, in.headsKV, in.tokensKV * in.headDimV);
+  std::vector<int64_t> bad(slices.size(), 0);
+  parallelFor(int64_t(slices.size()), threads > 0 ? threads : loadThreads(), [&](int64_t i) {
+    const Slice& s = slices[size_t(i)];
+    reader.readHeadInto(entryName, s.tensor, s.b, s.h, s.dst);
+    bad[size_t(i)] = std::count_if(s.dst, s.dst + s.count, [](float x) { return !std::isfinite(x); });
+  });
+  for (size_t i = 0; i < slices.size(); ++i)
+    if (bad[i] > 0 && nonFinite) nonFinite->push_back({slices[i].b, slices[i].h, slices[i].tensor, bad[i]});
   return data;
 }
 

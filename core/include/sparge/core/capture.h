@@ -37,6 +37,10 @@ class CaptureReader {
   // D = headDim for Q/K, headDimV for V). `head` is a query head for Q and a KV head for K/V.
   // float16 / bfloat16 are read raw and converted in our code (HDF5's own conversion is ~45x slower).
   std::vector<float> readHead(const std::string& entryName, Tensor tensor, int64_t batch, int64_t head) const;
+  // The same into `out` (N x D floats). Safe to call from several threads: the HDF5 read takes a lock, the
+  // conversion to float32 runs outside it.
+  void readHeadInto(const std::string& entryName, Tensor tensor, int64_t batch, int64_t head,
+                    float* out) const;
 
  private:
   struct Impl;
@@ -69,10 +73,10 @@ struct NonFiniteReport {
   int64_t count = 0;
 };
 
-// Loads a whole entry head by head. `nonFinite` (optional) receives one record per (tensor, b, head)
-// that holds NaN/Inf values.
+// Loads a whole entry head by head, on `threads` threads (0: up to 8, as the machine has cores).
+// `nonFinite` (optional) receives one record per (tensor, b, head) that holds NaN/Inf values, in that order.
 EntryData loadEntry(const CaptureReader& reader, const std::string& entryName,
-                    std::vector<NonFiniteReport>* nonFinite = nullptr);
+                    std::vector<NonFiniteReport>* nonFinite = nullptr, int threads = 0);
 
 // Writes capture format v1. Used by tests, synthetic captures and tools.
 // Data is given in HND float32 order; it is stored in `info.dtype` and `info.layout`.
