@@ -185,13 +185,12 @@ class TuneJobRunner {
   }
 
   // The prefetched entry if it is `name` (its loading error, if any, is thrown here, as a direct load's
-  // would be); a prefetch of another entry is dropped.
+  // would be). A prefetch of another entry stays for its piece: the entries of a group tuned together are
+  // loaded in turn while the next piece's entry waits.
   std::shared_ptr<const core::EntryData> takePrefetched(const std::string& name) {
-    if (!prefetch_) return nullptr;
-    const bool mine = prefetch_->name == name;
+    if (!prefetch_ || prefetch_->name != name) return nullptr;
     std::future<std::shared_ptr<const core::EntryData>> data = std::move(prefetch_->data);
     prefetch_.reset();
-    if (!mine) return nullptr;
     return data.get();
   }
 
