@@ -164,6 +164,12 @@ __device__ __forceinline__ bool before(float ka, int ia, float kb, int ib) {
   return ka > kb || (ka == kb && ia < ib);
 }
 
+// A bitonic compare-exchange of the pair at positions (lower, upper): swap when the pair is out of order
+// for its direction (descending when bit k of the lower position is clear). Both kinds of step use it.
+__device__ __forceinline__ bool outOfOrder(bool descending, float ka, int ia, float kb, int ib) {
+  return descending ? before(kb, ib, ka, ia) : before(ka, ia, kb, ib);
+}
+
 // Reductions over the whole CTA through red[8] (one slot per warp). Every thread gets the result; the final
 // barrier lets the caller reuse red at once.
 __device__ __forceinline__ float ctaMax(float v, float* red) {
@@ -197,8 +203,7 @@ __device__ __forceinline__ void exchangeInWarp(float& key, int& id, int t, int k
   const bool lower = (t & j) == 0;
   const float ka = lower ? key : otherKey, kb = lower ? otherKey : key;
   const int ia = lower ? id : otherId, ib = lower ? otherId : id;
-  const bool swap = (t & k) == 0 ? before(kb, ib, ka, ia) : before(ka, ia, kb, ib);
-  if (swap) {
+  if (outOfOrder((t & k) == 0, ka, ia, kb, ib)) {
     key = otherKey;
     id = otherId;
   }
@@ -236,7 +241,7 @@ __device__ void bitonicSortDescending(float* keys, int* idx, int np) {
           const bool desc = (t & k) == 0;
           const float ka = keys[t], kb = keys[o];
           const int ia = idx[t], ib = idx[o];
-          if (desc ? before(kb, ib, ka, ia) : before(ka, ia, kb, ib)) {
+          if (outOfOrder(desc, ka, ia, kb, ib)) {
             keys[t] = kb;
             keys[o] = ka;
             idx[t] = ib;
