@@ -113,6 +113,12 @@ Numerics numericsOf(Target t) {
   return t == Target::Sm80 ? Numerics::Int8Fp16 : Numerics::Int8Fp8;
 }
 
+Target targetForComputeCapability(int cc) {
+  if (cc == 80 || cc == 86 || cc == 87) return Target::Sm80;
+  if (cc / 10 == 9) return Target::Sm90;
+  return Target::Sm89;
+}
+
 KeyRange visibleKeys(int64_t query, int64_t nKv, bool causal, const Window& window) {
   KeyRange r{0, nKv - 1};
   const int64_t right = causal ? 0 : window.right;  // causal is right = 0, whatever the window says

@@ -74,6 +74,15 @@ std::optional<int> loadSettingsAndConfig(Startup& st, AppSettings& settings) {
   return std::nullopt;
 }
 
+// Whether --set chose the tiles or numerics; otherwise the engine's GPU picks the target.
+bool choosesTarget(const std::vector<std::string>& settings) {
+  for (const auto& kv : settings) {
+    const std::string key = kv.substr(0, kv.find('='));
+    if (key == "target" || key == "geometry" || key == "quant" || key == "numerics") return true;
+  }
+  return false;
+}
+
 // The window (GLFW) or the off-screen context (EGL), with the ImGui context. Null on failure.
 std::unique_ptr<Platform> openPlatform(const Startup& st, const AppSettings& settings) {
   const AppOptions& o = st.options;
@@ -161,6 +170,7 @@ int main(int argc, char** argv) {
     Session session(
         [choice = st.engine, threads = st.options.threads] { return engines::makeEngine(choice, threads); });
     session.runs().applyConfig(st.config);
+    session.followDeviceTarget(!choosesTarget(st.options.settings));
     session.tuning().setBudget(st.budget);
     if (st.options.head || st.options.batch)
       session.selectHead(HeadRef{st.options.batch.value_or(0), st.options.head.value_or(0)});

@@ -34,6 +34,7 @@ struct Options {
   int entries = 100;  // overview rows
   int changes = 30;   // slider changes per latency measurement
   std::string engine = "auto";
+  std::string target = "auto";  // tiles and numerics of the latency runs; auto: the app's choice on this GPU
   bool grid = true, overview = true, latency = true;
 };
 
@@ -56,6 +57,8 @@ Options parse(int argc, char** argv) {
       o.changes = std::stoi(next());
     else if (a == "--engine")
       o.engine = next();
+    else if (a == "--target")
+      o.target = next();
     else if (a == "--only") {
       std::string what(1, ',');  // a comma list, fenced so that names match whole
       what += next();
@@ -67,7 +70,8 @@ Options parse(int argc, char** argv) {
       std::fprintf(
           stderr,
           "usage: sparge-studio-bench [--heads N] [--tokens N] [--dim N] [--frames N] "
-          "[--overview-entries N] [--changes N] [--engine auto|cpu|cuda] [--only grid,overview,latency]\n");
+          "[--overview-entries N] [--changes N] [--engine auto|cpu|cuda] [--target auto|sm80|sm89|sm90] "
+          "[--only grid,overview,latency]\n");
       std::exit(2);
     }
   }
@@ -177,6 +181,16 @@ void benchGrid(App& app, Session& session, const Options& o) {
               o.frames, f.min, f.median, f.p95, f.max, (unsigned long long)steadyUploads);
   std::printf("  frame after a one-head change: %.2f ms (%llu uploads)\n", changed,
               (unsigned long long)(HeatmapTexture::uploads() - before));
+  // A slider move changes every head: every thumbnail and the detail panels re-render and re-upload.
+  std::vector<double> all;
+  for (int k = 0; k < 5; ++k) {
+    session.showResultForTesting(makeResult(o.heads, o.tokens, o.dim, 2 + k));
+    before = HeatmapTexture::uploads();
+    all.push_back(timedFrame(app));
+  }
+  Spread a = spread(all);
+  std::printf("  frame after an every-head change (5 runs): median %.2f  max %.2f ms (%llu uploads each)\n",
+              a.median, a.max, (unsigned long long)(HeatmapTexture::uploads() - before));
 }
 
 void benchOverview(App& app, Session& session, const Options& o) {
@@ -250,7 +264,7 @@ bool shows(const Session& s, double tau) {
 void isolatedChanges(App& app, Session& session, int changes) {
   core::HeadParams p = session.runs().config().defaults;
   p.theta = -0.1;
-  std::vector<double> isolated, engineMs;
+  std::vector<double> isolated, engineMs, queued, handoff, shown;
   for (int i = 0; i < changes; ++i) {
     p.tau = 0.90 + 0.003 * (i % 30);
     auto start = Clock::now();
@@ -258,13 +272,24 @@ void isolatedChanges(App& app, Session& session, int changes) {
     if (!frameUntil(
             app, [&] { return shows(session, p.tau); }, 600))
       break;
-    isolated.push_back(ms(start, Clock::now()));
-    engineMs.push_back(session.runs().lastRun().wallMs);
+    auto end = Clock::now();
+    const LastRun& run = session.runs().lastRun();
+    isolated.push_back(ms(start, end));
+    engineMs.push_back(run.wallMs);
+    queued.push_back(ms(start, run.started));
+    handoff.push_back(ms(run.finished, run.applied));
+    shown.push_back(ms(run.applied, end));
   }
   Spread a = spread(isolated), e = spread(engineMs);
   std::printf("  %s: slider change -> views updated, isolated (%zu): median %.1f  p95 %.1f  max %.1f ms\n",
               core::toString(session.runs().config().numerics), isolated.size(), a.median, a.p95, a.max);
   std::printf("    of which the engine run (worker wall time): median %.1f  p95 %.1f ms\n", e.median, e.p95);
+  // Where the rest goes: the change waiting for the worker, the finished run waiting for the UI thread,
+  // and the frame(s) from applying the result to its pixels.
+  std::printf(
+      "    before the worker starts it: median %.1f; result waits for the UI thread: median %.1f; "
+      "applied -> on screen: median %.1f  p95 %.1f ms\n",
+      spread(queued).median, spread(handoff).median, spread(shown).median, spread(shown).p95);
 }
 
 // A drag: the slider moves every frame; each change counts as shown when it or a later one is on screen.
@@ -304,7 +329,16 @@ void benchLatency(App& app, Session& session, const Options& o) {
   spec.headDim = spec.headDimV = o.dim;
   spec.causal = true;
   spec.segment = std::max<int64_t>(256, o.tokens / 32);
-  session.runs().applyConfig(defaultAppConfig());  // the numerics a user starts with (sm89: int8-fp8)
+  // What a user starts with: the app's defaults, with the target SpargeAttn runs on this GPU.
+  frameUntil(
+      app, [&] { return session.engine().ready; }, 120);
+  core::RunConfig start = session.runs().config();
+  if (o.target != "auto") {
+    const core::Target target = core::parseTarget(o.target);
+    start.geometry = core::geometryOf(target);
+    start.numerics = core::numericsOf(target);
+  }
+  session.runs().applyConfig(start);
   auto t0 = Clock::now();
   session.openEntryData(std::make_shared<const core::EntryData>(core::makeSyntheticEntry(spec)));
   if (!frameUntil(
@@ -340,6 +374,8 @@ int main(int argc, char** argv) {
   {
     core::EngineChoice choice = core::parseEngineChoice(o.engine);
     Session session([choice] { return engines::makeEngine(choice, 0); });
+    session.runs().applyConfig(defaultAppConfig());
+    session.followDeviceTarget(o.target == "auto");
     AppSettings settings;
     App app(session, settings, *platform, true);
     app.setupStyleAndFonts(1.0f);

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <thread>
 
 namespace sparge::gui {
 
@@ -123,6 +124,10 @@ double droppedMassOfRow(const core::HeadResult& h, int row) {
     if (!computed && std::isfinite(h.refBlockMass[i])) sum += h.refBlockMass[i];
   }
   return sum;
+}
+
+int colouringThreads() {
+  return static_cast<int>(std::clamp(std::thread::hardware_concurrency(), 1u, 8u));
 }
 
 void renderHeadThumbnail(const core::HeadResult& h, int maxSide, std::vector<uint32_t>& rgba, int* cols,

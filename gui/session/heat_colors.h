@@ -53,6 +53,10 @@ void renderHeadLayer(const core::HeadResult& h, HeadLayer layer, std::vector<uin
 void renderHeadThumbnail(const core::HeadResult& h, int maxSide, std::vector<uint32_t>& rgba, int* cols,
                          int* rows);
 
+// Threads for colouring heads after a run (heads and layers are independent; a 32-head 32K entry is
+// 4M blocks to classify, most of a result frame's work on one thread).
+int colouringThreads();
+
 // Attention mass that query block `row` loses: Σ refBlockMass over its blocks whose PV was not computed.
 double droppedMassOfRow(const core::HeadResult& h, int row);
 

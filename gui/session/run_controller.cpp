@@ -129,7 +129,11 @@ void RunController::schedule(const std::set<int64_t>& heads, bool all) {
   uint64_t epoch = core_.epoch;
   // The id is known only after submit; the job reads it through a shared cell.
   auto idCell = std::make_shared<std::atomic<uint64_t>>(0);
-  auto job = [this, backend, config, headList, epoch, idCell](const core::CancelFlag& cancel) {
+  LastRun stamps;
+  stamps.scheduled = Clock::now();
+  auto job = [this, backend, config, headList, epoch, idCell,
+              stamps](const core::CancelFlag& cancel) mutable {
+    stamps.started = Clock::now();
     core::Engine& engine = backend->ensureEngine();
     if (!backend->entry) throw Error("run", "no entry loaded");
     core::RunOptions options;
@@ -138,14 +142,15 @@ void RunController::schedule(const std::set<int64_t>& heads, bool all) {
     options.cancel = &cancel;
     auto t0 = Clock::now();
     auto result = std::make_shared<core::EntryResult>(engine.run(config, options));
-    double ms = std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
+    stamps.finished = Clock::now();
+    double ms = std::chrono::duration<double, std::milli>(stamps.finished - t0).count();
     int64_t used = 0, total = 0;
     if (engine.isGpu()) gpuMemory(&used, &total);
     uint64_t runId = idCell->load();
-    core_.post([this, result, epoch, runId, ms, used, total] {
+    core_.post([this, result, epoch, runId, ms, used, total, stamps] {
       core_.engine.gpuUsed = used;
       core_.engine.gpuTotal = total;
-      apply(result, epoch, runId, ms);
+      apply(result, epoch, runId, ms, stamps);
     });
   };
   // A running job is cancelled for a newer one only when runs are slow: while runs take under
@@ -157,14 +162,18 @@ void RunController::schedule(const std::set<int64_t>& heads, bool all) {
   latestRunId_ = id;
 }
 
-void RunController::apply(std::shared_ptr<core::EntryResult> r, uint64_t epoch, uint64_t runId,
-                          double wallMs) {
+void RunController::apply(std::shared_ptr<core::EntryResult> r, uint64_t epoch, uint64_t runId, double wallMs,
+                          LastRun stamps) {
   if (epoch != core_.epoch) return;
   if (runId == latestRunId_) {
     owedHeads_.clear();
     owedAll_ = false;
   }
-  lastRun_ = LastRun{r->times, wallMs, static_cast<int64_t>(r->heads.size())};
+  stamps.times = r->times;
+  stamps.wallMs = wallMs;
+  stamps.heads = static_cast<int64_t>(r->heads.size());
+  stamps.applied = Clock::now();
+  lastRun_ = stamps;
   for (const auto& w : r->warnings) core_.messages.addWarning(w);
   result_ = merge(std::move(r));
   ++resultGeneration_;

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <atomic>
+#include <chrono>
 #include <cstdint>
 #include <memory>
 #include <set>
@@ -16,11 +17,15 @@ namespace sparge::gui {
 
 enum class ApplyTarget { SelectedHead, AllHeads };
 
-// The last finished run job: its stage times, wall time and how many heads it ran.
+// The last finished run job: its stage times, wall time and how many heads it ran, and when it was
+// scheduled, started on the worker, finished and applied on the UI thread (a slider move's latency splits
+// into queueing, the engine, the wait for the next frame and the frame that shows it).
 struct LastRun {
+  using TimePoint = std::chrono::steady_clock::time_point;
   core::StageTimes times;
   double wallMs = 0;
   int64_t heads = 0;
+  TimePoint scheduled, started, finished, applied;
 };
 
 class RunController {
@@ -65,7 +70,8 @@ class RunController {
 
  private:
   void schedule(const std::set<int64_t>& heads, bool all);
-  void apply(std::shared_ptr<core::EntryResult> r, uint64_t epoch, uint64_t runId, double wallMs);
+  void apply(std::shared_ptr<core::EntryResult> r, uint64_t epoch, uint64_t runId, double wallMs,
+             LastRun stamps);
   std::shared_ptr<core::EntryResult> merge(std::shared_ptr<core::EntryResult> r) const;
   void fitPerHead(core::RunConfig& config) const;
 

@@ -45,10 +45,28 @@ void Session::startEngine() {
     status.gpu = sel.engine->isGpu();
     status.message = sel.message;
     status.ready = true;
+    status.deviceTarget = sel.engine->deviceTarget();
     backend->engine = std::move(sel.engine);
     if (status.gpu) gpuMemory(&status.gpuUsed, &status.gpuTotal);
-    core_.post([this, status] { core_.engine = status; });
+    core_.post([this, status] {
+      core_.engine = status;
+      if (followDeviceTarget_) adoptDeviceTarget();
+    });
   });
+}
+
+void Session::adoptDeviceTarget() {
+  if (!core_.engine.deviceTarget) return;
+  const core::Target t = *core_.engine.deviceTarget;
+  core::RunConfig c = runs_.config();
+  if (c.geometry == core::geometryOf(t) && c.numerics == core::numericsOf(t)) return;
+  c.geometry = core::geometryOf(t);
+  c.numerics = core::numericsOf(t);
+  runs_.applyConfig(c);
+  core_.messages.addNotice(std::string("target ") + core::toString(t) + " (" + c.geometry.label() +
+                           " tiles, " + core::toString(c.numerics) +
+                           "): the kernels SpargeAttn runs on this GPU; " +
+                           "the Controls' target changes it");
 }
 
 bool Session::poll() {

@@ -39,6 +39,9 @@ class Session {
   // Every head's parameters from a preset; Tuned: the selected entry's tuned or loaded values.
   void applyPreset(core::Preset preset);
   bool presetAvailable(core::Preset preset) const;
+  // When on, the engine's GPU picks the target once it has started (sm90 on Hopper, sm80 on Ampere): the
+  // tiles and numerics SpargeAttn runs there, with a notice. Off when the user chose a target.
+  void followDeviceTarget(bool on) { followDeviceTarget_ = on; }
 
   const CaptureModel& capture() const { return core_.capture; }
   const EngineStatus& engine() const { return core_.engine; }
@@ -76,6 +79,7 @@ class Session {
 
  private:
   void startEngine();
+  void adoptDeviceTarget();
   void submitLoad(const std::string& name);
   void onEntryLoaded(const core::EntryInfo& info, std::vector<std::string> warnings, uint64_t epoch);
   // The one reset: what a new capture (or a new entry) invalidates, in every controller.
@@ -91,6 +95,7 @@ class Session {
   OverviewController overview_;
   CurveController curves_;
   FileController files_;
+  bool followDeviceTarget_ = false;
 };
 
 }  // namespace sparge::gui

@@ -58,6 +58,7 @@ struct EngineStatus {
   std::string message;  // why `auto` fell back to the CPU engine, if it did
   bool gpu = false;
   bool ready = false;
+  std::optional<core::Target> deviceTarget;  // the kernel family SpargeAttn runs on the engine's GPU
   int64_t gpuUsed = 0, gpuTotal = 0;
 };
 

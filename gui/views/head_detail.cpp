@@ -6,6 +6,7 @@
 #include <cmath>
 #include <cstdio>
 
+#include "sparge/core/parallel.h"
 #include "sparge/core/stage1.h"
 #include "views/capture_browser.h"
 #include "widgets/colorbar.h"
@@ -59,12 +60,14 @@ void HeadDetail::sync(const core::HeadResult& h, uint64_t generation) {
   if (!(ref == syncedHead_) && (h.nq != tex_[0].rows() || h.nk != tex_[0].cols())) zoom_.reset();
   syncedGeneration_ = generation;
   syncedHead_ = ref;
+  // The layers are coloured on several threads; GL uploads stay on this one.
+  core::parallelFor(kPanels, colouringThreads(),
+                    [&](int64_t k) { renderHeadLayer(h, kLayers[k], scratch_[k], &vmin_[k], &vmax_[k]); });
   for (int k = 0; k < kPanels; ++k) {
-    renderHeadLayer(h, kLayers[k], scratch_, &vmin_[k], &vmax_[k]);
     // Versions only need to differ between uploads; the generation and head identify the data.
     tex_[k].update(
         (generation << 20) ^ (static_cast<uint64_t>(h.batch) << 12) ^ static_cast<uint64_t>(h.head),
-        scratch_.data(), h.nk, h.nq);
+        scratch_[k].data(), h.nk, h.nq);
   }
 }
 

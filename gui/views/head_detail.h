@@ -27,7 +27,7 @@ class HeadDetail final : public View {
   HeadRef syncedHead_{-1, -1};
   ZoomPan zoom_;
   int hoverRow_ = -1, hoverCol_ = -1;  // last frame's hover, outlined in every panel
-  std::vector<uint32_t> scratch_;
+  std::vector<uint32_t> scratch_[kPanels];
 };
 
 }  // namespace sparge::gui

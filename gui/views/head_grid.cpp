@@ -8,6 +8,7 @@
 #include <cstring>
 
 #include "heat_colors.h"
+#include "sparge/core/parallel.h"
 #include "widgets/colorbar.h"
 #include "widgets/ui_util.h"
 
@@ -38,15 +39,28 @@ uint64_t headContentHash(const core::HeadResult& h) {
 void HeadGrid::syncTextures(const core::EntryResult& r, uint64_t generation) {
   if (generation == syncedGeneration_) return;
   syncedGeneration_ = generation;
-  for (const auto& h : r.heads) {
-    auto key = std::make_pair(h.batch, h.head);
-    uint64_t hash = headContentHash(h);
-    auto& tex = textures_[key];
-    if (tex.valid() && hashes_[key] == hash) continue;
-    int cols = 0, rows = 0;
-    renderHeadThumbnail(h, kThumbnailTexels, scratch_, &cols, &rows);
-    tex.update(hash, scratch_.data(), cols, rows);
-    hashes_[key] = hash;
+  // Hashing and colouring run on several threads (heads are independent); GL uploads stay on this one.
+  const size_t n = r.heads.size();
+  std::vector<HeatmapTexture*> tex(n);
+  std::vector<uint64_t> known(n);
+  for (size_t i = 0; i < n; ++i) {
+    auto key = std::make_pair(r.heads[i].batch, r.heads[i].head);
+    tex[i] = &textures_[key];
+    auto it = hashes_.find(key);
+    known[i] = it != hashes_.end() && tex[i]->valid() ? it->second : 0;
+  }
+  scratch_.resize(n);
+  core::parallelFor(static_cast<int64_t>(n), colouringThreads(), [&](int64_t i) {
+    Thumbnail& t = scratch_[i];
+    t.hash = headContentHash(r.heads[i]);
+    t.stale = t.hash != known[i] || !tex[i]->valid();
+    if (t.stale) renderHeadThumbnail(r.heads[i], kThumbnailTexels, t.rgba, &t.cols, &t.rows);
+  });
+  for (size_t i = 0; i < n; ++i) {
+    const Thumbnail& t = scratch_[i];
+    if (!t.stale) continue;
+    tex[i]->update(t.hash, t.rgba.data(), t.cols, t.rows);
+    hashes_[{r.heads[i].batch, r.heads[i].head}] = t.hash;
   }
 }
 

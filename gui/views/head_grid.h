@@ -30,7 +30,13 @@ class HeadGrid final : public View {
   std::map<std::pair<int64_t, int64_t>, HeatmapTexture> textures_;
   std::map<std::pair<int64_t, int64_t>, uint64_t> hashes_;
   uint64_t syncedGeneration_ = ~uint64_t{0};
-  std::vector<uint32_t> scratch_;
+  struct Thumbnail {
+    std::vector<uint32_t> rgba;
+    int cols = 0, rows = 0;
+    uint64_t hash = 0;
+    bool stale = false;  // rendered this frame, to be uploaded
+  };
+  std::vector<Thumbnail> scratch_;  // one per head of the result, reused between results
 };
 
 // FNV-1a over a head's mask, PV-skip and reason bytes: detects which heads a re-run really changed.

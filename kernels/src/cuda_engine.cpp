@@ -221,7 +221,10 @@ bool deviceUsable(std::string* why) {
   }
 }
 
-CudaEngine::CudaEngine() : deviceName_(deviceNameOrThrow()), state_(std::make_unique<State>()) {}
+CudaEngine::CudaEngine()
+    : deviceName_(deviceNameOrThrow()),
+      computeCapability_(deviceComputeCapability()),
+      state_(std::make_unique<State>()) {}
 CudaEngine::~CudaEngine() = default;
 
 std::string CudaEngine::name() const {

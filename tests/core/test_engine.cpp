@@ -193,3 +193,15 @@ TEST(StageTimes, RunsOverDisjointHeadsAddUp) {
   both += a;
   EXPECT_TRUE(both.referenceCached);
 }
+
+// The kernel family SpargeAttn's dispatcher picks per compute capability (Ampere, Ada, Hopper, Blackwell).
+TEST(Target, FollowsSpargeAttnsDispatchPerComputeCapability) {
+  EXPECT_EQ(targetForComputeCapability(80), Target::Sm80);   // A100
+  EXPECT_EQ(targetForComputeCapability(86), Target::Sm80);   // RTX 30xx, A40
+  EXPECT_EQ(targetForComputeCapability(87), Target::Sm80);   // Orin
+  EXPECT_EQ(targetForComputeCapability(89), Target::Sm89);   // RTX 40xx, L40
+  EXPECT_EQ(targetForComputeCapability(90), Target::Sm90);   // H100, H200
+  EXPECT_EQ(targetForComputeCapability(100), Target::Sm89);  // B200: the generic path
+  EXPECT_EQ(targetForComputeCapability(120), Target::Sm89);  // RTX 50xx
+  EXPECT_FALSE(CpuEngine(1).deviceTarget().has_value());
+}

@@ -39,6 +39,35 @@ std::unique_ptr<Session> makeSession() {
   EXPECT_TRUE(s->waitIdle(120s));
   return s;
 }
+// The CPU engine dressed as a Hopper GPU: what the session does with an engine's device target.
+class HopperLikeEngine final : public core::Engine {
+ public:
+  std::string name() const override { return cpu_.name(); }
+  bool isGpu() const override { return false; }
+  std::optional<core::Target> deviceTarget() const override { return core::Target::Sm90; }
+  void setEntry(std::shared_ptr<const core::EntryData> e) override { cpu_.setEntry(std::move(e)); }
+  std::shared_ptr<const core::EntryData> entry() const override { return cpu_.entry(); }
+  core::EntryResult run(const core::RunConfig& c, const core::RunOptions& o) override {
+    return cpu_.run(c, o);
+  }
+
+ private:
+  core::CpuEngine cpu_{2};
+};
+
+std::unique_ptr<Session> makeHopperSession(bool follow) {
+  auto s = std::make_unique<Session>([] {
+    return engines::EngineSelection{std::make_unique<HopperLikeEngine>(), ""};
+  });
+  core::RunConfig sm89;
+  sm89.geometry = core::kGeometry128x64;
+  sm89.numerics = core::Numerics::Int8Fp8;
+  s->runs().applyConfig(sm89);
+  s->followDeviceTarget(follow);
+  s->openEntryData(smallEntry());
+  EXPECT_TRUE(s->waitIdle(120s));
+  return s;
+}
 }  // namespace
 
 TEST(Session, LoadsAndRunsEveryHead) {
@@ -191,4 +220,28 @@ TEST(Settings, RoundTripAndRecentFiles) {
   { std::ofstream(path) << "{not json"; }
   EXPECT_FLOAT_EQ(loadSettings(path).layout.leftWidth, AppSettings{}.layout.leftWidth);
   std::filesystem::remove_all(dir);
+}
+
+TEST(Session, StartsWithTheTargetOfTheEnginesGpuWhenAsked) {
+  auto s = makeHopperSession(true);
+  // sm90: 64x128 tiles, INT8 Q·Kᵀ, FP8 P·V, and the run that is shown used them.
+  EXPECT_EQ(s->runs().config().geometry, core::kGeometry64x128);
+  EXPECT_EQ(s->runs().config().numerics, core::Numerics::Int8Fp8);
+  auto r = s->runs().result();
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->config.geometry, core::kGeometry64x128);
+  EXPECT_EQ(r->heads.front().nq, 512 / 64);
+  EXPECT_EQ(r->heads.front().nk, 512 / 128);
+  bool noticed = false;
+  for (const auto& n : s->messages().notices())
+    noticed = noticed || n.find("target sm90") != std::string::npos;
+  EXPECT_TRUE(noticed);
+}
+
+TEST(Session, KeepsTheChosenTargetWhenNotFollowingTheGpu) {
+  auto s = makeHopperSession(false);
+  EXPECT_EQ(s->runs().config().geometry, core::kGeometry128x64);
+  auto r = s->runs().result();
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->heads.front().nq, 512 / 128);
 }

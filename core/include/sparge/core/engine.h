@@ -4,6 +4,7 @@
 
 #include <atomic>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -40,6 +41,9 @@ class Engine {
   virtual ~Engine() = default;
   virtual std::string name() const = 0;  // "cpu (2 threads)", "cuda: NVIDIA H100 80GB HBM3"
   virtual bool isGpu() const = 0;
+  // The kernel family SpargeAttn runs on this engine's GPU (none for the CPU engine): the GUI starts with
+  // that target's tiles and numerics unless told otherwise.
+  virtual std::optional<Target> deviceTarget() const { return std::nullopt; }
   // Makes `entry` current and drops everything cached for the previous one.
   virtual void setEntry(std::shared_ptr<const EntryData> entry) = 0;
   virtual std::shared_ptr<const EntryData> entry() const = 0;

@@ -46,6 +46,9 @@ const char* toString(Target t);               // "sm80" | "sm89" | "sm90"
 Target parseTarget(const std::string& text);  // throws sparge::Error naming the accepted values
 Geometry geometryOf(Target t);
 Numerics numericsOf(Target t);
+// The kernel family SpargeAttn dispatches on a GPU of compute capability major*10 + minor: sm80 on Ampere
+// (8.0, 8.6, 8.7), sm90 on Hopper (9.x), sm89 on every other GPU (Ada, Blackwell and newer).
+Target targetForComputeCapability(int cc);
 
 // A local attention window in FlashAttention's convention: query i sees keys i - left ... i + right
 // (top-left aligned, like causal); -1 = unbounded on that side. Causal attention is right = 0.

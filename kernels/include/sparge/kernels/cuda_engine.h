@@ -28,6 +28,9 @@ class CudaEngine final : public core::Engine {
 
   std::string name() const override;
   bool isGpu() const override { return true; }
+  std::optional<core::Target> deviceTarget() const override {
+    return core::targetForComputeCapability(computeCapability_);
+  }
   void setEntry(std::shared_ptr<const core::EntryData> entry) override;
   std::shared_ptr<const core::EntryData> entry() const override { return entry_; }
   core::EntryResult run(const core::RunConfig& config, const core::RunOptions& options) override;
@@ -40,6 +43,7 @@ class CudaEngine final : public core::Engine {
 
  private:
   std::string deviceName_;
+  int computeCapability_ = 0;
   std::shared_ptr<const core::EntryData> entry_;
   std::unique_ptr<State> state_;
 
