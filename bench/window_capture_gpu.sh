@@ -17,10 +17,13 @@ mkdir -p "$OUT" "$SP"
 export LD_LIBRARY_PATH="$SP/lib:${LD_LIBRARY_PATH:-}"
 B="$SP/bin"
 CAPTURE="$DIR/gemma3.h5"
-# The run arguments the window-model test checks against (its RUN_ARGS), read from the test itself.
+# The run arguments the window-model test checks against (its RUN_ARGS), read from the test itself (beside
+# this script in a checkout, else under the current folder: a copy of the script may run from elsewhere).
+TEST_PY="$HERE/../tests/captures/test_window_model.py"
+[ -f "$TEST_PY" ] || TEST_PY="$PWD/tests/captures/test_window_model.py"
 mapfile -t RUN_ARGS < <(python3 -c "
-import ast, re, sys
-src = open('$HERE/../tests/captures/test_window_model.py').read()
+import ast, re
+src = open('$TEST_PY').read()
 print('\n'.join(ast.literal_eval(re.search(r'^RUN_ARGS = (\[.*?\])', src, re.M).group(1))))")
 # One gtest binary under a time limit, with a one-line verdict.
 gtest() {
