@@ -10,8 +10,8 @@
 
 #include "commands.h"
 #include "dist_timings.h"
-#include "guards.h"
 #include "format.h"
+#include "guards.h"
 #include "job_support.h"
 #include "piece_job.h"
 #include "sparge/core/atomic_file.h"
@@ -69,6 +69,7 @@ nlohmann::json resultJson(const cuda::BenchResult& r) {
   nlohmann::json jr;
   jr["tokens"] = r.config.tokens;
   jr["head_dim"] = r.config.headDim;
+  jr["attention_kernel"] = r.attentionKernel;
   jr["causal"] = r.config.causal;
   jr["stage1"] = statsJson(r.stage1);
   jr["stage1_select"] = statsJson(r.stage1Select);
@@ -114,10 +115,10 @@ std::vector<std::vector<std::string>> tableRows(const cuda::BenchResult& r) {
     const double executed =
         (double(s.selectedBlocks) + double(s.selectedBlocks - s.skippedPvBlocks)) * (r.blockFlops / 2);
     rows.push_back(
-        {std::to_string(r.config.tokens), std::to_string(r.config.headDim), r.config.causal ? "yes" : "no",
-         fmtNum(s.topk, 2), fmtPct(s.density()), span(s.call), fmtNum(r.stage1.medianMs, 3),
-         fmtPct(r.stage1.medianMs / r.dense.medianMs), fmtNum(r.quantize.medianMs, 3),
-         fmtNum(s.stage2.medianMs, 3), fmtNum(r.dense.medianMs, 3),
+        {std::to_string(r.config.tokens), std::to_string(r.config.headDim), r.attentionKernel,
+         r.config.causal ? "yes" : "no", fmtNum(s.topk, 2), fmtPct(s.density()), span(s.call),
+         fmtNum(r.stage1.medianMs, 3), fmtPct(r.stage1.medianMs / r.dense.medianMs),
+         fmtNum(r.quantize.medianMs, 3), fmtNum(s.stage2.medianMs, 3), fmtNum(r.dense.medianMs, 3),
          r.cudnnTimed ? fmtNum(r.cudnn.medianMs, 3) : "-", fmtNum(tops(r.denseFlops, s.call.medianMs), 1),
          fmtNum(tops(executed, s.call.medianMs), 1), fmtNum(bestMs / s.call.medianMs, 2) + "x " + bestName});
   }
@@ -287,8 +288,8 @@ struct BenchRun {
   core::Geometry geometry;
   std::unique_ptr<prof::Profiler> profiler;
   nlohmann::json out;  // rank 0
-  Table table{{"N", "D", "causal", "topk", "density", "call ms", "stage1 ms", "s1/dense", "quant ms",
-               "attn ms", "dense ms", "cudnn ms", "eq TOPS", "exec TOPS", "vs best dense"}};
+  Table table{{"N", "D", "kernel", "causal", "topk", "density", "call ms", "stage1 ms", "s1/dense",
+               "quant ms", "attn ms", "dense ms", "cudnn ms", "eq TOPS", "exec TOPS", "vs best dense"}};
   std::string cudnnNote;
   prof::ReportInput timings;  // rank 0: every rank's kernel records
 };
@@ -314,7 +315,7 @@ void registerBench(CLI::App& app, Action& action) {
   auto o = std::make_shared<BenchOptions>();
   CLI::App* cmd = app.add_subcommand("bench", "Time the CUDA kernels on random data (needs a GPU)");
   cmd->add_option("--tokens", o->tokens, "Sequence lengths (Nq = Nkv)")->delimiter(',');
-  cmd->add_option("--dims", o->dims, "Head dims (64, 128)")->delimiter(',');
+  cmd->add_option("--dims", o->dims, "Head dims (64, 128, 256)")->delimiter(',');
   cmd->add_option("--topk", o->topk, "Top-k fractions")->delimiter(',');
   cmd->add_option("--causal", o->causal, "Causal values to sweep (0, 1)")->delimiter(',');
   cmd->add_option("--repeat", o->repeat, "Timed repetitions per measurement")->check(CLI::Range(1, 100000));
@@ -329,9 +330,10 @@ void registerBench(CLI::App& app, Action& action) {
   cmd->add_option("--lambda", o->lambda, "PV-skip threshold λ (pvthreshd)");
   cmd->add_flag("--no-cudnn", o->noCudnn, "Do not time cuDNN's fused attention next to our dense kernel");
   cmd->add_option("--json", o->json, "Write the results as JSON to this file");
-  cmd->add_option("--kernel", o->kernel,
-                  "Stage-2 kernel: auto (the Hopper kernel for 64x128 on an sm_90 GPU, else mma.sync), sm80 "
-                  "(mma.sync always) or sm90 (as auto)")
+  cmd->add_option(
+         "--kernel", o->kernel,
+         "Stage-2 kernel: auto (the Hopper kernel for 64x128 at D 64/128 on an sm_90 GPU, else "
+         "mma.sync; the table's kernel column says which ran), sm80 (mma.sync always) or sm90 (as auto)")
       ->check(CLI::IsMember({"auto", "sm80", "sm90"}))
       ->capture_default_str();
   cmd->add_option(
@@ -342,7 +344,7 @@ void registerBench(CLI::App& app, Action& action) {
       checkOutputs({{"--json", o->json}, {"--timings", o->timings}}, {});  // before minutes on the GPU
 #ifdef SPARGE_HAVE_CUDA_KERNELS
       for (int64_t d : o->dims)
-        if (d != 64 && d != 128) throw Error("--dims", "head dims must be 64 or 128");
+        if (d != 64 && d != 128 && d != 256) throw Error("--dims", "head dims must be 64, 128 or 256");
       for (double k : o->topk)
         if (!(k > 0 && k <= 1)) throw Error("--topk", "top-k fractions must be in (0, 1]");
       // The launcher reads SPARGE_ATTN_KERNEL at every Stage-2 launch; only "sm80" overrides its choice.

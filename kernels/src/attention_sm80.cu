@@ -17,6 +17,7 @@
 #include "attention_traits.cuh"
 #include "cuda_util.h"
 #include "device_common.cuh"
+#include "head_dim.h"
 #include "launch.h"
 #include "mma_sm80.cuh"
 #include "parts/block_walk.cuh"
@@ -156,19 +157,20 @@ __device__ __forceinline__ void qkScores(float (&s)[Tr::MT][Tr::kNT][4], uint32_
   }
 }
 
-// P (registers, packed for the P·V MMA) times the V tile, accumulated into acc per the numerics.
+// P·V of the O n-tiles d0 .. d0 + kPvDT - 1 (kernels/NOTES.md: D 256 runs the quantized numerics' per-block
+// buffer in passes of 64 channels; below D 256 one pass covers every channel).
 template <class Tr, typename T>
-__device__ __forceinline__ void pvAccumulate(float (&acc)[Tr::MT][Tr::kDT][4],
-                                             const uint32_t (&pf)[Tr::MT][Tr::kPSteps][4], uint32_t sV,
-                                             int lane) {
+__device__ __forceinline__ void pvPass(float (&acc)[Tr::MT][Tr::kDT][4],
+                                       const uint32_t (&pf)[Tr::MT][Tr::kPSteps][4], uint32_t sV, int lane,
+                                       int d0) {
   if constexpr (Tr::kVFp8) {
-    float blk[Tr::MT][Tr::kDT][4] = {};
+    float blk[Tr::MT][Tr::kPvDT][4] = {};
 #pragma unroll
     for (int kk = 0; kk < Tr::kPSteps; ++kk)
 #pragma unroll
-      for (int dp = 0; dp < Tr::kDT / 2; ++dp) {
+      for (int dp = 0; dp < Tr::kPvDT / 2; ++dp) {
         uint32_t bb[4];
-        const int ch = dp * 16 + ((lane >> 4) << 3) + (lane & 7);
+        const int ch = (d0 + 2 * dp) * 8 + ((lane >> 4) << 3) + (lane & 7);
         ldmatrixX4(bb, sV + chunkOffset<Tr::kVChunks>(ch, 2 * kk + ((lane >> 3) & 1)));
 #pragma unroll
         for (int mt = 0; mt < Tr::MT; ++mt) {
@@ -177,25 +179,29 @@ __device__ __forceinline__ void pvAccumulate(float (&acc)[Tr::MT][Tr::kDT][4],
         }
       }
 #pragma unroll
-    for (int mt = 0; mt < Tr::MT; ++mt) addBlock(acc[mt], blk[mt]);
+    for (int mt = 0; mt < Tr::MT; ++mt)
+#pragma unroll
+      for (int dt = 0; dt < Tr::kPvDT; ++dt)
+#pragma unroll
+        for (int e = 0; e < 4; ++e) acc[mt][d0 + dt][e] += blk[mt][dt][e];
   } else {
     constexpr bool kHalfAcc = Tr::N == Numerics::Int8Fp16;
-    uint32_t blk[Tr::MT][Tr::kDT][2] = {};  // fp16 per-block accumulators (int8-fp16 only)
+    uint32_t blk[Tr::MT][Tr::kPvDT][2] = {};  // fp16 per-block accumulators (int8-fp16 only)
 #pragma unroll
     for (int kk = 0; kk < Tr::kPSteps; ++kk)
 #pragma unroll
-      for (int dp = 0; dp < Tr::kDT / 2; ++dp) {
+      for (int dp = 0; dp < Tr::kPvDT / 2; ++dp) {
         uint32_t bb[4];
         const int key = kk * 16 + (((lane >> 3) & 1) << 3) + (lane & 7);
-        ldmatrixX4Trans(bb, sV + chunkOffset<Tr::kVChunks>(key, 2 * dp + (lane >> 4)));
+        ldmatrixX4Trans(bb, sV + chunkOffset<Tr::kVChunks>(key, d0 + 2 * dp + (lane >> 4)));
 #pragma unroll
         for (int mt = 0; mt < Tr::MT; ++mt) {
           if constexpr (kHalfAcc) {
             mmaF16Acc(blk[mt][2 * dp], pf[mt][kk], bb[0], bb[1]);
             mmaF16Acc(blk[mt][2 * dp + 1], pf[mt][kk], bb[2], bb[3]);
           } else {
-            Mma<T>::run(acc[mt][2 * dp], pf[mt][kk], bb[0], bb[1]);
-            Mma<T>::run(acc[mt][2 * dp + 1], pf[mt][kk], bb[2], bb[3]);
+            Mma<T>::run(acc[mt][d0 + 2 * dp], pf[mt][kk], bb[0], bb[1]);
+            Mma<T>::run(acc[mt][d0 + 2 * dp + 1], pf[mt][kk], bb[2], bb[3]);
           }
         }
       }
@@ -203,15 +209,24 @@ __device__ __forceinline__ void pvAccumulate(float (&acc)[Tr::MT][Tr::kDT][4],
 #pragma unroll
       for (int mt = 0; mt < Tr::MT; ++mt)
 #pragma unroll
-        for (int dt = 0; dt < Tr::kDT; ++dt)
+        for (int dt = 0; dt < Tr::kPvDT; ++dt)
 #pragma unroll
           for (int h = 0; h < 2; ++h) {
             const float2 f = __half22float2(*reinterpret_cast<const __half2*>(&blk[mt][dt][h]));
-            acc[mt][dt][2 * h] += f.x;
-            acc[mt][dt][2 * h + 1] += f.y;
+            acc[mt][d0 + dt][2 * h] += f.x;
+            acc[mt][d0 + dt][2 * h + 1] += f.y;
           }
     }
   }
+}
+
+// P (registers, packed for the P·V MMA) times the V tile, accumulated into acc per the numerics.
+template <class Tr, typename T>
+__device__ __forceinline__ void pvAccumulate(float (&acc)[Tr::MT][Tr::kDT][4],
+                                             const uint32_t (&pf)[Tr::MT][Tr::kPSteps][4], uint32_t sV,
+                                             int lane) {
+#pragma unroll
+  for (int d0 = 0; d0 < Tr::kDT; d0 += Tr::kPvDT) pvPass<Tr, T>(acc, pf, sV, lane, d0);
 }
 
 // Per-thread softmax state of the warp's MT m-tiles.
@@ -268,53 +283,106 @@ __device__ __forceinline__ bool softmaxBlock(RowState<Tr>& st, float (&s)[Tr::MT
 }
 
 struct SmemTiles {
-  uint32_t q, k, v;
+  uint32_t q, k, v;  // K and V the same buffer when Tr::kKvShared
 };
 
-// The block walk: K of block t+1 and V of block t load while Q·Kᵀ of block t runs; the LUT is read two blocks
-// ahead so that its latency hides behind an iteration.
+// What every block of a walk shares, whichever way its loads are scheduled.
 template <typename T, class Tr, bool kDense>
-__device__ __forceinline__ void mainLoop(const KParams<T>& p, const Operands<Tr>& op,
-                                         const BlockWalk<kDense>& walk, const SmemTiles& sm, RowState<Tr>& st,
-                                         int qRow0, int qLast, size_t rowIdx, float lambda, bool skipOn) {
-  const int tid = threadIdx.x, lane = tid & 31;
-  const int warpRow0 = (tid >> 5) * Tr::kWarpRows;
-  const int row0 = qRow0 + warpRow0 + (lane >> 2), col0 = 2 * (lane & 3);
-  const int n = walk.n;
-  op.loadQ(sm.q, qRow0, tid);
-  int j = walk.first();
-  op.loadK(sm.k, j, tid);
-  cpAsyncCommit();
-  int jNext = n > 1 ? walk.advance(j, 1) : j;
-  for (int t = 0; t < n; ++t) {
-    const int jAfter = t + 2 < n ? walk.advance(jNext, t + 2) : jNext;
-    cpAsyncWait<0>();
-    __syncthreads();  // K_t (and Q) landed; every warp is done with V_{t-1} and K_{t-1}
-    op.loadV(sm.v, j, p.Nkv, tid);
-    cpAsyncCommit();
-    if (t + 1 < n) {
-      op.loadK(sm.k + ((t + 1) & 1) * Tr::kKBytes, jNext, tid);
-      cpAsyncCommit();
-    }
-    float s[Tr::MT][Tr::kNT][4];
-    qkScores<Tr, T>(s, sm.q, sm.k + (t & 1) * Tr::kKBytes, warpRow0, lane);
+struct BlockCtx {
+  const KParams<T>& p;
+  const Operands<Tr>& op;
+  const BlockWalk<kDense>& walk;
+  const SmemTiles& sm;
+  RowState<Tr>& st;
+  int qRow0, qLast;
+  size_t rowIdx;
+  float lambda;
+  bool skipOn;
+  int tid, lane, warpRow0, row0, col0;
+
+  // S = Q·Kᵀ of block j from the K tile at sK, with keys the rows may not see at -inf.
+  __device__ __forceinline__ void scores(float (&s)[Tr::MT][Tr::kNT][4], uint32_t sK, int j) const {
+    qkScores<Tr, T>(s, sm.q, sK, warpRow0, lane);
     if (!p.vis.fullyVisible(qRow0, qLast, j * Tr::BK, Tr::BK))
 #pragma unroll
       for (int mt = 0; mt < Tr::MT; ++mt) maskFragment(s[mt], row0 + mt * 16, j * Tr::BK + col0, p.vis);
+  }
+  // Softmax of block j (iteration t); true when its P·V is skipped.
+  __device__ __forceinline__ bool softmax(float (&s)[Tr::MT][Tr::kNT][4],
+                                          uint32_t (&pf)[Tr::MT][Tr::kPSteps][4], int t, int j) const {
+    const bool vote = !kDense && skipOn && skipEligible(t, walk.n, Tr::kTail);
+    return softmaxBlock<Tr, T>(st, s, pf, op.scoreScale(p.scaleLog2, j), vote, lambda, row0, p.Nq);
+  }
+  // P·V of block j from the landed V tile, or the record of its skip.
+  __device__ __forceinline__ void finish(bool skip, const uint32_t (&pf)[Tr::MT][Tr::kPSteps][4],
+                                         int j) const {
+    if (!skip)
+      pvAccumulate<Tr, T>(st.acc, pf, sm.v, lane);
+    else if (tid == 0 && p.pvSkipped)
+      p.pvSkipped[rowIdx * p.nk + j] = 1;
+  }
+};
+
+// The pipelined walk: K of block t+1 and V of block t load while Q·Kᵀ of block t runs; the LUT is read two
+// blocks ahead so that its latency hides behind an iteration.
+template <typename T, class Tr, bool kDense>
+__device__ __forceinline__ void mainLoop(const BlockCtx<T, Tr, kDense>& c) {
+  const int n = c.walk.n, tid = c.tid;
+  c.op.loadQ(c.sm.q, c.qRow0, tid);
+  int j = c.walk.first();
+  c.op.loadK(c.sm.k, j, tid);
+  cpAsyncCommit();
+  int jNext = n > 1 ? c.walk.advance(j, 1) : j;
+  for (int t = 0; t < n; ++t) {
+    const int jAfter = t + 2 < n ? c.walk.advance(jNext, t + 2) : jNext;
+    cpAsyncWait<0>();
+    __syncthreads();  // K_t (and Q) landed; every warp is done with V_{t-1} and K_{t-1}
+    c.op.loadV(c.sm.v, j, c.p.Nkv, tid);
+    cpAsyncCommit();
+    if (t + 1 < n) {
+      c.op.loadK(c.sm.k + ((t + 1) & 1) * Tr::kKBytes, jNext, tid);
+      cpAsyncCommit();
+    }
+    float s[Tr::MT][Tr::kNT][4];
+    c.scores(s, c.sm.k + (t & 1) * Tr::kKBytes, j);
     uint32_t pf[Tr::MT][Tr::kPSteps][4];
-    const bool vote = !kDense && skipOn && skipEligible(t, n, Tr::kTail);
-    const bool skip = softmaxBlock<Tr, T>(st, s, pf, op.scoreScale(p.scaleLog2, j), vote, lambda, row0, p.Nq);
+    const bool skip = c.softmax(s, pf, t, j);
     if (t + 1 < n)
       cpAsyncWait<1>();  // V_t landed; K_{t+1} may still be in flight
     else
       cpAsyncWait<0>();
     __syncthreads();
-    if (!skip)
-      pvAccumulate<Tr, T>(st.acc, pf, sm.v, lane);
-    else if (tid == 0 && p.pvSkipped)
-      p.pvSkipped[rowIdx * p.nk + j] = 1;
+    c.finish(skip, pf, j);
     j = jNext;
     jNext = jAfter;
+  }
+}
+
+// The walk of tiles whose K and V share one buffer (Tr::kKvShared, D 256): K_t loads, Q·Kᵀ, then V_t loads
+// over it while the softmax runs. Same arithmetic in the same order as mainLoop.
+template <typename T, class Tr, bool kDense>
+__device__ __forceinline__ void mainLoopSharedKv(const BlockCtx<T, Tr, kDense>& c) {
+  const int n = c.walk.n, tid = c.tid;
+  c.op.loadQ(c.sm.q, c.qRow0, tid);
+  int j = c.walk.first();
+  for (int t = 0; t < n; ++t) {
+    if (t > 0) __syncthreads();  // every warp is done with V_{t-1}, which K_t overwrites
+    c.op.loadK(c.sm.k, j, tid);
+    cpAsyncCommit();
+    const int jNext = t + 1 < n ? c.walk.advance(j, t + 1) : j;
+    cpAsyncWait<0>();
+    __syncthreads();  // K_t (and Q) landed
+    float s[Tr::MT][Tr::kNT][4];
+    c.scores(s, c.sm.k, j);
+    __syncthreads();  // every warp is done with K_t, which V_t overwrites
+    c.op.loadV(c.sm.v, j, c.p.Nkv, tid);
+    cpAsyncCommit();
+    uint32_t pf[Tr::MT][Tr::kPSteps][4];
+    const bool skip = c.softmax(s, pf, t, j);
+    cpAsyncWait<0>();
+    __syncthreads();  // V_t landed
+    c.finish(skip, pf, j);
+    j = jNext;
   }
 }
 
@@ -322,7 +390,8 @@ template <typename T, class Tr, bool kDense>
 __device__ __forceinline__ void attentionBody(const KParams<T>& p) {
   extern __shared__ __align__(128) unsigned char smem[];
   const uint32_t base = smemAddr(smem);
-  const SmemTiles sm{base, base + Tr::kQBytes, base + Tr::kQBytes + 2 * Tr::kKBytes};
+  const uint32_t kv = base + Tr::kQBytes;
+  const SmemTiles sm{base, kv, Tr::kKvShared ? kv : kv + 2 * Tr::kKBytes};
 
   const int lane = threadIdx.x & 31, warpRow0 = (threadIdx.x >> 5) * Tr::kWarpRows;
   const int i = gridDim.x - 1 - blockIdx.x;  // longest causal rows first
@@ -344,7 +413,27 @@ __device__ __forceinline__ void attentionBody(const KParams<T>& p) {
   }
   RowState<Tr> st;
   st.init();
-  if (walk.n > 0) mainLoop<T, Tr, kDense>(p, op, walk, sm, st, qRow0, qLast, rowIdx, lambda, skipOn);
+  const BlockCtx<T, Tr, kDense> ctx{p,
+                                    op,
+                                    walk,
+                                    sm,
+                                    st,
+                                    qRow0,
+                                    qLast,
+                                    rowIdx,
+                                    lambda,
+                                    skipOn,
+                                    (int)threadIdx.x,
+                                    lane,
+                                    warpRow0,
+                                    qRow0 + warpRow0 + (lane >> 2),
+                                    2 * (lane & 3)};
+  if (walk.n > 0) {
+    if constexpr (Tr::kKvShared)
+      mainLoopSharedKv(ctx);
+    else
+      mainLoop(ctx);
+  }
 
   T* gO = p.o + (size_t)bhq * p.Nq * Tr::D;
 #pragma unroll
@@ -370,6 +459,7 @@ void launchTyped(const Problem& pr, const AttnArgs& a, bool dense, cudaStream_t 
   auto kernel = dense ? sparge_dense_attention_sm80<T, Tr> : sparge_sparse_attention_sm80<T, Tr>;
   static bool attrSet[2] = {false, false};
   if (!attrSet[dense]) {
+    requireSharedMemory(Tr::kSmemBytes, "the mma.sync attention kernel", Tr::D);
     check(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, Tr::kSmemBytes),
           "cudaFuncSetAttribute(attention)");
     attrSet[dense] = true;
@@ -379,11 +469,11 @@ void launchTyped(const Problem& pr, const AttnArgs& a, bool dense, cudaStream_t 
 }
 
 // Warp layouts (kernels/NOTES.md has the measurements): exact 128x64 tiles run 32 rows per warp (v2, +19%
-// over 16 rows); 64x128 tiles and the quantized numerics (whose per-block P·V buffer needs the registers)
-// run 16.
+// over 16 rows); 64x128 tiles, the quantized numerics (whose per-block P·V buffer needs the registers) and
+// D 256 (whose 16-row output alone takes 128 registers a thread) run 16.
 template <typename T, Numerics N, int D>
 void launchGeometry(const Problem& pr, const AttnArgs& a, bool dense, cudaStream_t s) {
-  constexpr int kMt128x64 = N == Numerics::None ? 2 : 1;
+  constexpr int kMt128x64 = N == Numerics::None && D <= 128 ? 2 : 1;
   if (pr.BQ == 128 && pr.BK == 64)
     launchTyped<T, AttnTraits<D, 128, 64, kMt128x64, N>>(pr, a, dense, s);
   else
@@ -392,10 +482,8 @@ void launchGeometry(const Problem& pr, const AttnArgs& a, bool dense, cudaStream
 
 template <typename T, Numerics N>
 void launchHeadDim(const Problem& pr, const AttnArgs& a, bool dense, cudaStream_t s) {
-  if (pr.D == 64)
-    launchGeometry<T, N, 64>(pr, a, dense, s);
-  else
-    launchGeometry<T, N, 128>(pr, a, dense, s);
+  withHeadDim(pr.D, "CUDA engine",
+              [&](auto d) { launchGeometry<T, N, decltype(d)::value>(pr, a, dense, s); });
 }
 
 template <typename T>
@@ -427,7 +515,7 @@ void requireFp8Device() {
 }  // namespace
 
 void launchAttention(ElemType t, const Problem& p, const AttnArgs& a, bool dense, cudaStream_t s) {
-  if (p.D != 64 && p.D != 128) throw Error("CUDA engine", "attention kernels support head dim 64 or 128");
+  requireHeadDim(p.D, "CUDA engine");
   if (a.numerics == Numerics::Int8Fp8) requireFp8Device();
   if (attentionSm90Selected(p, a.numerics)) {
     launchAttentionSm90(t, p, a, dense, s);

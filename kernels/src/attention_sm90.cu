@@ -620,8 +620,11 @@ template <typename T, Numerics N>
 void launchHeadDim90(const Problem& p, const AttnArgs& a, bool dense, cudaStream_t s) {
   if (p.D == 64)
     launchWalk90<T, 64, N>(p, a, dense, s);
-  else
+  else if (p.D == 128)
     launchWalk90<T, 128, N>(p, a, dense, s);
+  else  // attentionSm90Selected sends other head dims (D 256) to the mma.sync family
+    throw Error("CUDA engine", "the Hopper kernel runs head dim 64 or 128, not " + std::to_string(p.D) +
+                                   " (the mma.sync family runs it)");
 }
 
 }  // namespace
@@ -629,6 +632,7 @@ void launchHeadDim90(const Problem& p, const AttnArgs& a, bool dense, cudaStream
 bool attentionSm90Selected(const Problem& p, core::Numerics n) {
   const char* env = std::getenv("SPARGE_ATTN_KERNEL");
   if (env && std::strcmp(env, "sm80") == 0) return false;
+  // D 256 has no wgmma kernel: its 64x128 tiles run the mma.sync family (kernel names end in _sm80).
   if (p.BQ != kBQ || p.BK != kBK || (p.D != 64 && p.D != 128)) return false;
   if (n == Numerics::Int8Fp16) return false;  // fp16-accumulated P·V: the mma.sync family
   int dev = 0, major = 0, minor = 0;

@@ -28,13 +28,26 @@ struct AttnTraits {
   static constexpr int kPSteps = kVFp8 ? BK / 32 : BK / 16;  // MMA k-steps of P·V
   // Last LUT entries that carry the element masks and are never PV-skipped (core::Geometry::tailBlocks).
   static constexpr int kTail = BQ > BK ? BQ / BK : 1;
+  // O n-tiles per P·V pass: the quantized numerics keep a fresh per-block buffer of the pass's channels in
+  // registers beside the output, which at D 256 (128 fp32 output registers a row pair) only fits 64 channels
+  // at a time. Each channel still sums its keys in the same order, so the values are those of one pass.
+  static constexpr int kPvDT = kQuant && D > 128 ? 8 : kDT;
   static constexpr int kQBytes = BQ * kQkChunks * 16;
   static constexpr int kKBytes = BK * kQkChunks * 16;
   static constexpr int kVBytes = kVRows * kVChunks * 16;
-  // Q tile + two K tiles + one V tile: K of block t+1 and V of block t load during Q·Kᵀ of block t.
-  static constexpr int kSmemBytes = kQBytes + 2 * kKBytes + kVBytes;
-  static_assert(D == 64 || D == 128, "head dim 64 or 128");
+  // Pipelined: Q tile + two K tiles + one V tile; K of block t+1 and V of block t load during Q·Kᵀ of block
+  // t.
+  static constexpr int kPipelinedBytes = kQBytes + 2 * kKBytes + kVBytes;
+  // sm_86 and sm_89 allow 99 KB of shared memory a block. Where the pipelined layout of D 256 exceeds that,
+  // K and V of a block take turns in one buffer (no load overlaps Q·Kᵀ or P·V, but every card runs it).
+  static constexpr int kPortableSmemBytes = 99 * 1024;
+  static constexpr bool kKvShared = D > 128 && kPipelinedBytes > kPortableSmemBytes;
+  static constexpr int kKvBytes = kKBytes > kVBytes ? kKBytes : kVBytes;
+  static constexpr int kSmemBytes = kKvShared ? kQBytes + kKvBytes : kPipelinedBytes;
+  static_assert(D == 64 || D == 128 || D == 256, "head dim 64, 128 or 256");
   static_assert(BQ % kWarpRows == 0 && BK % 32 == 0, "tiles are multiples of the MMA shapes");
+  static_assert(kDT % kPvDT == 0 && kPvDT % 2 == 0, "P·V passes cover whole pairs of O n-tiles");
+  static_assert(D <= 128 || kSmemBytes <= kPortableSmemBytes, "D 256 tiles fit every sm_80+ card");
 };
 
 }  // namespace sparge::cuda

@@ -10,6 +10,7 @@
 
 #include "cudnn_sdpa.h"
 #include "device_stages.h"
+#include "head_dim.h"
 #include "sparge/core/error.h"
 #include "sparge/profiler/event_timer.h"
 
@@ -152,8 +153,10 @@ BenchResult runBench(const BenchCase& c) {
   BenchResult res;
   res.config = c;
   res.device = deviceNameOrThrow();
-  if (c.headDim != 64 && c.headDim != 128) throw Error("bench", "head dim must be 64 or 128");
+  requireHeadDim(c.headDim, "bench");
   BenchData d(c);
+  // Stage 2 of D 256 (and of 128x64 tiles) runs the mma.sync family even on Hopper: say which one is timed.
+  res.attentionKernel = attentionSm90Selected(d.p, c.numerics) ? "sm90" : "sm80";
 
   d.setTopk(c, c.topks.empty() ? 0.5 : c.topks.front());
   res.stage1 = timeIt([&] { d.stage1(true); }, c.warmup, c.repeat);

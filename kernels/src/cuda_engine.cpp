@@ -11,6 +11,7 @@
 #include <limits>
 
 #include "engine_state.h"
+#include "head_dim.h"
 #include "sparge/core/error.h"
 #include "sparge/core/run_request.h"
 
@@ -44,9 +45,7 @@ bool anyNonFinite(const float* p, size_t n) {
 }
 
 void checkSupported(const core::EntryInfo& info, const core::RunConfig& config) {
-  if (info.headDim != 64 && info.headDim != 128)
-    throw Error(kWhere, "head dim " + std::to_string(info.headDim) +
-                            " is not supported by the CUDA kernels (64 or 128); use --engine cpu");
+  requireHeadDim(info.headDim, kWhere);
   if (info.headDimV != info.headDim)
     throw Error(kWhere, "Dv = " + std::to_string(info.headDimV) +
                             " differs from D = " + std::to_string(info.headDim) +

@@ -3,6 +3,7 @@
 
 #include <string>
 
+#include "head_dim.h"
 #include "sparge/core/error.h"
 
 namespace sparge::cuda {
@@ -118,6 +119,23 @@ int deviceComputeCapability() {
   check(cudaDeviceGetAttribute(&ma, cudaDevAttrComputeCapabilityMajor, dev), "cudaDeviceGetAttribute");
   check(cudaDeviceGetAttribute(&mi, cudaDevAttrComputeCapabilityMinor, dev), "cudaDeviceGetAttribute");
   return ma * 10 + mi;
+}
+
+void throwUnsupportedHeadDim(long long d, const char* where) {
+  throw Error(where, "head dim " + std::to_string(d) + " is not supported by the CUDA kernels (" +
+                         kHeadDimsText + "); use --engine cpu");
+}
+
+void requireSharedMemory(size_t bytes, const char* kernel, int headDim) {
+  int dev = 0, limit = 0;
+  check(cudaGetDevice(&dev), "cudaGetDevice");
+  check(cudaDeviceGetAttribute(&limit, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev),
+        "cudaDeviceGetAttribute(shared memory)");
+  if (bytes <= (size_t)limit) return;
+  throw Error("CUDA engine", std::string(kernel) + " at head dim " + std::to_string(headDim) + " needs " +
+                                 std::to_string(bytes / 1024) +
+                                 " KB of shared memory a block; this GPU allows " +
+                                 std::to_string(limit / 1024) + " KB: use --engine cpu");
 }
 
 }  // namespace sparge::cuda

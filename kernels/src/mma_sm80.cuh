@@ -109,13 +109,14 @@ __device__ __forceinline__ int swz(int row, int chunk) {
   return row * D + ((chunk ^ (row & 7)) << 3);
 }
 
-// Byte offset of 16-byte chunk `chunk` of row `row` in a tile of kRowChunks chunks per row (4, 8 or 16).
+// Byte offset of 16-byte chunk `chunk` of row `row` in a tile of kRowChunks chunks per row (4, 8, 16 or 32).
 // Rows of 8 or more chunks XOR the chunk with row % 8 (as swz); rows of 4 chunks (64 bytes: two rows per
 // 128-byte bank line) XOR with (row / 2) % 4. Either way the 8 rows one ldmatrix reads hit 8 distinct bank
 // groups.
 template <int kRowChunks>
 __device__ __forceinline__ uint32_t chunkOffset(int row, int chunk) {
-  static_assert(kRowChunks == 4 || kRowChunks == 8 || kRowChunks == 16, "4, 8 or 16 chunks per row");
+  static_assert(kRowChunks == 4 || kRowChunks == 8 || kRowChunks == 16 || kRowChunks == 32,
+                "4, 8, 16 or 32 chunks per row");
   const int x = kRowChunks >= 8 ? (row & 7) : ((row >> 1) & 3);
   return (uint32_t)(row * kRowChunks + (chunk ^ x)) << 4;
 }

@@ -11,6 +11,7 @@
 
 #include "cuda_util.h"
 #include "device_common.cuh"
+#include "head_dim.h"
 #include "launch.h"
 #include "mma_sm80.cuh"
 #include "sparge/core/result.h"
@@ -434,12 +435,10 @@ template <typename T>
 void blockStats(const void* x, int BH, int N, int D, int BS, const void* km, void* pooled, float* sim,
                 cudaStream_t s) {
   dim3 grid((N + BS - 1) / BS, BH);
-  if (D == 64)
-    sparge_predict_block_stats<T, 2><<<grid, 128, 0, s>>>(
+  withHeadDim(D, "CUDA engine", [&](auto d) {
+    sparge_predict_block_stats<T, decltype(d)::value / 32><<<grid, 128, 0, s>>>(
         static_cast<const T*>(x), N, BS, static_cast<const T*>(km), static_cast<T*>(pooled), sim);
-  else
-    sparge_predict_block_stats<T, 4><<<grid, 128, 0, s>>>(
-        static_cast<const T*>(x), N, BS, static_cast<const T*>(km), static_cast<T*>(pooled), sim);
+  });
   checkLaunch("sparge_predict_block_stats");
 }
 
@@ -449,12 +448,10 @@ void scores(const Problem& p, const void* pq, const void* pk, void* out, cudaStr
   float scale = (float)(1.0 / std::sqrt((double)p.D));
   auto* q = static_cast<const T*>(pq);
   auto* k = static_cast<const T*>(pk);
-  if (p.D == 64)
-    sparge_predict_scores<T, 64>
+  withHeadDim(p.D, "CUDA engine", [&](auto d) {
+    sparge_predict_scores<T, decltype(d)::value>
         <<<grid, 128, 0, s>>>(q, k, p.Hq, p.Hkv, p.nq, p.nk, scale, static_cast<T*>(out));
-  else
-    sparge_predict_scores<T, 128>
-        <<<grid, 128, 0, s>>>(q, k, p.Hq, p.Hkv, p.nq, p.nk, scale, static_cast<T*>(out));
+  });
   checkLaunch("sparge_predict_scores");
 }
 

@@ -16,8 +16,8 @@
 #include "attention_params.cuh"
 #include "cuda_util.h"
 #include "device_common.cuh"
+#include "head_dim.h"
 #include "launch.h"
-#include "sparge/core/error.h"
 
 namespace sparge::cuda {
 namespace {
@@ -166,11 +166,18 @@ __global__ void __launch_bounds__(kQuantThreads) sparge_quant_v_amax(const T* v,
 // Position p of a 16-key group holds key kFp8VPerm[p] (see packPE4m3 in parts/online_softmax.cuh).
 __constant__ int kFp8VPerm[16] = {0, 1, 8, 9, 2, 3, 10, 11, 4, 5, 12, 13, 6, 7, 14, 15};
 
-// One CTA per (64-key slice, head): transposes to [D][keys], permutes, scales and rounds to e4m3.
+// Keys of one CTA of the V transpose: its fp32 tile [keys][D + 1] stays within the 48 KB of static shared
+// memory (64 keys up to D 128, 32 at D 256; fp8VTokens pads to a multiple of either).
+constexpr int fp8VSliceKeys(int d) {
+  return d > 128 ? 32 : 64;
+}
+
+// One CTA per (key slice, head): transposes to [D][keys], permutes, scales and rounds to e4m3.
 template <typename T, int D>
 __global__ void __launch_bounds__(kQuantThreads)
     sparge_quant_v_fp8(const T* v, int nKv, int nPad, const float* amax, uint8_t* out, float* vScale) {
-  constexpr int kKeys = 64;
+  constexpr int kKeys = fp8VSliceKeys(D);
+  static_assert(kKeys % 16 == 0, "whole permuted groups of 16 keys");
   __shared__ float tile[kKeys][D + 1];
   const int bh = blockIdx.y, k0 = blockIdx.x * kKeys;
   const T* src = v + (size_t)bh * nKv * D;
@@ -245,7 +252,7 @@ QuantOperands quantizeTyped(const Problem& p, Numerics n, const T* q, const T* k
   sparge_quant_v_amax<T, D><<<dim3(slices, bhk), kQuantThreads, 0, s>>>(v, p.Nkv, amax);
   checkLaunch("sparge_quant_v_amax");
   const int nPad = fp8VTokens(p.Nkv);
-  sparge_quant_v_fp8<T, D><<<dim3(nPad / 64, bhk), kQuantThreads, 0, s>>>(
+  sparge_quant_v_fp8<T, D><<<dim3(nPad / fp8VSliceKeys(D), bhk), kQuantThreads, 0, s>>>(
       v, p.Nkv, nPad, amax, ws + L.v, reinterpret_cast<float*>(ws + L.vScale));
   checkLaunch("sparge_quant_v_fp8");
   o.v = ws + L.v;
@@ -261,8 +268,9 @@ QuantOperands quantizeHeadDim(const Problem& p, Numerics n, const void* q, const
   auto* tk = static_cast<const T*>(k);
   auto* tkm = static_cast<const T*>(km);
   auto* tv = static_cast<const T*>(v);
-  if (p.D == 64) return quantizeTyped<T, 64>(p, n, tq, tk, tkm, tv, w, s);
-  return quantizeTyped<T, 128>(p, n, tq, tk, tkm, tv, w, s);
+  return withHeadDim(p.D, "CUDA engine", [&](auto d) {
+    return quantizeTyped<T, decltype(d)::value>(p, n, tq, tk, tkm, tv, w, s);
+  });
 }
 
 }  // namespace
@@ -275,7 +283,6 @@ size_t quantWorkspaceBytes(const Problem& p, core::Numerics n) {
 QuantOperands launchQuantize(ElemType t, const Problem& p, core::Numerics n, const void* q, const void* k,
                              const void* km, const void* v, void* workspace, cudaStream_t s) {
   if (n == Numerics::None) return QuantOperands{};
-  if (p.D != 64 && p.D != 128) throw Error("CUDA engine", "quantized numerics support head dim 64 or 128");
   if (t == ElemType::F16) return quantizeHeadDim<__half>(p, n, q, k, km, v, workspace, s);
   return quantizeHeadDim<__nv_bfloat16>(p, n, q, k, km, v, workspace, s);
 }

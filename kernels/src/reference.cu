@@ -9,6 +9,7 @@
 
 #include "cuda_util.h"
 #include "device_common.cuh"
+#include "head_dim.h"
 #include "launch.h"
 
 namespace sparge::cuda {
@@ -26,7 +27,7 @@ struct RParams {
   float* o;
   float* mass;
   const int* heads;
-  int Hq, Hkv, Nq, Nkv, D;
+  int Hq, Hkv, Nq, Nkv;
   float scale;
   int left;   // keys before the query a row sees (-1: unbounded)
   int right;  // keys after it (-1: unbounded; 0 when causal)
@@ -85,14 +86,14 @@ __device__ __forceinline__ float sum16(float v) {
   return v;
 }
 
-template <typename T>
+template <typename T, int D>
 __global__ void __launch_bounds__(kThreads) sparge_reference_attention(const RParams<T> p) {
   extern __shared__ float sm[];
-  const int D = p.D, ld = D + 1;
-  float* sQ = sm;            // [64][D+1]
-  float* sK = sQ + kR * ld;  // [64][D+1]
-  float* sV = sK + kC * ld;  // [64][D]
-  float* sP = sV + kC * D;   // [64][65]
+  constexpr int ld = D + 1;
+  float* sQ = sm;                             // [64][D+1]
+  float* sK = sQ + kR * ld;                   // [64][D+1]
+  float* sV = sK + kC * ld;                   // [64][D]
+  float* sP = sV + kC * D;                    // [64][65]
   __shared__ float sWarpMass[kThreads / 32];  // summed in warp order: the same bits on every run
   const int tx = threadIdx.x & 15, ty = threadIdx.x >> 4;
   const int qt = blockIdx.x, hq = p.heads[blockIdx.y], b = blockIdx.z;
@@ -131,12 +132,12 @@ __global__ void __launch_bounds__(kThreads) sparge_reference_attention(const RPa
     }
   }
   // Pass 2: probabilities, output and mass per 64x64 tile.
-  const int DC = D / 16;  // output columns per thread: tx + 16c
-  float o[4][8];
+  constexpr int DC = D / 16;  // output columns per thread: tx + 16c
+  float o[4][DC];
 #pragma unroll
   for (int a = 0; a < 4; ++a)
 #pragma unroll
-    for (int c = 0; c < 8; ++c) o[a][c] = 0.f;
+    for (int c = 0; c < DC; ++c) o[a][c] = 0.f;
   const int nqt = gridDim.x;
   for (int kt = 0; kt < ktEnd; ++kt) {
     __syncthreads();
@@ -167,12 +168,10 @@ __global__ void __launch_bounds__(kThreads) sparge_reference_attention(const RPa
 #pragma unroll
       for (int a = 0; a < 4; ++a) pa[a] = sP[(ty + 16 * a) * 65 + kk];
 #pragma unroll
-      for (int c = 0; c < 8; ++c) {
-        if (c < DC) {
-          float vv = sV[kk * D + tx + 16 * c];
+      for (int c = 0; c < DC; ++c) {
+        float vv = sV[kk * D + tx + 16 * c];
 #pragma unroll
-          for (int a = 0; a < 4; ++a) o[a][c] = fmaf(pa[a], vv, o[a][c]);
-        }
+        for (int a = 0; a < 4; ++a) o[a][c] = fmaf(pa[a], vv, o[a][c]);
       }
     }
   }
@@ -184,8 +183,7 @@ __global__ void __launch_bounds__(kThreads) sparge_reference_attention(const RPa
     int qi = q0 + ty + 16 * a;
     if (qi >= p.Nq) continue;
 #pragma unroll
-    for (int c = 0; c < 8; ++c)
-      if (c < DC) p.o[((size_t)bhq * p.Nq + qi) * D + tx + 16 * c] = o[a][c];
+    for (int c = 0; c < DC; ++c) p.o[((size_t)bhq * p.Nq + qi) * D + tx + 16 * c] = o[a][c];
   }
 }
 
@@ -207,16 +205,20 @@ void reference(const Problem& pr, const void* q, const void* k, const void* v, d
                 pr.Hkv,
                 pr.Nq,
                 pr.Nkv,
-                pr.D,
                 (float)scale,
                 clampBound(pr.window.left, pr.Nkv),
                 pr.causal ? 0 : clampBound(pr.window.right, pr.Nkv)};
-  size_t smem = sizeof(float) * ((size_t)kR * (pr.D + 1) * 2 + (size_t)kC * pr.D + kR * 65);
-  check(cudaFuncSetAttribute(sparge_reference_attention<T>, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                             (int)smem),
-        "cudaFuncSetAttribute(reference)");
+  // fp32 tiles: Q and K [64][D + 1], V [64][D], P [64][65]: 65 KB at D 64, 113 KB at D 128, 209 KB at D 256
+  // (Hopper only; the engine refuses it elsewhere with requireSharedMemory's message).
+  const size_t smem = sizeof(float) * ((size_t)kR * (pr.D + 1) * 2 + (size_t)kC * pr.D + kR * 65);
   dim3 grid((pr.Nq + kR - 1) / kR, pr.nHeads, pr.B);
-  sparge_reference_attention<T><<<grid, kThreads, smem, s>>>(rp);
+  withHeadDim(pr.D, "CUDA engine", [&](auto d) {
+    auto kernel = sparge_reference_attention<T, decltype(d)::value>;
+    requireSharedMemory(smem, "the fp32 reference kernel", pr.D);
+    check(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem),
+          "cudaFuncSetAttribute(reference)");
+    kernel<<<grid, kThreads, smem, s>>>(rp);
+  });
   checkLaunch("sparge_reference_attention");
 }
 

@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "sparge/core/capture.h"
+#include "sparge/core/error.h"
 #include "sparge/core/half.h"
 #include "sparge/core/params.h"
 #include "sparge/kernels/cuda_engine.h"
@@ -27,6 +28,27 @@ using core::Geometry;
   do {                                                                                  \
     std::string why;                                                                    \
     if (!::sparge::cuda::deviceUsable(&why)) GTEST_SKIP() << "no CUDA device: " << why; \
+  } while (0)
+
+// The engine's fp32 reference at head dim 256 keeps Q, K [64][257], V [64][256] and P [64][65] in fp32 shared
+// memory: 209 KB a block, which Hopper allows (227 KB) and sm_80 (163 KB) or sm_86/sm_89 (99 KB) do not.
+inline constexpr size_t kReferenceSmemD256 = sizeof(float) * (64 * 257 * 2 + 64 * 256 + 64 * 65);
+inline bool referenceFitsD256() {
+  int dev = 0, limit = 0;
+  cudaGetDevice(&dev);
+  cudaDeviceGetAttribute(&limit, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev);
+  return size_t(limit) >= kReferenceSmemD256;
+}
+
+// Engine runs of D 256 entries: skips the test on a GPU whose shared memory cannot hold the reference, after
+// checking that the engine says so (head dim and limit) instead of failing some other way.
+#define REQUIRE_D256_ENGINE()                                                                      \
+  do {                                                                                             \
+    REQUIRE_GPU();                                                                                 \
+    if (!::sparge::cuda::fixture::referenceFitsD256()) {                                           \
+      ::sparge::cuda::fixture::expectD256Refused();                                                \
+      GTEST_SKIP() << "the fp32 reference at D 256 needs more shared memory than this GPU allows"; \
+    }                                                                                              \
   } while (0)
 
 inline float roundTo(float x, DType t) {
@@ -94,6 +116,19 @@ inline core::RunConfig makeConfig(const Geometry& g, bool smoothK, const core::H
   c.sink = sink;
   c.defaults = p;
   return c;
+}
+
+inline void expectD256Refused() {
+  CudaEngine gpu;
+  gpu.setEntry(makeEntry(Shape{1, 1, 1, 128, 128, 256, DType::Float16, false}, 1));
+  try {
+    gpu.run(makeConfig(core::kGeometry128x64, true, core::HeadParams{}), core::RunOptions{});
+    ADD_FAILURE() << "a D 256 run on this GPU should be refused";
+  } catch (const Error& e) {
+    const std::string msg = e.what();
+    EXPECT_NE(msg.find("head dim 256"), std::string::npos) << msg;
+    EXPECT_NE(msg.find("shared memory"), std::string::npos) << msg;
+  }
 }
 
 // Q, K and V of an entry on the device in its half dtype (bf16 stays bf16, anything else is fp16).

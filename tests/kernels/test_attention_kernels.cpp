@@ -1,12 +1,14 @@
 // Direct launches of the quantization and attention kernels (both families, every numerics) against the host
 // oracles of attention_oracle.h: quantized operands bit for bit; outputs, PV-skip maps and empty rows for
-// windows, causal masks, GQA, tails, D 64/128 and bf16. Tests skip without a GPU (FP8 ones below 8.9).
+// windows, causal masks, GQA, tails, D 64/128/256 and bf16. Tests skip without a GPU (FP8 ones below 8.9),
+// except the head-dim refusals, which need none.
 #include <cuda_runtime.h>
 #include <gtest/gtest.h>
 
 #include <algorithm>
 #include <cmath>
 #include <cstdlib>
+#include <functional>
 #include <iostream>
 #include <random>
 #include <string>
@@ -90,7 +92,8 @@ struct Case {
   float density = 0.6f;  // share of blocks each query tile visits (sparse launches)
   bool denseLaunch = false;
   float lambda = 0.f;
-  int opposedStretch = 64;  // K's opposed stretches (randomHeads)
+  int opposedStretch = 64;       // K's opposed stretches (randomHeads)
+  bool sharedDirection = false;  // K built around Q's direction instead of its own
   std::string label() const {
     static const char* names[] = {"none", "int8-fp16", "int8-fp8"};
     return std::string(names[int(n)]) + " " + std::to_string(g.blockQ) + "x" + std::to_string(g.blockK) +
@@ -105,11 +108,14 @@ struct Case {
 // Tokens around a few directions, with every other `stretch`-key stretch of K (from key 128 on) opposed to
 // the queries so that later blocks score low and the PV skip fires.
 std::vector<float> randomHeads(int heads, int n, int d, bool bf16, bool isK, std::mt19937& rng,
-                               int stretch = 64) {
+                               int stretch = 64, std::vector<float>* direction = nullptr) {
   std::normal_distribution<float> nd(0.f, 1.f);
   std::vector<float> x(size_t(heads) * n * d);
   std::vector<float> dir(d);
   for (auto& v : dir) v = nd(rng);
+  // `direction`: an empty one receives this call's; a filled one is used instead of it.
+  if (direction && direction->empty()) *direction = dir;
+  if (direction && !direction->empty()) dir = *direction;
   for (int h = 0; h < heads; ++h)
     for (int t = 0; t < n; ++t) {
       const float sign = isK && (t / stretch) % 2 == 1 && t >= 128 ? -1.f : 1.f;
@@ -251,8 +257,10 @@ struct Inputs {
 
   Inputs(const Case& c, uint32_t seed) {
     std::mt19937 rng(seed);
-    q = randomHeads(c.B * c.Hq, c.Nq, c.D, c.bf16, false, rng);
-    k = randomHeads(c.B * c.Hkv, c.Nkv, c.D, c.bf16, true, rng, c.opposedStretch);
+    std::vector<float> direction;
+    q = randomHeads(c.B * c.Hq, c.Nq, c.D, c.bf16, false, rng, 64, c.sharedDirection ? &direction : nullptr);
+    k = randomHeads(c.B * c.Hkv, c.Nkv, c.D, c.bf16, true, rng, c.opposedStretch,
+                    c.sharedDirection ? &direction : nullptr);
     v = randomHeads(c.B * c.Hkv, c.Nkv, c.D, c.bf16, false, rng);
     km = keyMean(k, c.B * c.Hkv, c.Nkv, c.D, c.bf16);
     walks.resize(c.B * c.Hq);
@@ -284,8 +292,9 @@ void checkCase(const Case& c, uint32_t seed, std::vector<uint8_t>* skipMaps = nu
   GpuRun run;
   ASSERT_NO_FATAL_FAILURE(runGpu(c, in.q, in.k, in.v, in.km, walks, run));
   if (skipMaps) *skipMaps = run.skipped;
+  // The Hopper kernel runs 64x128 tiles at D 64/128 in exact and int8-fp8 numerics; D 256 runs mma.sync.
   const bool hopper = c.family.empty() && c.g == core::kGeometry64x128 && c.n != Numerics::Int8Fp16 &&
-                      computeCapability(nullptr) == 90;
+                      c.D <= 128 && computeCapability(nullptr) == 90;
   EXPECT_EQ(run.sm90Launches, hopper ? 1 : 0) << "kernel family";
   const int nq = (c.Nq + c.g.blockQ - 1) / c.g.blockQ, nk = (c.Nkv + c.g.blockK - 1) / c.g.blockK;
   for (int x = 0; x < c.B * c.Hq; ++x) {
@@ -329,7 +338,7 @@ void checkCase(const Case& c, uint32_t seed, std::vector<uint8_t>* skipMaps = nu
 TEST(QuantizeKernels, Int8TilesAndE4m3VMatchTheOracle) {
   REQUIRE_CC(80);
   for (bool bf16 : {false, true})
-    for (int D : {64, 128})
+    for (int D : {64, 128, 256})
       for (core::Geometry g : {core::kGeometry128x64, core::kGeometry64x128}) {
         SCOPED_TRACE(std::string(bf16 ? "bf16" : "fp16") + " D" + std::to_string(D) + " BQ" +
                      std::to_string(g.blockQ));
@@ -523,15 +532,18 @@ TEST(AttentionKernels, LongRowsAndBatches) {
 
 // Every block of every tile is walked; K's opposed 128-key stretches (whole blocks of either geometry) make
 // every real row's maximum fall by far more than λ = 2 there, so every tile with only real voters skips.
-Case partialTileCase(core::Geometry g, Numerics n, const char* family) {
+Case partialTileCase(core::Geometry g, Numerics n, const char* family, int D = 64) {
   Case c;
   c.g = g;
   c.n = n;
   c.family = family;
-  c.Nq = 600, c.Nkv = 700, c.D = 64;  // last tile: 88 of 128 rows (128x64), 24 of 64 (64x128)
+  c.Nq = 600, c.Nkv = 700, c.D = D;  // last tile: 88 of 128 rows (128x64), 24 of 64 (64x128)
   c.density = 1.f;
   c.lambda = 2.f;
   c.opposedStretch = 128;
+  // Q and K share their direction, so that the opposed stretches score low whatever the draw: with a
+  // direction each, whether a full tile skips depends on the seed (at D 256 most seeds make none skip).
+  c.sharedDirection = D == 256;
   return c;
 }
 
@@ -558,36 +570,121 @@ void expectPaddedVote(const Case& c, const TileSkips& t) {
 TEST(AttentionOracle, PaddedRowsOfAPartialLastTileVoteInQuantizedNumerics) {
   // Independent of the GPU: the oracle itself follows the rule on data where it matters.
   uint32_t seed = 600;
-  for (core::Geometry g : {core::kGeometry128x64, core::kGeometry64x128})
-    for (Numerics n : {Numerics::None, Numerics::Int8Fp16, Numerics::Int8Fp8}) {
-      const Case c = partialTileCase(g, n, "");
-      SCOPED_TRACE(c.label());
-      const Inputs in(c, seed);
-      const int nq = (c.Nq + g.blockQ - 1) / g.blockQ, nk = (c.Nkv + g.blockK - 1) / g.blockK;
-      std::vector<uint8_t> maps;
-      for (int x = 0; x < c.B * c.Hq; ++x) {
-        const oracle::HeadOut o = oracle::attention(in.head(c, x), n, g.blockQ, g.blockK, scaleLog2Of(c),
-                                                    c.causal, c.window, in.walks[x]);
-        maps.insert(maps.end(), o.skipped.begin(), o.skipped.end());
+  for (int D : {64, 256})
+    for (core::Geometry g : {core::kGeometry128x64, core::kGeometry64x128})
+      for (Numerics n : {Numerics::None, Numerics::Int8Fp16, Numerics::Int8Fp8}) {
+        const Case c = partialTileCase(g, n, "", D);
+        SCOPED_TRACE(c.label());
+        const Inputs in(c, seed);
+        const int nq = (c.Nq + g.blockQ - 1) / g.blockQ, nk = (c.Nkv + g.blockK - 1) / g.blockK;
+        std::vector<uint8_t> maps;
+        for (int x = 0; x < c.B * c.Hq; ++x) {
+          const oracle::HeadOut o = oracle::attention(in.head(c, x), n, g.blockQ, g.blockK, scaleLog2Of(c),
+                                                      c.causal, c.window, in.walks[x]);
+          maps.insert(maps.end(), o.skipped.begin(), o.skipped.end());
+        }
+        expectPaddedVote(c, countSkips(maps, c.B * c.Hq, nq, nk));
       }
-      expectPaddedVote(c, countSkips(maps, c.B * c.Hq, nq, nk));
-    }
+}
+
+// The GPU's maps of a partialTileCase: the oracle's, and following the rule.
+void checkPaddedVote(const Case& c, uint32_t seed) {
+  std::vector<uint8_t> maps;
+  ASSERT_NO_FATAL_FAILURE(checkCase(c, seed, &maps));  // the same maps as the oracle's
+  SCOPED_TRACE(c.label());
+  const int nq = (c.Nq + c.g.blockQ - 1) / c.g.blockQ, nk = (c.Nkv + c.g.blockK - 1) / c.g.blockK;
+  expectPaddedVote(c, countSkips(maps, c.B * c.Hq, nq, nk));
 }
 
 TEST(AttentionKernels, PaddedRowsOfAPartialLastTileVoteInQuantizedNumerics) {
   REQUIRE_CC(80);
-  uint32_t seed = 600;
   for (core::Geometry g : {core::kGeometry128x64, core::kGeometry64x128})
     for (Numerics n : {Numerics::None, Numerics::Int8Fp16, Numerics::Int8Fp8})
       for (const char* fam : {"", "sm80"}) {
         if (n == Numerics::Int8Fp8 && computeCapability(nullptr) < 89) continue;
-        const Case c = partialTileCase(g, n, fam);
-        std::vector<uint8_t> maps;
-        ASSERT_NO_FATAL_FAILURE(checkCase(c, seed, &maps));  // the same maps as the oracle's
-        SCOPED_TRACE(c.label());
-        const int nq = (c.Nq + g.blockQ - 1) / g.blockQ, nk = (c.Nkv + g.blockK - 1) / g.blockK;
-        expectPaddedVote(c, countSkips(maps, c.B * c.Hq, nq, nk));
+        checkPaddedVote(partialTileCase(g, n, fam), 600);
       }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Head dim 256: the mma.sync family in both geometries (also on Hopper, which has no D 256 wgmma kernel),
+// with 16 rows a warp and, where the pipelined tiles would pass 99 KB of shared memory, K and V in one
+// buffer.
+
+// A D 256 case of every geometry and every numerics this GPU runs.
+std::vector<Case> headDim256Cases() {
+  std::vector<Case> cases;
+  for (core::Geometry g : {core::kGeometry128x64, core::kGeometry64x128})
+    for (Numerics n : {Numerics::None, Numerics::Int8Fp16, Numerics::Int8Fp8}) {
+      if (n == Numerics::Int8Fp8 && computeCapability(nullptr) < 89) continue;
+      Case c;
+      c.g = g;
+      c.n = n;
+      c.D = 256;
+      cases.push_back(c);
+    }
+  return cases;
+}
+
+// Every numerics: a causal sparse walk with PV skips, a windowed dense walk (bf16), a windowed sparse walk,
+// and the vote of a partial last tile (the 128x64 exact tile votes across 8 warps at D 256).
+TEST(AttentionKernels, HeadDim256EveryNumericsBothGeometries) {
+  REQUIRE_CC(80);
+  uint32_t seed = 700;
+  for (Case c : headDim256Cases()) {
+    c.Hq = 4, c.Hkv = 2, c.Nq = 600, c.Nkv = 650;
+    c.causal = true;
+    c.lambda = 0.5f;
+    checkCase(c, seed++);
+    c.causal = false;
+    c.window = core::Window{200, 40};
+    c.bf16 = true;
+    c.denseLaunch = true;
+    checkCase(c, seed++);
+    c.denseLaunch = false;
+    c.lambda = 2.f;
+    checkCase(c, seed++);
+    checkPaddedVote(partialTileCase(c.g, c.n, "", 256), seed++);
+  }
+}
+
+// Long rows (many rounds of the shared K/V buffer and of the pipelined walk) with batch > 1 and GQA 4:1.
+TEST(AttentionKernels, HeadDim256LongRowsAndBatches) {
+  REQUIRE_CC(80);
+  uint32_t seed = 800;
+  for (Case c : headDim256Cases()) {
+    c.B = 2, c.Hq = 4, c.Hkv = 1, c.Nq = 400, c.Nkv = 1300;
+    c.density = 0.7f;
+    c.lambda = 2.f;
+    checkCase(c, seed++);
+  }
+}
+
+// Other head dims are refused by every launcher with one message, before anything reaches the GPU.
+TEST(AttentionKernels, OtherHeadDimsAreAClearError) {
+  for (int D : {32, 96, 192, 512}) {
+    SCOPED_TRACE("D " + std::to_string(D));
+    Problem p;
+    p.Nq = p.Nkv = 256, p.D = D, p.nq = 2, p.nk = 4;
+    auto expectRefusal = [D](const std::function<void()>& launch) {
+      try {
+        launch();
+        ADD_FAILURE() << "expected sparge::Error";
+      } catch (const sparge::Error& e) {
+        const std::string msg = e.what();
+        EXPECT_NE(msg.find("head dim " + std::to_string(D) + " is not supported"), std::string::npos) << msg;
+        EXPECT_NE(msg.find("64, 128 or 256"), std::string::npos) << msg;
+      }
+    };
+    expectRefusal([&] { launchAttention(ElemType::F16, p, AttnArgs{}, false, 0); });
+    expectRefusal([&] { launchAttention(ElemType::BF16, p, AttnArgs{}, true, 0); });
+    expectRefusal([&] {
+      launchQuantize(ElemType::F16, p, Numerics::Int8Fp8, nullptr, nullptr, nullptr, nullptr, nullptr, 0);
+    });
+    expectRefusal([&] {
+      launchQuantize(ElemType::BF16, p, Numerics::Int8Fp16, nullptr, nullptr, nullptr, nullptr, nullptr, 0);
+    });
+  }
 }
 
 }  // namespace

@@ -173,7 +173,9 @@ TEST(CudaStage1, MasksMatchCpuWithWindowsAndTheDiagonal) {
   };
   for (const Case& c : {Case{Shape{1, 2, 2, 1000, 1000, 64, DType::Float16, true}, {200, -1}},
                         Case{Shape{1, 2, 1, 900, 1100, 128, DType::Float16, false}, {150, 100}},
-                        Case{Shape{1, 2, 2, 700, 700, 64, DType::BFloat16, false}, {-1, 0}}}) {
+                        Case{Shape{1, 2, 2, 700, 700, 64, DType::BFloat16, false}, {-1, 0}},
+                        Case{Shape{1, 2, 1, 800, 900, 256, DType::BFloat16, true}, {300, -1}},
+                        Case{Shape{1, 2, 2, 600, 600, 256, DType::Float16, false}, {-1, -1}}}) {
     auto base = makeEntry(c.shape, 200);
     auto e = std::make_shared<EntryData>(*base);
     e->info.window = c.window;
@@ -397,6 +399,41 @@ TEST(CudaStage2, PvSkipMatchesCpu) {
   EXPECT_GT(skips, 0) << "the structured data should make the PV skip fire";
 }
 
+// Head dim 256 (the mma.sync family in both geometries, also on Hopper): outputs, PV-skip maps, counts and
+// error sums against the CPU engine on the same mask; causal and not, GQA, bf16, partial tiles.
+TEST(CudaStage2, HeadDim256MatchesCpu) {
+  REQUIRE_D256_ENGINE();
+  core::HeadParams topk;
+  topk.theta = 0.3;
+  topk.mode = core::SelectMode::TopK;
+  topk.topk = 0.3;
+  topk.lambda = 50;
+  core::HeadParams cdf = topk;
+  cdf.mode = core::SelectMode::Cdf;
+  cdf.tau = 0.9;
+  core::HeadParams skip = topk;  // every block, the PV skip alone decides
+  skip.theta = -0.1;
+  skip.topk = 1.0;
+  skip.lambda = 4.0;
+  const std::vector<Stage2Case> cases = {
+      {Shape{1, 4, 2, 600, 600, 256, DType::Float16, true}, core::kGeometry128x64, topk},
+      {Shape{1, 2, 1, 333, 520, 256, DType::BFloat16, false}, core::kGeometry64x128, cdf},
+      {Shape{1, 2, 2, 520, 300, 256, DType::Float16, true}, core::kGeometry64x128, topk, false, true},
+      {Shape{1, 2, 2, 768, 768, 256, DType::Float16, false}, core::kGeometry128x64, skip, /*loud=*/true},
+      {Shape{1, 2, 2, 768, 768, 256, DType::Float16, true}, core::kGeometry64x128, skip, /*loud=*/true},
+  };
+  uint32_t seed = 41;
+  int64_t skips = 0;
+  for (const auto& c : cases) {
+    SCOPED_TRACE("Nq " + std::to_string(c.shape.Nq) + " Nkv " + std::to_string(c.shape.Nkv) + " causal " +
+                 std::to_string(c.shape.causal) + " " + c.g.label());
+    const int64_t sm90Before = attentionSm90LaunchCount();
+    checkStage2(c, seed++, &skips);
+    EXPECT_EQ(attentionSm90LaunchCount(), sm90Before) << "D 256 has no Hopper kernel: mma.sync must run";
+  }
+  EXPECT_GT(skips, 0) << "the structured data should make the PV skip fire";
+}
+
 TEST(CudaStage2, DenseHeadSelectsEveryValidBlockAndNeverSkips) {
   REQUIRE_GPU();
   Shape s{1, 2, 2, 700, 700, 64, DType::Float16, true};
@@ -541,14 +578,18 @@ TEST(CudaEngineErrors, UnsupportedShapesAndMissingEntryAreClearErrors) {
   EXPECT_THROW(gpu.run(core::RunConfig{}, opt), sparge::Error);
   Shape s{1, 1, 1, 256, 256, 64, DType::Float16, false};
   auto e = makeEntry(s, 1);
-  auto bad = std::make_shared<EntryData>(*e);
-  bad->info.headDim = bad->info.headDimV = 32;
-  gpu.setEntry(bad);
-  try {
-    gpu.run(core::RunConfig{}, opt);
-    FAIL() << "expected sparge::Error";
-  } catch (const sparge::Error& err) {
-    EXPECT_NE(std::string(err.what()).find("head dim"), std::string::npos) << err.what();
+  for (int64_t d : {32, 96, 192}) {
+    auto bad = std::make_shared<EntryData>(*e);
+    bad->info.headDim = bad->info.headDimV = d;
+    gpu.setEntry(bad);
+    try {
+      gpu.run(core::RunConfig{}, opt);
+      FAIL() << "expected sparge::Error for D " << d;
+    } catch (const sparge::Error& err) {
+      const std::string msg = err.what();
+      EXPECT_NE(msg.find("head dim " + std::to_string(d) + " is not supported"), std::string::npos) << msg;
+      EXPECT_NE(msg.find("64, 128 or 256"), std::string::npos) << msg;
+    }
   }
   gpu.setEntry(e);
   opt.heads = {5};
@@ -672,6 +713,10 @@ TEST(CudaStage2Sm90, OnlySelectedWhenAskedFor64x128OnSm90) {
   }
   test::ScopedKernelFamily env("sm90");
   EXPECT_TRUE(attentionSm90Selected(p));
+  p.D = 256;  // no wgmma kernel at D 256: the mma.sync family runs it (kernel names end in _sm80)
+  EXPECT_FALSE(attentionSm90Selected(p));
+  EXPECT_FALSE(attentionSm90Selected(p, core::Numerics::Int8Fp8));
+  p.D = 128;
   p.BQ = 128;
   p.BK = 64;
   EXPECT_FALSE(attentionSm90Selected(p));

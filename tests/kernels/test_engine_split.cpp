@@ -57,12 +57,11 @@ TEST(CudaErrorSplit, ExactNumericsHaveNoQuantizationError) {
 
 // Each part of a quantized run's error equals the deployed error of the run that produces it alone: the same
 // configuration in exact numerics (sparsity), and every head dense in the same numerics (quantization).
-TEST(CudaErrorSplit, QuantizedPartsEqualTheRunsThatProduceThem) {
-  REQUIRE_GPU();
+void checkQuantizedSplit(int headDim) {
   for (core::Numerics n : {core::Numerics::Int8Fp16, core::Numerics::Int8Fp8}) {
     for (const core::Geometry& g : {core::kGeometry128x64, core::kGeometry64x128}) {
-      SCOPED_TRACE(std::string(core::toString(n)) + " " + g.label());
-      auto e = makeEntry(Shape{1, 4, 2, 900, 900, 128, DType::Float16, true}, 12, true);
+      SCOPED_TRACE(std::string(core::toString(n)) + " " + g.label() + " D " + std::to_string(headDim));
+      auto e = makeEntry(Shape{1, 4, 2, 900, 900, headDim, DType::Float16, true}, 12, true);
       CudaEngine gpu;
       gpu.setEntry(e);
       core::RunConfig quant = makeConfig(g, true, sparseParams());
@@ -96,6 +95,40 @@ TEST(CudaErrorSplit, QuantizedPartsEqualTheRunsThatProduceThem) {
       const core::EntryResult r2 = gpu.run(other, {});
       for (size_t i = 0; i < r.heads.size(); ++i)
         expectSameSums(r2.heads[i].errorQuant, r.heads[i].errorQuant, "cached");
+    }
+  }
+}
+
+TEST(CudaErrorSplit, QuantizedPartsEqualTheRunsThatProduceThem) {
+  REQUIRE_GPU();
+  checkQuantizedSplit(128);
+}
+
+TEST(CudaErrorSplit, QuantizedPartsEqualTheRunsThatProduceThemAtHeadDim256) {
+  REQUIRE_D256_ENGINE();
+  checkQuantizedSplit(256);
+}
+
+// Exact numerics at D 256: the deployed error is the sparse part, the quantization part is empty, and a dense
+// run is only half-precision rounding away from the reference.
+TEST(CudaErrorSplit, ExactNumericsAtHeadDim256) {
+  REQUIRE_D256_ENGINE();
+  auto e = makeEntry(Shape{1, 4, 2, 700, 700, 256, DType::BFloat16, true}, 15, true);
+  CudaEngine gpu;
+  gpu.setEntry(e);
+  for (const core::Geometry& g : {core::kGeometry128x64, core::kGeometry64x128}) {
+    SCOPED_TRACE(g.label());
+    const core::EntryResult r = gpu.run(makeConfig(g, true, sparseParams()), {});
+    for (const auto& h : r.heads) {
+      expectSameSums(h.errorSparse, h.error, "head " + std::to_string(h.head));
+      EXPECT_EQ(h.errorQuant.count, 0);
+      EXPECT_GT(h.error.count, 0);
+    }
+    core::HeadParams dense;
+    dense.dense = true;
+    for (const auto& h : gpu.run(makeConfig(g, true, dense), {}).heads) {
+      EXPECT_LT(h.error.l1(), 1e-2) << "head " << h.head;  // bf16 rounding of the output only
+      EXPECT_GT(h.error.cosSim(), 0.9999) << "head " << h.head;
     }
   }
 }
@@ -200,12 +233,11 @@ TEST(CudaErrorSplit, OverflowingScaleFlagsEveryHead) {
 
 // A dense run of an entry with a local window: every block core calls valid is computed, and the output is
 // the windowed attention of the reference (fp16 rounding only), for both geometries.
-TEST(CudaEngineWindow, DenseRunsMatchTheReferenceOverCoresValidBlocks) {
-  REQUIRE_GPU();
+void checkWindowedDenseRuns(int headDim) {
   for (const core::Window w : {core::Window{100, -1}, core::Window{64, 32}}) {
     for (bool causal : {false, true}) {
-      auto e =
-          std::make_shared<EntryData>(*makeEntry(Shape{1, 2, 2, 600, 600, 64, DType::Float16, causal}, 17));
+      auto e = std::make_shared<EntryData>(
+          *makeEntry(Shape{1, 2, 2, 600, 600, headDim, DType::Float16, causal}, 17));
       e->info.window = w;
       CudaEngine gpu;
       gpu.setEntry(e);
@@ -213,7 +245,7 @@ TEST(CudaEngineWindow, DenseRunsMatchTheReferenceOverCoresValidBlocks) {
       dense.dense = true;
       for (const core::Geometry& g : {core::kGeometry128x64, core::kGeometry64x128}) {
         SCOPED_TRACE("window " + std::to_string(w.left) + "," + std::to_string(w.right) + " causal " +
-                     std::to_string(causal) + " " + g.label());
+                     std::to_string(causal) + " " + g.label() + " D " + std::to_string(headDim));
         const core::BlockValidity v = core::computeBlockValidity(g, 600, 600, causal, w);
         int64_t valid = 0;
         for (uint8_t x : v.valid) valid += x;
@@ -229,9 +261,18 @@ TEST(CudaEngineWindow, DenseRunsMatchTheReferenceOverCoresValidBlocks) {
   }
 }
 
-// The fp32 reference with causal masks and local windows against the double-precision oracle.
-TEST(CudaReference, WindowsAndCausalMatchTheOracle) {
+TEST(CudaEngineWindow, DenseRunsMatchTheReferenceOverCoresValidBlocks) {
   REQUIRE_GPU();
+  checkWindowedDenseRuns(64);
+}
+
+TEST(CudaEngineWindow, DenseRunsMatchTheReferenceAtHeadDim256) {
+  REQUIRE_D256_ENGINE();
+  checkWindowedDenseRuns(256);
+}
+
+// The fp32 reference with causal masks and local windows against the double-precision oracle.
+void checkReference(int D) {
   struct Case {
     bool causal;
     core::Window window;
@@ -239,8 +280,8 @@ TEST(CudaReference, WindowsAndCausalMatchTheOracle) {
   for (const Case& c : {Case{false, {-1, -1}}, Case{true, {-1, -1}}, Case{true, {100, -1}},
                         Case{false, {50, 30}}, Case{false, {-1, 0}}, Case{false, {0, 20}}}) {
     SCOPED_TRACE("causal " + std::to_string(c.causal) + " window " + std::to_string(c.window.left) + "," +
-                 std::to_string(c.window.right));
-    auto e = makeEntry(Shape{1, 2, 1, 333, 400, 64, DType::Float16, c.causal}, 14);
+                 std::to_string(c.window.right) + " D " + std::to_string(D));
+    auto e = makeEntry(Shape{1, 2, 1, 333, 400, D, DType::Float16, c.causal}, 14);
     auto w = std::make_shared<EntryData>(*e);
     w->info.window = c.window;
     fixture::DeviceEntry dev(*w);
@@ -249,13 +290,14 @@ TEST(CudaReference, WindowsAndCausalMatchTheOracle) {
     p.Hkv = 1;
     p.Nq = 333;
     p.Nkv = 400;
-    p.D = 64;
+    p.D = D;
     p.causal = c.causal;
     p.window = c.window;
     int heads[2] = {0, 1};
     void *dheads = nullptr, *dout = nullptr, *dmass = nullptr;
+    const size_t headOut = size_t(333) * D;
     ASSERT_EQ(cudaMalloc(&dheads, sizeof heads), cudaSuccess);
-    ASSERT_EQ(cudaMalloc(&dout, 2 * 333 * 64 * sizeof(float)), cudaSuccess);
+    ASSERT_EQ(cudaMalloc(&dout, 2 * headOut * sizeof(float)), cudaSuccess);
     ASSERT_EQ(cudaMalloc(&dmass, 2 * 6 * 7 * sizeof(float)), cudaSuccess);
     cudaMemcpy(dheads, heads, sizeof heads, cudaMemcpyHostToDevice);
     p.heads = static_cast<int*>(dheads);
@@ -263,11 +305,43 @@ TEST(CudaReference, WindowsAndCausalMatchTheOracle) {
     launchReference(ElemType::F16, p, dev.q, dev.k, dev.v, w->info.scale, static_cast<float*>(dout),
                     static_cast<float*>(dmass), 0);
     ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
-    std::vector<float> out(2 * 333 * 64);
+    std::vector<float> out(2 * headOut);
     cudaMemcpy(out.data(), dout, out.size() * sizeof(float), cudaMemcpyDeviceToHost);
     for (int h = 0; h < 2; ++h)
-      EXPECT_LT(fixture::relativeL1(out.data() + h * 333 * 64, fixture::naiveAttention(*w, 0, h)), 1e-5);
+      EXPECT_LT(fixture::relativeL1(out.data() + h * headOut, fixture::naiveAttention(*w, 0, h)), 1e-5);
     for (void* ptr : {dheads, dout, dmass}) cudaFree(ptr);
+  }
+}
+
+TEST(CudaReference, WindowsAndCausalMatchTheOracle) {
+  REQUIRE_GPU();
+  checkReference(64);
+}
+
+TEST(CudaReference, WindowsAndCausalMatchTheOracleAtHeadDim256) {
+  REQUIRE_D256_ENGINE();
+  checkReference(256);
+}
+
+// Launchers outside the attention library refuse other head dims with the common message before any launch.
+TEST(CudaReference, OtherHeadDimsAreAClearError) {
+  for (int D : {32, 96, 192}) {
+    Problem p;
+    p.Nq = p.Nkv = 256, p.D = D, p.nq = 2, p.nk = 4;
+    for (int which = 0; which < 3; ++which) {
+      SCOPED_TRACE("D " + std::to_string(D) + " launcher " + std::to_string(which));
+      try {
+        if (which == 0)
+          launchReference(ElemType::F16, p, nullptr, nullptr, nullptr, 1.0, nullptr, nullptr, 0);
+        if (which == 1) launchBlockStats(ElemType::F16, nullptr, 1, 256, D, 64, nullptr, nullptr, nullptr, 0);
+        if (which == 2) launchScores(ElemType::BF16, p, nullptr, nullptr, nullptr, 0);
+        ADD_FAILURE() << "expected sparge::Error";
+      } catch (const sparge::Error& e) {
+        const std::string msg = e.what();
+        EXPECT_NE(msg.find("head dim " + std::to_string(D) + " is not supported"), std::string::npos) << msg;
+        EXPECT_NE(msg.find("64, 128 or 256"), std::string::npos) << msg;
+      }
+    }
   }
 }
 

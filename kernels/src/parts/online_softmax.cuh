@@ -19,8 +19,9 @@ namespace sparge::cuda {
 // the denominator carries the same factor, so it cancels.
 constexpr float kFp8POffset = 8.807f;
 
-// Integer Q·Kᵀ accumulators to float. |S| <= 127² · D < 2^22, so the value is exact (any rounding mode) and
-// the conversion can skip the quarter-rate I2F: placed in the mantissa of 1.5 · 2^23, then the bias removed.
+// Integer Q·Kᵀ accumulators to float. |S| <= 127² · D < 2^22 (D <= 256), so the value is exact (any rounding
+// mode) and the conversion can skip the quarter-rate I2F: placed in the mantissa of 1.5 · 2^23, then the bias
+// removed.
 template <int NT>
 __device__ __forceinline__ void intToFloat(const int32_t (&si)[NT][4], float (&s)[NT][4]) {
   constexpr int kBiasBits = 0x4B400000;  // 12582912.0f = 1.5 · 2^23

@@ -44,10 +44,11 @@ struct BenchSparse {
 struct BenchResult {
   BenchCase config;
   std::string device;
-  TimeStats stage1;        // statistics + selection + LUT (a fresh call)
-  TimeStats stage1Select;  // selection + LUT only (a slider move)
-  TimeStats quantize;      // operands of the numerics (zero for exact numerics)
-  TimeStats dense;         // quantization + our kernel over every valid block, no skip
+  std::string attentionKernel;  // family that ran Stage 2: "sm90" (wgmma) or "sm80" (mma.sync)
+  TimeStats stage1;             // statistics + selection + LUT (a fresh call)
+  TimeStats stage1Select;       // selection + LUT only (a slider move)
+  TimeStats quantize;           // operands of the numerics (zero for exact numerics)
+  TimeStats dense;              // quantization + our kernel over every valid block, no skip
   bool cudnnTimed = false;
   TimeStats cudnn;         // cuDNN's fused attention, same shape and mask (when cudnnTimed)
   std::string cudnnLabel;  // "cuDNN 9.19.0 fused SDPA (float16)", or why it was not timed

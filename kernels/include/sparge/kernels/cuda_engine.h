@@ -18,7 +18,7 @@ bool deviceUsable(std::string* why);
 // Runs entries on the current CUDA device. Device copies of Q/K/V, the θ-independent Stage-1
 // statistics (per geometry and smooth_k) and the dense fp32 reference (per head) are cached for the
 // current entry, so a parameter change re-runs only the selection and the sparse kernel.
-// Supported: head dim 64 or 128 with Dv == D; other shapes throw sparge::Error (use the CPU engine).
+// Supported: head dim 64, 128 or 256 with Dv == D; other shapes throw sparge::Error (use the CPU engine).
 class CudaEngine final : public core::Engine {
  public:
   CudaEngine();  // throws sparge::Error when no device is usable
