@@ -260,11 +260,30 @@ bool shows(const Session& s, double tau) {
   return true;
 }
 
+// The engine's side of the runs, medians: its stages on the engine's clock and its host-side split.
+void printStageMedians(const std::vector<core::StageTimes>& stages) {
+  auto median = [&](double core::StageTimes::*field) {
+    std::vector<double> v;
+    for (const auto& t : stages) v.push_back(t.*field);
+    return spread(v).median;
+  };
+  if (stages.empty()) return;
+  std::printf(
+      "    engine stages (%s clock): predict %.1f  quantize %.1f  sparse %.1f  metrics %.1f  total %.1f; "
+      "host: queue %.1f  wait %.1f  results %.1f ms (medians)\n",
+      stages.front().clock.c_str(), median(&core::StageTimes::predictMs),
+      median(&core::StageTimes::quantizeMs), median(&core::StageTimes::sparseMs),
+      median(&core::StageTimes::metricsMs), median(&core::StageTimes::totalMs),
+      median(&core::StageTimes::hostQueueMs), median(&core::StageTimes::hostWaitMs),
+      median(&core::StageTimes::hostResultsMs));
+}
+
 // Isolated slider changes: each waits until its result is on screen. Prints the spread.
 void isolatedChanges(App& app, Session& session, int changes) {
   core::HeadParams p = session.runs().config().defaults;
   p.theta = -0.1;
   std::vector<double> isolated, engineMs, queued, handoff, shown;
+  std::vector<core::StageTimes> stages;
   for (int i = 0; i < changes; ++i) {
     p.tau = 0.90 + 0.003 * (i % 30);
     auto start = Clock::now();
@@ -279,6 +298,7 @@ void isolatedChanges(App& app, Session& session, int changes) {
     queued.push_back(ms(start, run.started));
     handoff.push_back(ms(run.finished, run.applied));
     shown.push_back(ms(run.applied, end));
+    stages.push_back(run.times);
   }
   Spread a = spread(isolated), e = spread(engineMs);
   std::printf("  %s: slider change -> views updated, isolated (%zu): median %.1f  p95 %.1f  max %.1f ms\n",
@@ -290,6 +310,7 @@ void isolatedChanges(App& app, Session& session, int changes) {
       "    before the worker starts it: median %.1f; result waits for the UI thread: median %.1f; "
       "applied -> on screen: median %.1f  p95 %.1f ms\n",
       spread(queued).median, spread(handoff).median, spread(shown).median, spread(shown).p95);
+  printStageMedians(stages);
 }
 
 // A drag: the slider moves every frame; each change counts as shown when it or a later one is on screen.

@@ -91,9 +91,8 @@ __global__ void __launch_bounds__(kThreads) sparge_reference_attention(const RPa
   extern __shared__ float sm[];
   constexpr int ld = D + 1;
   float* sQ = sm;                             // [64][D+1]
-  float* sK = sQ + kR * ld;                   // [64][D+1]
-  float* sV = sK + kC * ld;                   // [64][D]
-  float* sP = sV + kC * D;                    // [64][65]
+  float* sKV = sQ + kR * ld;                  // [64][D+1]: K, then in pass 2 V (so D 128 fits 99 KB)
+  float* sP = sKV + kC * ld;                  // [64][65]
   __shared__ float sWarpMass[kThreads / 32];  // summed in warp order: the same bits on every run
   const int tx = threadIdx.x & 15, ty = threadIdx.x >> 4;
   const int qt = blockIdx.x, hq = p.heads[blockIdx.y], b = blockIdx.z;
@@ -114,10 +113,10 @@ __global__ void __launch_bounds__(kThreads) sparge_reference_attention(const RPa
   for (int a = 0; a < 4; ++a) m[a] = -INFINITY, l[a] = 0.f;
   for (int kt = 0; kt < ktEnd; ++kt) {
     __syncthreads();
-    loadRows(sK, ld, gK, kt * kC, kC, p.Nkv, D);
+    loadRows(sKV, ld, gK, kt * kC, kC, p.Nkv, D);
     __syncthreads();
     float s[4][4];
-    scoreTile(s, sQ, sK, ld, D, q0, kt * kC, p);
+    scoreTile(s, sQ, sKV, ld, D, q0, kt * kC, p);
 #pragma unroll
     for (int a = 0; a < 4; ++a) {
       float mx = max16(fmaxf(fmaxf(s[a][0], s[a][1]), fmaxf(s[a][2], s[a][3])));
@@ -141,11 +140,10 @@ __global__ void __launch_bounds__(kThreads) sparge_reference_attention(const RPa
   const int nqt = gridDim.x;
   for (int kt = 0; kt < ktEnd; ++kt) {
     __syncthreads();
-    loadRows(sK, ld, gK, kt * kC, kC, p.Nkv, D);
-    loadRows(sV, D, gV, kt * kC, kC, p.Nkv, D);
+    loadRows(sKV, ld, gK, kt * kC, kC, p.Nkv, D);
     __syncthreads();
     float s[4][4];
-    scoreTile(s, sQ, sK, ld, D, q0, kt * kC, p);
+    scoreTile(s, sQ, sKV, ld, D, q0, kt * kC, p);
     float part = 0.f;
 #pragma unroll
     for (int a = 0; a < 4; ++a)
@@ -163,13 +161,16 @@ __global__ void __launch_bounds__(kThreads) sparge_reference_attention(const RPa
       for (int w = 0; w < kThreads / 32; ++w) mass += sWarpMass[w];
       p.mass[((size_t)bhq * nqt + qt) * nkt + kt] = mass;
     }
+    // Every thread has read its scores' K (the barrier above), so V takes K's place.
+    loadRows(sKV, ld, gV, kt * kC, kC, p.Nkv, D);
+    __syncthreads();
     for (int kk = 0; kk < kC; ++kk) {
       float pa[4];
 #pragma unroll
       for (int a = 0; a < 4; ++a) pa[a] = sP[(ty + 16 * a) * 65 + kk];
 #pragma unroll
       for (int c = 0; c < DC; ++c) {
-        float vv = sV[kk * D + tx + 16 * c];
+        float vv = sKV[kk * ld + tx + 16 * c];
 #pragma unroll
         for (int a = 0; a < 4; ++a) o[a][c] = fmaf(pa[a], vv, o[a][c]);
       }
@@ -210,7 +211,7 @@ void reference(const Problem& pr, const void* q, const void* k, const void* v, d
                 pr.causal ? 0 : clampBound(pr.window.right, pr.Nkv)};
   // fp32 tiles: Q and K [64][D + 1], V [64][D], P [64][65]: 65 KB at D 64, 113 KB at D 128, 209 KB at D 256
   // (Hopper only; the engine refuses it elsewhere with requireSharedMemory's message).
-  const size_t smem = sizeof(float) * ((size_t)kR * (pr.D + 1) * 2 + (size_t)kC * pr.D + kR * 65);
+  const size_t smem = sizeof(float) * ((size_t)kR * (pr.D + 1) + (size_t)kC * (pr.D + 1) + kR * 65);
   dim3 grid((pr.Nq + kR - 1) / kR, pr.nHeads, pr.B);
   withHeadDim(pr.D, "CUDA engine", [&](auto d) {
     auto kernel = sparge_reference_attention<T, decltype(d)::value>;
