@@ -23,7 +23,7 @@ void throwIfCancelled(const core::RunOptions& o) {
   if (o.cancel && o.cancel->load()) throw core::Cancelled();
 }
 
-std::vector<uint16_t> toHalfBits(const std::vector<float>& x, ElemType t) {
+std::vector<uint16_t> toHalfBits(const core::FloatBuffer& x, ElemType t) {
   std::vector<uint16_t> out(x.size());
   for (size_t i = 0; i < x.size(); ++i) {
     if (t == ElemType::F16) {
@@ -70,7 +70,7 @@ void upload(CudaEngine::State& st, const core::EntryData& entry) {
   st.Nq = (int)info.tokensQ;
   st.Nkv = (int)info.tokensKV;
   st.D = (int)info.headDim;
-  auto up = [&](DeviceBuffer& d, const std::vector<float>& h, const char* what) {
+  auto up = [&](DeviceBuffer& d, const core::FloatBuffer& h, const char* what) {
     auto bits = toHalfBits(h, st.qkv.et);
     d.reserve(bits.size() * 2, what);
     check(cudaMemcpy(d.get(), bits.data(), bits.size() * 2, cudaMemcpyHostToDevice), what);
