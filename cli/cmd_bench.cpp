@@ -198,7 +198,7 @@ struct BenchRun {
       : o(options), points(sweepOf(options)), dtype(parseDType(options.dtype)) {}
 
   dist::RankInfo start() {
-    placeOnGpu(jobTransport());
+    placeThisRank(jobTransport(), 0);  // only its GPU matters: bench has no engine
     device = cuda::benchDeviceName();  // throws when no GPU is usable
     geometry = o.geometry.empty() ? cuda::benchDefaultGeometry() : core::Geometry::parse(o.geometry);
     // The CUPTI collector records every kernel of the sweep (one profiler run per configuration) as an

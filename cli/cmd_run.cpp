@@ -3,7 +3,9 @@
 #include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <future>
 #include <iostream>
+#include <optional>
 #include <set>
 
 #include "commands.h"
@@ -154,14 +156,41 @@ struct EntryRun {
     for (const auto& n : names) reader.entry(n);  // fail early on a misspelt entry
   }
 
+  // An entry in memory with its NaN/Inf reports.
+  struct LoadedEntry {
+    std::shared_ptr<core::EntryData> data;
+    std::vector<core::NonFiniteReport> nonFinite;
+  };
+
+  // Loads entry `unit` for a run of `heads` with `geometry`, after checking that the run fits in memory.
+  LoadedEntry load(size_t unit, const std::vector<int64_t>& heads, const core::Geometry& geometry) const {
+    const core::EntryInfo& info = reader.entry(names[unit]);
+    checkRunMemory(path, info, geometry, std::set<int64_t>(heads.begin(), heads.end()).size());
+    LoadedEntry l;
+    l.data = std::make_shared<core::EntryData>(core::loadEntry(reader, names[unit], &l.nonFinite));
+    return l;
+  }
+
+  // The rank's first piece (the plan's), loaded by start() while it creates the engine.
+  void first(size_t unit, const std::vector<int64_t>& heads, bool whole) {
+    firstUnit = unit;
+    firstHeads = whole ? o.heads : heads;
+  }
+
   // Rank 0 (the only writer) checks every output before any rank computes, so that a bad path never
-  // costs a whole run; then the rank is placed and its engine (and profiler) created.
+  // costs a whole run; then the rank is placed, its first entry starts loading on another thread, and its
+  // engine (CUDA's start-up) and profiler are created meanwhile. Errors of the load (its memory check
+  // included) are thrown when runEntry takes the entry, as a direct load's would be.
   dist::RankInfo start() {
     if (jobTransport().rank() == 0)
       checkOutputs({{"--masks", o.masksPath}, {"--report", o.reportPath}, {"--timings", o.timingsPath}},
                    {{"capture", path}, {"--params", o.paramsPath}});
-    rank = std::make_unique<RankEngine>(
-        makeRankEngine(jobTransport(), core::parseEngineChoice(o.engine), o.threads));
+    const dist::Placement placement = placeThisRank(jobTransport(), o.threads);
+    if (firstUnit)
+      prefetched = std::async(std::launch::async, [this, unit = *firstUnit] {
+        return load(unit, firstHeads, makeRunConfig(o, reader.entry(names[unit]), path, nullptr).geometry);
+      });
+    rank = std::make_unique<RankEngine>(makeRankEngine(placement, core::parseEngineChoice(o.engine)));
     const core::Engine& engine = *rank->selection.engine;
     if (!rank->selection.message.empty() && jobTransport().rank() == 0)
       std::fprintf(stderr, "note: %s\n", rank->selection.message.c_str());
@@ -181,17 +210,15 @@ struct EntryRun {
     const std::vector<int64_t>& runHeads = whole ? o.heads : heads;
     std::vector<std::string> configWarnings;
     core::RunConfig config = makeRunConfig(o, reader.entry(name), path, &configWarnings);
-    checkRunMemory(path, reader.entry(name), config.geometry,
-                   std::set<int64_t>(runHeads.begin(), runHeads.end()).size());  // before allocating
-    std::vector<core::NonFiniteReport> nonFinite;
-    auto entry = std::make_shared<core::EntryData>(core::loadEntry(reader, name, &nonFinite));
-    for (const auto& nf : nonFinite)
+    const bool loading = firstUnit == unit && prefetched.valid();  // start() began loading it
+    const LoadedEntry loaded = loading ? prefetched.get() : load(unit, runHeads, config.geometry);
+    for (const auto& nf : loaded.nonFinite)
       std::fprintf(stderr, "warning: %s:/entries/%s/%s batch %lld head %lld holds %lld NaN/Inf values\n",
                    core::printable(path).c_str(), core::printable(name).c_str(), core::toString(nf.tensor),
                    (long long)nf.batch, (long long)nf.head, (long long)nf.count);
     for (const auto& w : configWarnings)
       std::fprintf(stderr, "note: entry %s: %s\n", core::printable(name).c_str(), core::printable(w).c_str());
-    engine.setEntry(entry);
+    engine.setEntry(loaded.data);
     core::RunOptions ro;
     ro.heads = runHeads;
     core::EntryResult r;
@@ -207,12 +234,15 @@ struct EntryRun {
     } else {
       r = engine.run(config, ro);
     }
-    markNonFiniteInputs(r, nonFinite);
+    markNonFiniteInputs(r, loaded.nonFinite);
     return dist::encodeResult(r);
   }
 
   PieceJobHooks hooks() {
     PieceJobHooks h;
+    h.first = [this](size_t unit, const std::vector<int64_t>& heads, bool whole) {
+      first(unit, heads, whole);
+    };
     h.start = [this] { return start(); };
     h.run = [this](size_t unit, const std::vector<int64_t>& heads, bool whole) {
       return runEntry(unit, heads, whole);
@@ -233,6 +263,9 @@ struct EntryRun {
   core::CaptureReader reader;
   std::vector<std::string> names;
   bool profiling = false;
+  std::optional<size_t> firstUnit;  // the first piece's entry and heads, see first()
+  std::vector<int64_t> firstHeads;
+  std::future<LoadedEntry> prefetched;  // the first piece's entry, loading or loaded
   std::unique_ptr<RankEngine> rank;
   std::unique_ptr<prof::Profiler> profiler;
   std::vector<core::EntryResult> results;  // rank 0

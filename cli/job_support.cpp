@@ -12,6 +12,7 @@ namespace sparge::cli {
 namespace {
 
 dist::Transport* gTransport = nullptr;
+const std::chrono::steady_clock::time_point gProcessStart = std::chrono::steady_clock::now();
 
 dist::Placement placement(dist::Transport& t, int threads) {
   return dist::placeRank(t.localRank(), t.localSize(), dist::visibleGpus(), dist::hostCores(),
@@ -45,9 +46,13 @@ void setJobTransport(dist::Transport* transport) {
   gTransport = transport;
 }
 
-RankEngine makeRankEngine(dist::Transport& transport, core::EngineChoice choice, int threads) {
+dist::Placement placeThisRank(dist::Transport& transport, int threads) {
   const dist::Placement p = placement(transport, threads);
   dist::applyPlacement(p);
+  return p;
+}
+
+RankEngine makeRankEngine(const dist::Placement& p, core::EngineChoice choice) {
   RankEngine r;
   r.selection = engines::makeEngine(choice, p.threads);
   r.note = p.note;
@@ -59,8 +64,8 @@ RankEngine makeRankEngine(dist::Transport& transport, core::EngineChoice choice,
   return r;
 }
 
-void placeOnGpu(dist::Transport& transport) {
-  dist::applyPlacement(placement(transport, 0));
+std::chrono::steady_clock::time_point processStart() {
+  return gProcessStart;
 }
 
 std::string describeFailure(const dist::RankFailure& f, int ranks) {

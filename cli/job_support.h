@@ -2,11 +2,13 @@
 // opened, placing a rank's engine on its GPU or cores, and the lines rank 0 prints about ranks.
 #pragma once
 
+#include <chrono>
 #include <string>
 #include <vector>
 
 #include "sparge/core/engine.h"
 #include "sparge/dist/job.h"
+#include "sparge/dist/placement.h"
 #include "sparge/dist/transport.h"
 #include "sparge/kernels/engine_factory.h"
 
@@ -22,12 +24,16 @@ struct RankEngine {
   std::string note;     // placement remark (ranks sharing a GPU), empty when none
 };
 
-// Places this rank (CUDA_VISIBLE_DEVICES = the GPU of its local rank, CPU threads = its share of the
-// cores unless `threads` > 0) and creates its engine. One process keeps today's behaviour exactly.
-RankEngine makeRankEngine(dist::Transport& transport, core::EngineChoice choice, int threads);
+// Places this rank: CUDA_VISIBLE_DEVICES = the GPU of its local rank, CPU threads = its share of the cores
+// unless `threads` > 0. It sets environment variables: call it before the command starts other threads.
+dist::Placement placeThisRank(dist::Transport& transport, int threads);
 
-// Applies only the GPU part of the placement (for commands without an engine, e.g. bench).
-void placeOnGpu(dist::Transport& transport);
+// Creates the engine of a placed rank (on a GPU: CUDA starts here, which takes a while). One process keeps
+// today's behaviour exactly.
+RankEngine makeRankEngine(const dist::Placement& placement, core::EngineChoice choice);
+
+// When this process started (static initialisation, before main), for the start-up time a rank reports.
+std::chrono::steady_clock::time_point processStart();
 
 // "rank 2 (node3) failed on entry l05: <problem>"; with one process just "<where>: <problem>".
 std::string describeFailure(const dist::RankFailure& failure, int ranks);

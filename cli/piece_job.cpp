@@ -72,6 +72,11 @@ class PieceJobRunner {
       }
       job_.setShares(shares);
       collector_ = std::make_unique<dist::UnitCollector>(plan_, spec_.units.size());
+      const std::vector<int> mine = plan_.piecesOf(job_.rank());
+      if (hooks_.first && !mine.empty()) {
+        const dist::Piece& p = plan_.pieces[size_t(mine.front())];
+        hooks_.first(size_t(p.unit), p.heads, p.heads == spec_.units[size_t(p.unit)].heads);
+      }
       job_.hello(hooks_.start());
       work();
       if (hooks_.final) last = hooks_.final();

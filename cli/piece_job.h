@@ -22,6 +22,9 @@ struct PieceJobSpec {
 };
 
 struct PieceJobHooks {
+  // Every rank that has pieces, before start(): the piece it runs first, so that start() can begin loading
+  // its data while it creates the engine. May be empty.
+  std::function<void(size_t unit, const std::vector<int64_t>& heads, bool wholeUnit)> first;
   // Every rank, before its first piece: set up (place the rank, create its engine) and describe it.
   std::function<dist::RankInfo()> start;
   // Every rank: runs `heads` of `unit` (all of the unit's heads when it is not split) and returns what

@@ -25,10 +25,13 @@
 
 namespace sparge::cli {
 // Where a rank's time went, sent to rank 0 with its last message: engine runs and tuning logic, loading
-// entries, and coordination (rank 0's receiving, printing and checkpoints; the others' sends and polls).
+// entries, and coordination (rank 0's receiving, printing and checkpoints; the others' sends and polls);
+// before that, its start-up (process start, MPI, opening the capture, planning, creating the engine) and
+// the engine's creation alone.
 struct RankTimes {
   int64_t probes = 0;
   double workSeconds = 0, loadSeconds = 0, coordinationSeconds = 0;
+  double startupSeconds = 0, engineSeconds = 0;
 };
 }  // namespace sparge::cli
 
@@ -37,7 +40,7 @@ template <>
 struct WireFields<cli::RankTimes> {
   template <class S, class F>
   static void visit(S& v, F&& f) {
-    f(v.probes, v.workSeconds, v.loadSeconds, v.coordinationSeconds);
+    f(v.probes, v.workSeconds, v.loadSeconds, v.coordinationSeconds, v.startupSeconds, v.engineSeconds);
   }
 };
 }  // namespace sparge::dist
@@ -74,7 +77,13 @@ class TuneJobRunner {
     try {
       if (job_.root() && spec_.checkOutputs) spec_.checkOutputs();  // rank 0 writes; the others stop
       plan();
-      RankEngine engine = makeRankEngine(transport_, spec_.engine, spec_.threads);
+      // Placing the rank sets environment variables: before any other thread starts. The first entry then
+      // loads on another thread while the engine is created (CUDA's start-up); they took turns before.
+      const dist::Placement placement = placeThisRank(transport_, spec_.threads);
+      prefetchFirst();
+      const auto engineStart = Clock::now();
+      RankEngine engine = makeRankEngine(placement, spec_.engine);
+      times_.engineSeconds = secondsSince(engineStart);
       if (!engine.selection.message.empty() && job_.root())
         std::fprintf(stderr, "note: %s\n", engine.selection.message.c_str());
       if (!engine.note.empty() && transport_.localRank() == 0)
@@ -194,6 +203,22 @@ class TuneJobRunner {
     return data.get();
   }
 
+  // The first entry this rank tunes, started before the engine exists. Its memory check runs on the loading
+  // thread too: a failure of the check, like one of the load, is thrown when the entry's turn comes, and is
+  // reported as the entry's.
+  void prefetchFirst() {
+    const std::vector<int> mine = plan_.piecesOf(job_.rank());
+    if (mine.empty()) return;
+    const dist::Piece& first = plan_.pieces[size_t(mine.front())];
+    const core::TuneInput& in = spec_.groups[size_t(first.unit)].entries.front();
+    const size_t heads = first.heads.size();
+    prefetch_ = Prefetched{in.name, std::async(std::launch::async, [this, &in, heads] {
+                             checkRunMemory(spec_.capturePath, spec_.infos.at(in.name),
+                                            spec_.options.geometry, heads);
+                             return in.load();
+                           })};
+  }
+
   // Loading takes a large share of tuning on a GPU (HDF5 reads and conversion), so the next piece's first
   // entry is read while this one is tuned, when memory allows both at once.
   void prefetchNext() {
@@ -233,6 +258,7 @@ class TuneJobRunner {
       shareUnits += int64_t(plan_.pieces[size_t(pi)].heads.size() *
                             spec_.groups[size_t(plan_.pieces[size_t(pi)].unit)].entries.size());
     const auto t0 = Clock::now();
+    times_.startupSeconds = std::chrono::duration<double>(t0 - processStart()).count();
     double doneCost = 0;
     int64_t unitsBefore = 0;
     const std::vector<int> mine = plan_.piecesOf(rank);
@@ -471,8 +497,11 @@ class TuneJobRunner {
     if (rankTimes_.size() < 2) return;
     for (size_t rank = 0; rank < rankTimes_.size(); ++rank) {
       const RankTimes& t = rankTimes_[rank];
-      std::printf("  rank %zu: %.1f s (loading entries %.1f s, coordination %.1f s), %lld engine runs\n",
-                  rank, t.workSeconds, t.loadSeconds, t.coordinationSeconds, (long long)t.probes);
+      std::printf(
+          "  rank %zu: %.1f s (loading entries %.1f s, coordination %.1f s), %lld engine runs; before them "
+          "%.1f s of start-up (engine %.1f s)\n",
+          rank, t.workSeconds, t.loadSeconds, t.coordinationSeconds, (long long)t.probes, t.startupSeconds,
+          t.engineSeconds);
     }
   }
 

@@ -1,6 +1,7 @@
 // Capture format v1 reader: validates all metadata at open time, reads tensor data lazily per head.
 #include <algorithm>
 #include <array>
+#include <bit>
 #include <charconv>
 #include <cmath>
 #include <cstdlib>
@@ -8,7 +9,6 @@
 #include <fstream>
 #include <map>
 #include <sstream>
-#include <thread>
 
 #include "entry_attrs.h"
 #include "hdf5_util.h"
@@ -149,6 +149,46 @@ std::optional<std::string> attributeText(hid_t attr) {
 std::string withDetail(const std::string& problem) {
   const std::string detail = h5::lastErrorDetail();
   return detail.empty() ? problem : problem + " (HDF5: " + detail + ")";
+}
+
+// A thread's buffer for one head's raw 16-bit values, reused by its next reads: no read allocates and
+// clears a buffer of its own. It keeps the largest head the thread read until the thread ends.
+uint16_t* rawBuffer(size_t count) {
+  thread_local std::unique_ptr<uint16_t[]> buffer;
+  thread_local size_t capacity = 0;
+  if (capacity < count) {
+    buffer.reset();
+    buffer = std::make_unique_for_overwrite<uint16_t[]>(count);
+    capacity = count;
+  }
+  return buffer.get();
+}
+
+// Converts `n` stored 16-bit values to float and returns how many are NaN or ±Inf: those whose exponent
+// bits are all set, exactly the values that are not finite once converted. One branch-free loop per kind
+// of storage, which the compiler vectorises.
+template <bool Swap, bool Half>
+int64_t convert16(const uint16_t* raw, float* out, size_t n) {
+  constexpr uint16_t kExponent = Half ? 0x7c00u : 0x7f80u;
+  int64_t nonFinite = 0;
+  for (size_t i = 0; i < n; ++i) {
+    const uint16_t x = Swap ? static_cast<uint16_t>((raw[i] >> 8) | (raw[i] << 8)) : raw[i];
+    out[i] = Half ? halfToFloat(x) : bf16ToFloat(x);
+    nonFinite += (x & kExponent) == kExponent;
+  }
+  return nonFinite;
+}
+
+int64_t convertRaw(Storage storage, bool swap, const uint16_t* raw, float* out, size_t n) {
+  const bool half = storage == Storage::Half;
+  if (swap) return half ? convert16<true, true>(raw, out, n) : convert16<true, false>(raw, out, n);
+  return half ? convert16<false, true>(raw, out, n) : convert16<false, false>(raw, out, n);
+}
+
+int64_t countNonFinite(const float* values, size_t n) {
+  int64_t count = 0;
+  for (size_t i = 0; i < n; ++i) count += (std::bit_cast<uint32_t>(values[i]) & 0x7f800000u) == 0x7f800000u;
+  return count;
 }
 
 }  // namespace
@@ -552,8 +592,9 @@ const std::vector<std::pair<std::string, std::string>>& CaptureReader::rootAttri
 }
 
 void CaptureReader::readHeadInto(const std::string& entryName, Tensor tensor, int64_t batch, int64_t head,
-                                 float* out) const {
+                                 float* out, int64_t* nonFinite) const {
   std::unique_lock lock(h5::mutex());
+  h5::silenceErrors();  // a thread-safe HDF5 keeps this per thread, and loading threads read heads too
   const EntryInfo& info = entry(entryName);
   const size_t entryIndex = impl_->index.at(entryName);
   const DatasetMeta& m = impl_->metas[entryIndex].ds[static_cast<size_t>(tensor)];
@@ -595,23 +636,21 @@ void CaptureReader::readHeadInto(const std::string& entryName, Tensor tensor, in
     if (H5Dread(ds, H5T_NATIVE_FLOAT, memSpace.get(), fileSpace.get(), H5P_DEFAULT, out) < 0) {
       impl_->fail(dsPath, withDetail(where + ": file is truncated or corrupt") + " — " + kFixCorrupt);
     }
+    lock.unlock();
+    if (nonFinite) *nonFinite = countNonFinite(out, total);
     return;
   }
   // Raw 16-bit read: the memory type is the file type itself, so HDF5 converts nothing (its own
   // half->float path is ~45x slower than ours).
-  std::vector<uint16_t> raw(total);
+  uint16_t* raw = rawBuffer(total);
   h5::Handle fileType = h5::datatype(H5Dget_type(ds));
-  if (!fileType ||
-      H5Dread(ds, fileType.get(), memSpace.get(), fileSpace.get(), H5P_DEFAULT, raw.data()) < 0) {
+  if (!fileType || H5Dread(ds, fileType.get(), memSpace.get(), fileSpace.get(), H5P_DEFAULT, raw) < 0) {
     impl_->fail(dsPath, withDetail(where + ": file is truncated or corrupt") + " — " + kFixCorrupt);
   }
   // The conversion needs no HDF5 call: other threads read their heads meanwhile.
-  const bool swap = m.bigEndian, half = m.storage == Storage::Half;
   lock.unlock();
-  for (hsize_t i = 0; i < total; ++i) {
-    const uint16_t x = swap ? static_cast<uint16_t>((raw[i] >> 8) | (raw[i] << 8)) : raw[i];
-    out[i] = half ? halfToFloat(x) : bf16ToFloat(x);
-  }
+  const int64_t bad = convertRaw(m.storage, m.bigEndian, raw, out, total);
+  if (nonFinite) *nonFinite = bad;
 }
 
 std::vector<float> CaptureReader::readHead(const std::string& entryName, Tensor tensor, int64_t batch,
@@ -624,16 +663,6 @@ std::vector<float> CaptureReader::readHead(const std::string& entryName, Tensor 
   return out;
 }
 
-namespace {
-
-// HDF5 reads take turns, so a few threads already keep the reads going while others convert; ranks of one
-// host share its cores.
-int loadThreads() {
-  return int(std::clamp(std::thread::hardware_concurrency(), 1u, 8u));
-}
-
-}  // namespace
-
 EntryData loadEntry(const CaptureReader& reader, const std::string& entryName,
                     std::vector<NonFiniteReport>* nonFinite, int threads) {
   EntryData data;
@@ -641,6 +670,7 @@ EntryData loadEntry(const CaptureReader& reader, const std::string& entryName,
   const EntryInfo& in = data.info;
   // Before allocating: the data plus one head's buffers is the least any run needs.
   checkMemory(estimateRunMemory(in, kGeometry128x64, 1), reader.path() + ":/entries/" + entryName);
+  // Not cleared: every value is written by its head's read below, on the loading threads.
   data.q.resize(static_cast<size_t>(in.batch * in.headsQ * in.tokensQ * in.headDim));
   data.k.resize(static_cast<size_t>(in.batch * in.headsKV * in.tokensKV * in.headDim));
   data.v.resize(static_cast<size_t>(in.batch * in.headsKV * in.tokensKV * in.headDimV));
@@ -650,22 +680,20 @@ EntryData loadEntry(const CaptureReader& reader, const std::string& entryName,
     Tensor tensor;
     int64_t b, h;
     float* dst;
-    int64_t count;
   };
   std::vector<Slice> slices;
-  auto add = [&](Tensor t, std::vector<float>& dst, int64_t heads, int64_t perHead) {
+  auto add = [&](Tensor t, FloatBuffer& dst, int64_t heads, int64_t perHead) {
     for (int64_t b = 0; b < in.batch; ++b)
-      for (int64_t h = 0; h < heads; ++h)
-        slices.push_back({t, b, h, dst.data() + (b * heads + h) * perHead, perHead});
+      for (int64_t h = 0; h < heads; ++h) slices.push_back({t, b, h, dst.data() + (b * heads + h) * perHead});
   };
   add(Tensor::Q, data.q, in.headsQ, in.tokensQ * in.headDim);
   add(Tensor::K, data.k, in.headsKV, in.tokensKV * in.headDim);
   add(Tensor::V, data.v, in.headsKV, in.tokensKV * in.headDimV);
+  // NaN/Inf are counted while each head is converted, not in a second pass over the entry.
   std::vector<int64_t> bad(slices.size(), 0);
-  parallelFor(int64_t(slices.size()), threads > 0 ? threads : loadThreads(), [&](int64_t i) {
+  parallelFor(int64_t(slices.size()), threads > 0 ? threads : bulkThreads(), [&](int64_t i) {
     const Slice& s = slices[size_t(i)];
-    reader.readHeadInto(entryName, s.tensor, s.b, s.h, s.dst);
-    bad[size_t(i)] = std::count_if(s.dst, s.dst + s.count, [](float x) { return !std::isfinite(x); });
+    reader.readHeadInto(entryName, s.tensor, s.b, s.h, s.dst, nonFinite ? &bad[size_t(i)] : nullptr);
   });
   for (size_t i = 0; i < slices.size(); ++i)
     if (bad[i] > 0 && nonFinite) nonFinite->push_back({slices[i].b, slices[i].h, slices[i].tensor, bad[i]});

@@ -40,12 +40,12 @@ struct CaptureWriter::Impl {
     throw Error(path + ":" + h5path, problem);
   }
 
-  void writeTensor(hid_t group, const std::string& groupPath, Tensor tensor, const std::vector<float>& data,
+  void writeTensor(hid_t group, const std::string& groupPath, Tensor tensor, std::span<const float> data,
                    const EntryInfo& info, int64_t heads, int64_t tokens, int64_t dim);
 };
 
 void CaptureWriter::Impl::writeTensor(hid_t group, const std::string& groupPath, Tensor tensor,
-                                      const std::vector<float>& data, const EntryInfo& info, int64_t heads,
+                                      std::span<const float> data, const EntryInfo& info, int64_t heads,
                                       int64_t tokens, int64_t dim) {
   const char* name = toString(tensor);
   const std::string dsPath = groupPath + "/" + name;
@@ -157,8 +157,8 @@ void CaptureWriter::setRootAttribute(const std::string& name, const std::string&
   }
 }
 
-void CaptureWriter::addEntry(const EntryInfo& info, const std::vector<float>& q, const std::vector<float>& k,
-                             const std::vector<float>& v) {
+void CaptureWriter::addEntry(const EntryInfo& info, std::span<const float> q, std::span<const float> k,
+                             std::span<const float> v) {
   std::lock_guard lock(h5::mutex());
   const std::string groupPath = "/entries/" + info.name;
   if (!impl_->file) impl_->fail(groupPath, "the writer is closed — add entries before close()");
@@ -181,7 +181,7 @@ void CaptureWriter::addEntry(const EntryInfo& info, const std::vector<float>& q,
   }
   if (std::string p = windowProblem(info.window, info.causal); !p.empty()) impl_->fail(groupPath, p);
   if (std::string p = kindProblem(info.kind); !p.empty()) impl_->fail(groupPath, p);
-  auto checkSize = [&](const std::vector<float>& data, Tensor t, int64_t heads, int64_t tokens, int64_t dim) {
+  auto checkSize = [&](std::span<const float> data, Tensor t, int64_t heads, int64_t tokens, int64_t dim) {
     const int64_t expected = info.batch * heads * tokens * dim;
     if (static_cast<int64_t>(data.size()) != expected) {
       impl_->fail(groupPath + "/" + toString(t), "got " + std::to_string(data.size()) + " values, expected " +

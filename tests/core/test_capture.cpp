@@ -11,6 +11,7 @@
 #include <filesystem>
 #include <fstream>
 #include <random>
+#include <thread>
 #include <tuple>
 
 #include "sparge/core/atomic_file.h"
@@ -286,7 +287,9 @@ TEST(Half, AllHalfValuesDecodeLikeTheTextbookFormula) {
     const double ref = refHalfValue(uint16_t(h));
     const float got = halfToFloat(uint16_t(h));
     if (std::isnan(ref)) {
-      EXPECT_TRUE(std::isnan(got)) << h;
+      // The payload (and sign) stay: the 10 mantissa bits become the top of float's 23.
+      const uint32_t want = (h & 0x8000u) << 16 | 0x7f800000u | (h & 0x3ffu) << 13;
+      EXPECT_EQ(std::bit_cast<uint32_t>(got), want) << h;
       continue;
     }
     ASSERT_EQ(double(got), ref) << "bits " << h;
@@ -502,9 +505,10 @@ TEST_P(RoundTrip, WriterThenReaderGivesTheRoundedValues) {
   std::vector<NonFiniteReport> nonFinite;
   const EntryData data = loadEntry(r, "random", &nonFinite);
   EXPECT_TRUE(nonFinite.empty());
-  EXPECT_EQ(data.q, rounded(random.q));
-  EXPECT_EQ(data.k, rounded(random.k));
-  EXPECT_EQ(data.v, rounded(random.v));
+  auto values = [](const FloatBuffer& x) { return std::vector<float>(x.begin(), x.end()); };
+  EXPECT_EQ(values(data.q), rounded(random.q));
+  EXPECT_EQ(values(data.k), rounded(random.k));
+  EXPECT_EQ(values(data.v), rounded(random.v));
   EXPECT_EQ(data.vHead(1, 1)[5], rounded(random.v)[(3 * 53) * 24 + 5]);
 }
 
@@ -717,6 +721,16 @@ TEST_F(BadCapture, CorruptDataChunkFailsAtReadTime) {
   expectError([&] { r.readHead("layer3", Tensor::Q, 0, 1); },
               {path + ":/entries/layer3/q", "batch 0 head 1", "file is truncated or corrupt"});
   expectError([&] { loadEntry(r, "layer3"); }, {"file is truncated or corrupt"});
+  // Read on other threads (and on a thread that never opened a file), the error is ours alone: a thread-safe
+  // HDF5 keeps its "print errors" setting per thread, and its own report must not reach stderr.
+  for (int threads : {1, 4}) {
+    ::testing::internal::CaptureStderr();
+    std::thread([&] {
+      expectError([&] { loadEntry(r, "layer3", nullptr, threads); }, {"file is truncated or corrupt"});
+    }).join();
+    const std::string printed = ::testing::internal::GetCapturedStderr();
+    EXPECT_EQ(printed.find("HDF5-DIAG"), std::string::npos) << printed;
+  }
 }
 
 TEST_F(BadCapture, MissingVersion) {
@@ -930,6 +944,154 @@ TEST(CaptureReader, LoadEntryReportsNonFiniteHeads) {
   }
 }
 
+// One stored representation of q, k and v for the test below, written bit for bit through the HDF5 API
+// (no CaptureWriter) and decoded independently of the reader.
+struct StoredBits {
+  const char* name;
+  DType dtype;
+  bool bigEndian;
+};
+
+// The value of stored bits by the textbook formulas (NaN for every NaN pattern).
+double storedValue(uint32_t bits, DType dtype) {
+  if (dtype == DType::Float16) return refHalfValue(uint16_t(bits));
+  if (dtype == DType::Float32) return double(std::bit_cast<float>(bits));
+  const int sign = (bits & 0x8000) ? -1 : 1, exp = (bits >> 7) & 255, mant = bits & 127;
+  if (exp == 255) return mant ? NAN : sign * INFINITY;
+  if (exp == 0) return sign * std::ldexp(double(mant), -133);
+  return sign * std::ldexp(double(mant + 128), exp - 134);
+}
+
+// A file type for `kind`: IEEE fp32, IEEE fp16 (built from its fields) or bf16 as uint16.
+hid_t storedType(const StoredBits& kind) {
+  hid_t t = -1;
+  if (kind.dtype == DType::Float32) {
+    t = H5Tcopy(H5T_IEEE_F32LE);
+  } else if (kind.dtype == DType::Float16) {
+    t = H5Tcopy(H5T_IEEE_F32LE);
+    H5Tset_fields(t, 15, 10, 5, 0, 10);
+    H5Tset_size(t, 2);
+    H5Tset_ebias(t, 15);
+  } else {
+    t = H5Tcopy(H5T_STD_U16LE);
+  }
+  if (kind.bigEndian) H5Tset_order(t, H5T_ORDER_BE);
+  return t;
+}
+
+// Random bit patterns: about one value in eight NaN or ±Inf (payloads and signs random), the rest finite
+// (zeros, subnormals and the largest finite values included); the first values of a head are fixed
+// boundary cases.
+std::vector<uint32_t> storedPatterns(size_t n, DType dtype, std::mt19937& rng) {
+  const int bits = dtype == DType::Float32 ? 32 : 16;
+  const int mantBits = dtype == DType::Float32 ? 23 : dtype == DType::Float16 ? 10 : 7;
+  const uint32_t expAll = ((1u << (bits - 1 - mantBits)) - 1) << mantBits, signBit = 1u << (bits - 1);
+  const uint32_t mask = bits == 32 ? 0xffffffffu : 0xffffu;
+  std::uniform_int_distribution<uint32_t> any(0, mask);
+  std::vector<uint32_t> out(n);
+  for (uint32_t& x : out) {
+    x = any(rng);
+    const bool nonFinite = any(rng) % 8 == 0;
+    if (nonFinite)
+      x |= expAll;
+    else if ((x & expAll) == expAll)
+      x &= ~(1u << mantBits);  // lowest exponent bit cleared: finite
+  }
+  const uint32_t fixed[] = {expAll,      expAll | signBit, expAll | 1u, expAll - 1,
+                            0u,          signBit,          1u,          expAll | (1u << (mantBits - 1)),
+                            signBit | 1u};
+  for (size_t i = 0; i < std::size(fixed) && i < n; ++i) out[i] = fixed[i];
+  return out;
+}
+
+// Writes `values` (HND, one tensor) with the file type of `kind`, byte-swapped by the test for big endian.
+void writeStored(hid_t group, const char* name, const std::vector<hsize_t>& dims,
+                 const std::vector<uint32_t>& values, const StoredBits& kind) {
+  hid_t type = storedType(kind);
+  hid_t space = H5Screate_simple(4, dims.data(), nullptr);
+  hid_t d = H5Dcreate2(group, name, type, space, H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT);
+  if (kind.dtype == DType::Float32) {
+    std::vector<uint32_t> raw(values);
+    if (kind.bigEndian)
+      for (uint32_t& x : raw) x = __builtin_bswap32(x);
+    H5Dwrite(d, type, H5S_ALL, H5S_ALL, H5P_DEFAULT, raw.data());
+  } else {
+    std::vector<uint16_t> raw(values.begin(), values.end());
+    if (kind.bigEndian)
+      for (uint16_t& x : raw) x = __builtin_bswap16(x);
+    H5Dwrite(d, type, H5S_ALL, H5S_ALL, H5P_DEFAULT, raw.data());
+  }
+  if (kind.dtype == DType::BFloat16) RawFile::stringAttr(d, "dtype", "bfloat16");
+  H5Dclose(d);
+  H5Sclose(space);
+  H5Tclose(type);
+}
+
+TEST(CaptureReader, LoadEntryCountsEveryNonFiniteValue) {
+  const StoredBits kinds[] = {{"f32", DType::Float32, false},   {"f32be", DType::Float32, true},
+                              {"f16", DType::Float16, false},   {"f16be", DType::Float16, true},
+                              {"bf16", DType::BFloat16, false}, {"bf16be", DType::BFloat16, true}};
+  const std::vector<hsize_t> qDims{2, 4, 37, 16}, kDims{2, 2, 53, 16}, vDims{2, 2, 53, 24};
+  for (const StoredBits& kind : kinds) {
+    TempDir dir;
+    const std::string path = dir.file("nonfinite.h5");
+    std::mt19937 rng(31);
+    std::vector<std::vector<uint32_t>> stored;
+    {
+      RawFile f(path);
+      RawFile::intAttr(f.file, "sparge_capture_version", 1);
+      H5Gclose(f.group("/entries"));
+      hid_t g = f.group("/entries/e0");
+      const char* names[] = {"q", "k", "v"};
+      const std::vector<hsize_t>* dims[] = {&qDims, &kDims, &vDims};
+      for (int t = 0; t < 3; ++t) {
+        const size_t n = (*dims[t])[0] * (*dims[t])[1] * (*dims[t])[2] * (*dims[t])[3];
+        stored.push_back(storedPatterns(n, kind.dtype, rng));
+        writeStored(g, names[t], *dims[t], stored.back(), kind);
+      }
+      H5Gclose(g);
+    }
+    // The expected reports: one per (tensor, b, head) holding non-finite values, in that order.
+    std::vector<NonFiniteReport> expected;
+    for (int t = 0; t < 3; ++t) {
+      const std::vector<hsize_t>& dims = t == 0 ? qDims : t == 1 ? kDims : vDims;
+      const size_t perHead = dims[2] * dims[3];
+      for (hsize_t b = 0; b < dims[0]; ++b)
+        for (hsize_t h = 0; h < dims[1]; ++h) {
+          int64_t count = 0;
+          for (size_t i = 0; i < perHead; ++i)
+            count += !std::isfinite(storedValue(stored[t][(b * dims[1] + h) * perHead + i], kind.dtype));
+          if (count > 0) expected.push_back({int64_t(b), int64_t(h), Tensor(t), count});
+        }
+    }
+    ASSERT_EQ(expected.size(), 2u * (4 + 2 + 2)) << "every head holds some NaN/Inf";
+    CaptureReader r(path);
+    for (int threads : {1, 3}) {
+      std::vector<NonFiniteReport> reports;
+      const EntryData d = loadEntry(r, "e0", &reports, threads);
+      ASSERT_EQ(reports.size(), expected.size()) << kind.name;
+      for (size_t i = 0; i < reports.size(); ++i) {
+        EXPECT_EQ(reports[i].tensor, expected[i].tensor) << kind.name << " report " << i;
+        EXPECT_EQ(reports[i].batch, expected[i].batch) << kind.name << " report " << i;
+        EXPECT_EQ(reports[i].head, expected[i].head) << kind.name << " report " << i;
+        EXPECT_EQ(reports[i].count, expected[i].count) << kind.name << " report " << i;
+      }
+      const FloatBuffer* loaded[] = {&d.q, &d.k, &d.v};
+      for (int t = 0; t < 3; ++t) {
+        ASSERT_EQ(loaded[t]->size(), stored[t].size());
+        for (size_t i = 0; i < stored[t].size(); ++i) {
+          const double want = storedValue(stored[t][i], kind.dtype);
+          const float got = (*loaded[t])[i];
+          if (std::isnan(want))
+            ASSERT_TRUE(std::isnan(got)) << kind.name << " tensor " << t << " value " << i;
+          else
+            ASSERT_EQ(double(got), want) << kind.name << " tensor " << t << " value " << i;
+        }
+      }
+    }
+  }
+}
+
 // =============================== atomic writes ===============================
 
 TEST(AtomicFile, FailedWriteKeepsTheOldFileAndLeavesNoTemp) {
@@ -963,7 +1125,7 @@ TEST(AtomicFile, CaptureWriterFailureKeepsTheOldCapture) {
                                [](const std::string& temp) {
                                  CaptureWriter w(temp);
                                  EntryInfo info = makeInfo(DType::Float16, Layout::HND);
-                                 w.addEntry(info, {1.f}, {}, {});  // wrong sizes: throws
+                                 w.addEntry(info, std::vector<float>{1.f}, {}, {});  // wrong sizes: throws
                                }),
                Error);
   CaptureReader r(path);

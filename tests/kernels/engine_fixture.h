@@ -80,7 +80,7 @@ inline std::shared_ptr<EntryData> makeEntry(const Shape& s, uint32_t seed, bool 
   std::mt19937 rng(seed);
   std::normal_distribution<float> nd(0.f, 1.f);
   std::uniform_int_distribution<int> seg(30, 220);
-  auto fill = [&](std::vector<float>& x, int heads, int n, float noise, bool isK) {
+  auto fill = [&](core::FloatBuffer& x, int heads, int n, float noise, bool isK) {
     x.resize((size_t)s.B * heads * n * s.D);
     for (int bh = 0; bh < s.B * heads; ++bh) {
       std::vector<std::vector<float>> centres(4, std::vector<float>(s.D));
@@ -145,7 +145,7 @@ struct DeviceEntry {
   DeviceEntry(const DeviceEntry&) = delete;
   DeviceEntry& operator=(const DeviceEntry&) = delete;
 
-  static void* upload(const std::vector<float>& x, DType t) {
+  static void* upload(const core::FloatBuffer& x, DType t) {
     std::vector<uint16_t> bits(x.size());
     for (size_t i = 0; i < x.size(); ++i)
       bits[i] = t == DType::BFloat16 ? core::floatToBf16(x[i]) : core::floatToHalf(x[i]);

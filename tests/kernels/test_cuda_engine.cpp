@@ -474,7 +474,7 @@ void runKernelOnMask(const EntryData& e, const core::Geometry& g, const std::vec
   std::vector<int32_t> lut(nq * nk, 0), count(nq, 0);
   for (int i = 0; i < nq; ++i) core::encodeLutRow(mask.data() + i * nk, nk, lut.data() + i * nk, &count[i]);
   r.validCount = count;
-  auto toBits = [](const std::vector<float>& x) {
+  auto toBits = [](const core::FloatBuffer& x) {
     std::vector<uint16_t> b(x.size());
     for (size_t t = 0; t < x.size(); ++t) b[t] = core::floatToHalf(x[t]);
     return b;

@@ -2,9 +2,11 @@
 #pragma once
 
 #include <memory>
+#include <span>
 #include <string>
 #include <vector>
 
+#include "sparge/core/float_buffer.h"
 #include "sparge/core/types.h"
 
 namespace sparge::core {
@@ -38,9 +40,10 @@ class CaptureReader {
   // float16 / bfloat16 are read raw and converted in our code (HDF5's own conversion is ~45x slower).
   std::vector<float> readHead(const std::string& entryName, Tensor tensor, int64_t batch, int64_t head) const;
   // The same into `out` (N x D floats). Safe to call from several threads: the HDF5 read takes a lock, the
-  // conversion to float32 runs outside it.
-  void readHeadInto(const std::string& entryName, Tensor tensor, int64_t batch, int64_t head,
-                    float* out) const;
+  // conversion to float32 runs outside it. `nonFinite` (optional) receives how many of the values are NaN
+  // or ±Inf, counted while they are converted.
+  void readHeadInto(const std::string& entryName, Tensor tensor, int64_t batch, int64_t head, float* out,
+                    int64_t* nonFinite = nullptr) const;
 
  private:
   struct Impl;
@@ -49,10 +52,11 @@ class CaptureReader {
 
 // Data of one entry, held in memory as float32 values (exactly the stored half values when the
 // capture is float16/bfloat16; `info.dtype` records the original precision, which Stage 1 mirrors).
-// Layout is always HND: q [B, Hq, Nq, D], k [B, Hkv, Nkv, D], v [B, Hkv, Nkv, Dv].
+// Layout is always HND: q [B, Hq, Nq, D], k [B, Hkv, Nkv, D], v [B, Hkv, Nkv, Dv]. Whoever resizes q, k
+// or v writes every value (FloatBuffer leaves them unset).
 struct EntryData {
   EntryInfo info;
-  std::vector<float> q, k, v;
+  FloatBuffer q, k, v;
 
   const float* qHead(int64_t b, int64_t hq) const {
     return q.data() + ((b * info.headsQ + hq) * info.tokensQ) * info.headDim;
@@ -96,8 +100,8 @@ class CaptureWriter {
   void setRootAttribute(const std::string& name, const std::string& value);
   // Writes one entry. `info.name`, shapes, dtype, layout, causal, layer/step, window (when bounded),
   // module/kind/stack (when not empty) are used; `scale` is written only when info.scaleFromFile is true.
-  void addEntry(const EntryInfo& info, const std::vector<float>& q, const std::vector<float>& k,
-                const std::vector<float>& v);
+  void addEntry(const EntryInfo& info, std::span<const float> q, std::span<const float> k,
+                std::span<const float> v);
   void close();  // flushes; called by the destructor too
 
  private:

@@ -12,6 +12,12 @@
 
 namespace sparge::core {
 
+// Threads for bulk host work beside an engine (loading entries, preparing uploads): one a core, at most 8.
+// HDF5 reads take turns and ranks of one host share its cores, so more would not help.
+inline int bulkThreads() {
+  return int(std::clamp(std::thread::hardware_concurrency(), 1u, 8u));
+}
+
 inline void parallelFor(int64_t count, int threads, const std::function<void(int64_t)>& task) {
   const int workers = int(std::max<int64_t>(1, std::min<int64_t>(threads, count)));
   if (workers <= 1) {
