@@ -117,10 +117,14 @@ void App::drawStatusBar(float height) {
     const auto& warnings = session_.messages().warnings();
     std::string tail = !notices.empty() ? notices.back() : (!warnings.empty() ? warnings.back() : "");
     if (!tail.empty()) {
-      float w = ImGui::CalcTextSize(tail.c_str()).x;
-      float x = ImGui::GetWindowWidth() - w - 12;
-      ImGui::SameLine(std::max(x, ImGui::GetCursorPosX() + 20));
-      ImGui::TextDisabled("%s", tail.c_str());
+      // Right-aligned after what the line already shows, shortened (full text on hover) where it would not
+      // fit.
+      const float start = ImGui::GetItemRectMax().x - ImGui::GetWindowPos().x + 20;
+      const float room = ImGui::GetWindowWidth() - 12 - start;
+      const std::string shown = fitText(tail, std::max(room, 0.0f));
+      ImGui::SameLine(std::max(start, ImGui::GetWindowWidth() - 12 - ImGui::CalcTextSize(shown.c_str()).x));
+      ImGui::TextDisabled("%s", shown.c_str());
+      if (shown != tail) itemTooltip(tail.c_str());
     }
   }
   ImGui::End();
