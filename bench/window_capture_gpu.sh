@@ -6,6 +6,8 @@
 # Input: one folder with pack.tar.xz (scripts/gpu-pack.sh; bin/sparge, bin/sparge_kernel_tests and
 # bin/sparge_attention_tests are used) and gemma3.h5 (the capture).
 # Output in $OUT (default ./gpu-out): log.txt, masks_cuda.h5, report_cuda.json, capture.sha256, bench_d256.json.
+# The masks, report and the capture's content digest (`tests/captures/test_window_model.py --digest`) go to
+# tests/captures/recorded/gemma3_window_cuda, where the test judges them on machines without a GPU.
 # usage: bench/window_capture_gpu.sh FOLDER    (at most ~10 minutes: every step has its own time limit)
 set -uo pipefail
 DIR="${1:?usage: bench/window_capture_gpu.sh FOLDER (pack.tar.xz and gemma3.h5)}"

