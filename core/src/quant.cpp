@@ -10,10 +10,8 @@ namespace sparge::core {
 
 std::string targetLabel(const Geometry& g, Numerics n) {
   if (n == Numerics::None) return "none";
-  // sm89 before sm90: both use int8-fp8, and 128x64 is sm89's geometry.
-  for (Target t : {Target::Sm80, Target::Sm89, Target::Sm90})
-    if (geometryOf(t) == g && numericsOf(t) == n) return toString(t);
-  return "custom";
+  const std::optional<Target> t = targetOf(g, n);
+  return t ? toString(*t) : "custom";
 }
 
 Int8Rows quantizeRowsInt8(const float* x, int64_t n, int64_t d, int blockRows, const float* mean,

@@ -113,6 +113,12 @@ Numerics numericsOf(Target t) {
   return t == Target::Sm80 ? Numerics::Int8Fp16 : Numerics::Int8Fp8;
 }
 
+std::optional<Target> targetOf(const Geometry& g, Numerics n) {
+  for (Target t : {Target::Sm80, Target::Sm89, Target::Sm90})
+    if (geometryOf(t) == g && numericsOf(t) == n) return t;
+  return std::nullopt;
+}
+
 Target targetForComputeCapability(int cc) {
   if (cc == 80 || cc == 86 || cc == 87) return Target::Sm80;
   if (cc / 10 == 9) return Target::Sm90;

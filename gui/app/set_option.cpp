@@ -63,8 +63,7 @@ bool applyRunSetting(const std::string& key, const Value& v, core::RunConfig& co
       config.numerics = core::parseNumerics(v.text);
     } else if (key == "target") {
       core::Target t = core::parseTarget(v.text);
-      config.geometry = core::geometryOf(t);
-      config.numerics = core::numericsOf(t);
+      config.setTarget(t);
     } else if (key == "smooth_k" || key == "smoothk") {
       config.smoothK = v.boolean();
     } else if (key == "sink") {
@@ -106,8 +105,7 @@ void applySetting(const std::string& keyValue, core::RunConfig& config, Budget& 
 
 core::RunConfig defaultAppConfig() {
   core::RunConfig c;
-  c.geometry = core::geometryOf(core::Target::Sm89);
-  c.numerics = core::numericsOf(core::Target::Sm89);
+  c.setTarget(core::Target::Sm89);
   return c;
 }
 

@@ -19,11 +19,8 @@ void separator() {
 // "int8-fp8, 128x64 (sm89)": which numerics and tiles produced the figures on screen.
 std::string settingsOf(const core::RunConfig& c) {
   std::string s = std::string(core::toString(c.numerics)) + ", " + c.geometry.label();
-  for (core::Target t : {core::Target::Sm80, core::Target::Sm89, core::Target::Sm90}) {
-    if (core::geometryOf(t) == c.geometry && core::numericsOf(t) == c.numerics)
-      return s + " (" + core::toString(t) + ")";
-  }
-  return s;
+  const std::optional<core::Target> t = core::targetOf(c.geometry, c.numerics);
+  return t ? s + " (" + core::toString(*t) + ")" : s;
 }
 
 // `text` shortened with "..." to at most `width` pixels.

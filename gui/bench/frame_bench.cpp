@@ -354,11 +354,7 @@ void benchLatency(App& app, Session& session, const Options& o) {
   frameUntil(
       app, [&] { return session.engine().ready; }, 120);
   core::RunConfig start = session.runs().config();
-  if (o.target != "auto") {
-    const core::Target target = core::parseTarget(o.target);
-    start.geometry = core::geometryOf(target);
-    start.numerics = core::numericsOf(target);
-  }
+  if (o.target != "auto") start.setTarget(core::parseTarget(o.target));
   session.runs().applyConfig(start);
   auto t0 = Clock::now();
   session.openEntryData(std::make_shared<const core::EntryData>(core::makeSyntheticEntry(spec)));

@@ -130,7 +130,6 @@ void RunController::schedule(const std::set<int64_t>& heads, bool all) {
   // The id is known only after submit; the job reads it through a shared cell.
   auto idCell = std::make_shared<std::atomic<uint64_t>>(0);
   LastRun stamps;
-  stamps.scheduled = Clock::now();
   auto job = [this, backend, config, headList, epoch, idCell,
               stamps](const core::CancelFlag& cancel) mutable {
     stamps.started = Clock::now();

@@ -17,15 +17,15 @@ namespace sparge::gui {
 
 enum class ApplyTarget { SelectedHead, AllHeads };
 
-// The last finished run job: its stage times, wall time and how many heads it ran, and when it was
-// scheduled, started on the worker, finished and applied on the UI thread (a slider move's latency splits
-// into queueing, the engine, the wait for the next frame and the frame that shows it).
+// The last finished run job: its stage times, wall time and how many heads it ran, and when it started on
+// the worker, finished and was applied on the UI thread (a slider move's latency splits into queueing, the
+// engine, the wait for the next frame and the frame that shows it).
 struct LastRun {
   using TimePoint = std::chrono::steady_clock::time_point;
   core::StageTimes times;
   double wallMs = 0;
   int64_t heads = 0;
-  TimePoint scheduled, started, finished, applied;
+  TimePoint started, finished, applied;
 };
 
 class RunController {

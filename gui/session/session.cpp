@@ -59,9 +59,8 @@ void Session::adoptDeviceTarget() {
   if (!core_.engine.deviceTarget) return;
   const core::Target t = *core_.engine.deviceTarget;
   core::RunConfig c = runs_.config();
-  if (c.geometry == core::geometryOf(t) && c.numerics == core::numericsOf(t)) return;
-  c.geometry = core::geometryOf(t);
-  c.numerics = core::numericsOf(t);
+  if (core::targetOf(c.geometry, c.numerics) == t) return;
+  c.setTarget(t);
   runs_.applyConfig(c);
   core_.messages.addNotice(std::string("target ") + core::toString(t) + " (" + c.geometry.label() +
                            " tiles, " + core::toString(c.numerics) +

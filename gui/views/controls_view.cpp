@@ -16,8 +16,9 @@ constexpr core::Target kTargets[] = {core::Target::Sm80, core::Target::Sm89, cor
 
 // The target whose tiles and numerics the configuration uses; -1 when it matches none.
 int targetIndex(const core::RunConfig& c) {
+  const std::optional<core::Target> t = core::targetOf(c.geometry, c.numerics);
   for (int i = 0; i < 3; ++i) {
-    if (core::geometryOf(kTargets[i]) == c.geometry && core::numericsOf(kTargets[i]) == c.numerics) return i;
+    if (t == kTargets[i]) return i;
   }
   return -1;
 }
@@ -134,8 +135,7 @@ void ControlsView::drawRunSettings(Session& s) {
   int target = targetIndex(c);
   const char* targets[] = {"sm80 (128x64, int8-fp16)", "sm89 (128x64, int8-fp8)", "sm90 (64x128, int8-fp8)"};
   if (ImGui::Combo("target", &target, targets, 3)) {
-    c.geometry = core::geometryOf(kTargets[target]);
-    c.numerics = core::numericsOf(kTargets[target]);
+    c.setTarget(kTargets[target]);
     changed = true;
   }
   itemTooltip(

@@ -205,3 +205,16 @@ TEST(Target, FollowsSpargeAttnsDispatchPerComputeCapability) {
   EXPECT_EQ(targetForComputeCapability(120), Target::Sm89);  // RTX 50xx
   EXPECT_FALSE(CpuEngine(1).deviceTarget().has_value());
 }
+
+// Tiles and numerics back to the target that uses them (the table in the README's `--target` row).
+TEST(Target, NamesTheTargetOfTilesAndNumerics) {
+  EXPECT_EQ(targetOf(kGeometry128x64, Numerics::Int8Fp16), Target::Sm80);
+  EXPECT_EQ(targetOf(kGeometry128x64, Numerics::Int8Fp8), Target::Sm89);
+  EXPECT_EQ(targetOf(kGeometry64x128, Numerics::Int8Fp8), Target::Sm90);
+  EXPECT_FALSE(targetOf(kGeometry64x128, Numerics::Int8Fp16).has_value());
+  EXPECT_FALSE(targetOf(kGeometry128x64, Numerics::None).has_value());
+  RunConfig c;
+  c.setTarget(Target::Sm90);
+  EXPECT_EQ(c.geometry, kGeometry64x128);
+  EXPECT_EQ(c.numerics, Numerics::Int8Fp8);
+}

@@ -42,6 +42,11 @@ struct RunConfig {
   const HeadParams& forHead(int64_t qHead) const {
     return qHead < static_cast<int64_t>(perHead.size()) ? perHead[qHead] : defaults;
   }
+  // The tiles and Stage-2 numerics SpargeAttn uses on target `t`.
+  void setTarget(Target t) {
+    geometry = geometryOf(t);
+    numerics = numericsOf(t);
+  }
 };
 
 }  // namespace sparge::core

@@ -49,6 +49,8 @@ Numerics numericsOf(Target t);
 // The kernel family SpargeAttn dispatches on a GPU of compute capability major*10 + minor: sm80 on Ampere
 // (8.0, 8.6, 8.7), sm90 on Hopper (9.x), sm89 on every other GPU (Ada, Blackwell and newer).
 Target targetForComputeCapability(int cc);
+// The target whose tiles and numerics these are (sm89 before sm90: both use int8-fp8); none for others.
+std::optional<Target> targetOf(const Geometry& g, Numerics n);
 
 // A local attention window in FlashAttention's convention: query i sees keys i - left ... i + right
 // (top-left aligned, like causal); -1 = unbounded on that side. Causal attention is right = 0.
