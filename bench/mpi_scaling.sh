@@ -29,7 +29,7 @@ ENTRIES=${ENTRIES:-28} HEADS=${HEADS:-32} TOKENS=${TOKENS:-16384} DIM=${DIM:-128
 # quantized numerics add the same extra exact pass per probe on every rank.
 TUNE=(--l1 0.05 --l2 0.06 --engine "${ENGINE:-cuda}" --quant "${QUANT:-none}")
 {
-  nvidia-smi --query-gpu=index,name,driver_version,clocks.sm,clocks.max.sm --format=csv 2>&1
+  nvidia-smi --query-gpu=index,name,driver_version,persistence_mode,clocks.sm,clocks.max.sm --format=csv 2>&1
   nproc; free -g | head -2; df -h /dev/shm /tmp | tail -2
   echo "== mpirun smoke test (MPI init on $NGPU ranks)"
   if ! timeout 60 $MPIRUN --bind-to none -np "$NGPU" $S --version; then
@@ -37,12 +37,21 @@ TUNE=(--l1 0.05 --l2 0.06 --engine "${ENGINE:-cuda}" --quant "${QUANT:-none}")
     export OMPI_MCA_btl=self,tcp
     timeout 60 $MPIRUN --bind-to none -np "$NGPU" $S --version || echo "MPI smoke test FAILED"
   fi
+  # The launcher's own share of a job's wall time: starting N processes that exit at once, and the same
+  # with MPI's initialisation and finalisation (sparge --version opens the MPI transport under a launcher).
+  for n in 2 $NGPU; do
+    t=$(now); $MPIRUN --bind-to none -np $n true; a=$(elapsed $t)
+    t=$(now); $MPIRUN --bind-to none -np $n $S --version >/dev/null; b=$(elapsed $t)
+    echo "launcher, $n processes: mpirun true $a s, mpirun sparge --version $b s"
+  done
   # Uncompressed (synth's default) and on every core: ~30 s for the full size on a 64-core machine; gzip
   # made it take over 7 minutes, single-threaded inside HDF5.
   t=$(now)
+  # KEEP_CAPTURE=1 keeps the capture for a following run of this script (and reuses one left by a previous).
+  [ "${KEEP_CAPTURE:-0}" = 1 ] && [ -f $DATA/cap.h5 ] && echo "synth: reusing $DATA/cap.h5" || \
   timeout 240 $S synth $DATA/cap.h5 --entries $ENTRIES --heads $HEADS --tokens $TOKENS --dim $DIM --seed 1 \
     --threads "$(nproc)" >/dev/null || { echo "synth FAILED or took over 240 s"; exit 1; }
-  echo "synth: $(elapsed $t) s, $(du -h $DATA/cap.h5 | cut -f1) in $DATA"
+  echo "capture ready: $(elapsed $t) s, $(du -h $DATA/cap.h5 | cut -f1) in $DATA"
   declare -A T
   # ORDER (default "1 4 2") may repeat a count: a later run's time replaces an earlier one's, so a leading
   # "4" warms every GPU and the page cache before the timed runs.
@@ -61,12 +70,15 @@ TUNE=(--l1 0.05 --l2 0.06 --engine "${ENGINE:-cuda}" --quant "${QUANT:-none}")
     echo "wall: ${T[$n]} s"
   done
   echo "== scaling (wall time of the whole sparge tune command, capture in the page cache)"
-  printf "%-6s %10s %9s %s\n" GPUs "wall s" speedup "params file"
+  # job: sparge's own time from its start to the parameters written (the launcher's start and exit left out)
+  job() { grep -a "heads tuned" $OUT/raw$1.txt | tail -1 | sed -E 's/.* in ([0-9.]+) s,.*/\1/'; }
+  printf "%-6s %10s %9s %8s %9s %s\n" GPUs "wall s" speedup "job s" speedup "params file"
   for n in 1 2 4; do
     [ -n "${T[$n]:-}" ] || continue
     same="-"
     [ "$n" -gt 1 ] && { cmp -s $OUT/p1.json $OUT/p$n.json && same="identical to 1 GPU" || same="DIFFERS from 1 GPU"; }
-    printf "%-6s %10.1f %8.2fx %s\n" $n ${T[$n]} "$(awk -v a="${T[1]}" -v b="${T[$n]}" 'BEGIN { print a / b }')" "$same"
+    printf "%-6s %10.1f %8.2fx %8.1f %8.2fx %s\n" $n ${T[$n]} "$(awk -v a="${T[1]}" -v b="${T[$n]}" 'BEGIN { print a / b }')" \
+      "$(job $n)" "$(awk -v a="$(job 1)" -v b="$(job $n)" 'BEGIN { print a / b }')" "$same"
   done
 } 2>&1 | tee $LOG
-rm -rf /dev/shm/spmpi
+[ "${KEEP_CAPTURE:-0}" = 1 ] || rm -rf /dev/shm/spmpi

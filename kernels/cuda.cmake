@@ -21,6 +21,8 @@ add_library(sparge_kernels STATIC
   ${CMAKE_CURRENT_LIST_DIR}/src/error.cu
   ${CMAKE_CURRENT_LIST_DIR}/src/device_stages.cpp
   ${CMAKE_CURRENT_LIST_DIR}/src/cuda_engine.cpp
+  ${CMAKE_CURRENT_LIST_DIR}/src/entry_upload.cpp
+  ${CMAKE_CURRENT_LIST_DIR}/src/half_bits.cpp
   ${CMAKE_CURRENT_LIST_DIR}/src/engine_errors.cpp
   ${CMAKE_CURRENT_LIST_DIR}/src/engine_results.cpp
   ${CMAKE_CURRENT_LIST_DIR}/src/head_results.cpp

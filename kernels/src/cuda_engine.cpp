@@ -3,8 +3,6 @@
 // sparse, errors, results.
 #include "sparge/kernels/cuda_engine.h"
 
-#include <cuda_bf16.h>
-#include <cuda_fp16.h>
 #include <cuda_runtime.h>
 
 #include <algorithm>
@@ -24,34 +22,6 @@ constexpr const char* kWhere = "cuda engine";
 
 void throwIfCancelled(const core::RunOptions& o) {
   if (o.cancel && o.cancel->load()) throw core::Cancelled();
-}
-
-// An entry is converted for its upload on core::bulkThreads(): on one thread, 32 heads x 16K tokens took
-// over a second (the host conversion costs several ns a value), in series with every entry's first run.
-using HalfBits = std::vector<uint16_t, core::DefaultInitAllocator<uint16_t>>;  // every value is written
-
-HalfBits toHalfBits(const core::FloatBuffer& x, ElemType t) {
-  HalfBits out(x.size());
-  constexpr size_t kChunk = size_t(1) << 20;
-  core::parallelFor(int64_t((x.size() + kChunk - 1) / kChunk), core::bulkThreads(), [&](int64_t c) {
-    const size_t end = std::min(x.size(), size_t(c + 1) * kChunk);
-    for (size_t i = size_t(c) * kChunk; i < end; ++i) {
-      if (t == ElemType::F16) {
-        __half h = __float2half_rn(x[i]);
-        out[i] = *reinterpret_cast<uint16_t*>(&h);
-      } else {
-        __nv_bfloat16 h = __float2bfloat16_rn(x[i]);
-        out[i] = *reinterpret_cast<uint16_t*>(&h);
-      }
-    }
-  });
-  return out;
-}
-
-bool anyNonFinite(const float* p, size_t n) {
-  for (size_t i = 0; i < n; ++i)
-    if (!std::isfinite(p[i])) return true;
-  return false;
 }
 
 void checkSupported(const core::EntryInfo& info, const core::RunConfig& config) {
@@ -79,24 +49,25 @@ void upload(CudaEngine::State& st, const core::EntryData& entry) {
   st.Nq = (int)info.tokensQ;
   st.Nkv = (int)info.tokensKV;
   st.D = (int)info.headDim;
-  auto up = [&](DeviceBuffer& d, const core::FloatBuffer& h, const char* what) {
-    auto bits = toHalfBits(h, st.qkv.et);
-    d.reserve(bits.size() * 2, what);
-    check(cudaMemcpy(d.get(), bits.data(), bits.size() * 2, cudaMemcpyHostToDevice), what);
+  // NaN/Inf per head of each tensor, found while converting: a head's flag covers its Q and its KV head.
+  std::vector<uint8_t> qBad(size_t(st.B) * st.Hq), kBad(size_t(st.B) * st.Hkv), vBad(kBad.size());
+  auto up = [&](DeviceBuffer& d, const core::FloatBuffer& h, std::vector<uint8_t>& bad, const char* what) {
+    d.reserve(h.size() * 2, what);
+    st.staging->upload(d.get(), h.data(), int64_t(bad.size()), h.size() / bad.size(), st.qkv.et, bad.data(),
+                       what);
   };
-  up(st.q, entry.q, "upload Q");
-  up(st.k, entry.k, "upload K");
-  up(st.v, entry.v, "upload V");
+  up(st.q, entry.q, qBad, "upload Q");
+  up(st.k, entry.k, kBad, "upload K");
+  up(st.v, entry.v, vBad, "upload V");
   st.qkv.q = st.q.get();
   st.qkv.k = st.k.get();
   st.qkv.v = st.v.get();
   st.inputNonFinite.assign((size_t)st.B * st.Hq, 0);
-  core::parallelFor(int64_t(st.B) * st.Hq, core::bulkThreads(), [&](int64_t bh) {
-    const int64_t b = bh / st.Hq, h = bh % st.Hq, hk = info.kvHeadOf(h);
-    st.inputNonFinite[size_t(bh)] = anyNonFinite(entry.qHead(b, h), (size_t)st.Nq * st.D) ||
-                                    anyNonFinite(entry.kHead(b, hk), (size_t)st.Nkv * st.D) ||
-                                    anyNonFinite(entry.vHead(b, hk), (size_t)st.Nkv * st.D);
-  });
+  for (int b = 0; b < st.B; ++b)
+    for (int h = 0; h < st.Hq; ++h) {
+      const size_t kv = size_t(b) * st.Hkv + size_t(info.kvHeadOf(h));
+      st.inputNonFinite[size_t(b) * st.Hq + h] = qBad[size_t(b) * st.Hq + h] | kBad[kv] | vBad[kv];
+    }
   st.refDone.assign(st.Hq, 0);
   st.uploaded = true;
 }
@@ -217,6 +188,11 @@ void setDeviceTimes(core::StageTimes& t, StageClock& clock, const RunPlan& plan)
   t.totalMs = clock.total.elapsedMs();
 }
 
+bool sameShape(const core::EntryInfo& a, const core::EntryInfo& b) {
+  return a.batch == b.batch && a.headsQ == b.headsQ && a.headsKV == b.headsKV && a.tokensQ == b.tokensQ &&
+         a.tokensKV == b.tokensKV && a.headDim == b.headDim && a.headDimV == b.headDimV;
+}
+
 }  // namespace
 
 bool deviceUsable(std::string* why) {
@@ -239,9 +215,25 @@ std::string CudaEngine::name() const {
   return "cuda: " + deviceName_;
 }
 
+void CudaEngine::State::keepBuffersOf(State& old, bool sameShape) {
+  staging = std::move(old.staging);
+  if (!sameShape) return;
+  for (auto [to, from] : {std::pair{&q, &old.q},
+                          {&k, &old.k},
+                          {&v, &old.v},
+                          {&o, &old.o},
+                          {&oref, &old.oref},
+                          {&scratchO, &old.scratchO}})
+    *to = std::move(*from);
+}
+
 void CudaEngine::setEntry(std::shared_ptr<const core::EntryData> entry) {
+  const bool alike = entry_ && entry && sameShape(entry_->info, entry->info);
   entry_ = std::move(entry);
-  state_ = std::make_unique<State>();  // frees every device buffer of the previous entry
+  // A fresh state: no cache of the previous entry survives; the rest of its buffers are freed with it.
+  auto fresh = std::make_unique<State>();
+  fresh->keepBuffersOf(*state_, alike);
+  state_ = std::move(fresh);
 }
 
 core::EntryResult CudaEngine::run(const core::RunConfig& config, const core::RunOptions& options) {

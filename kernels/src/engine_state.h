@@ -11,6 +11,7 @@
 
 #include "cudnn_sdpa.h"
 #include "device_stages.h"
+#include "entry_upload.h"
 #include "head_results.h"
 #include "sparge/core/engine.h"
 #include "sparge/kernels/cuda_engine.h"
@@ -73,6 +74,7 @@ struct HostCaches {
 struct CudaEngine::State {
   // The entry on the device, uploaded by the first run.
   DeviceBuffer q, k, v;
+  std::unique_ptr<UploadStaging> staging = std::make_unique<UploadStaging>();  // kept for the next entry
   DeviceQkv qkv;
   int B = 0, Hq = 0, Hkv = 0, Nq = 0, Nkv = 0, D = 0;
   bool uploaded = false;
@@ -83,7 +85,8 @@ struct CudaEngine::State {
   KeyMean keyMean;
   std::map<std::tuple<int, int, bool>, std::unique_ptr<Stage1Stats>> stats;
   std::map<std::tuple<int, int>, core::BlockValidity> validity;
-  std::map<std::tuple<int, int>, std::vector<uint8_t>> blockFlags;  // per geometry, as the selection reads them
+  std::map<std::tuple<int, int>, std::vector<uint8_t>>
+      blockFlags;  // per geometry, as the selection reads them
   DeviceBuffer oref, mass64;
   std::vector<uint8_t> refDone;  // per query head (all batch items)
   std::map<std::tuple<int, int, int, bool>, QuantErrorCache> quantErrors;
@@ -96,6 +99,11 @@ struct CudaEngine::State {
   // The extra attention runs of the error split (exact sparse, quantized dense) write here.
   DeviceBuffer scratchO, scratchSkip, scratchEmpty, scratchSums, scratchHeads;
   HostCopies copies;
+
+  // Takes the buffers of `old` that do not depend on its entry's contents (every upload or run rewrites
+  // them): the staging always, the entry, output and reference buffers when the entries are alike (the same
+  // sizes), so a tuner going from entry to entry does not free and allocate them again.
+  void keepBuffersOf(State& old, bool sameShape);
 
   // cuDNN's fused attention on this entry (built on first use).
   std::unique_ptr<CudnnSdpa> cudnn;
