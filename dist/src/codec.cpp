@@ -17,7 +17,7 @@ static_assert(sizeof(core::HeadResult) == 576, "HeadResult changed: update WireF
 static_assert(sizeof(core::SparsityCounts) == 56, "SparsityCounts changed: update dist/src/codec.cpp");
 static_assert(sizeof(core::ErrorSums) == 56, "ErrorSums changed: update WireFields in dist/src/codec.cpp");
 static_assert(sizeof(core::StageTimes) == 136, "StageTimes changed: update WireFields in dist/src/codec.cpp");
-static_assert(sizeof(core::EntryResult) == 792,
+static_assert(sizeof(core::EntryResult) == 800,
               "EntryResult changed: update WireFields in dist/src/codec.cpp");
 static_assert(sizeof(core::TunedGroup) == 120, "TunedGroup changed: update WireFields in dist/src/codec.cpp");
 static_assert(sizeof(core::TunedHead) == 312, "TunedHead changed: update WireFields in dist/src/codec.cpp");
@@ -109,7 +109,7 @@ struct WireFields<core::EntryResult> {
   template <class S, class F>
   static void visit(S& v, F&& f) {
     f(v.info, v.config, v.engine, v.heads, v.sparsity, v.error, v.errorSparse, v.errorQuant, v.times,
-      v.warnings);
+      v.warnings, v.splitPending);
   }
 };
 

@@ -135,22 +135,33 @@ void RunController::schedule(const std::set<int64_t>& heads, bool all) {
     stamps.started = Clock::now();
     core::Engine& engine = backend->ensureEngine();
     if (!backend->entry) throw Error("run", "no entry loaded");
+    const auto t0 = Clock::now();
+    auto deliver = [&](core::EntryResult result) {
+      stamps.finished = Clock::now();
+      const double ms = std::chrono::duration<double, std::milli>(stamps.finished - t0).count();
+      int64_t used = 0, total = 0;
+      if (engine.isGpu()) gpuMemory(&used, &total);
+      auto shared = std::make_shared<core::EntryResult>(std::move(result));
+      core_.post([this, shared, epoch, runId = idCell->load(), ms, used, total, stamps] {
+        core_.engine.gpuUsed = used;
+        core_.engine.gpuTotal = total;
+        apply(shared, epoch, runId, ms, stamps);
+      });
+    };
     core::RunOptions options;
     options.heads = headList;
     options.computeError = true;
     options.cancel = &cancel;
-    auto t0 = Clock::now();
-    auto result = std::make_shared<core::EntryResult>(engine.run(config, options));
-    stamps.finished = Clock::now();
-    double ms = std::chrono::duration<double, std::milli>(stamps.finished - t0).count();
-    int64_t used = 0, total = 0;
-    if (engine.isGpu()) gpuMemory(&used, &total);
-    uint64_t runId = idCell->load();
-    core_.post([this, result, epoch, runId, ms, used, total, stamps] {
-      core_.engine.gpuUsed = used;
-      core_.engine.gpuTotal = total;
-      apply(result, epoch, runId, ms, stamps);
-    });
+    // Quantized numerics: the deployed figures are shown as soon as they exist, the sparsity part of the
+    // error split when its pass lands; a newer change waiting for the worker takes the place of that pass.
+    bool earlyShown = false;
+    options.onDeployed = [&](const core::EntryResult& early) {
+      deliver(early);
+      earlyShown = true;
+      return !core_.pending(JobKind::Run);
+    };
+    core::EntryResult result = engine.run(config, options);
+    if (!(earlyShown && result.splitPending)) deliver(std::move(result));
   };
   // A running job is cancelled for a newer one only when runs are slow: while runs take under
   // kFinishRunsBelowMs the running one finishes (its result is merged and shown), so a slider drag
@@ -205,6 +216,7 @@ std::shared_ptr<core::EntryResult> RunController::merge(std::shared_ptr<core::En
   merged->times = r->times;
   merged->engine = r->engine;
   merged->config = r->config;  // the latest run's settings; per-head values live in each HeadResult
+  merged->splitPending = r->splitPending;
   core::aggregate(*merged);
   return merged;
 }

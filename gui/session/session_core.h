@@ -115,6 +115,7 @@ struct SessionCore {
   uint64_t submit(JobKind kind, Worker::Job job, bool cancelRunning = true, const std::string& tag = {});
   void cancel(JobKind kind) { worker.cancel(jobKey(kind)); }
   bool running(JobKind kind) const { return jobKindOf(worker.runningKey()) == kind; }
+  bool pending(JobKind kind) const { return worker.hasPending(jobKey(kind)); }  // any thread
 
   Worker& worker;
   std::shared_ptr<Backend> backend;

@@ -1,5 +1,6 @@
 #include "worker.h"
 
+#include <algorithm>
 #include <exception>
 
 #include "sparge/core/error.h"
@@ -84,6 +85,11 @@ std::string Worker::runningKey() const {
 size_t Worker::pendingCount() const {
   std::lock_guard lock(mutex_);
   return queue_.size();
+}
+
+bool Worker::hasPending(const std::string& key) const {
+  std::lock_guard lock(mutex_);
+  return std::any_of(queue_.begin(), queue_.end(), [&](const Entry& e) { return e.key == key; });
 }
 
 uint64_t Worker::executedCount() const {

@@ -45,6 +45,7 @@ class Worker {
   bool waitIdle(std::chrono::milliseconds timeout) const;
   std::string runningKey() const;  // empty when idle
   size_t pendingCount() const;
+  bool hasPending(const std::string& key) const;  // a job of `key` waits (thread-safe)
 
   // Counters for tests and the status bar.
   uint64_t executedCount() const;   // jobs that ran to the end (or threw)

@@ -162,8 +162,10 @@ void HeadDetail::drawHeadline(const Session& s, const core::HeadResult& h) const
   figure(buf);
   // The deployed L1 and its parts stay together; they move to the next line as one when they do not fit.
   std::snprintf(buf, sizeof buf, "L1 %.5f", h.error.l1());
-  const std::string parts =
-      "(sparsity " + l1Text(h.errorSparse) + ", quantization " + l1Text(h.errorQuant) + ")";
+  // An early result shows its deployed figures while the exact pass behind the sparsity part runs.
+  const bool pending = s.runs().result()->splitPending && h.errorSparse.count == 0;
+  const std::string parts = "(sparsity " + (pending ? std::string("...") : l1Text(h.errorSparse)) +
+                            ", quantization " + l1Text(h.errorQuant) + ")";
   separatorIfFits(ImGui::CalcTextSize(buf).x + ImGui::GetStyle().ItemSpacing.x +
                   ImGui::CalcTextSize(parts.c_str()).x);
   bool over = overBudget(h, s.tuning().budget());
@@ -173,7 +175,7 @@ void HeadDetail::drawHeadline(const Session& s, const core::HeadResult& h) const
     ImGui::SetTooltip(
         "deployed L1 (sparse, %s): %.5f, cos %.6f\n"
         "sparsity alone (same mask and lambda, exact): %s, cos %s\n"
-        "quantization alone (every valid block, %s): %s, cos %s\n(- : not measured)",
+        "quantization alone (every valid block, %s): %s, cos %s\n(- : not measured; ... : being computed)",
         numerics, h.error.l1(), h.error.cosSim(), l1Text(h.errorSparse, 5).c_str(),
         cosText(h.errorSparse).c_str(), numerics, l1Text(h.errorQuant, 5).c_str(),
         cosText(h.errorQuant).c_str());

@@ -165,8 +165,9 @@ void SummaryTable::draw(Session& s, UiState&) {
   ImGui::TextWrapped("entry (%s, %s): stage-1 %.1f %%  PV skip %.1f %%  total %.1f %%",
                      core::toString(r->config.numerics), r->config.geometry.label().c_str(),
                      100 * r->sparsity.stage1(), 100 * r->sparsity.pvSkipRate(), 100 * r->sparsity.total());
-  ImGui::TextWrapped("L1 %.4f (sparsity %s, quantization %s)  cos %.5f", r->error.l1(),
-                     l1Text(r->errorSparse).c_str(), l1Text(r->errorQuant).c_str(), r->error.cosSim());
+  const std::string sparsityPart = r->splitPending ? "..." : l1Text(r->errorSparse);  // its pass still runs
+  ImGui::TextWrapped("L1 %.4f (sparsity %s, quantization %s)  cos %.5f", r->error.l1(), sparsityPart.c_str(),
+                     l1Text(r->errorQuant).c_str(), r->error.cosSim());
   // Columns refit to their figures every frame (never clipped, also after a tune widens them); a narrow
   // panel scrolls sideways, the head column stays.
   ImGuiTableFlags flags = ImGuiTableFlags_RowBg | ImGuiTableFlags_ScrollX | ImGuiTableFlags_ScrollY |

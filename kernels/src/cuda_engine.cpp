@@ -188,6 +188,17 @@ void setDeviceTimes(core::StageTimes& t, StageClock& clock, const RunPlan& plan)
   t.totalMs = clock.total.elapsedMs();
 }
 
+// The split after an early result: its pass, its sums into every head, its time in the stage times.
+void finishSplit(CudaEngine::State& st, const core::EntryData& entry, const RunPlan& plan,
+                 core::EntryResult& res, StageClock& clock, HostClock::time_point start) {
+  computeSplit(st, entry, plan, clock);
+  addSplit(st, plan, res);
+  const double splitMs = clock.split.elapsedMs();
+  res.times.metricsMs += splitMs;
+  res.times.totalMs += splitMs;
+  res.times.hostMs = msSince(start);
+}
+
 bool sameShape(const core::EntryInfo& a, const core::EntryInfo& b) {
   return a.batch == b.batch && a.headsQ == b.headsQ && a.headsKV == b.headsKV && a.tokensQ == b.tokensQ &&
          a.tokensKV == b.tokensKV && a.headDim == b.headDim && a.headDimV == b.headDimV;
@@ -250,8 +261,10 @@ core::EntryResult CudaEngine::run(const core::RunConfig& config, const core::Run
   clock.total.start();
   const QuantOperands* quant = deployedPass(st, info, plan, clock);
   throwIfCancelled(options);
+  // Quantized numerics for a viewer: the result goes out before the exact-numerics pass of the split.
+  const bool early = options.computeError && plan.quantized() && options.onDeployed;
   RunErrors errors;
-  if (options.computeError) errors = computeErrors(st, *entry_, plan, quant, clock);
+  if (options.computeError) errors = computeErrors(st, *entry_, plan, quant, clock, !early);
   clock.total.stop();
   const RunErrors* errorsRan = options.computeError ? &errors : nullptr;
   queueAttentionCopies(st, plan, errorsRan, clock);
@@ -259,6 +272,11 @@ core::EntryResult CudaEngine::run(const core::RunConfig& config, const core::Run
   core::EntryResult res = collectResults(st, *entry_, plan, errorsRan, name(), clock, start);
   setDeviceTimes(res.times, clock, plan);
   res.times.hostMs = msSince(start);
+  if (!early) return res;
+  res.splitPending = true;
+  if (!options.onDeployed(res)) return res;
+  throwIfCancelled(options);
+  finishSplit(st, *entry_, plan, res, clock, start);
   return res;
 }
 

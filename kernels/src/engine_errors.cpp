@@ -94,7 +94,7 @@ const QuantErrorCache& quantErrors(CudaEngine::State& st, const core::EntryData&
 }  // namespace
 
 RunErrors computeErrors(CudaEngine::State& st, const core::EntryData& entry, const RunPlan& plan,
-                        const QuantOperands* quant, StageClock& clock) {
+                        const QuantOperands* quant, StageClock& clock, bool withSplit) {
   ensureReference(st, entry, plan, clock);
   RunErrors out;
   clock.errors.start();
@@ -103,10 +103,18 @@ RunErrors computeErrors(CudaEngine::State& st, const core::EntryData& entry, con
   if (plan.quantized()) {
     reserveScratch(st, plan);
     out.quant = &quantErrors(st, entry, plan, quant);
-    scratchRun(st, entry, plan, plan.p, core::Numerics::None, nullptr, plan.allDense);
+    if (withSplit) scratchRun(st, entry, plan, plan.p, core::Numerics::None, nullptr, plan.allDense);
+    out.split = withSplit;
   }
   clock.errors.stop();
   return out;
+}
+
+void computeSplit(CudaEngine::State& st, const core::EntryData& entry, const RunPlan& plan,
+                  StageClock& clock) {
+  clock.split.start();
+  scratchRun(st, entry, plan, plan.p, core::Numerics::None, nullptr, plan.allDense);
+  clock.split.stop();
 }
 
 }  // namespace sparge::cuda

@@ -89,7 +89,7 @@ HostRun hostRun(const CudaEngine::State& st, const RunPlan& plan, const RunError
   if (!errors) return r;
   r.errors = true;
   r.deployed = st.copies.deployedSums.as<double>();
-  r.sparse = plan.quantized() ? st.copies.sparseSums.as<double>() : nullptr;
+  r.sparse = errors->split ? st.copies.sparseSums.as<double>() : nullptr;
   r.quant = errors->quant;
   r.blockMass = blockMass;
   return r;
@@ -103,15 +103,17 @@ void ensureBlockMass(std::vector<float>& mass, const CudaEngine::State& st, cons
                      plan.p.nk);
 }
 
+void addNonFiniteWarning(core::EntryResult& res, const core::HeadResult& hr) {
+  res.warnings.push_back("head " + std::to_string(hr.head) +
+                         ": NaN/Inf in the inputs, the output or the reference; its error figures are not "
+                         "meaningful");
+}
+
 void addWarnings(core::EntryResult& res, const core::HeadResult& hr) {
-  const std::string head = "head " + std::to_string(hr.head) + ": ";
   if (hr.emptyRows > 0)
-    res.warnings.push_back(head + std::to_string(hr.emptyRows) +
+    res.warnings.push_back("head " + std::to_string(hr.head) + ": " + std::to_string(hr.emptyRows) +
                            " query rows see no key in their selected blocks (output set to 0)");
-  if (hr.hasNonFinite)
-    res.warnings.push_back(head +
-                           "NaN/Inf in the inputs, the output or the reference; its error figures are not "
-                           "meaningful");
+  if (hr.hasNonFinite) addNonFiniteWarning(res, hr);
 }
 
 }  // namespace
@@ -134,9 +136,25 @@ void queueAttentionCopies(CudaEngine::State& st, const RunPlan& plan, const RunE
   copyHeads(st, st.copies.skip, st.pvSkipped.get(), plan.grid, plan, 0, "copy PV-skip map");
   copyHeads(st, st.copies.emptyRows, st.emptyRows.get(), sizeof(int), plan, 0, "copy empty rows");
   if (errors) copyHeads(st, st.copies.deployedSums, st.errSums.get(), sums, plan, 0, "copy error sums");
-  if (errors && plan.quantized())
+  if (errors && errors->split)
     copyHeads(st, st.copies.sparseSums, st.scratchSums.get(), sums, plan, 0, "copy error sums");
   clock.attentionCopy.stop();
+}
+
+void addSplit(CudaEngine::State& st, const RunPlan& plan, core::EntryResult& res) {
+  const int nq = plan.p.nq;
+  std::vector<double> sums;
+  download(sums, st.scratchSums, plan.BH * nq * kSums, "download error sums");
+  for (core::HeadResult& hr : res.heads) {
+    const double* exact = &sums[((size_t)hr.batch * st.Hq + hr.head) * nq * kSums];
+    hr.errorSparse = headSums(exact, nq);
+    if (!hr.hasNonFinite && nonFiniteIn(exact, nq)) {
+      hr.hasNonFinite = true;
+      addNonFiniteWarning(res, hr);
+    }
+  }
+  res.splitPending = false;
+  core::aggregate(res);
 }
 
 core::EntryResult collectResults(CudaEngine::State& st, const core::EntryData& entry, const RunPlan& plan,

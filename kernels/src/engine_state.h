@@ -42,12 +42,14 @@ inline double msSince(HostClock::time_point t0) {
 struct StageClock {
   prof::EventTimer total, predict, quantize, sparse, reference, errors;
   prof::EventTimer selectionCopy, attentionCopy;
+  prof::EventTimer split;  // the exact-numerics pass of a split that followed an early result
   bool referenceRan = false;
 };
 
 // What the error stage of a run computed beyond the sums that travel in HostCopies.
 struct RunErrors {
   const QuantErrorCache* quant = nullptr;  // errorQuant; null when not quantized
+  bool split = false;  // quantized: the exact-numerics pass behind errorSparse ran (its sums in scratchSums)
 };
 
 // Page-locked host copies of a run's arrays, reused across runs: the selection's maps are copied on a side
@@ -115,7 +117,10 @@ struct CudaEngine::State {
 // the deployed error and, for quantized numerics, the exact-numerics sparse error and the (cached) quantized
 // dense error.
 RunErrors computeErrors(CudaEngine::State& st, const core::EntryData& entry, const RunPlan& plan,
-                        const QuantOperands* quant, StageClock& clock);
+                        const QuantOperands* quant, StageClock& clock, bool withSplit = true);
+// The exact-numerics pass of the split that computeErrors(withSplit = false) left out, into scratchSums.
+void computeSplit(CudaEngine::State& st, const core::EntryData& entry, const RunPlan& plan,
+                  StageClock& clock);
 
 // engine_results.cpp: asynchronous copies of the run's arrays into st.copies (the selection's as soon as it
 // ran, the rest after the attention and the errors), then the per-head results cut from them on several
@@ -123,6 +128,9 @@ RunErrors computeErrors(CudaEngine::State& st, const core::EntryData& entry, con
 void queueSelectionCopies(CudaEngine::State& st, const RunPlan& plan, StageClock& clock);
 void queueAttentionCopies(CudaEngine::State& st, const RunPlan& plan, const RunErrors* errors,
                           StageClock& clock);
+// errorSparse of every head of an early result `res` from the split's sums (computeSplit), then the
+// entry's sums again; clears res.splitPending.
+void addSplit(CudaEngine::State& st, const RunPlan& plan, core::EntryResult& res);
 core::EntryResult collectResults(CudaEngine::State& st, const core::EntryData& entry, const RunPlan& plan,
                                  const RunErrors* errors, const std::string& engineName, StageClock& clock,
                                  HostClock::time_point start);

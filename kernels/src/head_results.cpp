@@ -73,10 +73,12 @@ void fillErrors(core::HeadResult& hr, const HostRun& run, size_t bh) {
     hr.errorQuant = core::ErrorSums{};
     return;
   }
+  hr.errorQuant = run.quant->sums[bh];
+  hr.hasNonFinite = hr.hasNonFinite || run.quant->nonFinite[bh];
+  if (!run.sparse) return;  // an early result: the exact-numerics pass has not run yet
   const double* exact = run.sparse + bh * nq * kSums;
   hr.errorSparse = headSums(exact, nq);
-  hr.errorQuant = run.quant->sums[bh];
-  hr.hasNonFinite = hr.hasNonFinite || nonFiniteIn(exact, nq) || run.quant->nonFinite[bh];
+  hr.hasNonFinite = hr.hasNonFinite || nonFiniteIn(exact, nq);
 }
 
 }  // namespace

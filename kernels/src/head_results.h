@@ -47,11 +47,12 @@ struct HostRun {
   // Stage 2 and the errors, on the host once the attention ran:
   const uint8_t* skip = nullptr;
   const int* emptyRows = nullptr;
-  bool errors = false;                     // the errors below were computed
-  const double* deployed = nullptr;        // launchError sums of the deployed output
-  bool quantized = false;                  // numerics other than None: with errors, the two below are set
-  const double* sparse = nullptr;          // launchError sums of the exact-numerics pass (errorSparse)
-  const QuantErrorCache* quant = nullptr;  // errorQuant
+  bool errors = false;               // the errors below were computed
+  const double* deployed = nullptr;  // launchError sums of the deployed output
+  bool quantized = false;            // numerics other than None: with errors, the two below are set
+  const double* sparse =
+      nullptr;  // launchError sums of the exact-numerics pass (errorSparse); null: not run yet
+  const QuantErrorCache* quant = nullptr;                      // errorQuant
   const std::vector<std::vector<float>>* blockMass = nullptr;  // refBlockMass per b*Hq + hq
 };
 

@@ -249,6 +249,45 @@ TEST(CudaEngineCopies, AnEngineMovingBetweenEntriesReportsWhatFreshEnginesDo) {
   }
 }
 
+// An early result (RunOptions::onDeployed) is the final result without the sparsity part of the split: the
+// final one equals a plain run's bit for bit; a callback that answers false ends the run at the early result,
+// and the engine's next run is still a plain run's.
+TEST(CudaErrorSplit, AnEarlyResultIsTheFinalOneWithoutTheSparsityPart) {
+  REQUIRE_GPU();
+  auto e = makeEntry(Shape{1, 4, 2, 900, 900, 128, DType::Float16, true}, 34, true);
+  core::RunConfig c = makeConfig(core::kGeometry128x64, false, sparseParams());
+  c.numerics = core::Numerics::Int8Fp8;
+  CudaEngine gpu;
+  gpu.setEntry(e);
+  const core::EntryResult want = gpu.run(c, {});
+  EXPECT_FALSE(want.splitPending);
+  for (bool goOn : {true, false}) {
+    SCOPED_TRACE(goOn ? "split computed" : "stopped at the early result");
+    std::vector<core::EntryResult> early;
+    core::RunOptions o;
+    o.onDeployed = [&](const core::EntryResult& r) {
+      early.push_back(r);
+      return goOn;
+    };
+    const core::EntryResult got = gpu.run(c, o);
+    ASSERT_EQ(early.size(), 1u);
+    EXPECT_TRUE(early[0].splitPending);
+    ASSERT_EQ(early[0].heads.size(), want.heads.size());
+    for (size_t i = 0; i < want.heads.size(); ++i) {
+      core::HeadResult h = early[0].heads[i];
+      EXPECT_EQ(h.errorSparse.count, 0);
+      h.errorSparse = want.heads[i].errorSparse;
+      expectSameHead(h, want.heads[i], "early");
+    }
+    EXPECT_EQ(got.splitPending, !goOn);
+    for (size_t i = 0; goOn && i < want.heads.size(); ++i)
+      expectSameHead(got.heads[i], want.heads[i], "final");
+    EXPECT_EQ(got.errorSparse.count, goOn ? want.errorSparse.count : 0);
+  }
+  const core::EntryResult again = gpu.run(c, {});
+  for (size_t i = 0; i < want.heads.size(); ++i) expectSameHead(again.heads[i], want.heads[i], "after");
+}
+
 // A softmax scale that overflows float makes every output and reference non-finite: the heads must say so
 // rather than show the L1 0 / cos 1 that NaN sums collapse to.
 TEST(CudaErrorSplit, OverflowingScaleFlagsEveryHead) {

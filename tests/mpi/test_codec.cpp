@@ -48,6 +48,7 @@ core::EntryResult runResult() {
   o.keepOutput = true;
   core::EntryResult r = engine.run(c, o);
   r.warnings.push_back("a warning");
+  r.splitPending = true;
   r.heads[1].hasNonFinite = true;
   return r;
 }
@@ -103,6 +104,7 @@ TEST(Codec, RunResultRoundTripsFieldForField) {
   EXPECT_EQ(a.times.hostWaitMs, b.times.hostWaitMs);
   EXPECT_EQ(a.times.copyBytes, b.times.copyBytes);
   EXPECT_EQ(a.warnings, b.warnings);
+  EXPECT_TRUE(b.splitPending);
   EXPECT_EQ(a.error.absRef, b.error.absRef);
   ASSERT_EQ(a.heads.size(), b.heads.size());
   for (size_t i = 0; i < a.heads.size(); ++i) expectSameHead(a.heads[i], b.heads[i]);

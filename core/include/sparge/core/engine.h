@@ -3,6 +3,7 @@
 #pragma once
 
 #include <atomic>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -25,6 +26,12 @@ struct RunOptions {
   bool keepOutput = false;     // keep O per head in HeadResult::output
   bool computeError = true;    // compare against the dense reference (computed once, cached)
   const CancelFlag* cancel = nullptr;
+  // Quantized numerics with computeError: called on the run's thread with the result as it stands before
+  // the exact-numerics pass behind errorSparse (EntryResult::splitPending), so that a viewer shows the
+  // deployed figures about half a run sooner. Returning false ends the run there: run() returns that result.
+  // Returning true computes the split, which run() returns. Engines without a separate pass for the split
+  // (the CPU engine computes every pass per head) do not call it.
+  std::function<bool(const EntryResult&)> onDeployed;
 };
 
 // A dense attention implementation other than the engine's own kernels that it can time on the current entry,

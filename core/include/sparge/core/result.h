@@ -127,6 +127,9 @@ struct EntryResult {
   ErrorSums errorQuant;           // sums over heads (quantization alone)
   StageTimes times;
   std::vector<std::string> warnings;
+  // An early result of quantized numerics (RunOptions::onDeployed): every figure but the sparsity part of
+  // the error split, whose exact-numerics pass has not run yet (errorSparse's count is 0).
+  bool splitPending = false;
 
   const HeadResult* find(int64_t batch, int64_t head) const;
 };
