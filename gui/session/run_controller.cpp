@@ -101,6 +101,7 @@ void RunController::reset(ResetScope scope) {
   if (scope == ResetScope::Capture) {
     result_.reset();
     ++resultGeneration_;
+    ++mapsGeneration_;
   }
 }
 
@@ -114,6 +115,8 @@ void RunController::onEntryLoaded(const std::vector<core::HeadParams>* stored) {
 void RunController::showResult(std::shared_ptr<const core::EntryResult> result) {
   result_ = std::move(result);
   ++resultGeneration_;
+  ++mapsGeneration_;
+  shownRunId_ = 0;
 }
 
 void RunController::schedule(const std::set<int64_t>& heads, bool all) {
@@ -136,16 +139,15 @@ void RunController::schedule(const std::set<int64_t>& heads, bool all) {
     core::Engine& engine = backend->ensureEngine();
     if (!backend->entry) throw Error("run", "no entry loaded");
     const auto t0 = Clock::now();
-    auto deliver = [&](core::EntryResult result) {
+    auto deliver = [&](std::shared_ptr<const core::EntryResult> result) {
       stamps.finished = Clock::now();
       const double ms = std::chrono::duration<double, std::milli>(stamps.finished - t0).count();
       int64_t used = 0, total = 0;
       if (engine.isGpu()) gpuMemory(&used, &total);
-      auto shared = std::make_shared<core::EntryResult>(std::move(result));
-      core_.post([this, shared, epoch, runId = idCell->load(), ms, used, total, stamps] {
+      core_.post([this, result, epoch, runId = idCell->load(), ms, used, total, stamps] {
         core_.engine.gpuUsed = used;
         core_.engine.gpuTotal = total;
-        apply(shared, epoch, runId, ms, stamps);
+        apply(result, epoch, runId, ms, stamps);
       });
     };
     core::RunOptions options;
@@ -154,14 +156,12 @@ void RunController::schedule(const std::set<int64_t>& heads, bool all) {
     options.cancel = &cancel;
     // Quantized numerics: the deployed figures are shown as soon as they exist, the sparsity part of the
     // error split when its pass lands; a newer change waiting for the worker takes the place of that pass.
-    bool earlyShown = false;
-    options.onDeployed = [&](const core::EntryResult& early) {
-      deliver(early);
-      earlyShown = true;
+    options.onDeployed = [&](std::shared_ptr<const core::EntryResult> early) {
+      deliver(std::move(early));
       return !core_.pending(JobKind::Run);
     };
     core::EntryResult result = engine.run(config, options);
-    if (!(earlyShown && result.splitPending)) deliver(std::move(result));
+    if (!result.heads.empty()) deliver(std::make_shared<const core::EntryResult>(std::move(result)));
   };
   // A running job is cancelled for a newer one only when runs are slow: while runs take under
   // kFinishRunsBelowMs the running one finishes (its result is merged and shown), so a slider drag
@@ -172,8 +172,8 @@ void RunController::schedule(const std::set<int64_t>& heads, bool all) {
   latestRunId_ = id;
 }
 
-void RunController::apply(std::shared_ptr<core::EntryResult> r, uint64_t epoch, uint64_t runId, double wallMs,
-                          LastRun stamps) {
+void RunController::apply(std::shared_ptr<const core::EntryResult> r, uint64_t epoch, uint64_t runId,
+                          double wallMs, LastRun stamps) {
   if (epoch != core_.epoch) return;
   if (runId == latestRunId_) {
     owedHeads_.clear();
@@ -185,11 +185,15 @@ void RunController::apply(std::shared_ptr<core::EntryResult> r, uint64_t epoch, 
   stamps.applied = Clock::now();
   lastRun_ = stamps;
   for (const auto& w : r->warnings) core_.messages.addWarning(w);
+  const bool splitLanded = result_ && result_->splitPending && runId == shownRunId_;
   result_ = merge(std::move(r));
   ++resultGeneration_;
+  if (!splitLanded) ++mapsGeneration_;
+  shownRunId_ = runId;
 }
 
-std::shared_ptr<core::EntryResult> RunController::merge(std::shared_ptr<core::EntryResult> r) const {
+std::shared_ptr<const core::EntryResult> RunController::merge(
+    std::shared_ptr<const core::EntryResult> r) const {
   const int64_t expected = r->info.batch * r->info.headsQ;
   bool complete = static_cast<int64_t>(r->heads.size()) == expected;
   auto sameShape = [&](const core::EntryResult& a) {
@@ -201,13 +205,13 @@ std::shared_ptr<core::EntryResult> RunController::merge(std::shared_ptr<core::En
   // full one lands.
   if (complete || !result_ || !sameShape(*result_)) return r;
   auto merged = std::make_shared<core::EntryResult>(*result_);
-  for (auto& h : r->heads) {
+  for (const auto& h : r->heads) {
     auto it = std::find_if(merged->heads.begin(), merged->heads.end(),
                            [&](const core::HeadResult& m) { return m.batch == h.batch && m.head == h.head; });
     if (it != merged->heads.end()) {
-      *it = std::move(h);
+      *it = h;
     } else {
-      merged->heads.push_back(std::move(h));
+      merged->heads.push_back(h);
     }
   }
   std::sort(merged->heads.begin(), merged->heads.end(), [](const auto& a, const auto& b) {

@@ -54,6 +54,9 @@ class RunController {
   // Latest results; heads may lag behind config() while a run is in flight.
   std::shared_ptr<const core::EntryResult> result() const { return result_; }
   uint64_t resultGeneration() const { return resultGeneration_; }  // changes whenever result() does
+  // Changes whenever the per-block maps of result() may have: not when the split of an early result lands
+  // (the same run's maps, one more figure), so views colour their textures once a run.
+  uint64_t mapsGeneration() const { return mapsGeneration_; }
   const LastRun& lastRun() const { return lastRun_; }
   uint64_t configGeneration() const { return configGeneration_; }  // changes with config()
 
@@ -70,9 +73,9 @@ class RunController {
 
  private:
   void schedule(const std::set<int64_t>& heads, bool all);
-  void apply(std::shared_ptr<core::EntryResult> r, uint64_t epoch, uint64_t runId, double wallMs,
+  void apply(std::shared_ptr<const core::EntryResult> r, uint64_t epoch, uint64_t runId, double wallMs,
              LastRun stamps);
-  std::shared_ptr<core::EntryResult> merge(std::shared_ptr<core::EntryResult> r) const;
+  std::shared_ptr<const core::EntryResult> merge(std::shared_ptr<const core::EntryResult> r) const;
   void fitPerHead(core::RunConfig& config) const;
 
   SessionCore& core_;
@@ -81,7 +84,8 @@ class RunController {
   static constexpr double kFinishRunsBelowMs = 1000.0;  // see schedule()
 
   std::shared_ptr<const core::EntryResult> result_;
-  uint64_t resultGeneration_ = 0;
+  uint64_t resultGeneration_ = 0, mapsGeneration_ = 0;
+  uint64_t shownRunId_ = 0;  // the run job whose result (or early result) is result()
   LastRun lastRun_;
   // Heads owed a re-run: union of everything requested since the last finished run, so that
   // coalescing a "head 3" job into an "all heads" job (or the reverse) never loses a head.

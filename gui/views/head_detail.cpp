@@ -210,7 +210,7 @@ void HeadDetail::draw(Session& s, UiState& ui) {
     ImGui::TextDisabled(s.busy() ? "Running..." : "No result for this head yet.");
     return;
   }
-  sync(*h, s.runs().resultGeneration());
+  sync(*h, s.runs().mapsGeneration());
 
   drawHeadline(s, *h);
   if (zoom_.zoom > 1.001f) {

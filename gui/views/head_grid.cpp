@@ -164,7 +164,7 @@ void HeadGrid::draw(Session& s, UiState& ui) {
     ImGui::TextDisabled(s.busy() ? "Running..." : "No results yet.");
     return;
   }
-  syncTextures(*r, s.runs().resultGeneration());
+  syncTextures(*r, s.runs().mapsGeneration());
 
   std::vector<size_t> order = sortHeads(*r, ui.gridSort, ui.gridDescending);
   ImGui::BeginChild("thumbs", ImVec2(0, 0), false);

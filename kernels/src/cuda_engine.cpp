@@ -188,15 +188,30 @@ void setDeviceTimes(core::StageTimes& t, StageClock& clock, const RunPlan& plan)
   t.totalMs = clock.total.elapsedMs();
 }
 
-// The split after an early result: its pass, its sums into every head, its time in the stage times.
-void finishSplit(CudaEngine::State& st, const core::EntryData& entry, const RunPlan& plan,
-                 core::EntryResult& res, StageClock& clock, HostClock::time_point start) {
+// The split after an early result `shown`: its pass is queued, then the result is copied (beside the pass)
+// and completed with its sums; the split's time goes into the stage times.
+core::EntryResult finishSplit(CudaEngine::State& st, const core::EntryData& entry, const RunPlan& plan,
+                              const core::EntryResult& shown, StageClock& clock,
+                              HostClock::time_point start) {
   computeSplit(st, entry, plan, clock);
+  core::EntryResult res = shown;
   addSplit(st, plan, res);
   const double splitMs = clock.split.elapsedMs();
   res.times.metricsMs += splitMs;
   res.times.totalMs += splitMs;
   res.times.hostMs = msSince(start);
+  return res;
+}
+
+// What run() returns when the caller stopped it at the early result: the same result without its heads.
+core::EntryResult withoutHeads(const core::EntryResult& shown) {
+  core::EntryResult r;
+  r.info = shown.info;
+  r.config = shown.config;
+  r.engine = shown.engine;
+  r.times = shown.times;
+  r.splitPending = true;
+  return r;
 }
 
 bool sameShape(const core::EntryInfo& a, const core::EntryInfo& b) {
@@ -274,10 +289,10 @@ core::EntryResult CudaEngine::run(const core::RunConfig& config, const core::Run
   res.times.hostMs = msSince(start);
   if (!early) return res;
   res.splitPending = true;
-  if (!options.onDeployed(res)) return res;
+  auto shown = std::make_shared<core::EntryResult>(std::move(res));
+  if (!options.onDeployed(shown)) return withoutHeads(*shown);
   throwIfCancelled(options);
-  finishSplit(st, *entry_, plan, res, clock, start);
-  return res;
+  return finishSplit(st, *entry_, plan, *shown, clock, start);
 }
 
 void CudaEngine::ensureCudnn() {

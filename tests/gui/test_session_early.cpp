@@ -50,14 +50,17 @@ class EarlyDeliveringEngine final : public core::Engine {
     core::EntryResult full = cpu_.run(c, o);
     if (!o.onDeployed || c.numerics == core::Numerics::None) return full;
     waitWhileHeld();
-    core::EntryResult early = full;
-    for (core::HeadResult& h : early.heads) h.errorSparse = core::ErrorSums{};
-    early.splitPending = true;
-    core::aggregate(early);
+    auto early = std::make_shared<core::EntryResult>(full);
+    for (core::HeadResult& h : early->heads) h.errorSparse = core::ErrorSums{};
+    early->splitPending = true;
+    core::aggregate(*early);
     const bool go = o.onDeployed(early);
     std::lock_guard lock(seen_->mutex);
     seen_->answers.push_back({c.defaults.tau, go});
-    return go ? full : early;
+    if (go) return full;
+    core::EntryResult stopped;  // as the CUDA engine: the figures were handed over
+    stopped.splitPending = true;
+    return stopped;
   }
 
  private:
@@ -109,10 +112,11 @@ core::EntryResult plainRun(double tau) {
 TEST(SessionEarlyResults, TheSplitFollowsTheDeployedFiguresAsASecondResult) {
   auto d = std::make_shared<Deliveries>();
   auto s = makeSession(d);
-  const uint64_t before = s->runs().resultGeneration();
+  const uint64_t before = s->runs().resultGeneration(), mapsBefore = s->runs().mapsGeneration();
   s->runs().setParams(withTau(0.8), ApplyTarget::AllHeads);
   ASSERT_TRUE(s->waitIdle(120s));
-  EXPECT_EQ(s->runs().resultGeneration(), before + 2);  // the early result, then the complete one
+  EXPECT_EQ(s->runs().resultGeneration(), before + 2);    // the early result, then the complete one
+  EXPECT_EQ(s->runs().mapsGeneration(), mapsBefore + 1);  // one run's maps: coloured once
   const auto r = s->runs().result();
   ASSERT_TRUE(r);
   EXPECT_FALSE(r->splitPending);

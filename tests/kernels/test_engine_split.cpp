@@ -250,8 +250,8 @@ TEST(CudaEngineCopies, AnEngineMovingBetweenEntriesReportsWhatFreshEnginesDo) {
 }
 
 // An early result (RunOptions::onDeployed) is the final result without the sparsity part of the split: the
-// final one equals a plain run's bit for bit; a callback that answers false ends the run at the early result,
-// and the engine's next run is still a plain run's.
+// final one equals a plain run's bit for bit; a callback that answers false ends the run at the early result
+// (run() returns no heads), and the engine's next run is still a plain run's.
 TEST(CudaErrorSplit, AnEarlyResultIsTheFinalOneWithoutTheSparsityPart) {
   REQUIRE_GPU();
   auto e = makeEntry(Shape{1, 4, 2, 900, 900, 128, DType::Float16, true}, 34, true);
@@ -265,8 +265,8 @@ TEST(CudaErrorSplit, AnEarlyResultIsTheFinalOneWithoutTheSparsityPart) {
     SCOPED_TRACE(goOn ? "split computed" : "stopped at the early result");
     std::vector<core::EntryResult> early;
     core::RunOptions o;
-    o.onDeployed = [&](const core::EntryResult& r) {
-      early.push_back(r);
+    o.onDeployed = [&](std::shared_ptr<const core::EntryResult> r) {
+      early.push_back(*r);
       return goOn;
     };
     const core::EntryResult got = gpu.run(c, o);
@@ -280,6 +280,7 @@ TEST(CudaErrorSplit, AnEarlyResultIsTheFinalOneWithoutTheSparsityPart) {
       expectSameHead(h, want.heads[i], "early");
     }
     EXPECT_EQ(got.splitPending, !goOn);
+    EXPECT_EQ(got.heads.size(), goOn ? want.heads.size() : 0u);  // stopped: the figures were handed over
     for (size_t i = 0; goOn && i < want.heads.size(); ++i)
       expectSameHead(got.heads[i], want.heads[i], "final");
     EXPECT_EQ(got.errorSparse.count, goOn ? want.errorSparse.count : 0);

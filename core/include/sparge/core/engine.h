@@ -28,10 +28,12 @@ struct RunOptions {
   const CancelFlag* cancel = nullptr;
   // Quantized numerics with computeError: called on the run's thread with the result as it stands before
   // the exact-numerics pass behind errorSparse (EntryResult::splitPending), so that a viewer shows the
-  // deployed figures about half a run sooner. Returning false ends the run there: run() returns that result.
-  // Returning true computes the split, which run() returns. Engines without a separate pass for the split
-  // (the CPU engine computes every pass per head) do not call it.
-  std::function<bool(const EntryResult&)> onDeployed;
+  // deployed figures about half a run sooner; it is handed over, not copied (a result of 32 heads x 32K
+  // carries tens of MB of maps). Returning true computes the split and run() returns the whole result.
+  // Returning false ends the run there: run() returns a result without heads, marked splitPending (the
+  // figures are the ones handed over). Engines without a separate pass for the split (the CPU engine
+  // computes every pass per head) do not call it.
+  std::function<bool(std::shared_ptr<const EntryResult>)> onDeployed;
 };
 
 // A dense attention implementation other than the engine's own kernels that it can time on the current entry,
