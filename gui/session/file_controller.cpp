@@ -24,6 +24,7 @@ void FileController::exportJob(const std::string& what, const std::string& path,
     core_.messages.pushError("Nothing to export yet: no results for the selected entry.");
     return;
   }
+  if (splitPending()) return;
   std::string capture = core_.capture.path;
   // Exports use their own key so that a slider move never cancels a half-written file.
   auto job = [this, r, path, what, capture, write](const core::CancelFlag&) {
@@ -31,6 +32,16 @@ void FileController::exportJob(const std::string& what, const std::string& path,
     core_.post([this, what, path] { core_.messages.addNotice("exported " + what + " to " + path); });
   };
   core_.submit(JobKind::Export, job, false, path);
+}
+
+// An early result's error split is still being computed (for a few ms): its figures would go out without
+// the sparsity part, so the export is refused with a word instead.
+bool FileController::splitPending() {
+  auto r = runs_.result();
+  if (!r || !r->splitPending) return false;
+  core_.messages.pushError(
+      "The error split of the latest run is still being computed: export again once it is shown.");
+  return true;
 }
 
 void FileController::exportMasks(const std::string& path) {
@@ -61,6 +72,7 @@ void FileController::exportParams(const std::string& path) {
     core_.messages.pushError("Nothing to export yet: no entry loaded.");
     return;
   }
+  if (splitPending()) return;
   // The file holds every tuned entry plus the current entry's parameters as they are now (tuned,
   // overridden by hand or defaults), with the figures the latest run achieved.
   const core::RunConfig& config = runs_.config();

@@ -26,6 +26,7 @@ class FileController {
  private:
   using Writer = std::function<void(const core::EntryResult&, const std::string& capture)>;
   void exportJob(const std::string& what, const std::string& path, Writer write);
+  bool splitPending();  // says why and returns true while the latest result waits for its error split
 
   SessionCore& core_;
   RunController& runs_;

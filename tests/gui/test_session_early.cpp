@@ -6,7 +6,10 @@
 
 #include <chrono>
 #include <condition_variable>
+#include <filesystem>
 #include <mutex>
+#include <string>
+#include <thread>
 #include <vector>
 
 #include "session.h"
@@ -36,6 +39,19 @@ struct Deliveries {
   std::condition_variable changed;
   std::vector<std::pair<double, bool>> answers;
   bool holdNextRun = false, inRun = false;
+  bool holdAfterEarly = false, earlyDelivered = false;  // the split of the next run waits
+};
+
+// Lets a held run go when the test ends, also on a failed assertion (before the session waits for it).
+struct ReleaseAtExit {
+  std::shared_ptr<Deliveries> d;
+  ~ReleaseAtExit() {
+    {
+      std::lock_guard lock(d->mutex);
+      d->holdAfterEarly = d->holdNextRun = false;
+    }
+    d->changed.notify_all();
+  }
 };
 
 class EarlyDeliveringEngine final : public core::Engine {
@@ -55,8 +71,11 @@ class EarlyDeliveringEngine final : public core::Engine {
     early->splitPending = true;
     core::aggregate(*early);
     const bool go = o.onDeployed(early);
-    std::lock_guard lock(seen_->mutex);
+    std::unique_lock lock(seen_->mutex);
     seen_->answers.push_back({c.defaults.tau, go});
+    seen_->earlyDelivered = true;
+    seen_->changed.notify_all();
+    seen_->changed.wait(lock, [&] { return !seen_->holdAfterEarly; });
     if (go) return full;
     core::EntryResult stopped;  // as the CUDA engine: the figures were handed over
     stopped.splitPending = true;
@@ -136,6 +155,7 @@ TEST(SessionEarlyResults, TheSplitFollowsTheDeployedFiguresAsASecondResult) {
 TEST(SessionEarlyResults, ANewerChangeTakesThePlaceOfTheSplitPass) {
   auto d = std::make_shared<Deliveries>();
   auto s = makeSession(d);
+  ReleaseAtExit release{d};
   {
     std::lock_guard lock(d->mutex);
     d->holdNextRun = true;
@@ -165,4 +185,46 @@ TEST(SessionEarlyResults, ANewerChangeTakesThePlaceOfTheSplitPass) {
     EXPECT_EQ(h.params.tau, 0.85);
     EXPECT_GT(h.errorSparse.count, 0);
   }
+}
+
+TEST(SessionEarlyResults, ExportsWaitForTheSplit) {
+  auto d = std::make_shared<Deliveries>();
+  auto s = makeSession(d);
+  ReleaseAtExit release{d};
+  const std::string dir = ::testing::TempDir();
+  std::filesystem::remove(dir + "/early_params.json");
+  {
+    std::lock_guard lock(d->mutex);
+    d->holdAfterEarly = true;
+    d->earlyDelivered = false;
+  }
+  s->runs().setParams(withTau(0.75), ApplyTarget::AllHeads);
+  {
+    std::unique_lock lock(d->mutex);
+    ASSERT_TRUE(d->changed.wait_for(lock, 60s, [&] { return d->earlyDelivered; }));
+  }
+  for (int i = 0; i < 1000 && !(s->runs().result() && s->runs().result()->splitPending); ++i) {
+    s->poll();
+    std::this_thread::sleep_for(1ms);
+  }
+  ASSERT_TRUE(s->runs().result()->splitPending);
+  s->files().exportReport(dir + "/early.json");
+  s->files().exportParams(dir + "/early_params.json");
+  ASSERT_TRUE(s->messages().hasError());
+  EXPECT_NE(s->messages().frontError().find("still being computed"), std::string::npos);
+  s->messages().popError();
+  ASSERT_TRUE(s->messages().hasError());  // both exports refused
+  s->messages().popError();
+  {
+    std::lock_guard lock(d->mutex);
+    d->holdAfterEarly = false;
+  }
+  EXPECT_FALSE(std::filesystem::exists(dir + "/early_params.json"));
+  d->changed.notify_all();
+  ASSERT_TRUE(s->waitIdle(120s));
+  EXPECT_FALSE(s->runs().result()->splitPending);
+  s->files().exportParams(dir + "/early_params.json");
+  EXPECT_FALSE(s->messages().hasError());
+  EXPECT_TRUE(std::filesystem::exists(dir + "/early_params.json"));
+  std::filesystem::remove(dir + "/early_params.json");
 }
