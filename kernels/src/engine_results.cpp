@@ -145,14 +145,9 @@ void addSplit(CudaEngine::State& st, const RunPlan& plan, core::EntryResult& res
   const int nq = plan.p.nq;
   std::vector<double> sums;
   download(sums, st.scratchSums, plan.BH * nq * kSums, "download error sums");
-  for (core::HeadResult& hr : res.heads) {
-    const double* exact = &sums[((size_t)hr.batch * st.Hq + hr.head) * nq * kSums];
-    hr.errorSparse = headSums(exact, nq);
-    if (!hr.hasNonFinite && nonFiniteIn(exact, nq)) {
-      hr.hasNonFinite = true;
+  for (core::HeadResult& hr : res.heads)
+    if (fillSparsityPart(hr, &sums[((size_t)hr.batch * st.Hq + hr.head) * nq * kSums], nq))
       addNonFiniteWarning(res, hr);
-    }
-  }
   res.splitPending = false;
   core::aggregate(res);
 }

@@ -87,8 +87,8 @@ struct CudaEngine::State {
   KeyMean keyMean;
   std::map<std::tuple<int, int, bool>, std::unique_ptr<Stage1Stats>> stats;
   std::map<std::tuple<int, int>, core::BlockValidity> validity;
-  std::map<std::tuple<int, int>, std::vector<uint8_t>>
-      blockFlags;  // per geometry, as the selection reads them
+  // Per geometry, as the selection reads them.
+  std::map<std::tuple<int, int>, std::vector<uint8_t>> blockFlags;
   DeviceBuffer oref, mass64;
   std::vector<uint8_t> refDone;  // per query head (all batch items)
   std::map<std::tuple<int, int, int, bool>, QuantErrorCache> quantErrors;

@@ -75,13 +75,17 @@ void fillErrors(core::HeadResult& hr, const HostRun& run, size_t bh) {
   }
   hr.errorQuant = run.quant->sums[bh];
   hr.hasNonFinite = hr.hasNonFinite || run.quant->nonFinite[bh];
-  if (!run.sparse) return;  // an early result: the exact-numerics pass has not run yet
-  const double* exact = run.sparse + bh * nq * kSums;
-  hr.errorSparse = headSums(exact, nq);
-  hr.hasNonFinite = hr.hasNonFinite || nonFiniteIn(exact, nq);
+  if (run.sparse) fillSparsityPart(hr, run.sparse + bh * nq * kSums, nq);  // null: an early result
 }
 
 }  // namespace
+
+bool fillSparsityPart(core::HeadResult& hr, const double* exactPerBlock, int nq) {
+  hr.errorSparse = headSums(exactPerBlock, nq);
+  const bool newlyNonFinite = !hr.hasNonFinite && nonFiniteIn(exactPerBlock, nq);
+  hr.hasNonFinite = hr.hasNonFinite || newlyNonFinite;
+  return newlyNonFinite;
+}
 
 void fillSelection(core::HeadResult& hr, const HostRun& run, int b, int h) {
   const size_t bh = (size_t)b * run.Hq + h;

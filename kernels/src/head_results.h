@@ -17,6 +17,9 @@ constexpr int kSums = 8;
 // The sums of one head (nq q-blocks from perBlock) and whether any of them is non-finite.
 core::ErrorSums headSums(const double* perBlock, int nq);
 bool nonFiniteIn(const double* perBlock, int nq);
+// errorSparse of a head from the exact-numerics pass's per-block sums; true when those sums make the head
+// non-finite (it was not before).
+bool fillSparsityPart(core::HeadResult& hr, const double* exactPerBlock, int nq);
 
 // errorQuant of one (geometry, numerics, smooth-K): dense, every valid block, chosen numerics. Fixed for
 // an entry, so computed once per head.
@@ -47,12 +50,11 @@ struct HostRun {
   // Stage 2 and the errors, on the host once the attention ran:
   const uint8_t* skip = nullptr;
   const int* emptyRows = nullptr;
-  bool errors = false;               // the errors below were computed
-  const double* deployed = nullptr;  // launchError sums of the deployed output
-  bool quantized = false;            // numerics other than None: with errors, the two below are set
-  const double* sparse =
-      nullptr;  // launchError sums of the exact-numerics pass (errorSparse); null: not run yet
-  const QuantErrorCache* quant = nullptr;                      // errorQuant
+  bool errors = false;                     // the errors below were computed
+  const double* deployed = nullptr;        // launchError sums of the deployed output
+  bool quantized = false;                  // numerics other than None: with errors, the two below are set
+  const double* sparse = nullptr;          // the exact-numerics pass's sums (errorSparse); null: not run yet
+  const QuantErrorCache* quant = nullptr;  // errorQuant
   const std::vector<std::vector<float>>* blockMass = nullptr;  // refBlockMass per b*Hq + hq
 };
 

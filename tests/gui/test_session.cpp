@@ -10,26 +10,16 @@
 
 #include "session.h"
 #include "settings.h"
+#include "small_entry.h"
 #include "sparge/core/cpu_engine.h"
 #include "sparge/core/error.h"
-#include "sparge/core/synthetic.h"
 
 using namespace sparge;
 using namespace sparge::gui;
 using namespace std::chrono_literals;
 
 namespace {
-std::shared_ptr<const core::EntryData> smallEntry() {
-  core::SynthSpec spec;
-  spec.name = "synth";
-  spec.headsQ = 4;
-  spec.headsKV = 2;
-  spec.tokensQ = spec.tokensKV = 512;
-  spec.headDim = spec.headDimV = 64;
-  spec.segment = 128;
-  spec.seed = 7;
-  return std::make_shared<const core::EntryData>(core::makeSyntheticEntry(spec));
-}
+using session_tests::smallEntry;
 
 std::unique_ptr<Session> makeSession() {
   auto s = std::make_unique<Session>([] {

@@ -13,8 +13,8 @@
 #include <vector>
 
 #include "session.h"
+#include "small_entry.h"
 #include "sparge/core/cpu_engine.h"
-#include "sparge/core/synthetic.h"
 
 using namespace sparge;
 using namespace sparge::gui;
@@ -22,16 +22,7 @@ using namespace std::chrono_literals;
 
 namespace {
 
-std::shared_ptr<const core::EntryData> smallEntry() {
-  core::SynthSpec spec;
-  spec.name = "synth";
-  spec.headsQ = spec.headsKV = 4;
-  spec.tokensQ = spec.tokensKV = 384;
-  spec.headDim = spec.headDimV = 64;
-  spec.segment = 128;
-  spec.seed = 11;
-  return std::make_shared<const core::EntryData>(core::makeSyntheticEntry(spec));
-}
+using session_tests::smallEntry;
 
 // What the engine saw: per call with an early delivery, the τ it ran and what the callback answered.
 struct Deliveries {
