@@ -17,7 +17,8 @@ tar -xJf "$HERE/pack.tar.xz" -C $W
 tar -xJf "$HERE/ompi.tar.xz" -C $W/ompi
 source "$HERE/mpi_env.sh" $W/ompi
 export LD_LIBRARY_PATH=$W/lib:$LD_LIBRARY_PATH
-S=$W/bin/sparge
+# SPARGE_EXE runs another build of sparge (its MPI plugin beside it) with the same pack's libraries.
+S=${SPARGE_EXE:-$W/bin/sparge}
 LOG=$OUT/log.txt
 now() { date +%s%N; }
 elapsed() { awk -v a="$1" -v b="$(now)" 'BEGIN { printf "%.2f", (b - a) / 1e9 }'; }
@@ -44,6 +45,14 @@ TUNE=(--l1 0.05 --l2 0.06 --engine "${ENGINE:-cuda}" --quant "${QUANT:-none}")
     t=$(now); $MPIRUN --bind-to none -np $n $S --version >/dev/null; b=$(elapsed $t)
     echo "launcher, $n processes: mpirun true $a s, mpirun sparge --version $b s"
   done
+  # CUDA's start-up, a fixed part of every rank's time: one process alone, then one per GPU at once.
+  if [ -x $W/bin/sparge_cuda_start_bench ]; then
+    $W/bin/sparge_cuda_start_bench "CUDA start-up, 1 process alone"
+    for i in $(seq 0 $((NGPU - 1))); do
+      CUDA_VISIBLE_DEVICES=$i $W/bin/sparge_cuda_start_bench "CUDA start-up, $NGPU at once, GPU $i" &
+    done
+    wait
+  fi
   # Uncompressed (synth's default) and on every core: ~30 s for the full size on a 64-core machine; gzip
   # made it take over 7 minutes, single-threaded inside HDF5.
   t=$(now)

@@ -45,4 +45,8 @@ add_executable(sparge_attention_bench ${PROJECT_SOURCE_DIR}/bench/attention_benc
 target_link_libraries(sparge_attention_bench PRIVATE sparge_attention)
 target_include_directories(sparge_attention_bench PRIVATE ${CMAKE_CURRENT_LIST_DIR}/src)
 
+# CUDA's start-up in one process (bench/cuda_start.cpp): a fixed part of every rank's time in a multi-GPU job.
+add_executable(sparge_cuda_start_bench ${PROJECT_SOURCE_DIR}/bench/cuda_start.cpp)
+target_link_libraries(sparge_cuda_start_bench PRIVATE CUDA::cudart_static CUDA::cuda_driver)
+
 include(${CMAKE_CURRENT_LIST_DIR}/cudnn.cmake)  # the cuDNN dense baseline

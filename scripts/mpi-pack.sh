@@ -12,8 +12,8 @@ TMP="$(mktemp -d)"
 trap 'rm -rf "$TMP"' EXIT
 mkdir -p "$TMP/bin" "$TMP/lib" "$TMP/debs" "$TMP/ompi" "$OUTDIR"
 [ -f "$BUILD/cli/libsparge_mpi.so" ] || { echo "no $BUILD/cli/libsparge_mpi.so: install libopenmpi-dev and rebuild"; exit 1; }
-cp "$BUILD/cli/sparge" "$BUILD/cli/libsparge_mpi.so" "$TMP/bin/"
-strip "$TMP/bin/sparge" "$TMP/bin/libsparge_mpi.so"
+cp "$BUILD/cli/sparge" "$BUILD/cli/libsparge_mpi.so" "$BUILD/kernels/sparge_cuda_start_bench" "$TMP/bin/"
+strip "$TMP/bin/sparge" "$TMP/bin/libsparge_mpi.so" "$TMP/bin/sparge_cuda_start_bench"
 # sparge's own libraries (HDF5 and the like), not glibc/libstdc++ and not Open MPI's (from the .debs).
 for lib in $(ldd "$TMP/bin/sparge" | awk '/=>/{print $3}' | sort -u); do
   case "$(basename "$lib")" in

@@ -1,6 +1,6 @@
 // PTX wrappers for the sm80-class path (also runs on sm90): cp.async, ldmatrix, mma.sync (m16n8k16 fp16/bf16
-// with fp32 or fp16 accumulators, m16n8k32 s8 and e4m3), named barriers, and the XOR swizzle of 16-byte
-// chunks used by every shared-memory tile.
+// with fp32 or fp16 accumulators, m16n8k8 tf32, m16n8k32 s8 and e4m3), named barriers, and the XOR swizzle of
+// 16-byte chunks used by every shared-memory tile.
 #pragma once
 
 #include <cuda_bf16.h>
@@ -78,6 +78,16 @@ __device__ __forceinline__ void mmaS8(int32_t (&c)[4], const uint32_t (&a)[4], u
       "mma.sync.aligned.m16n8k32.row.col.s32.s8.s8.s32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
       "{%0,%1,%2,%3};\n"
       : "+r"(c[0]), "+r"(c[1]), "+r"(c[2]), "+r"(c[3])
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+}
+
+// TF32 m16n8k8 with fp32 accumulators (A row-major 16x8, B column-major 8x8): the fp32 reference's P·V, whose
+// V (16-bit values) is exact in TF32.
+__device__ __forceinline__ void mmaTf32(float (&c)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1) {
+  asm volatile(
+      "mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
+      "{%0,%1,%2,%3};\n"
+      : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
       : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
 }
 

@@ -51,7 +51,7 @@ tune_np2)
   same_file one.json two.json "2 ranks wrote another parameter file than one process"
   # Each rank's time line: its engine runs add up to the job's.
   total=$(sed -n 's/.* \([0-9][0-9]*\) engine runs; parameters written.*/\1/p' log)
-  ranks=$(sed -n 's/^  rank [01]: [0-9.]* s (loading entries [0-9.]* s, coordination [0-9.]* s), \([0-9]*\) engine runs; before them [0-9.]* s of start-up (engine [0-9.]* s)$/\1/p' log)
+  ranks=$(sed -n 's/^  rank [01]: [0-9.]* s (first piece [0-9.]* s, loading entries [0-9.]* s, coordination [0-9.]* s), \([0-9]*\) engine runs; before them [0-9.]* s of start-up (engine [0-9.]* s)$/\1/p' log)
   [ -n "$total" ] && [ "$(wc -l <<<"$ranks")" -eq 2 ] || fail "per-rank time lines missing: $(cat log)"
   [ "$(( $(paste -sd+ <<<"$ranks") ))" -eq "$total" ] || fail "ranks' engine runs ($ranks) do not add up to $total"
   # With the probe traces too.
