@@ -45,9 +45,11 @@ TUNE=(--l1 0.05 --l2 0.06 --engine "${ENGINE:-cuda}" --quant "${QUANT:-none}")
     t=$(now); $MPIRUN --bind-to none -np $n $S --version >/dev/null; b=$(elapsed $t)
     echo "launcher, $n processes: mpirun true $a s, mpirun sparge --version $b s"
   done
-  # CUDA's start-up, a fixed part of every rank's time: one process alone, then one per GPU at once.
+  # CUDA's start-up, a fixed part of every rank's time: one process alone seeing one GPU (as a rank does)
+  # and seeing all of them, then one process per GPU at once.
   if [ -x $W/bin/sparge_cuda_start_bench ]; then
-    $W/bin/sparge_cuda_start_bench "CUDA start-up, 1 process alone"
+    CUDA_VISIBLE_DEVICES=0 $W/bin/sparge_cuda_start_bench "CUDA start-up, 1 process alone, 1 GPU visible"
+    $W/bin/sparge_cuda_start_bench "CUDA start-up, 1 process alone, $NGPU GPUs visible"
     for i in $(seq 0 $((NGPU - 1))); do
       CUDA_VISIBLE_DEVICES=$i $W/bin/sparge_cuda_start_bench "CUDA start-up, $NGPU at once, GPU $i" &
     done

@@ -27,9 +27,8 @@ namespace sparge::cli {
 // Where a rank's time went, sent to rank 0 with its last message: engine runs and tuning logic, loading
 // entries, and coordination (rank 0's receiving, printing and checkpoints; the others' sends and polls);
 // before that, its start-up (process start, MPI, opening the capture, planning, creating the engine) and
-// the engine's creation alone; and its first piece, which pays what the later ones find ready (CUDA's
-// context, made by the first allocation; buffers; kernels loaded on first use; the first entry's load when
-// it was not done by then).
+// the engine's creation alone (CUDA's start-up and context); and its first piece, which pays what the later
+// ones find ready (buffers, kernels loaded on first use, the first entry's load when it was not done by then).
 struct RankTimes {
   int64_t probes = 0;
   double workSeconds = 0, loadSeconds = 0, coordinationSeconds = 0;
