@@ -37,6 +37,16 @@ __device__ __forceinline__ float roundT(float x) {
   return Elem<T>::toF(Elem<T>::fromF(x));
 }
 
+// Maximum and sum over the lane quad (lanes 4g .. 4g + 3) that holds a row of an MMA accumulator fragment.
+__device__ __forceinline__ float quadMax(float v) {
+  v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, 1));
+  return fmaxf(v, __shfl_xor_sync(0xffffffffu, v, 2));
+}
+__device__ __forceinline__ float quadSum(float v) {
+  v += __shfl_xor_sync(0xffffffffu, v, 1);
+  return v + __shfl_xor_sync(0xffffffffu, v, 2);
+}
+
 __device__ __forceinline__ float ex2(float x) {
   float y;
   asm("ex2.approx.ftz.f32 %0, %1;\n" : "=f"(y) : "f"(x));

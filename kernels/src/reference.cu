@@ -134,16 +134,6 @@ __device__ __forceinline__ void scoreSlice(float (&s)[kNT][4], const T* sQ, cons
     }
 }
 
-// Maximum and sum over the lane quad that holds a row.
-__device__ __forceinline__ float quadMax(float v) {
-  v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, 1));
-  return fmaxf(v, __shfl_xor_sync(0xffffffffu, v, 2));
-}
-__device__ __forceinline__ float quadSum(float v) {
-  v += __shfl_xor_sync(0xffffffffu, v, 1);
-  return v + __shfl_xor_sync(0xffffffffu, v, 2);
-}
-
 // o += P·V for the warp's 16 rows and the tile's 64 keys, P in the scores' C layout. An A fragment of TF32
 // m16n8k8 holds columns t and t + 4 where this thread holds keys 2t and 2t + 1 of each 8-key tile: the MMA's
 // k index is mapped to keys that way (k = t -> key 2t, k = t + 4 -> key 2t + 1), and V's rows are read in

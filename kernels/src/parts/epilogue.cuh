@@ -16,9 +16,7 @@ __device__ __forceinline__ void storeRows(T* gO, int D, const float (&acc)[DT][4
                                           int row0, int col0, int nQ, const float* vScale, int* emptyRows) {
 #pragma unroll
   for (int r = 0; r < 2; ++r) {
-    float lr = l[r];
-    lr += __shfl_xor_sync(0xffffffffu, lr, 1);
-    lr += __shfl_xor_sync(0xffffffffu, lr, 2);
+    const float lr = quadSum(l[r]);
     const int row = row0 + 8 * r;
     if (row >= nQ) continue;
     const float inv = lr > 0.f ? 1.f / lr : 0.f;  // a row with no attended key is written as 0

@@ -59,10 +59,7 @@ __device__ __forceinline__ void rowMax(const float (&s)[NT][4], float (&rmax)[2]
     rmax[1] = fmaxf(rmax[1], fmaxf(s[nt][2], s[nt][3]));
   }
 #pragma unroll
-  for (int r = 0; r < 2; ++r) {
-    rmax[r] = fmaxf(rmax[r], __shfl_xor_sync(0xffffffffu, rmax[r], 1));
-    rmax[r] = fmaxf(rmax[r], __shfl_xor_sync(0xffffffffu, rmax[r], 2));
-  }
+  for (int r = 0; r < 2; ++r) rmax[r] = quadMax(rmax[r]);
 }
 
 // The PV-skip statistic of this thread's rows: max of (new block max - running max), +inf for a row that has
