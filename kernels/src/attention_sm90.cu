@@ -4,11 +4,14 @@
 // producer walks the sorted union of both LUT rows; every stage carries its key block and which consumers
 // need it, so one load serves both tiles when their rows agree (dense attention, and neighbouring rows of
 // real data). The consumers take turns on the tensor cores (ping-pong on named barriers): one issues Q·Kᵀ of
-// its block and P·V of its previous block while the other runs its softmax. Register reallocation gives the
-// consumers 240 registers. Numerics: fp16/bf16 exact (wgmma m64n128k16, P·V m64nDk16 with V transposed by the
-// descriptor), and int8-fp8 (wgmma s8 m64n128k32, P rounded to e4m3, P·V e4m3 m64nDk32 into a fresh per-block
-// fp32 buffer). Masks, the PV-skip vote (per query tile), empty rows and the output go through the shared
-// parts. Only the sm_90a image has a body; other images trap (the launcher never selects them).
+// its block and P·V of its previous block while the other runs its softmax; a consumer's own softmax starts
+// as soon as its Q·Kᵀ completes and runs beside its P·V (intra-warpgroup overlap; where registers allow:
+// ptxas gives up the overlap for int8-fp8 at D 128, whose block buffer and scores do not fit beside O).
+// Register reallocation gives the consumers 240 registers. Numerics: fp16/bf16 exact (wgmma m64n128k16, P·V
+// m64nDk16 with V transposed by the descriptor), and int8-fp8 (wgmma s8 m64n128k32, P rounded to e4m3, P·V
+// e4m3 m64nDk32 into a fresh per-block fp32 buffer). Masks, the PV-skip vote (per query tile), empty rows and
+// the output go through the shared parts. Only the sm_90a image has a body; other images trap (the launcher
+// never selects them).
 #include <cuda.h>
 #include <cuda_runtime.h>
 
@@ -230,7 +233,9 @@ struct ConsumerState {
   float m[2], l[2];
   float acc[Tr::kDT][4];
   uint32_t pf[Tr::kPSteps][4];
-  // The block whose P·V is still to issue (or whose V stage is still to release).
+  // The block whose P·V is still to issue (or whose V stage is still to release); with e4m3 P·V also the
+  // rescale of O that its softmax deferred to the add of its block.
+  float pendingAlpha[2];
   bool pending = false, pendingGemm = false;
   int pendingStage = 0;
   uint32_t pendingPhase = 0;
@@ -240,10 +245,12 @@ template <class Tr>
 __device__ __forceinline__ void issueQK(float (&s)[Tr::kNT][4], int32_t (&si)[Tr::kNT][4], uint32_t sQ,
                                         uint32_t sK) {
   using namespace sm90;
+  const uint64_t dq0 = kMajorDescriptorBytes<kBQ, Tr::kSlabBytes>(sQ, 0);
+  const uint64_t dk0 = kMajorDescriptorBytes<kBK, Tr::kSlabBytes>(sK, 0);
 #pragma unroll
   for (int ks = 0; ks < Tr::kQkSteps; ++ks) {
-    const uint64_t dq = kMajorDescriptorBytes<kBQ, Tr::kSlabBytes>(sQ, ks * 32);
-    const uint64_t dk = kMajorDescriptorBytes<kBK, Tr::kSlabBytes>(sK, ks * 32);
+    const uint64_t dq = advanceDescriptor(dq0, kMajorStepBytes<kBQ, Tr::kSlabBytes>(ks * 32));
+    const uint64_t dk = advanceDescriptor(dk0, kMajorStepBytes<kBK, Tr::kSlabBytes>(ks * 32));
     if constexpr (Tr::kFp8)
       WgmmaS8::run(si, dq, dk, ks > 0);
     else
@@ -256,46 +263,69 @@ __device__ __forceinline__ void issueQK(float (&s)[Tr::kNT][4], int32_t (&si)[Tr
 template <class Tr>
 __device__ __forceinline__ void issuePV(ConsumerState<Tr>& st, float (&blk)[Tr::kDT][4], uint32_t sV) {
   using namespace sm90;
+  const uint64_t dv0 = Tr::kFp8 ? kMajorDescriptorBytes<Tr::D, 128>(sV, 0) : mnMajorDescriptor<kBK>(sV, 0);
 #pragma unroll
   for (int kk = 0; kk < Tr::kPSteps; ++kk) {
     if constexpr (Tr::kFp8)
-      WgmmaE4m3<Tr::D>::run(blk, st.pf[kk], kMajorDescriptorBytes<Tr::D, 128>(sV, kk * 32), kk > 0);
-    else
-      WgmmaRS<typename Tr::T, Tr::D>::run(st.acc, st.pf[kk], mnMajorDescriptor<kBK>(sV, kk), 1);
+      WgmmaE4m3<Tr::D>::run(blk, st.pf[kk], advanceDescriptor(dv0, kMajorStepBytes<Tr::D, 128>(kk * 32)),
+                            kk > 0);
+    else  // k-step kk of 16 keys: two 8-key groups of kSwizzleAtomBytes (mnMajorDescriptor)
+      WgmmaRS<typename Tr::T, Tr::D>::run(st.acc, st.pf[kk],
+                                          advanceDescriptor(dv0, kk * 2u * kSwizzleAtomBytes), 1);
   }
 }
 
-// This step's tensor-core work: Q·Kᵀ of the current block (when the tile visits it) and P·V of the pending
-// one. The e4m3 P·V completes and is added to O before Q·Kᵀ is issued, so that its block buffer and the new
-// scores are never live together (the consumer would spill); 16-bit P·V runs alongside Q·Kᵀ.
+// Q·Kᵀ of the consumer's block and P·V of its pending one, issued back to back on its turn (Q·Kᵀ first, each
+// its own group); `handOver` (a named barrier id, or -1) then passes the turn to the other consumer. Returns
+// once Q·Kᵀ is complete, with the P·V (into O for 16-bit P, into `blk` for e4m3) still running, so that the
+// softmax of this block overlaps the P·V of the previous one (FlashAttention-3's intra-warpgroup overlap).
+// Returns whether a P·V was issued; the caller waits for it (wgmmaWait<0>) before it touches O, `blk` or P.
 template <class Tr>
-__device__ __forceinline__ void issueStep(ConsumerState<Tr>& st, const Pipe<Tr>& pp, bool mine, int s, int wg,
-                                          float (&sc)[Tr::kNT][4], int32_t (&si)[Tr::kNT][4]) {
+__device__ __forceinline__ bool issueOwnStep(ConsumerState<Tr>& st, const Pipe<Tr>& pp, int s, int wg,
+                                             int handOver, float (&sc)[Tr::kNT][4], int32_t (&si)[Tr::kNT][4],
+                                             float (&blk)[Tr::kDT][4]) {
   using namespace sm90;
   const bool pv = st.pending && st.pendingGemm;
   if (pv) mbarWait(pp.fullV(st.pendingStage), st.pendingPhase);
   wgmmaFence();
-  if constexpr (Tr::kFp8) {
-    if (pv) {
-      float blk[Tr::kDT][4];
-      issuePV<Tr>(st, blk, pp.v(st.pendingStage));
-      wgmmaCommit();
-      wgmmaWait<0>();
-      addBlock(st.acc, blk);
-    }
-    if (mine) issueQK<Tr>(sc, si, pp.q(wg), pp.k(s));
-  } else {
-    if (mine) issueQK<Tr>(sc, si, pp.q(wg), pp.k(s));
-    if (pv) issuePV<Tr>(st, st.acc, pp.v(st.pendingStage));
-  }
+  issueQK<Tr>(sc, si, pp.q(wg), pp.k(s));
   wgmmaCommit();
+  // One branch per case from issue to wait: ptxas then sees on every path which group is still running (with
+  // two branches on the same condition it also follows the impossible mix and serialises the wgmmas).
+  if (pv) {
+    if constexpr (Tr::kFp8)
+      issuePV<Tr>(st, blk, pp.v(st.pendingStage));
+    else
+      issuePV<Tr>(st, st.acc, pp.v(st.pendingStage));
+    wgmmaCommit();
+    if (handOver >= 0) barArrive(handOver, 256);
+    wgmmaWait<1>();
+  } else {
+    if (handOver >= 0) barArrive(handOver, 256);
+    wgmmaWait<0>();
+  }
+  if constexpr (Tr::kFp8)
+    fenceRegs(si);
+  else
+    fenceRegs(sc);
+  return pv;
 }
 
-// Softmax of the consumer's own block (scores in s): masks, skip vote, rescale, exponentiate, pack P.
-// Returns true when the block's P·V is skipped.
+// After the pending block's P·V completed: an e4m3 block is added to O with the rescale its softmax deferred.
 template <class Tr>
-__device__ __forceinline__ bool consumerSoftmax(ConsumerState<Tr>& st, float (&s)[Tr::kNT][4], float sc,
-                                                bool vote, float lambda, int row0, int nQ, int wg) {
+__device__ __forceinline__ void addPendingBlock(ConsumerState<Tr>& st, bool pv,
+                                                const float (&blk)[Tr::kDT][4]) {
+  if constexpr (Tr::kFp8)
+    if (pv) addBlockRescaled(st.acc, st.pendingAlpha, blk);
+}
+
+// Softmax of the consumer's own block on its scores alone (O and P may still be in use by the previous
+// block's P·V): masks, skip vote, new running max (alpha), exponentiate in place. Returns true when the
+// block's P·V is skipped.
+template <class Tr>
+__device__ __forceinline__ bool softmaxScores(ConsumerState<Tr>& st, float (&s)[Tr::kNT][4], float sc,
+                                              bool vote, float lambda, int row0, int nQ, int wg,
+                                              float (&alpha)[2]) {
   float rmax[2];
   rowMax(s, rmax);
   rmax[0] *= sc;
@@ -304,13 +334,24 @@ __device__ __forceinline__ bool consumerSoftmax(ConsumerState<Tr>& st, float (&s
   if (vote && !sm90::barAny(kBarVote + wg, 128, maxRise<Tr::kFp8>(rmax, st.m, row0, nQ) + lambda > 0.f))
     return true;
   float muse[2];
-  rescaleRows<false>(st.m, st.l, st.acc, rmax, muse);  // a branch here would serialise the wgmma issue
+  updateRowMax(st.m, st.l, rmax, muse, alpha);
   exponentiate<RowSum::Fp32>(s, muse, sc, Tr::kFp8 ? kFp8POffset : 0.f, st.l);
-  if constexpr (Tr::kFp8)
-    packPE4m3(s, st.pf);
-  else
-    packP16<typename Tr::T>(s, st.pf);
   return false;
+}
+
+// Once the previous P·V completed: O takes the block's rescale (16-bit; e4m3 defers it to the block's add)
+// and P goes into the registers the next P·V reads.
+template <class Tr>
+__device__ __forceinline__ void finishSoftmax(ConsumerState<Tr>& st, const float (&s)[Tr::kNT][4],
+                                              const float (&alpha)[2]) {
+  if constexpr (Tr::kFp8) {
+    st.pendingAlpha[0] = alpha[0];
+    st.pendingAlpha[1] = alpha[1];
+    packPE4m3(s, st.pf);
+  } else {
+    scaleRows(st.acc, alpha);  // a branch here would serialise the wgmma issue
+    packP16<typename Tr::T>(s, st.pf);
+  }
 }
 
 // Releases the pending block's V stage once its P·V (if any) has completed.
@@ -334,13 +375,23 @@ struct ConsumerCtx {
 // their tensor-core work (consumer 0 first; the other's softmax then overlaps these GEMMs); on steps only one
 // visits, it issues at once. Consumer 0 skips the wait on its first shared turn and takes the last turn-hand-
 // over after the loop, so every barrier arrival is matched.
-// Issues the pending block's P·V now (alone), waits for it and releases its V stage.
+// Issues the pending block's P·V now (alone), waits for it, adds it (e4m3) and releases its V stage.
 template <class Tr>
-__device__ __forceinline__ void finishPending(ConsumerState<Tr>& st, const Pipe<Tr>& pp, int wg) {
-  float sc[Tr::kNT][4];
-  int32_t si[Tr::kNT][4];
-  issueStep<Tr>(st, pp, false, 0, wg, sc, si);
-  sm90::wgmmaWait<0>();
+__device__ __forceinline__ void finishPending(ConsumerState<Tr>& st, const Pipe<Tr>& pp) {
+  using namespace sm90;
+  const bool pv = st.pending && st.pendingGemm;
+  if (pv) {
+    mbarWait(pp.fullV(st.pendingStage), st.pendingPhase);
+    wgmmaFence();
+    float blk[Tr::kDT][4];
+    if constexpr (Tr::kFp8)
+      issuePV<Tr>(st, blk, pp.v(st.pendingStage));
+    else
+      issuePV<Tr>(st, st.acc, pp.v(st.pendingStage));
+    wgmmaCommit();
+    wgmmaWait<0>();
+    addPendingBlock<Tr>(st, true, blk);
+  }
   releasePending<Tr>(st, pp);
 }
 
@@ -379,6 +430,38 @@ __device__ __forceinline__ void passSteps(const Pipe<Tr>& pp, int from, int to) 
   }
 }
 
+// The own block once its Q·Kᵀ completed: scores to float, masks and the softmax, beside the previous block's
+// P·V; once that completed, its add (e4m3) and V release, then this block's rescale of O and its P. Returns
+// whether this block's P·V is skipped.
+template <class Tr, bool kDense>
+__device__ __forceinline__ bool softmaxOwnBlock(const KParams<typename Tr::T>& p, const Pipe<Tr>& pp,
+                                                const ConsumerCtx& cx, ConsumerState<Tr>& st, int j,
+                                                bool vote, float scale, bool pv, float (&sc)[Tr::kNT][4],
+                                                const int32_t (&si)[Tr::kNT][4], float (&blk)[Tr::kDT][4]) {
+  using namespace sm90;
+  if constexpr (Tr::kFp8) intToFloat(si, sc);
+  if (!p.vis.fullyVisible(cx.qRow0, cx.qLast, j * kBK, kBK))
+    maskFragment(sc, cx.row0, j * kBK + cx.col0, p.vis);
+  float alpha[2];
+  // The vote is warpgroup-wide; the shuffle tells the compiler the branch is uniform.
+  const bool skip = __shfl_sync(
+      0xffffffffu, (int)softmaxScores<Tr>(st, sc, scale, vote, cx.lambda, cx.row0, p.Nq, cx.wg, alpha), 0);
+  fenceRegs(sc);  // the softmax stays above the wait, beside the P·V
+  fenceRegs(st.l);
+  // With no skip vote (dense walk) the softmax and the wait below share one basic block, and ptxas hoisted
+  // the wait to the block's top, above the exponentials; a warpgroup barrier keeps it below them.
+  if constexpr (kDense) barSync(kBarVote + cx.wg, 128);
+  wgmmaWait<0>();  // the previous block's P·V
+  if constexpr (Tr::kFp8)
+    fenceRegs(blk);
+  else
+    fenceRegs(st.acc);
+  addPendingBlock<Tr>(st, pv, blk);
+  releasePending<Tr>(st, pp);
+  if (!skip) finishSoftmax<Tr>(st, sc, alpha);
+  return skip;
+}
+
 // The consumer's walk over the union steps: work on its own blocks, a pass (wait, release) over the others.
 // On blocks both tiles visit the consumers take turns to issue their tensor-core work (consumer 0 first; the
 // other's softmax then overlaps these GEMMs); on blocks only one visits, it issues at once. Consumer 0 skips
@@ -399,31 +482,23 @@ __device__ __forceinline__ void consume(const Sm90Params<typename Tr::T>& prm, c
   int u = -1, done = -1;  // last step taken from the cursor; last step waited for and released (or pending)
   for (int t = 0; t < cx.n; ++t) {
     const OwnStep os = nextOwnStep(cur, u, cx.wg);
-    if (st.pending && os.u - done >= Tr::kStages) finishPending<Tr>(st, pp, cx.wg);
+    if (st.pending && os.u - done >= Tr::kStages) finishPending<Tr>(st, pp);
     passSteps<Tr>(pp, done + 1, os.u);
     done = os.u;
     const bool turn = os.shared && prm.turns;
     const int s = os.u % Tr::kStages;
     const uint32_t phase = (os.u / Tr::kStages) & 1;
     const float kScaleJ = Tr::kFp8 ? kScale[os.j] : 1.f;
-    float sc[Tr::kNT][4];
+    float sc[Tr::kNT][4], blk[Tr::kDT][4];
     int32_t si[Tr::kNT][4];
     mbarWait(pp.fullK(s), phase);
     if (turn && (cx.wg != 0 || sawShared)) barSync(kBarTurn + cx.wg, 256);  // our turn on the tensor cores
-    issueStep<Tr>(st, pp, true, s, cx.wg, sc, si);
-    if (turn) barArrive(kBarTurn + (cx.wg ^ 1), 256);
+    const bool pv = issueOwnStep<Tr>(st, pp, s, cx.wg, turn ? kBarTurn + (cx.wg ^ 1) : -1, sc, si, blk);
     sawShared |= turn;
-    wgmmaWait<0>();
     mbarArrive(pp.emptyK(s));
-    releasePending<Tr>(st, pp);
-    if constexpr (Tr::kFp8) intToFloat(si, sc);
     const float scale = Tr::kFp8 ? p.scaleLog2 * (qScale * kScaleJ) : p.scaleLog2;
-    if (!p.vis.fullyVisible(cx.qRow0, cx.qLast, os.j * kBK, kBK))
-      maskFragment(sc, cx.row0, os.j * kBK + cx.col0, p.vis);
     const bool vote = !kDense && cx.skipOn && skipEligible(t, cx.n, 1);
-    // The vote is warpgroup-wide; the shuffle tells the compiler the branch is uniform.
-    const bool skip = __shfl_sync(
-        0xffffffffu, (int)consumerSoftmax<Tr>(st, sc, scale, vote, cx.lambda, cx.row0, p.Nq, cx.wg), 0);
+    const bool skip = softmaxOwnBlock<Tr, kDense>(p, pp, cx, st, os.j, vote, scale, pv, sc, si, blk);
     st.pending = true;
     st.pendingGemm = !skip;
     st.pendingStage = s;
@@ -431,7 +506,7 @@ __device__ __forceinline__ void consume(const Sm90Params<typename Tr::T>& prm, c
     if (skip && threadIdx.x % 128 == 0 && p.pvSkipped) p.pvSkipped[cx.rowIdx * p.nk + os.j] = 1;
   }
   if (cx.wg == 0 && sawShared) barSync(kBarTurn, 256);  // consumer 1's last hand-over
-  finishPending<Tr>(st, pp, cx.wg);                     // the last block's P·V
+  finishPending<Tr>(st, pp);                            // the last block's P·V
   while (!cur.done()) {                                 // the other tile's remaining blocks
     cur.next();
     ++u;

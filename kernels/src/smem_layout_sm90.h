@@ -57,17 +57,31 @@ SPARGE_HD constexpr uint64_t mnMajorDescriptor(uint32_t tileAddr, int kk) {
                         kSwizzleAtomBytes);
 }
 
-// Swizzled K-major operand of any width: a tile of R rows whose rows are split into slabs of kSlabBytes
-// (128: 128-byte swizzle, 64: 64-byte swizzle), slab after slab (what a TMA box of kSlabBytes-wide rows
-// writes); `byteOffset` is the k-step's start inside a row (a multiple of 32). Serves Q and K of every
+// Where k-step `byteOffset` (a multiple of 32) of a swizzled K-major tile of R rows starts, in bytes from the
+// tile's start: rows are split into slabs of kSlabBytes (128: 128-byte swizzle, 64: 64-byte swizzle), slab
+// after slab (what a TMA box of kSlabBytes-wide rows writes).
+template <int R, int kSlabBytes>
+SPARGE_HD constexpr uint32_t kMajorStepBytes(int byteOffset) {
+  return (uint32_t)byteOffset / kSlabBytes * R * kSlabBytes + (uint32_t)byteOffset % kSlabBytes;
+}
+
+// Swizzled K-major operand of any width, k-step `byteOffset` (kMajorStepBytes). Serves Q and K of every
 // numerics and the e4m3 V tile (rows = channels, K = keys).
 template <int R, int kSlabBytes>
 SPARGE_HD constexpr uint64_t kMajorDescriptorBytes(uint32_t tileAddr, int byteOffset) {
   static_assert(kSlabBytes == 128 || kSlabBytes == 64, "128- or 64-byte swizzle");
-  const uint32_t slab = (uint32_t)byteOffset / kSlabBytes, within = (uint32_t)byteOffset % kSlabBytes;
   const uint64_t mode = kSlabBytes == 128 ? 1 : 2;
-  const uint64_t d = makeDescriptor(tileAddr + slab * R * kSlabBytes + within, 16u, 8u * kSlabBytes);
+  const uint64_t d =
+      makeDescriptor(tileAddr + kMajorStepBytes<R, kSlabBytes>(byteOffset), 16u, 8u * kSlabBytes);
   return (d & ~(3ull << 62)) | (mode << 62);
+}
+
+// A descriptor moved on by `bytes` (a multiple of 16): only the start-address field (bits 0-13, address / 16)
+// changes. Shared memory ends below 256 KB, so a tile's address + bytes stays inside the field and the add
+// never carries out of it, let alone out of the low word; one 32-bit add instead of rebuilding the
+// descriptor.
+SPARGE_HD constexpr uint64_t advanceDescriptor(uint64_t d, uint32_t bytes) {
+  return (d & 0xFFFFFFFF00000000ull) | (uint32_t)((uint32_t)d + (bytes >> 4));
 }
 
 // The 128-byte swizzle as the hardware applies it to a byte address: bits 4-6 ^= bits 7-9.

@@ -10,6 +10,7 @@
 #include <cuda_fp16.h>
 
 #include <cstdint>
+#include <type_traits>
 
 #include "smem_layout_sm90.h"
 
@@ -31,6 +32,27 @@ template <int N>
 __device__ __forceinline__ void wgmmaWait() {
   asm volatile("wgmma.wait_group.sync.aligned %0;\n" ::"n"(N) : "memory");
 }
+// Pins register values at this point of the program for the compiler: code that produces them stays before,
+// code that reads them after (the asm claims to modify them). The wgmma waits carry no register operands, so
+// without such fences the compiler may move a softmax below a wait it could have overlapped, or a read of
+// the accumulators above the wait that completes them (ptxas then serialises the wgmmas to stay correct).
+template <typename R, int N>
+__device__ __forceinline__ void fenceRegs(R (&x)[N][4]) {
+  static_assert(std::is_same_v<R, float> || std::is_same_v<R, int32_t>, "fp32 or int32 accumulators");
+#pragma unroll
+  for (int i = 0; i < N; ++i)
+#pragma unroll
+    for (int e = 0; e < 4; ++e) {
+      if constexpr (std::is_same_v<R, float>)
+        asm volatile("" : "+f"(x[i][e])::"memory");
+      else
+        asm volatile("" : "+r"(x[i][e])::"memory");
+    }
+}
+__device__ __forceinline__ void fenceRegs(float (&x)[2]) {
+  asm volatile("" : "+f"(x[0]), "+f"(x[1])::"memory");
+}
+
 // Shared memory written through the generic proxy and read next by wgmma or TMA (async proxy).
 __device__ __forceinline__ void fenceProxyAsync() {
   asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");

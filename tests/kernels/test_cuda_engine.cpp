@@ -670,6 +670,39 @@ TEST(Sm90Layout, DescriptorsAddressTheStoredTiles) {
   EXPECT_NE(sm90::swizzle128(base + 128u), base + 128u);
 }
 
+// The kernel builds a tile's descriptor once and moves it on per k-step (advanceDescriptor). Against the
+// descriptor built from the step's address, for every step and for tiles up to the top of shared memory,
+// where an add that carried out of the 14-bit address field would show.
+template <int R, int kSlabBytes, int kRowBytes>
+void checkAdvancedKMajor(uint32_t tileAddr) {
+  const uint64_t d0 = sm90::kMajorDescriptorBytes<R, kSlabBytes>(tileAddr, 0);
+  for (int off = 0; off < kRowBytes; off += 32)
+    ASSERT_EQ(sm90::advanceDescriptor(d0, sm90::kMajorStepBytes<R, kSlabBytes>(off)),
+              (sm90::kMajorDescriptorBytes<R, kSlabBytes>(tileAddr, off)))
+        << "R " << R << " slab " << kSlabBytes << " tile " << tileAddr << " offset " << off;
+}
+
+TEST(Sm90Layout, AdvancedDescriptorsEqualRebuiltOnes) {
+  constexpr uint32_t kTop = 227 * 1024;  // the most shared memory an sm_90 CTA has
+  for (uint32_t tile = 0; tile + 16384 <= kTop; tile += 1024) {
+    checkAdvancedKMajor<64, 128, 128>(tile);   // Q, fp16 D 64 / e4m3 D 128
+    checkAdvancedKMajor<128, 128, 256>(tile);  // K, fp16 D 128 (two slabs)
+    checkAdvancedKMajor<128, 64, 64>(tile);    // K, e4m3 D 64 (64-byte swizzle)
+    checkAdvancedKMajor<128, 128, 128>(tile);  // e4m3 V, 128 keys
+    const uint64_t v0 = sm90::mnMajorDescriptor<128>(tile, 0);
+    for (int kk = 0; kk < 8; ++kk)
+      ASSERT_EQ(sm90::advanceDescriptor(v0, kk * 2u * sm90::kSwizzleAtomBytes),
+                sm90::mnMajorDescriptor<128>(tile, kk))
+          << "V tile " << tile << " kk " << kk;
+  }
+  // It can fail: a tile whose second slab lies past 256 KB wraps in the rebuilt descriptor and carries in the
+  // advanced one.
+  constexpr uint32_t kHigh = 256 * 1024 - 1024;
+  EXPECT_NE(sm90::advanceDescriptor(sm90::kMajorDescriptorBytes<128, 128>(kHigh, 0),
+                                    sm90::kMajorStepBytes<128, 128>(128)),
+            (sm90::kMajorDescriptorBytes<128, 128>(kHigh, 128)));
+}
+
 bool deviceIsSm90(std::string* why) {
   if (!deviceUsable(why)) return false;
   int dev = 0, major = 0, minor = 0;

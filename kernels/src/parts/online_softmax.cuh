@@ -20,15 +20,21 @@ namespace sparge::cuda {
 constexpr float kFp8POffset = 8.807f;
 
 // Integer Q·Kᵀ accumulators to float. |S| <= 127² · D < 2^22 (D <= 256), so the value is exact (any rounding
-// mode) and the conversion can skip the quarter-rate I2F: placed in the mantissa of 1.5 · 2^23, then the bias
-// removed.
+// mode). sm_86 and later convert on the integer pipe (I2FP); sm_80's I2F is a quarter-rate instruction, so
+// there the value is placed in the mantissa of 1.5 · 2^23 and the bias removed (two full-rate ops).
 template <int NT>
 __device__ __forceinline__ void intToFloat(const int32_t (&si)[NT][4], float (&s)[NT][4]) {
-  constexpr int kBiasBits = 0x4B400000;  // 12582912.0f = 1.5 · 2^23
 #pragma unroll
   for (int nt = 0; nt < NT; ++nt)
 #pragma unroll
-    for (int e = 0; e < 4; ++e) s[nt][e] = __int_as_float(si[nt][e] + kBiasBits) - 12582912.f;
+    for (int e = 0; e < 4; ++e) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 860
+      s[nt][e] = __int2float_rn(si[nt][e]);
+#else
+      constexpr int kBiasBits = 0x4B400000;  // 12582912.0f = 1.5 · 2^23
+      s[nt][e] = __int_as_float(si[nt][e] + kBiasBits) - 12582912.f;
+#endif
+    }
 }
 
 // Keys a row may not see become -inf (only called for blocks that are not fully visible).
@@ -82,15 +88,11 @@ __device__ __forceinline__ float maxRise(const float (&rmax)[2], const float (&m
   return d;
 }
 
-// New running max from the block maxima (base-2 units); l and the DT output tiles are rescaled. Returns in
-// `muse` the max the exponentials subtract (0 for a row that has seen no key yet: its scores are -inf).
-// Once the running maxima settle, no row of a warp changes its max in most blocks: with kSkipOnes the warp
-// then skips the multiplications by 1 (same bits). Not for wgmma accumulators: a branch around them
-// serialises the wgmma issue. Call from warp-uniform code.
-template <bool kSkipOnes, int DT>
-__device__ __forceinline__ void rescaleRows(float (&m)[2], float (&l)[2], float (&acc)[DT][4],
-                                            const float (&rmax)[2], float (&muse)[2]) {
-  float alpha[2];
+// New running max from the block maxima (base-2 units) and the factor `alpha` that takes what was summed so
+// far to it; l is rescaled here. Returns in `muse` the max the exponentials subtract (0 for a row that has
+// seen no key yet: its scores are -inf).
+__device__ __forceinline__ void updateRowMax(float (&m)[2], float (&l)[2], const float (&rmax)[2],
+                                             float (&muse)[2], float (&alpha)[2]) {
 #pragma unroll
   for (int r = 0; r < 2; ++r) {
     const float mnew = fmaxf(m[r], rmax[r]);
@@ -99,7 +101,11 @@ __device__ __forceinline__ void rescaleRows(float (&m)[2], float (&l)[2], float 
     m[r] = mnew;
     l[r] *= alpha[r];
   }
-  if (kSkipOnes && __all_sync(0xffffffffu, alpha[0] == 1.f && alpha[1] == 1.f)) return;
+}
+
+// The DT output tiles times their rows' alpha.
+template <int DT>
+__device__ __forceinline__ void scaleRows(float (&acc)[DT][4], const float (&alpha)[2]) {
 #pragma unroll
   for (int dt = 0; dt < DT; ++dt) {
     acc[dt][0] *= alpha[0];
@@ -107,6 +113,18 @@ __device__ __forceinline__ void rescaleRows(float (&m)[2], float (&l)[2], float 
     acc[dt][2] *= alpha[1];
     acc[dt][3] *= alpha[1];
   }
+}
+
+// updateRowMax, and the DT output tiles rescaled at once. Once the running maxima settle, no row of a warp
+// changes its max in most blocks: with kSkipOnes the warp then skips the multiplications by 1 (same bits).
+// Call from warp-uniform code.
+template <bool kSkipOnes, int DT>
+__device__ __forceinline__ void rescaleRows(float (&m)[2], float (&l)[2], float (&acc)[DT][4],
+                                            const float (&rmax)[2], float (&muse)[2]) {
+  float alpha[2];
+  updateRowMax(m, l, rmax, muse, alpha);
+  if (kSkipOnes && __all_sync(0xffffffffu, alpha[0] == 1.f && alpha[1] == 1.f)) return;
+  scaleRows(acc, alpha);
 }
 
 // How the denominator sums P: the unrounded fp32 values, or P rounded to fp16 (what the fp16 P·V sees).
@@ -157,13 +175,15 @@ __device__ __forceinline__ void packPE4m3(const float (&s)[NT][4], uint32_t (&pf
     }
 }
 
-// Two-level accumulation: the block's P·V (fresh accumulator) is added to the fp32 output.
+// Two-level accumulation: the block's P·V (fresh accumulator) is added to the fp32 output, whose rescale by
+// the block's alpha (updateRowMax) was deferred to this add: O = O · alpha + block, one FMA an element.
 template <int DT>
-__device__ __forceinline__ void addBlock(float (&acc)[DT][4], const float (&blk)[DT][4]) {
+__device__ __forceinline__ void addBlockRescaled(float (&acc)[DT][4], const float (&alpha)[2],
+                                                 const float (&blk)[DT][4]) {
 #pragma unroll
   for (int dt = 0; dt < DT; ++dt)
 #pragma unroll
-    for (int e = 0; e < 4; ++e) acc[dt][e] += blk[dt][e];
+    for (int e = 0; e < 4; ++e) acc[dt][e] = fmaf(acc[dt][e], alpha[e >> 1], blk[dt][e]);
 }
 
 }  // namespace sparge::cuda
