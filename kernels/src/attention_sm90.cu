@@ -62,9 +62,14 @@ struct Sm90Traits {
   static constexpr int kQTileBytes = kBQ * kQkRowBytes;
   static constexpr int kKTileBytes = kBK * kQkRowBytes;
   static constexpr int kVTileBytes = kFp8 ? D * kBK : kBK * D * 2;  // e4m3 [D][keys] or 16-bit [keys][D]
-  // Stages of 64 KB (fp16 D 128): the dense walk measured faster with 2 (kernels/NOTES.md, v8e), sparse
-  // walks, whose two tiles drift apart on blocks only one visits, with 3.
-  static constexpr int kStages = kKTileBytes + kVTileBytes > 32768 ? (kDense ? 2 : 3) : 4;
+  // The dense walk: 2 stages of 64 KB (fp16 D 128) measured faster than 3 (kernels/NOTES.md, v8e), 4 for
+  // smaller tiles. Sparse walks, where each consumer waits for and releases every stage in order, also those
+  // of blocks only the other tile visits, take as many stages as shared memory holds (up to 8): the deeper
+  // the pipeline, the further one tile's walk may run ahead of the other's.
+  static constexpr int kStageBytes = kKTileBytes + kVTileBytes;
+  static constexpr int kSparseStages = (227 * 1024 - kConsumers * kQTileBytes - 2048) / kStageBytes;
+  static constexpr int kStages =
+      kDense ? (kStageBytes > 32768 ? 2 : 4) : (kSparseStages < 8 ? kSparseStages : 8);
   static constexpr int kQkSteps = kQkRowBytes / 32;  // wgmma k-steps of 32 bytes
   static constexpr int kPSteps = kFp8 ? kBK / 32 : kBK / 16;
   static constexpr int kNT = kBK / 8, kDT = D / 8;
