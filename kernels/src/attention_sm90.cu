@@ -266,7 +266,7 @@ __device__ __forceinline__ void issueQK(float (&s)[Tr::kNT][4], int32_t (&si)[Tr
 }
 
 // P·V of the pending block: e4m3 into a fresh fp32 block buffer (scaleD = 0 on the first k-step), 16-bit
-// straight into O.
+// straight into O (`blk` unused).
 template <class Tr>
 __device__ __forceinline__ void issuePV(ConsumerState<Tr>& st, float (&blk)[Tr::kDT][4], uint32_t sV) {
   using namespace sm90;
@@ -300,10 +300,7 @@ __device__ __forceinline__ bool issueOwnStep(ConsumerState<Tr>& st, const Pipe<T
   // One branch per case from issue to wait: ptxas then sees on every path which group is still running (with
   // two branches on the same condition it also follows the impossible mix and serialises the wgmmas).
   if (pv) {
-    if constexpr (Tr::kFp8)
-      issuePV<Tr>(st, blk, pp.v(st.pendingStage));
-    else
-      issuePV<Tr>(st, st.acc, pp.v(st.pendingStage));
+    issuePV<Tr>(st, blk, pp.v(st.pendingStage));
     wgmmaCommit();
     if (handOver >= 0) barArrive(handOver, 256);
     wgmmaWait<1>();
@@ -378,10 +375,6 @@ struct ConsumerCtx {
   bool skipOn;
 };
 
-// The consumer's walk over the union steps. On steps both tiles visit the consumers take turns to issue
-// their tensor-core work (consumer 0 first; the other's softmax then overlaps these GEMMs); on steps only one
-// visits, it issues at once. Consumer 0 skips the wait on its first shared turn and takes the last turn-hand-
-// over after the loop, so every barrier arrival is matched.
 // Issues the pending block's P·V now (alone), waits for it, adds it (e4m3) and releases its V stage.
 template <class Tr>
 __device__ __forceinline__ void finishPending(ConsumerState<Tr>& st, const Pipe<Tr>& pp) {
@@ -391,10 +384,7 @@ __device__ __forceinline__ void finishPending(ConsumerState<Tr>& st, const Pipe<
     mbarWait(pp.fullV(st.pendingStage), st.pendingPhase);
     wgmmaFence();
     float blk[Tr::kDT][4];
-    if constexpr (Tr::kFp8)
-      issuePV<Tr>(st, blk, pp.v(st.pendingStage));
-    else
-      issuePV<Tr>(st, st.acc, pp.v(st.pendingStage));
+    issuePV<Tr>(st, blk, pp.v(st.pendingStage));
     wgmmaCommit();
     wgmmaWait<0>();
     addPendingBlock<Tr>(st, true, blk);
