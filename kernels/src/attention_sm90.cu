@@ -1,19 +1,20 @@
 // Stage 2 on Hopper (sm_90a) for the 64x128 geometry, with FlashAttention-3's structure: a CTA holds two
 // adjacent 64-row query tiles, one per consumer warpgroup (each with its own LUT row), and a producer warp
 // that loads K and V blocks with TMA into a multi-stage shared-memory pipeline guarded by mbarriers. The
-// producer walks the sorted union of both LUT rows; every stage carries its key block and which consumers
-// need it, so one load serves both tiles when their rows agree (dense attention, and neighbouring rows of
-// real data). The consumers take turns on the tensor cores (ping-pong on named barriers): one issues Q·Kᵀ of
-// its block and P·V of its previous block while the other runs its softmax; a consumer's own softmax starts
-// as soon as its Q·Kᵀ completes and runs beside its P·V (intra-warpgroup overlap). In the sparse walks all of
-// the softmax overlaps; in the dense walk ptxas schedules the wait for P·V into the exponentials (it moves
-// them across barriers; a guard on the wait serialised the wgmmas instead), and before the row max for
-// int8-fp8 at D 128, whose block buffer, scores and P leave it too few registers beside O. Register
-// reallocation gives the consumers 240 registers. Numerics: fp16/bf16 exact (wgmma m64n128k16, P·V
-// m64nDk16 with V transposed by the descriptor), and int8-fp8 (wgmma s8 m64n128k32, P rounded to e4m3, P·V
-// e4m3 m64nDk32 into a fresh per-block fp32 buffer). Masks, the PV-skip vote (per query tile), empty rows and
-// the output go through the shared parts. Only the sm_90a image has a body; other images trap (the launcher
-// never selects them).
+// producer alone walks the sorted union of both LUT rows; every stage carries a record of its step (key
+// block, which consumers need it, the block's K scale, whether it is the last), so one load serves both tiles
+// when their rows agree (dense attention, and neighbouring rows of real data) and the consumers never read
+// the LUT (its loads would sit on their critical path). The consumers take turns on the tensor cores
+// (ping-pong on named barriers): one issues Q·Kᵀ of its block and P·V of its previous block while the other
+// runs its softmax; a consumer's own softmax starts as soon as its Q·Kᵀ completes and runs beside its P·V
+// (intra-warpgroup overlap). In the sparse walks all of the softmax overlaps; in the dense walk ptxas
+// schedules the wait for P·V into the exponentials (it moves them across barriers; a guard on the wait
+// serialised the wgmmas instead), and before the row max for int8-fp8 at D 128, whose block buffer, scores
+// and P leave it too few registers beside O. Register reallocation gives the consumers 240 registers.
+// Numerics: fp16/bf16 exact (wgmma m64n128k16, P·V m64nDk16 with V transposed by the descriptor), and
+// int8-fp8 (wgmma s8 m64n128k32, P rounded to e4m3, P·V e4m3 m64nDk32 into a fresh per-block fp32 buffer).
+// Masks, the PV-skip vote (per query tile), empty rows and the output go through the shared parts. Only the
+// sm_90a image has a body; other images trap (the launcher never selects them).
 #include <cuda.h>
 #include <cuda_runtime.h>
 
@@ -75,12 +76,13 @@ struct Sm90Traits {
   static constexpr int kQkSteps = kQkRowBytes / 32;  // wgmma k-steps of 32 bytes
   static constexpr int kPSteps = kFp8 ? kBK / 32 : kBK / 16;
   static constexpr int kNT = kBK / 8, kDT = D / 8;
-  // Q tiles, K stages, V stages (all 1024-byte aligned), then the barriers.
+  // Q tiles, K stages, V stages (all 1024-byte aligned), the barriers, then one 16-byte step record a stage.
   static constexpr int kOffK = kConsumers * kQTileBytes;
   static constexpr int kOffV = kOffK + kStages * kKTileBytes;
   static constexpr int kOffBar = kOffV + kStages * kVTileBytes;
   static constexpr int kBarBytes = 8 * (1 + 4 * kStages);
-  static constexpr int kSmemBytes = kOffBar + kBarBytes + 1024;  // + alignment slack
+  static constexpr int kOffStep = (kOffBar + kBarBytes + 15) / 16 * 16;
+  static constexpr int kSmemBytes = kOffStep + 16 * kStages + 1024;  // + alignment slack
   static_assert(kSmemBytes <= 227 * 1024, "fits the shared memory of an sm_90 CTA");
   static_assert(kQTileBytes % 1024 == 0 && kKTileBytes % 1024 == 0 && kVTileBytes % 1024 == 0,
                 "aligned tiles");
@@ -109,6 +111,7 @@ struct Pipe {
   __device__ __forceinline__ uint32_t fullV(int s) const { return fullK(s) + 8 * Tr::kStages; }
   __device__ __forceinline__ uint32_t emptyK(int s) const { return fullK(s) + 16 * Tr::kStages; }
   __device__ __forceinline__ uint32_t emptyV(int s) const { return fullK(s) + 24 * Tr::kStages; }
+  __device__ __forceinline__ uint32_t step(int s) const { return base + Tr::kOffStep + 16 * s; }
 };
 
 // The CTA's two query tiles and their walks, computed the same way by every thread.
@@ -148,8 +151,8 @@ struct UnionStep {
   int mask;
 };
 
-// The sorted union of both tiles' block walks. The producer and both consumers run their own copy, so they
-// agree on the step of every block (which fixes its stage and phase) without exchanging anything.
+// The sorted union of both tiles' block walks, run by the producer; union step u goes into stage
+// u % kStages, with the record the consumers walk by (StepRecord).
 template <typename T, bool kDense>
 struct UnionCursor {
   BlockWalk<kDense> walk[kConsumers];
@@ -209,6 +212,7 @@ template <class Tr, bool kDense>
 __device__ __forceinline__ void produce(const Sm90Params<typename Tr::T>& prm, const Pipe<Tr>& pp,
                                         const TilePair<typename Tr::T, kDense>& tp) {
   const KParams<typename Tr::T>& p = prm.k;
+  const float* kScale = Tr::kFp8 ? p.kScale + (size_t)tp.bhk * p.nk : nullptr;
   prefetchTensorMap(&prm.kmap);
   prefetchTensorMap(&prm.v);
   const bool second = tp.i[1] < p.nq;  // an odd tile count leaves the last CTA one tile
@@ -225,7 +229,10 @@ __device__ __forceinline__ void produce(const Sm90Params<typename Tr::T>& prm, c
     const UnionStep st = cur.next();
     const int s = u % Tr::kStages;
     const uint32_t phase = (u / Tr::kStages) & 1;
-    mbarWait(pp.emptyK(s), phase ^ 1);
+    const float kScaleJ = Tr::kFp8 ? kScale[st.j] : 1.f;
+    mbarWait(pp.emptyK(s), phase ^ 1);  // both consumers have read the stage's previous record, too
+    // The record goes out with K: the arrive on fullK(s) in loadKV releases it to the consumers.
+    stShared16(pp.step(s), st.j, st.mask, __float_as_int(kScaleJ), cur.done());
     loadKV<Tr>(prm, pp, s, st.j, tp.bhk);
     mbarWait(pp.emptyV(s), phase ^ 1);
     loadV<Tr>(prm, pp, s, st.j, tp.bhk);
@@ -392,39 +399,31 @@ __device__ __forceinline__ void finishPending(ConsumerState<Tr>& st, const Pipe<
   releasePending<Tr>(st, pp);
 }
 
-// A block this consumer's tile visits: its union step u (which fixes stage and phase) and whether the other
-// tile visits it too.
-struct OwnStep {
-  int u, j;
-  bool shared;
+// A union step as the producer recorded it in the step's stage: every lane reads the same record; the
+// shuffles say so, keeping the wgmma issue off divergent paths.
+struct StepRecord {
+  int j;
+  int mask;  // bit w: tile w visits the block
+  float kScale;
+  bool last;
 };
 
-template <typename T, bool kDense>
-__device__ __forceinline__ OwnStep nextOwnStep(UnionCursor<T, kDense>& cur, int& u, int wg) {
-  UnionStep step;
-  do {
-    step = cur.next();
-    ++u;
-  } while (!((step.mask >> wg) & 1));
-  // Every lane computed the same step; the shuffles say so, keeping the wgmma issue off divergent paths.
-  return OwnStep{__shfl_sync(0xffffffffu, u, 0), __shfl_sync(0xffffffffu, step.j, 0),
-                 __shfl_sync(0xffffffffu, step.mask, 0) == 3};
+template <class Tr>
+__device__ __forceinline__ StepRecord readStep(const Pipe<Tr>& pp, int s) {
+  const int4 r = sm90::ldShared16(pp.step(s));
+  return StepRecord{__shfl_sync(0xffffffffu, r.x, 0), __shfl_sync(0xffffffffu, r.y, 0),
+                    __int_as_float(__shfl_sync(0xffffffffu, r.z, 0)), __shfl_sync(0xffffffffu, r.w, 0) != 0};
 }
 
-// Steps [from, to) that this tile does not visit: the consumer still waits for each of their stages to fill
-// and then releases it, in order, like a visit without work. That keeps every consumer within one phase of
-// every stage: a parity wait only tells the last two phases apart, so a consumer that fell two phases behind
-// (or ran two ahead) would misread a stage.
+// A step that this tile does not visit, once its K stage is full: the consumer releases K, waits for V and
+// releases it, like a visit without work. That keeps every consumer within one phase of every stage: a parity
+// wait only tells the last two phases apart, so a consumer that fell two phases behind (or ran two ahead)
+// would misread a stage.
 template <class Tr>
-__device__ __forceinline__ void passSteps(const Pipe<Tr>& pp, int from, int to) {
-  for (int v = from; v < to; ++v) {
-    const int s = v % Tr::kStages;
-    const uint32_t phase = (v / Tr::kStages) & 1;
-    sm90::mbarWait(pp.fullK(s), phase);
-    sm90::mbarArrive(pp.emptyK(s));
-    sm90::mbarWait(pp.fullV(s), phase);
-    sm90::mbarArrive(pp.emptyV(s));
-  }
+__device__ __forceinline__ void passStage(const Pipe<Tr>& pp, int s, uint32_t phase) {
+  sm90::mbarArrive(pp.emptyK(s));
+  sm90::mbarWait(pp.fullV(s), phase);
+  sm90::mbarArrive(pp.emptyV(s));
 }
 
 // The own block once its Q·Kᵀ completed: scores to float, masks and the softmax, beside the previous block's
@@ -460,56 +459,75 @@ __device__ __forceinline__ bool softmaxOwnBlock(const KParams<typename Tr::T>& p
   return skip;
 }
 
-// The consumer's walk over the union steps: work on its own blocks, a pass (wait, release) over the others.
-// On blocks both tiles visit the consumers take turns to issue their tensor-core work (consumer 0 first; the
-// other's softmax then overlaps these GEMMs); on blocks only one visits, it issues at once. Consumer 0 skips
-// the wait on its first shared turn and takes the last hand-over after the loop, so every barrier arrival is
-// matched. A block's P·V is deferred to the next own step only if that step comes before the block's stage is
-// due again (kStages steps later): the producer waits for the V release before it reloads that stage.
+// One block of the consumer's own tile, step `rec` in stage s (K full): Q·Kᵀ and the pending P·V on its turn
+// (blocks both tiles visit: consumer 0 first; the other's softmax then overlaps these GEMMs), K released, the
+// softmax; the block becomes the pending one (its P·V goes out with the next own block's Q·Kᵀ).
+template <class Tr, bool kDense>
+__device__ __forceinline__ void ownStep(const Sm90Params<typename Tr::T>& prm, const Pipe<Tr>& pp,
+                                        const ConsumerCtx& cx, ConsumerState<Tr>& st, const StepRecord& rec,
+                                        int s, uint32_t phase, int t, float qScale, bool& sawShared) {
+  using namespace sm90;
+  const KParams<typename Tr::T>& p = prm.k;
+  const bool turn = rec.mask == 3 && prm.turns;
+  float sc[Tr::kNT][4], blk[Tr::kDT][4];
+  int32_t si[Tr::kNT][4];
+  if (turn && (cx.wg != 0 || sawShared)) barSync(kBarTurn + cx.wg, 256);  // our turn on the tensor cores
+  const bool pv = issueOwnStep<Tr>(st, pp, s, cx.wg, turn ? kBarTurn + (cx.wg ^ 1) : -1, sc, si, blk);
+  sawShared |= turn;
+  mbarArrive(pp.emptyK(s));
+  const float scale = Tr::kFp8 ? p.scaleLog2 * (qScale * rec.kScale) : p.scaleLog2;
+  const bool vote = !kDense && cx.skipOn && skipEligible(t, cx.n, 1);
+  const bool skip = softmaxOwnBlock<Tr, kDense>(p, pp, cx, st, rec.j, vote, scale, pv, sc, si, blk);
+  st.pending = true;
+  st.pendingGemm = !skip;
+  st.pendingStage = s;
+  st.pendingPhase = phase;
+  if (skip && threadIdx.x % 128 == 0 && p.pvSkipped) p.pvSkipped[cx.rowIdx * p.nk + rec.j] = 1;
+}
+
+// The consumer's walk: every union step in order, from the records the producer left in the stages; work on
+// its own blocks, a pass on the others'. Consumer 0 skips the wait on its first shared turn and takes the
+// last hand-over after its last block, so every barrier arrival is matched. The pending block's P·V waits for
+// the next own block unless passes come close to its stage first: the producer waits for the V release before
+// it reloads a stage, so the consumer must finish the pending block before it passes that stage. (The inner
+// loop keeps the own block's wgmmas out of a branch on the record: ptxas then serialised every wgmma, C7520.)
 template <class Tr, bool kDense>
 __device__ __forceinline__ void consume(const Sm90Params<typename Tr::T>& prm, const Pipe<Tr>& pp,
-                                        const TilePair<typename Tr::T, kDense>& tp, const ConsumerCtx& cx,
-                                        ConsumerState<Tr>& st) {
+                                        const ConsumerCtx& cx, ConsumerState<Tr>& st) {
   using namespace sm90;
   const KParams<typename Tr::T>& p = prm.k;
   const float qScale = Tr::kFp8 && cx.i < p.nq ? p.qScale[cx.rowIdx] : 1.f;
-  const float* kScale = Tr::kFp8 ? p.kScale + (size_t)tp.bhk * p.nk : nullptr;
-  UnionCursor<typename Tr::T, kDense> cur(tp);
   mbarWait(pp.fullQ(), 0);
-  bool sawShared = false;
-  int u = -1, done = -1;  // last step taken from the cursor; last step waited for and released (or pending)
-  for (int t = 0; t < cx.n; ++t) {
-    const OwnStep os = nextOwnStep(cur, u, cx.wg);
-    if (st.pending && os.u - done >= Tr::kStages) finishPending<Tr>(st, pp);
-    passSteps<Tr>(pp, done + 1, os.u);
-    done = os.u;
-    const bool turn = os.shared && prm.turns;
-    const int s = os.u % Tr::kStages;
-    const uint32_t phase = (os.u / Tr::kStages) & 1;
-    const float kScaleJ = Tr::kFp8 ? kScale[os.j] : 1.f;
-    float sc[Tr::kNT][4], blk[Tr::kDT][4];
-    int32_t si[Tr::kNT][4];
-    mbarWait(pp.fullK(s), phase);
-    if (turn && (cx.wg != 0 || sawShared)) barSync(kBarTurn + cx.wg, 256);  // our turn on the tensor cores
-    const bool pv = issueOwnStep<Tr>(st, pp, s, cx.wg, turn ? kBarTurn + (cx.wg ^ 1) : -1, sc, si, blk);
-    sawShared |= turn;
-    mbarArrive(pp.emptyK(s));
-    const float scale = Tr::kFp8 ? p.scaleLog2 * (qScale * kScaleJ) : p.scaleLog2;
-    const bool vote = !kDense && cx.skipOn && skipEligible(t, cx.n, 1);
-    const bool skip = softmaxOwnBlock<Tr, kDense>(p, pp, cx, st, os.j, vote, scale, pv, sc, si, blk);
-    st.pending = true;
-    st.pendingGemm = !skip;
-    st.pendingStage = s;
-    st.pendingPhase = phase;
-    if (skip && threadIdx.x % 128 == 0 && p.pvSkipped) p.pvSkipped[cx.rowIdx * p.nk + os.j] = 1;
+  bool sawShared = false, last = false;
+  int u = 0;
+  for (int t = 0; t < cx.n; ++t, ++u) {
+    int s;
+    uint32_t phase;
+    StepRecord rec;
+    for (;; ++u) {  // the other tile's blocks up to this tile's next one
+      s = u % Tr::kStages;
+      phase = (u / Tr::kStages) & 1;
+      mbarWait(pp.fullK(s), phase);
+      rec = readStep(pp, s);
+      if ((rec.mask >> cx.wg) & 1) break;
+      // One step before the pending block's stage is due again: finishing it now lets the producer reload
+      // that stage while this step passes (finishing when it is due left the reload in the open: fp16 D 128
+      // has 3 stages).
+      if (st.pending && (s + 1) % Tr::kStages == st.pendingStage) finishPending<Tr>(st, pp);
+      passStage(pp, s, phase);
+    }
+    last = rec.last;
+    ownStep<Tr, kDense>(prm, pp, cx, st, rec, s, phase, t, qScale, sawShared);
   }
   if (cx.wg == 0 && sawShared) barSync(kBarTurn, 256);  // consumer 1's last hand-over
   finishPending<Tr>(st, pp);                            // the last block's P·V
-  while (!cur.done()) {                                 // the other tile's remaining blocks
-    cur.next();
-    ++u;
+  for (; !last; ++u) {                                  // the other tile's remaining blocks
+    const int s = u % Tr::kStages;
+    const uint32_t phase = (u / Tr::kStages) & 1;
+    mbarWait(pp.fullK(s), phase);
+    last = readStep(pp, s).last;
+    passStage(pp, s, phase);
   }
-  passSteps<Tr>(pp, done + 1, u + 1);
 }
 
 template <class Tr, bool kDense>
@@ -539,7 +557,7 @@ __device__ __forceinline__ void consumerTile(const Sm90Params<typename Tr::T>& p
 #pragma unroll
   for (int dt = 0; dt < Tr::kDT; ++dt) st.acc[dt][0] = st.acc[dt][1] = st.acc[dt][2] = st.acc[dt][3] = 0.f;
   if (!tp.empty()) {
-    consume<Tr, kDense>(prm, pp, tp, cx, st);
+    consume<Tr, kDense>(prm, pp, cx, st);
   }
   if (cx.i >= p.nq) return;
   typename Tr::T* gO = p.o + (size_t)tp.bhq * p.Nq * Tr::D;

@@ -53,6 +53,22 @@ __device__ __forceinline__ void mbarWait(uint32_t bar, uint32_t parity) {
   }
 }
 
+// A 16-byte record in shared memory (the producer's per-stage step records). The "memory" clobbers keep
+// them in program order with the mbarrier operations that publish (arrive, release) and receive (try_wait,
+// acquire) them.
+__device__ __forceinline__ void stShared16(uint32_t addr, int a, int b, int c, int d) {
+  asm volatile("st.shared.v4.b32 [%0], {%1, %2, %3, %4};\n" ::"r"(addr), "r"(a), "r"(b), "r"(c), "r"(d)
+               : "memory");
+}
+__device__ __forceinline__ int4 ldShared16(uint32_t addr) {
+  int4 v;
+  asm volatile("ld.shared.v4.b32 {%0, %1, %2, %3}, [%4];\n"
+               : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
+               : "r"(addr)
+               : "memory");
+  return v;
+}
+
 // TMA: a box of a 3-d tensor map at coordinates (c0 innermost, c1, c2) into shared memory; completes as
 // bytes on `bar`. Coordinates past the tensor's extent read zeros.
 __device__ __forceinline__ void tmaLoad3d(uint32_t dst, const CUtensorMap* map, uint32_t bar, int c0, int c1,
