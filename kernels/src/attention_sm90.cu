@@ -82,7 +82,8 @@ struct Sm90Traits {
   static constexpr int kOffBar = kOffV + kStages * kVTileBytes;
   static constexpr int kBarBytes = 8 * (1 + 4 * kStages);
   static constexpr int kOffStep = (kOffBar + kBarBytes + 15) / 16 * 16;
-  static constexpr int kSmemBytes = kOffStep + 16 * kStages + 1024;  // + alignment slack
+  static constexpr int kOffVote = kOffStep + 16 * kStages;  // two vote words per consumer
+  static constexpr int kSmemBytes = kOffVote + 16 + 1024;   // + alignment slack
   static_assert(kSmemBytes <= 227 * 1024, "fits the shared memory of an sm_90 CTA");
   static_assert(kQTileBytes % 1024 == 0 && kKTileBytes % 1024 == 0 && kVTileBytes % 1024 == 0,
                 "aligned tiles");
@@ -112,6 +113,9 @@ struct Pipe {
   __device__ __forceinline__ uint32_t emptyK(int s) const { return fullK(s) + 16 * Tr::kStages; }
   __device__ __forceinline__ uint32_t emptyV(int s) const { return fullK(s) + 24 * Tr::kStages; }
   __device__ __forceinline__ uint32_t step(int s) const { return base + Tr::kOffStep + 16 * s; }
+  __device__ __forceinline__ uint32_t vote(int wg, int t) const {
+    return base + Tr::kOffVote + 8 * wg + 4 * (t & 1);
+  }
 };
 
 // The CTA's two query tiles and their walks, computed the same way by every thread.
@@ -330,24 +334,71 @@ __device__ __forceinline__ void addPendingBlock(ConsumerState<Tr>& st, bool pv,
     if (pv) addBlockRescaled(st.acc, st.pendingAlpha, blk);
 }
 
-// Softmax of the consumer's own block on its scores alone (O and P may still be in use by the previous
-// block's P·V): masks, skip vote, new running max (alpha), exponentiate in place. Returns true when the
-// block's P·V is skipped.
+// Whether a block's PV-skip vote runs, and the shared-memory word it meets in.
+struct BlockVote {
+  bool on;
+  uint32_t word;
+};
+
+// Does any row of the tile rise above its running max by more than -λ (the PV-skip vote's question; the only
+// quantized numerics of this family is int8-fp8, and its padded rows vote)? Row maxima in base-2 units.
 template <class Tr>
-__device__ __forceinline__ bool softmaxScores(ConsumerState<Tr>& st, float (&s)[Tr::kNT][4], float sc,
-                                              bool vote, float lambda, int row0, int nQ, int wg,
-                                              float (&alpha)[2]) {
-  float rmax[2];
-  rowMax(s, rmax);
-  rmax[0] *= sc;
-  rmax[1] *= sc;
-  // The only quantized numerics of this family is int8-fp8: its padded rows vote (maxRise).
-  if (vote && !sm90::barAny(kBarVote + wg, 128, maxRise<Tr::kFp8>(rmax, st.m, row0, nQ) + lambda > 0.f))
-    return true;
+__device__ __forceinline__ bool rowsRise(const ConsumerState<Tr>& st, const float (&rmax)[2], float lambda,
+                                         int row0, int nQ) {
+  return maxRise<Tr::kFp8>(rmax, st.m, row0, nQ) + lambda > 0.f;
+}
+
+// The block's softmax: new running max (alpha) and the exponentials in place.
+template <class Tr>
+__device__ __forceinline__ void exponentiateBlock(ConsumerState<Tr>& st, float (&s)[Tr::kNT][4],
+                                                  const float (&rmax)[2], float sc, float (&alpha)[2]) {
   float muse[2];
   updateRowMax(st.m, st.l, rmax, muse, alpha);
   exponentiate<RowSum::Fp32>(s, muse, sc, Tr::kFp8 ? kFp8POffset : 0.f, st.l);
-  return false;
+}
+
+// Both orders below run the exponentials also for a skipped block and then undo them, so that no branch on
+// the skip splits the softmax (with one, int8-fp8 measured ~5 % slower). That is exact: a skip means that no
+// row's max rose (its rise is at most -λ < 0), so the max and alpha stay and only the row sums took the
+// block; they go back, with the max (rows outside the tile, which do not vote, may have moved it).
+
+// int8-fp8: the softmax beside the previous block's P·V, then the vote (the warpgroup's only meeting).
+// Returns the skip.
+template <class Tr>
+__device__ __forceinline__ bool softmaxThenVote(ConsumerState<Tr>& st, float (&s)[Tr::kNT][4],
+                                                const float (&rmax)[2], float sc, const BlockVote& vote,
+                                                float lambda, int row0, int nQ, int wg, float (&alpha)[2]) {
+  const bool rises = vote.on && rowsRise(st, rmax, lambda, row0, nQ);
+  const float m0[2] = {st.m[0], st.m[1]}, l0[2] = {st.l[0], st.l[1]};
+  exponentiateBlock<Tr>(st, s, rmax, sc, alpha);
+  if (!vote.on || sm90::warpgroupAny(vote.word, kBarVote + wg, rises)) return false;
+  st.m[0] = m0[0], st.m[1] = m0[1];
+  st.l[0] = l0[0], st.l[1] = l0[1];
+  return true;
+}
+
+// fp16/bf16: the vote (or, without one, a plain meeting of the warpgroup: ptxas then keeps the exponentials
+// after the wait) before the wait for the previous P·V; the softmax after it (softmaxAfterVote).
+template <class Tr>
+__device__ __forceinline__ bool voteFirst(const ConsumerState<Tr>& st, const float (&rmax)[2],
+                                          const BlockVote& vote, float lambda, int row0, int nQ, int wg) {
+  if (!vote.on) {
+    sm90::barSync(kBarVote + wg, 128);
+    return false;
+  }
+  return !sm90::warpgroupAny(vote.word, kBarVote + wg, rowsRise(st, rmax, lambda, row0, nQ));
+}
+template <class Tr>
+__device__ __forceinline__ void softmaxAfterVote(ConsumerState<Tr>& st, float (&s)[Tr::kNT][4],
+                                                 const float (&rmax)[2], float sc, bool skip,
+                                                 float (&alpha)[2]) {
+  const float m0[2] = {st.m[0], st.m[1]}, l0[2] = {st.l[0], st.l[1]};
+  exponentiateBlock<Tr>(st, s, rmax, sc, alpha);
+#pragma unroll
+  for (int r = 0; r < 2; ++r) {
+    st.m[r] = skip ? m0[r] : st.m[r];
+    st.l[r] = skip ? l0[r] : st.l[r];
+  }
 }
 
 // Once the previous P·V completed: O takes the block's rescale (16-bit; e4m3 defers it to the block's add)
@@ -426,36 +477,49 @@ __device__ __forceinline__ void passStage(const Pipe<Tr>& pp, int s, uint32_t ph
   sm90::mbarArrive(pp.emptyV(s));
 }
 
-// The own block once its Q·Kᵀ completed: scores to float, masks and the softmax, beside the previous block's
-// P·V; once that completed, its add (e4m3) and V release, then this block's rescale of O and its P. Returns
-// whether this block's P·V is skipped.
+// The own block once its Q·Kᵀ completed, beside the previous block's P·V: scores to float, masks, row maxima,
+// the skip vote and (int8-fp8) the softmax; once that P·V completed, its add (e4m3) and V release, then
+// (fp16/bf16) the softmax, this block's rescale of O and its P. Returns whether this block's P·V is skipped.
+// Where the exponentials go was measured (16K, D 64 and 128, H100): int8-fp8 is faster with them beside the
+// P·V (full LUT rows ~4 % faster than after the wait), fp16/bf16 after it (sparse walks 2-3 %, dense D 64
+// ~10 %; dense D 128 ~2 % slower, kept for one order per numerics).
 template <class Tr, bool kDense>
 __device__ __forceinline__ bool softmaxOwnBlock(const KParams<typename Tr::T>& p, const Pipe<Tr>& pp,
                                                 const ConsumerCtx& cx, ConsumerState<Tr>& st, int j,
-                                                bool vote, float scale, bool pv, float (&sc)[Tr::kNT][4],
-                                                const int32_t (&si)[Tr::kNT][4], float (&blk)[Tr::kDT][4]) {
+                                                const BlockVote& vote, float scale, bool pv,
+                                                float (&sc)[Tr::kNT][4], const int32_t (&si)[Tr::kNT][4],
+                                                float (&blk)[Tr::kDT][4]) {
   using namespace sm90;
   if constexpr (Tr::kFp8) intToFloat(si, sc);
   if (!p.vis.fullyVisible(cx.qRow0, cx.qLast, j * kBK, kBK))
     maskFragment(sc, cx.row0, j * kBK + cx.col0, p.vis);
-  float alpha[2];
-  // The vote is warpgroup-wide; the shuffle tells the compiler the branch is uniform.
-  const bool skip = __shfl_sync(
-      0xffffffffu, (int)softmaxScores<Tr>(st, sc, scale, vote, cx.lambda, cx.row0, p.Nq, cx.wg, alpha), 0);
-  fenceRegs(sc);  // the softmax stays above the wait, beside the P·V
-  fenceRegs(st.l);
-  // With no skip vote (dense walk) the softmax and the wait below share one basic block, and ptxas hoisted
-  // the wait to the block's top, above the row max; behind a warpgroup barrier it lands among the
-  // exponentials (fp16: 12 of 66 before it), which measured 1-2 % faster.
-  if constexpr (kDense) barSync(kBarVote + cx.wg, 128);
-  wgmmaWait<0>();  // the previous block's P·V
-  if constexpr (Tr::kFp8)
+  float rmax[2], alpha[2];
+  rowMax(sc, rmax);
+  rmax[0] *= scale;
+  rmax[1] *= scale;
+  bool skip;  // the vote is warpgroup-wide; the shuffles tell the compiler the result is uniform
+  if constexpr (Tr::kFp8) {
+    skip = __shfl_sync(
+        0xffffffffu,
+        (int)softmaxThenVote<Tr>(st, sc, rmax, scale, vote, cx.lambda, cx.row0, p.Nq, cx.wg, alpha), 0);
+    fenceRegs(sc);  // the softmax stays above the wait, beside the P·V
+    fenceRegs(st.l);
+    // Without a vote (dense walk) the softmax and the wait share one basic block, and ptxas hoisted the wait
+    // to its top; a warpgroup barrier keeps it below.
+    if constexpr (kDense) barSync(kBarVote + cx.wg, 128);
+    wgmmaWait<0>();  // the previous block's P·V
     fenceRegs(blk);
-  else
+    addPendingBlock<Tr>(st, pv, blk);
+    releasePending<Tr>(st, pp);
+  } else {
+    skip = __shfl_sync(0xffffffffu, (int)voteFirst<Tr>(st, rmax, vote, cx.lambda, cx.row0, p.Nq, cx.wg), 0);
+    wgmmaWait<0>();  // the previous block's P·V (into O)
     fenceRegs(st.acc);
-  addPendingBlock<Tr>(st, pv, blk);
-  releasePending<Tr>(st, pp);
-  if (!skip) finishSoftmax<Tr>(st, sc, alpha);
+    releasePending<Tr>(st, pp);
+    softmaxAfterVote<Tr>(st, sc, rmax, scale, skip, alpha);
+  }
+  // Also after a skip: its alpha is 1 (the max did not move) and its P goes unused.
+  finishSoftmax<Tr>(st, sc, alpha);
   return skip;
 }
 
@@ -476,7 +540,7 @@ __device__ __forceinline__ void ownStep(const Sm90Params<typename Tr::T>& prm, c
   sawShared |= turn;
   mbarArrive(pp.emptyK(s));
   const float scale = Tr::kFp8 ? p.scaleLog2 * (qScale * rec.kScale) : p.scaleLog2;
-  const bool vote = !kDense && cx.skipOn && skipEligible(t, cx.n, 1);
+  const BlockVote vote{!kDense && cx.skipOn && skipEligible(t, cx.n, 1), pp.vote(cx.wg, t)};
   const bool skip = softmaxOwnBlock<Tr, kDense>(p, pp, cx, st, rec.j, vote, scale, pv, sc, si, blk);
   st.pending = true;
   st.pendingGemm = !skip;
