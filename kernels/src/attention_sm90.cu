@@ -6,11 +6,9 @@
 // when their rows agree (dense attention, and neighbouring rows of real data) and the consumers never read
 // the LUT (its loads would sit on their critical path). The consumers take turns on the tensor cores
 // (ping-pong on named barriers): one issues Q·Kᵀ of its block and P·V of its previous block while the other
-// runs its softmax; a consumer's own softmax starts as soon as its Q·Kᵀ completes and runs beside its P·V
-// (intra-warpgroup overlap). In the sparse walks all of the softmax overlaps; in the dense walk ptxas
-// schedules the wait for P·V into the exponentials (it moves them across barriers; a guard on the wait
-// serialised the wgmmas instead), and before the row max for int8-fp8 at D 128, whose block buffer, scores
-// and P leave it too few registers beside O. Register reallocation gives the consumers 240 registers.
+// runs its softmax; a consumer's row maxima and PV-skip vote run as soon as its Q·Kᵀ completes, beside its
+// own P·V, and so do its exponentials in int8-fp8 (fp16/bf16 measured faster with them after the P·V wait;
+// see softmaxOwnBlock). Register reallocation gives the consumers 240 registers.
 // Numerics: fp16/bf16 exact (wgmma m64n128k16, P·V m64nDk16 with V transposed by the descriptor), and
 // int8-fp8 (wgmma s8 m64n128k32, P rounded to e4m3, P·V e4m3 m64nDk32 into a fresh per-block fp32 buffer).
 // Masks, the PV-skip vote (per query tile), empty rows and the output go through the shared parts. Only the
