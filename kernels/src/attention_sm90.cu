@@ -111,9 +111,7 @@ struct Pipe {
   __device__ __forceinline__ uint32_t emptyK(int s) const { return fullK(s) + 16 * Tr::kStages; }
   __device__ __forceinline__ uint32_t emptyV(int s) const { return fullK(s) + 24 * Tr::kStages; }
   __device__ __forceinline__ uint32_t step(int s) const { return base + Tr::kOffStep + 16 * s; }
-  __device__ __forceinline__ uint32_t vote(int wg, int t) const {
-    return base + Tr::kOffVote + 8 * wg + 4 * (t & 1);
-  }
+  __device__ __forceinline__ uint32_t vote(int wg) const { return base + Tr::kOffVote + 8 * wg; }
 };
 
 // The CTA's two query tiles and their walks, computed the same way by every thread.
@@ -332,10 +330,10 @@ __device__ __forceinline__ void addPendingBlock(ConsumerState<Tr>& st, bool pv,
     if (pv) addBlockRescaled(st.acc, st.pendingAlpha, blk);
 }
 
-// Whether a block's PV-skip vote runs, and the shared-memory word it meets in.
+// Whether a block's PV-skip vote runs, the shared-memory word it meets in and this warp's byte of it.
 struct BlockVote {
   bool on;
-  uint32_t word;
+  uint32_t word, byte;
 };
 
 // Does any row of the tile rise above its running max by more than -λ (the PV-skip vote's question; the only
@@ -369,7 +367,7 @@ __device__ __forceinline__ bool softmaxThenVote(ConsumerState<Tr>& st, float (&s
   const bool rises = vote.on && rowsRise(st, rmax, lambda, row0, nQ);
   const float m0[2] = {st.m[0], st.m[1]}, l0[2] = {st.l[0], st.l[1]};
   exponentiateBlock<Tr>(st, s, rmax, sc, alpha);
-  if (!vote.on || sm90::warpgroupAny(vote.word, kBarVote + wg, rises)) return false;
+  if (!vote.on || sm90::warpgroupAny(vote.word, vote.byte, kBarVote + wg, rises)) return false;
   st.m[0] = m0[0], st.m[1] = m0[1];
   st.l[0] = l0[0], st.l[1] = l0[1];
   return true;
@@ -384,7 +382,7 @@ __device__ __forceinline__ bool voteFirst(const ConsumerState<Tr>& st, const flo
     sm90::barSync(kBarVote + wg, 128);
     return false;
   }
-  return !sm90::warpgroupAny(vote.word, kBarVote + wg, rowsRise(st, rmax, lambda, row0, nQ));
+  return !sm90::warpgroupAny(vote.word, vote.byte, kBarVote + wg, rowsRise(st, rmax, lambda, row0, nQ));
 }
 template <class Tr>
 __device__ __forceinline__ void softmaxAfterVote(ConsumerState<Tr>& st, float (&s)[Tr::kNT][4],
@@ -429,6 +427,7 @@ struct ConsumerCtx {
   size_t rowIdx;
   float lambda;
   bool skipOn;
+  uint32_t voteWord, voteByte;  // the first of the two vote words and this warp's byte of it
 };
 
 // Issues the pending block's P·V now (alone), waits for it, adds it (e4m3) and releases its V stage.
@@ -538,7 +537,9 @@ __device__ __forceinline__ void ownStep(const Sm90Params<typename Tr::T>& prm, c
   sawShared |= turn;
   mbarArrive(pp.emptyK(s));
   const float scale = Tr::kFp8 ? p.scaleLog2 * (qScale * rec.kScale) : p.scaleLog2;
-  const BlockVote vote{!kDense && cx.skipOn && skipEligible(t, cx.n, 1), pp.vote(cx.wg, t)};
+  const uint32_t slot = 4u * (t & 1);  // the vote words alternate
+  const BlockVote vote{!kDense && cx.skipOn && skipEligible(t, cx.n, 1), cx.voteWord + slot,
+                       cx.voteByte + slot};
   const bool skip = softmaxOwnBlock<Tr, kDense>(p, pp, cx, st, rec.j, vote, scale, pv, sc, si, blk);
   st.pending = true;
   st.pendingGemm = !skip;
@@ -608,6 +609,8 @@ __device__ __forceinline__ void consumerTile(const Sm90Params<typename Tr::T>& p
   cx.rowIdx = (size_t)tp.bhq * p.nq + cx.i;
   cx.lambda = INFINITY;
   cx.skipOn = false;
+  cx.voteWord = pp.vote(wg);
+  cx.voteByte = cx.voteWord + warp;
   if constexpr (!kDense) {
     const HeadParamsDev hp = p.params[tp.hq];
     cx.lambda = hp.lambda;

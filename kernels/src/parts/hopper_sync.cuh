@@ -92,14 +92,13 @@ __device__ __forceinline__ void barArrive(int id, int count) {
   asm volatile("bar.arrive %0, %1;\n" ::"r"(id), "r"(count) : "memory");
 }
 // True iff `pred` holds for any of the warpgroup's 128 threads, which meet at named barrier `id`: each warp's
-// answer goes to its byte of the 32-bit shared-memory word `word` before the barrier, the word is read after
-// it. (bar.red.or.pred measured ~9 % slower in the int8-fp8 attention kernel, voting once a block.) Callers
-// alternate between two words: a warp writes a word again only after the next meeting, which every warp
-// reaches after it read the word.
-__device__ __forceinline__ bool warpgroupAny(uint32_t word, int id, bool pred) {
+// answer goes to its byte (`byte`, precomputed by the caller) of the 32-bit shared-memory word `word` before
+// the barrier, the word is read after it. (bar.red.or.pred measured ~9 % slower in the int8-fp8 attention
+// kernel, voting once a block.) Callers alternate between two words: a warp writes a word again only after
+// the next meeting, which every warp reaches after it read the word.
+__device__ __forceinline__ bool warpgroupAny(uint32_t word, uint32_t byte, int id, bool pred) {
   const uint32_t any = __any_sync(0xffffffffu, pred) ? 1u : 0u;
-  const uint32_t byte = word + ((threadIdx.x >> 5) & 3);  // every lane stores the same value: no branch
-  asm volatile("st.shared.u8 [%0], %1;\n" ::"r"(byte), "r"(any) : "memory");
+  asm volatile("st.shared.u8 [%0], %1;\n" ::"r"(byte), "r"(any) : "memory");  // every lane: the same value
   barSync(id, 128);
   uint32_t all;
   asm volatile("ld.shared.u32 %0, [%1];\n" : "=r"(all) : "r"(word) : "memory");
