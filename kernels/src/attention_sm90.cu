@@ -111,6 +111,9 @@ struct Pipe {
   __device__ __forceinline__ uint32_t emptyK(int s) const { return fullK(s) + 16 * Tr::kStages; }
   __device__ __forceinline__ uint32_t emptyV(int s) const { return fullK(s) + 24 * Tr::kStages; }
   __device__ __forceinline__ uint32_t step(int s) const { return base + Tr::kOffStep + 16 * s; }
+  // Union step u goes into stage u % kStages, in that stage's phase parity (u / kStages) & 1.
+  __device__ __forceinline__ static int stageOf(int u) { return u % Tr::kStages; }
+  __device__ __forceinline__ static uint32_t phaseOf(int u) { return (u / Tr::kStages) & 1; }
   __device__ __forceinline__ uint32_t vote(int wg) const { return base + Tr::kOffVote + 8 * wg; }
 };
 
@@ -227,8 +230,8 @@ __device__ __forceinline__ void produce(const Sm90Params<typename Tr::T>& prm, c
   UnionCursor<typename Tr::T, kDense> cur(tp);
   for (int u = 0; !cur.done(); ++u) {
     const UnionStep st = cur.next();
-    const int s = u % Tr::kStages;
-    const uint32_t phase = (u / Tr::kStages) & 1;
+    const int s = pp.stageOf(u);
+    const uint32_t phase = pp.phaseOf(u);
     const float kScaleJ = Tr::kFp8 ? kScale[st.j] : 1.f;
     mbarWait(pp.emptyK(s), phase ^ 1);  // both consumers have read the stage's previous record, too
     // The record goes out with K: the arrive on fullK(s) in loadKV releases it to the consumers.
@@ -357,6 +360,21 @@ __device__ __forceinline__ void exponentiateBlock(ConsumerState<Tr>& st, float (
 // the skip splits the softmax (with one, int8-fp8 measured ~5 % slower). That is exact: a skip means that no
 // row's max rose (its rise is at most -λ < 0), so the max and alpha stay and only the row sums took the
 // block; they go back, with the max (rows outside the tile, which do not vote, may have moved it).
+struct RowsBefore {
+  float m[2], l[2];
+};
+template <class Tr>
+__device__ __forceinline__ RowsBefore rowsBefore(const ConsumerState<Tr>& st) {
+  return RowsBefore{{st.m[0], st.m[1]}, {st.l[0], st.l[1]}};
+}
+template <class Tr>
+__device__ __forceinline__ void undoIfSkipped(ConsumerState<Tr>& st, const RowsBefore& b, bool skip) {
+#pragma unroll
+  for (int r = 0; r < 2; ++r) {
+    st.m[r] = skip ? b.m[r] : st.m[r];
+    st.l[r] = skip ? b.l[r] : st.l[r];
+  }
+}
 
 // int8-fp8: the softmax beside the previous block's P·V, then the vote (the warpgroup's only meeting).
 // Returns the skip.
@@ -365,11 +383,11 @@ __device__ __forceinline__ bool softmaxThenVote(ConsumerState<Tr>& st, float (&s
                                                 const float (&rmax)[2], float sc, const BlockVote& vote,
                                                 float lambda, int row0, int nQ, int wg, float (&alpha)[2]) {
   const bool rises = vote.on && rowsRise(st, rmax, lambda, row0, nQ);
-  const float m0[2] = {st.m[0], st.m[1]}, l0[2] = {st.l[0], st.l[1]};
+  const RowsBefore before = rowsBefore(st);
   exponentiateBlock<Tr>(st, s, rmax, sc, alpha);
   if (!vote.on || sm90::warpgroupAny(vote.word, vote.byte, kBarVote + wg, rises)) return false;
-  st.m[0] = m0[0], st.m[1] = m0[1];
-  st.l[0] = l0[0], st.l[1] = l0[1];
+  // Undone on this branch, as measured (a select on the skip compiles to other code here).
+  undoIfSkipped(st, before, true);
   return true;
 }
 
@@ -388,13 +406,9 @@ template <class Tr>
 __device__ __forceinline__ void softmaxAfterVote(ConsumerState<Tr>& st, float (&s)[Tr::kNT][4],
                                                  const float (&rmax)[2], float sc, bool skip,
                                                  float (&alpha)[2]) {
-  const float m0[2] = {st.m[0], st.m[1]}, l0[2] = {st.l[0], st.l[1]};
+  const RowsBefore before = rowsBefore(st);
   exponentiateBlock<Tr>(st, s, rmax, sc, alpha);
-#pragma unroll
-  for (int r = 0; r < 2; ++r) {
-    st.m[r] = skip ? m0[r] : st.m[r];
-    st.l[r] = skip ? l0[r] : st.l[r];
-  }
+  undoIfSkipped(st, before, skip);
 }
 
 // Once the previous P·V completed: O takes the block's rescale (16-bit; e4m3 defers it to the block's add)
@@ -456,8 +470,10 @@ struct StepRecord {
   bool last;
 };
 
+// Waits for stage s to hold its step's K (the record came with it) and reads the record.
 template <class Tr>
-__device__ __forceinline__ StepRecord readStep(const Pipe<Tr>& pp, int s) {
+__device__ __forceinline__ StepRecord awaitStep(const Pipe<Tr>& pp, int s, uint32_t phase) {
+  sm90::mbarWait(pp.fullK(s), phase);
   const int4 r = sm90::ldShared16(pp.step(s));
   return StepRecord{__shfl_sync(0xffffffffu, r.x, 0), __shfl_sync(0xffffffffu, r.y, 0),
                     __int_as_float(__shfl_sync(0xffffffffu, r.z, 0)), __shfl_sync(0xffffffffu, r.w, 0) != 0};
@@ -568,10 +584,9 @@ __device__ __forceinline__ void consume(const Sm90Params<typename Tr::T>& prm, c
     uint32_t phase;
     StepRecord rec;
     for (;; ++u) {  // the other tile's blocks up to this tile's next one
-      s = u % Tr::kStages;
-      phase = (u / Tr::kStages) & 1;
-      mbarWait(pp.fullK(s), phase);
-      rec = readStep(pp, s);
+      s = pp.stageOf(u);
+      phase = pp.phaseOf(u);
+      rec = awaitStep(pp, s, phase);
       if ((rec.mask >> cx.wg) & 1) break;
       // One step before the pending block's stage is due again: finishing it now lets the producer reload
       // that stage while this step passes (finishing when it is due left the reload in the open: fp16 D 128
@@ -585,10 +600,9 @@ __device__ __forceinline__ void consume(const Sm90Params<typename Tr::T>& prm, c
   if (cx.wg == 0 && sawShared) barSync(kBarTurn, 256);  // consumer 1's last hand-over
   finishPending<Tr>(st, pp);                            // the last block's P·V
   for (; !last; ++u) {                                  // the other tile's remaining blocks
-    const int s = u % Tr::kStages;
-    const uint32_t phase = (u / Tr::kStages) & 1;
-    mbarWait(pp.fullK(s), phase);
-    last = readStep(pp, s).last;
+    const int s = pp.stageOf(u);
+    const uint32_t phase = pp.phaseOf(u);
+    last = awaitStep(pp, s, phase).last;
     passStage(pp, s, phase);
   }
 }
