@@ -1,14 +1,16 @@
 // Stage 2 on Hopper (sm_90a) for the 64x128 geometry, with FlashAttention-3's structure: a CTA holds two
 // adjacent 64-row query tiles, one per consumer warpgroup (each with its own LUT row), and a producer warp
 // that loads K and V blocks with TMA into a multi-stage shared-memory pipeline guarded by mbarriers. The
-// producer alone walks the sorted union of both LUT rows; every stage carries a record of its step (key
-// block, which consumers need it, the block's K scale, whether it is the last), so one load serves both tiles
-// when their rows agree (dense attention, and neighbouring rows of real data) and the consumers never read
-// the LUT (its loads would sit on their critical path). The consumers take turns on the tensor cores
-// (ping-pong on named barriers): one issues Q·Kᵀ of its block and P·V of its previous block while the other
-// runs its softmax; a consumer's row maxima and PV-skip vote run as soon as its Q·Kᵀ completes, beside its
-// own P·V, and so do its exponentials in int8-fp8 (fp16/bf16 measured faster with them after the P·V wait;
-// see softmaxOwnBlock). Register reallocation gives the consumers 240 registers.
+// producer walks the sorted union of both LUT rows; every stage carries a record of its step (key block,
+// which consumers need it, the block's K scale, whether it is the last), so one load serves both tiles when
+// their rows agree (dense attention, and neighbouring rows of real data) and the consumers never read the LUT
+// (its loads would sit on their critical path). Where the two rows visit few blocks, a CTA instead splits the
+// stages into one ring per tile, each streamed by its own producer thread (splitWalks). Each consumer issues
+// Q·Kᵀ of its block with P·V of its previous block; its row maxima and PV-skip vote run as soon as Q·Kᵀ
+// completes, beside that P·V, and so do its exponentials in int8-fp8 (fp16/bf16 measured faster with them
+// after the P·V wait; see softmaxOwnBlock). The consumers do not take turns on the tensor cores (FA3's
+// ping-pong): with the P·V overlap inside each consumer, turns measured no faster in dense walks and 2-8 %
+// slower in sparse ones. Register reallocation gives the consumers 240 registers.
 // Numerics: fp16/bf16 exact (wgmma m64n128k16, P·V m64nDk16 with V transposed by the descriptor), and
 // int8-fp8 (wgmma s8 m64n128k32, P rounded to e4m3, P·V e4m3 m64nDk32 into a fresh per-block fp32 buffer).
 // Masks, the PV-skip vote (per query tile), empty rows and the output go through the shared parts. Only the
@@ -47,8 +49,8 @@ constexpr int kBQ = 64, kBK = 128;
 constexpr int kConsumers = 2;
 constexpr int kThreads90 = 128 * (1 + kConsumers);  // producer warpgroup + two consumer warpgroups
 constexpr int kProducerRegs = 24, kConsumerRegs = 240;
-// Named barriers: ping-pong turns (1, 2) and the per-tile skip vote (3, 4).
-constexpr int kBarTurn = 1, kBarVote = 3;
+// Named barriers of the per-tile skip vote (1, 2).
+constexpr int kBarVote = 1;
 
 template <typename T_, int D_, Numerics N_, bool kDense_>
 struct Sm90Traits {
@@ -71,6 +73,18 @@ struct Sm90Traits {
   static constexpr int kSparseStages = (227 * 1024 - kConsumers * kQTileBytes - 2048) / kStageBytes;
   static constexpr int kStages =
       kDense ? (kStageBytes > 32768 ? 2 : 4) : (kSparseStages < 8 ? kSparseStages : 8);
+  // A sparse CTA whose tiles visit less than this share of their visible blocks splits the stages into one
+  // ring per tile (splitWalks): each consumer then walks only its own blocks, never waiting for or passing
+  // the other tile's, at the price of loading a block both visit twice. Split against union, random masks,
+  // H100, 16K and 32K (kernels/NOTES.md, v13):
+  //   int8-fp8 D 128   2-7 % faster at densities <= 0.5, 2-5 % slower at 0.8 and at full rows;
+  //   fp16/bf16 D 64   6-14 % faster at <= 0.5, -2..+5 % at 0.8, slower at full rows;
+  //   int8-fp8 D 64    2-5 % slower at 0.5-0.8, no faster below (cheap blocks: the single load wins);
+  //   fp16/bf16 D 128  3 stages, too few for two rings.
+  static constexpr float kSplitBelow = kDense || kStages < 2 * kConsumers ? 0.f
+                                       : kFp8                             ? (D == 128 ? 0.6f : 0.f)
+                                                                          : 0.7f;
+  static constexpr bool kSplittable = kSplitBelow > 0.f;
   static constexpr int kQkSteps = kQkRowBytes / 32;  // wgmma k-steps of 32 bytes
   static constexpr int kPSteps = kFp8 ? kBK / 32 : kBK / 16;
   static constexpr int kNT = kBK / 8, kDT = D / 8;
@@ -78,7 +92,8 @@ struct Sm90Traits {
   static constexpr int kOffK = kConsumers * kQTileBytes;
   static constexpr int kOffV = kOffK + kStages * kKTileBytes;
   static constexpr int kOffBar = kOffV + kStages * kVTileBytes;
-  static constexpr int kBarBytes = 8 * (1 + 4 * kStages);
+  static constexpr int kQBars = kSplittable ? kConsumers : 1;  // one Q barrier a ring
+  static constexpr int kBarBytes = 8 * (kQBars + 4 * kStages);
   static constexpr int kOffStep = (kOffBar + kBarBytes + 15) / 16 * 16;
   static constexpr int kOffVote = kOffStep + 16 * kStages;  // two vote words per consumer
   static constexpr int kSmemBytes = kOffVote + 16 + 1024;   // + alignment slack
@@ -91,29 +106,54 @@ template <typename T>
 struct Sm90Params {
   KParams<T> k;
   CUtensorMap q, kmap, v;
-  int turns;  // consumers take turns on blocks both visit (SPARGE_SM90_TURNS=0 turns it off, for measuring)
+  float splitBelow;  // Tr::kSplitBelow (SPARGE_SM90_SPLIT_BELOW overrides it, for measuring)
 };
 
 #ifdef SPARGE_SM90A_DEVICE
 
 using namespace sm90;
 
-// Shared-memory addresses of the pipeline.
+// A walk's position in its ring: stage and phase parity.
+struct StageCursor {
+  int s = 0;
+  uint32_t phase = 0;
+};
+
+// Shared-memory addresses of the pipeline, as one walk sees them: its stages are first .. first + ring - 1
+// (all of them for the union walk; one tile's ring in split walks), numbered from 0, and its Q arrives on
+// barrier qBar.
 template <class Tr>
 struct Pipe {
   uint32_t base;
+  int first = 0, ring = Tr::kStages, qBar = 0;
+
+  // Tile w's view: its own ring and Q barrier when the CTA splits, else the whole pipeline.
+  __device__ __forceinline__ Pipe walkOf(int w, bool split) const {
+    constexpr int kRing = Tr::kStages / kConsumers;
+    return split ? Pipe{base, w * kRing, kRing, w} : *this;
+  }
   __device__ __forceinline__ uint32_t q(int c) const { return base + c * Tr::kQTileBytes; }
-  __device__ __forceinline__ uint32_t k(int s) const { return base + Tr::kOffK + s * Tr::kKTileBytes; }
-  __device__ __forceinline__ uint32_t v(int s) const { return base + Tr::kOffV + s * Tr::kVTileBytes; }
-  __device__ __forceinline__ uint32_t fullQ() const { return base + Tr::kOffBar; }
-  __device__ __forceinline__ uint32_t fullK(int s) const { return base + Tr::kOffBar + 8 * (1 + s); }
+  __device__ __forceinline__ uint32_t k(int s) const {
+    return base + Tr::kOffK + (first + s) * Tr::kKTileBytes;
+  }
+  __device__ __forceinline__ uint32_t v(int s) const {
+    return base + Tr::kOffV + (first + s) * Tr::kVTileBytes;
+  }
+  __device__ __forceinline__ uint32_t fullQ(int bar) const { return base + Tr::kOffBar + 8 * bar; }
+  __device__ __forceinline__ uint32_t fullQ() const { return fullQ(qBar); }
+  __device__ __forceinline__ uint32_t fullK(int s) const {
+    return base + Tr::kOffBar + 8 * (Tr::kQBars + first + s);
+  }
   __device__ __forceinline__ uint32_t fullV(int s) const { return fullK(s) + 8 * Tr::kStages; }
   __device__ __forceinline__ uint32_t emptyK(int s) const { return fullK(s) + 16 * Tr::kStages; }
   __device__ __forceinline__ uint32_t emptyV(int s) const { return fullK(s) + 24 * Tr::kStages; }
-  __device__ __forceinline__ uint32_t step(int s) const { return base + Tr::kOffStep + 16 * s; }
-  // Union step u goes into stage u % kStages, in that stage's phase parity (u / kStages) & 1.
-  __device__ __forceinline__ static int stageOf(int u) { return u % Tr::kStages; }
-  __device__ __forceinline__ static uint32_t phaseOf(int u) { return (u / Tr::kStages) & 1; }
+  __device__ __forceinline__ uint32_t step(int s) const { return base + Tr::kOffStep + 16 * (first + s); }
+  // The walk's steps fill the ring's stages in turn; each round flips the phase parity.
+  __device__ __forceinline__ int after(int s) const { return s + 1 == ring ? 0 : s + 1; }
+  __device__ __forceinline__ void advance(StageCursor& c) const {
+    c.s = after(c.s);
+    c.phase ^= c.s == 0;
+  }
   __device__ __forceinline__ uint32_t vote(int wg) const { return base + Tr::kOffVote + 8 * wg; }
 };
 
@@ -145,6 +185,14 @@ struct TilePair {
   }
   __device__ __forceinline__ bool empty() const {
     return walk[0].n == 0 && walk[1].n == 0;
+  }
+  // The pair as the producer of tile w's ring sees it in split walks: the other tile's walk empty.
+  __device__ __forceinline__ TilePair only(int w) const {
+    TilePair tp = *this;
+#pragma unroll
+    for (int x = 0; x < kConsumers; ++x)
+      if (x != w) tp.walk[x].n = 0;
+    return tp;
   }
 };
 
@@ -186,7 +234,8 @@ struct UnionCursor {
 };
 
 // ---------------------------------------------------------------------------------------------
-// Producer: one thread merges both walks and streams Q once, then K and V per union step.
+// Producer: one thread merges both walks and streams Q once, then K and V per union step; in split walks one
+// thread per tile streams its Q and its own blocks into its ring.
 
 template <class Tr>
 __device__ __forceinline__ void loadKV(const Sm90Params<typename Tr::T>& prm, const Pipe<Tr>& pp, int s,
@@ -213,25 +262,28 @@ __device__ __forceinline__ void loadV(const Sm90Params<typename Tr::T>& prm, con
 
 template <class Tr, bool kDense>
 __device__ __forceinline__ void produce(const Sm90Params<typename Tr::T>& prm, const Pipe<Tr>& pp,
-                                        const TilePair<typename Tr::T, kDense>& tp) {
+                                        const TilePair<typename Tr::T, kDense>& tp, bool split) {
   const KParams<typename Tr::T>& p = prm.k;
   const float* kScale = Tr::kFp8 ? p.kScale + (size_t)tp.bhk * p.nk : nullptr;
   prefetchTensorMap(&prm.kmap);
   prefetchTensorMap(&prm.v);
-  const bool second = tp.i[1] < p.nq;  // an odd tile count leaves the last CTA one tile
-  mbarArriveExpectTx(pp.fullQ(), (second ? 2 : 1) * Tr::kQTileBytes);
+  // Union walk: both tiles (an odd tile count leaves the last CTA one); split walk: the tile with blocks.
+  bool load[kConsumers];
+#pragma unroll
+  for (int w = 0; w < kConsumers; ++w) load[w] = split ? tp.walk[w].n > 0 : tp.i[w] < p.nq;
+  mbarArriveExpectTx(pp.fullQ(), (load[0] + load[1]) * Tr::kQTileBytes);
 #pragma unroll
   for (int w = 0; w < kConsumers; ++w)
 #pragma unroll
     for (int x = 0; x < Tr::kSlabs; ++x)
-      if (w == 0 || second)
+      if (load[w])
         tmaLoad3d(pp.q(w) + x * kBQ * Tr::kSlabBytes, &prm.q, pp.fullQ(), x * Tr::kSlabBytes / Tr::kElemBytes,
                   tp.i[w] * kBQ, tp.bhq);
   UnionCursor<typename Tr::T, kDense> cur(tp);
-  for (int u = 0; !cur.done(); ++u) {
+  for (StageCursor at; !cur.done(); pp.advance(at)) {
     const UnionStep st = cur.next();
-    const int s = pp.stageOf(u);
-    const uint32_t phase = pp.phaseOf(u);
+    const int s = at.s;
+    const uint32_t phase = at.phase;
     const float kScaleJ = Tr::kFp8 ? kScale[st.j] : 1.f;
     mbarWait(pp.emptyK(s), phase ^ 1);  // both consumers have read the stage's previous record, too
     // The record goes out with K: the arrive on fullK(s) in loadKV releases it to the consumers.
@@ -292,14 +344,14 @@ __device__ __forceinline__ void issuePV(ConsumerState<Tr>& st, float (&blk)[Tr::
   }
 }
 
-// Q·Kᵀ of the consumer's block and P·V of its pending one, issued back to back on its turn (Q·Kᵀ first, each
-// its own group); `handOver` (a named barrier id, or -1) then passes the turn to the other consumer. Returns
+// Q·Kᵀ of the consumer's block and P·V of its pending one, issued back to back (Q·Kᵀ first, each its own
+// group). Returns
 // once Q·Kᵀ is complete, with the P·V (into O for 16-bit P, into `blk` for e4m3) still running, so that the
 // softmax of this block overlaps the P·V of the previous one (FlashAttention-3's intra-warpgroup overlap).
 // Returns whether a P·V was issued; the caller waits for it (wgmmaWait<0>) before it touches O, `blk` or P.
 template <class Tr>
 __device__ __forceinline__ bool issueOwnStep(ConsumerState<Tr>& st, const Pipe<Tr>& pp, int s, int wg,
-                                             int handOver, float (&sc)[Tr::kNT][4], int32_t (&si)[Tr::kNT][4],
+                                             float (&sc)[Tr::kNT][4], int32_t (&si)[Tr::kNT][4],
                                              float (&blk)[Tr::kDT][4]) {
   using namespace sm90;
   const bool pv = st.pending && st.pendingGemm;
@@ -312,10 +364,8 @@ __device__ __forceinline__ bool issueOwnStep(ConsumerState<Tr>& st, const Pipe<T
   if (pv) {
     issuePV<Tr>(st, blk, pp.v(st.pendingStage));
     wgmmaCommit();
-    if (handOver >= 0) barArrive(handOver, 256);
     wgmmaWait<1>();
   } else {
-    if (handOver >= 0) barArrive(handOver, 256);
     wgmmaWait<0>();
   }
   if constexpr (Tr::kFp8)
@@ -536,21 +586,17 @@ __device__ __forceinline__ bool softmaxOwnBlock(const KParams<typename Tr::T>& p
   return skip;
 }
 
-// One block of the consumer's own tile, step `rec` in stage s (K full): Q·Kᵀ and the pending P·V on its turn
-// (blocks both tiles visit: consumer 0 first; the other's softmax then overlaps these GEMMs), K released, the
-// softmax; the block becomes the pending one (its P·V goes out with the next own block's Q·Kᵀ).
+// One block of the consumer's own tile, step `rec` in stage s (K full): Q·Kᵀ and the pending P·V, K released,
+// the softmax; the block becomes the pending one (its P·V goes out with the next own block's Q·Kᵀ).
 template <class Tr, bool kDense>
 __device__ __forceinline__ void ownStep(const Sm90Params<typename Tr::T>& prm, const Pipe<Tr>& pp,
                                         const ConsumerCtx& cx, ConsumerState<Tr>& st, const StepRecord& rec,
-                                        int s, uint32_t phase, int t, float qScale, bool& sawShared) {
+                                        int s, uint32_t phase, int t, float qScale) {
   using namespace sm90;
   const KParams<typename Tr::T>& p = prm.k;
-  const bool turn = rec.mask == 3 && prm.turns;
   float sc[Tr::kNT][4], blk[Tr::kDT][4];
   int32_t si[Tr::kNT][4];
-  if (turn && (cx.wg != 0 || sawShared)) barSync(kBarTurn + cx.wg, 256);  // our turn on the tensor cores
-  const bool pv = issueOwnStep<Tr>(st, pp, s, cx.wg, turn ? kBarTurn + (cx.wg ^ 1) : -1, sc, si, blk);
-  sawShared |= turn;
+  const bool pv = issueOwnStep<Tr>(st, pp, s, cx.wg, sc, si, blk);
   mbarArrive(pp.emptyK(s));
   const float scale = Tr::kFp8 ? p.scaleLog2 * (qScale * rec.kScale) : p.scaleLog2;
   const uint32_t slot = 4u * (t & 1);  // the vote words alternate
@@ -564,11 +610,10 @@ __device__ __forceinline__ void ownStep(const Sm90Params<typename Tr::T>& prm, c
   if (skip && threadIdx.x % 128 == 0 && p.pvSkipped) p.pvSkipped[cx.rowIdx * p.nk + rec.j] = 1;
 }
 
-// The consumer's walk: every union step in order, from the records the producer left in the stages; work on
-// its own blocks, a pass on the others'. Consumer 0 skips the wait on its first shared turn and takes the
-// last hand-over after its last block, so every barrier arrival is matched. The pending block's P·V waits for
-// the next own block unless passes come close to its stage first: the producer waits for the V release before
-// it reloads a stage, so the consumer must finish the pending block before it passes that stage. (The inner
+// The consumer's walk: every step of its ring in order, from the records the producer left in the stages;
+// work on its own blocks, a pass on the other tile's (union walk only). The pending block's P·V waits for the
+// next own block unless passes come close to its stage first: the producer waits for the V release before it
+// reloads a stage, so the consumer must finish the pending block before it passes that stage. (The inner
 // loop keeps the own block's wgmmas out of a branch on the record: ptxas then serialised every wgmma, C7520.)
 template <class Tr, bool kDense>
 __device__ __forceinline__ void consume(const Sm90Params<typename Tr::T>& prm, const Pipe<Tr>& pp,
@@ -577,39 +622,32 @@ __device__ __forceinline__ void consume(const Sm90Params<typename Tr::T>& prm, c
   const KParams<typename Tr::T>& p = prm.k;
   const float qScale = Tr::kFp8 && cx.i < p.nq ? p.qScale[cx.rowIdx] : 1.f;
   mbarWait(pp.fullQ(), 0);
-  bool sawShared = false, last = false;
-  int u = 0;
-  for (int t = 0; t < cx.n; ++t, ++u) {
-    int s;
-    uint32_t phase;
+  bool last = false;
+  StageCursor at;
+  for (int t = 0; t < cx.n; ++t, pp.advance(at)) {
     StepRecord rec;
-    for (;; ++u) {  // the other tile's blocks up to this tile's next one
-      s = pp.stageOf(u);
-      phase = pp.phaseOf(u);
-      rec = awaitStep(pp, s, phase);
+    for (;; pp.advance(at)) {  // the other tile's blocks up to this tile's next one
+      rec = awaitStep(pp, at.s, at.phase);
       if ((rec.mask >> cx.wg) & 1) break;
       // One step before the pending block's stage is due again: finishing it now lets the producer reload
       // that stage while this step passes (finishing when it is due left the reload in the open: fp16 D 128
       // has 3 stages).
-      if (st.pending && (s + 1) % Tr::kStages == st.pendingStage) finishPending<Tr>(st, pp);
-      passStage(pp, s, phase);
+      if (st.pending && pp.after(at.s) == st.pendingStage) finishPending<Tr>(st, pp);
+      passStage(pp, at.s, at.phase);
     }
     last = rec.last;
-    ownStep<Tr, kDense>(prm, pp, cx, st, rec, s, phase, t, qScale, sawShared);
+    ownStep<Tr, kDense>(prm, pp, cx, st, rec, at.s, at.phase, t, qScale);
   }
-  if (cx.wg == 0 && sawShared) barSync(kBarTurn, 256);  // consumer 1's last hand-over
-  finishPending<Tr>(st, pp);                            // the last block's P·V
-  for (; !last; ++u) {                                  // the other tile's remaining blocks
-    const int s = pp.stageOf(u);
-    const uint32_t phase = pp.phaseOf(u);
-    last = awaitStep(pp, s, phase).last;
-    passStage(pp, s, phase);
+  finishPending<Tr>(st, pp);       // the last block's P·V
+  for (; !last; pp.advance(at)) {  // the other tile's remaining blocks
+    last = awaitStep(pp, at.s, at.phase).last;
+    passStage(pp, at.s, at.phase);
   }
 }
 
 template <class Tr, bool kDense>
 __device__ __forceinline__ void consumerTile(const Sm90Params<typename Tr::T>& prm, const Pipe<Tr>& pp,
-                                             const TilePair<typename Tr::T, kDense>& tp, int wg) {
+                                             const TilePair<typename Tr::T, kDense>& tp, int wg, bool split) {
   const KParams<typename Tr::T>& p = prm.k;
   const int lane = threadIdx.x & 31, warp = (threadIdx.x >> 5) & 3;
   ConsumerCtx cx;
@@ -635,9 +673,9 @@ __device__ __forceinline__ void consumerTile(const Sm90Params<typename Tr::T>& p
   st.l[0] = st.l[1] = 0.f;
 #pragma unroll
   for (int dt = 0; dt < Tr::kDT; ++dt) st.acc[dt][0] = st.acc[dt][1] = st.acc[dt][2] = st.acc[dt][3] = 0.f;
-  if (!tp.empty()) {
-    consume<Tr, kDense>(prm, pp, cx, st);
-  }
+  // A split walk's consumer meets only its own ring; the union walk's passes every step, also with no
+  // blocks of its own.
+  if (split ? cx.n > 0 : !tp.empty()) consume<Tr, kDense>(prm, pp.walkOf(wg, split), cx, st);
   if (cx.i >= p.nq) return;
   typename Tr::T* gO = p.o + (size_t)tp.bhq * p.Nq * Tr::D;
   const float* vScale = Tr::kFp8 ? p.vScale + (size_t)tp.bhk * Tr::D : nullptr;
@@ -645,30 +683,61 @@ __device__ __forceinline__ void consumerTile(const Sm90Params<typename Tr::T>& p
                                      p.emptyRows ? p.emptyRows + tp.bhq : nullptr);
 }
 
+// Does the CTA split its stages into one ring per tile? Where its tiles visit less than Tr::kSplitBelow of
+// their visible blocks (the rule is per CTA, so rows that agree, as in dense regions of real masks, keep the
+// union's single loads). The same answer in every thread; the shuffle tells the compiler so.
+template <class Tr, bool kDense>
+__device__ __forceinline__ bool splitWalks(const Sm90Params<typename Tr::T>& prm,
+                                           const TilePair<typename Tr::T, kDense>& tp) {
+  if constexpr (!Tr::kSplittable) {
+    return false;
+  } else {
+    const KParams<typename Tr::T>& p = prm.k;
+    int visited = 0, visible = 0;
+#pragma unroll
+    for (int w = 0; w < kConsumers; ++w) {
+      if (tp.i[w] >= p.nq) continue;
+      const int q0 = tp.i[w] * kBQ, q1 = min(q0 + kBQ, p.Nq) - 1;
+      visited += tp.walk[w].n;
+      visible += BlockWalk<true>::make(p.vis, q0, q1, kBK, nullptr, nullptr).n;
+    }
+    return __shfl_sync(0xffffffffu, (int)(visited < prm.splitBelow * visible), 0) != 0;
+  }
+}
+
 template <class Tr, bool kDense>
 __device__ __forceinline__ void attention90(const Sm90Params<typename Tr::T>& prm) {
   extern __shared__ unsigned char smemRaw[];
   const Pipe<Tr> pp{((uint32_t)__cvta_generic_to_shared(smemRaw) + 1023u) & ~1023u};
+  const TilePair<typename Tr::T, kDense> tp = TilePair<typename Tr::T, kDense>::make(prm.k);
+  const bool split = splitWalks<Tr, kDense>(prm, tp);
   if (threadIdx.x == 0) {
-    sm90::mbarInit(pp.fullQ(), 1);
+    for (int c = 0; c < Tr::kQBars; ++c) sm90::mbarInit(pp.fullQ(c), 1);
+    const int readers = split ? 128 : 128 * kConsumers;  // consumer threads that release a stage
     for (int s = 0; s < Tr::kStages; ++s) {
       sm90::mbarInit(pp.fullK(s), 1);
       sm90::mbarInit(pp.fullV(s), 1);
-      sm90::mbarInit(pp.emptyK(s), 128 * kConsumers);
-      sm90::mbarInit(pp.emptyV(s), 128 * kConsumers);
+      sm90::mbarInit(pp.emptyK(s), readers);
+      sm90::mbarInit(pp.emptyV(s), readers);
     }
     sm90::fenceBarrierInit();
   }
   __syncthreads();
-  const TilePair<typename Tr::T, kDense> tp = TilePair<typename Tr::T, kDense>::make(prm.k);
   // Warp-uniform by construction (a shuffle from lane 0): lets the compiler give each role its own registers.
   const int wg = __shfl_sync(0xffffffffu, (int)threadIdx.x / 128, 0);
   if (wg == 0) {
     sm90::regDealloc<kProducerRegs>();
-    if (threadIdx.x == 0 && !tp.empty()) produce<Tr, kDense>(prm, pp, tp);
+    if (split) {  // lane 0 of warp w streams tile w's ring
+      const int w = threadIdx.x / 32;
+      const int n = w == 0 ? tp.walk[0].n : tp.walk[1].n;  // constant indices keep the pair in registers
+      if (threadIdx.x % 32 == 0 && w < kConsumers && n > 0)
+        produce<Tr, kDense>(prm, pp.walkOf(w, true), tp.only(w), true);
+    } else if (threadIdx.x == 0 && !tp.empty()) {
+      produce<Tr, kDense>(prm, pp, tp, false);
+    }
   } else {
     sm90::regAlloc<kConsumerRegs>();
-    consumerTile<Tr, kDense>(prm, pp, tp, wg - 1);
+    consumerTile<Tr, kDense>(prm, pp, tp, wg - 1, split);
   }
 }
 
@@ -738,8 +807,8 @@ template <class Tr>
 Sm90Params<typename Tr::T> makeSm90Params(const Problem& pr, const AttnArgs& a) {
   Sm90Params<typename Tr::T> p;
   p.k = makeKParams<typename Tr::T>(pr, a);
-  const char* turns = std::getenv("SPARGE_SM90_TURNS");
-  p.turns = turns && std::strcmp(turns, "0") == 0 ? 0 : 1;
+  const char* split = std::getenv("SPARGE_SM90_SPLIT_BELOW");
+  p.splitBelow = split ? std::strtof(split, nullptr) : Tr::kSplitBelow;
   const uint64_t bhq = (uint64_t)pr.B * pr.Hq, bhk = (uint64_t)pr.B * pr.Hkv, D = Tr::D;
   if constexpr (Tr::kFp8) {
     const auto u8 = CU_TENSOR_MAP_DATA_TYPE_UINT8;

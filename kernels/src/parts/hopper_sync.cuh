@@ -1,6 +1,6 @@
 // Hopper (sm_90a) synchronisation and copy primitives of the warp-specialised attention family: mbarriers
-// (init, arrive, expect-tx, parity wait), TMA tile loads completing on an mbarrier, named barriers (ping-pong
-// turns and warpgroup-wide votes) and register reallocation between producer and consumer warpgroups.
+// (init, arrive, expect-tx, parity wait), TMA tile loads completing on an mbarrier, named barriers and
+// warpgroup-wide votes, and register reallocation between producer and consumer warpgroups.
 #pragma once
 
 #include <cuda.h>
@@ -87,9 +87,6 @@ __device__ __forceinline__ void prefetchTensorMap(const CUtensorMap* map) {
 // Named barriers (id 1..15; 0 is __syncthreads) among `count` threads.
 __device__ __forceinline__ void barSync(int id, int count) {
   asm volatile("bar.sync %0, %1;\n" ::"r"(id), "r"(count) : "memory");
-}
-__device__ __forceinline__ void barArrive(int id, int count) {
-  asm volatile("bar.arrive %0, %1;\n" ::"r"(id), "r"(count) : "memory");
 }
 // True iff `pred` holds for any of the warpgroup's 128 threads, which meet at named barrier `id`: each warp's
 // answer goes to its byte (`byte`, precomputed by the caller) of the 32-bit shared-memory word `word` before
