@@ -8,6 +8,7 @@
 #include <cfloat>
 #include <climits>
 #include <cmath>
+#include <cstdlib>
 
 #include "cuda_util.h"
 #include "device_common.cuh"
@@ -195,12 +196,13 @@ __device__ __forceinline__ float ctaSum(float v, float* red) {
   return v;
 }
 
-// One compare-exchange of a bitonic merge between this thread's element t and element t ^ j of the same
-// warp (j < 32), in registers. Both threads of a pair evaluate the shared-memory step's swap test on the
-// same (lower, upper) pair, so the outcome is that step's, NaN keys (never swapped) included.
-__device__ __forceinline__ void exchangeInWarp(float& key, int& id, int t, int k, int j) {
-  const float otherKey = __shfl_xor_sync(0xffffffffu, key, j);
-  const int otherId = __shfl_xor_sync(0xffffffffu, id, j);
+// One compare-exchange of a bitonic merge between this thread's element t and element t ^ j, held by lane
+// lane ^ laneMask of the same warp, in registers. Both threads of a pair evaluate the shared-memory step's
+// swap test on the same (lower, upper) pair, so the outcome is that step's, NaN keys (never swapped)
+// included.
+__device__ __forceinline__ void exchangeInWarp(float& key, int& id, int t, int k, int j, int laneMask) {
+  const float otherKey = __shfl_xor_sync(0xffffffffu, key, laneMask);
+  const int otherId = __shfl_xor_sync(0xffffffffu, id, laneMask);
   const bool lower = (t & j) == 0;
   const float ka = lower ? key : otherKey, kb = lower ? otherKey : key;
   const int ia = lower ? id : otherId, ib = lower ? otherId : id;
@@ -219,7 +221,7 @@ __device__ void bitonicWarpSteps(float* keys, int* idx, int np, int kFrom, int k
     float key = t < np ? keys[t] : -INFINITY;
     int id = t < np ? idx[t] : INT_MAX;
     for (int k = kFrom; k <= kTo; k <<= 1)
-      for (int j = min(k >> 1, 16); j > 0; j >>= 1) exchangeInWarp(key, id, t, k, j);
+      for (int j = min(k >> 1, 16); j > 0; j >>= 1) exchangeInWarp(key, id, t, k, j, j);
     if (t < np) {
       keys[t] = key;
       idx[t] = id;
@@ -258,7 +260,7 @@ __device__ void bitonicSortDescending(float* keys, int* idx, int np) {
 
 // How many of the sorted probabilities the head selects (at least one): top-k, or the cdf accumulated in
 // fp32 with each prefix rounded to fp16 and compared with float(τ), as the CPU engine does.
-__device__ int selectedCount(const HeadParamsDev& prm, const float* sorted, int nk) {
+__device__ __forceinline__ int selectedCount(const HeadParamsDev& prm, const float* sorted, int nk) {
   int n = 0;
   if (prm.mode == 1) {
     n = (int)truncf(prm.topk * (float)nk);
@@ -298,22 +300,66 @@ __device__ void writeDeltaLut(const uint8_t* fin, int nk, int32_t* lutRow, int32
   if (lane == 0) *validCount = count;
 }
 
-// One CTA per (q-block, selected head, batch). Dynamic smem: keys[np] floats, idx[np] ints, two byte
-// rows of nk (selected, final mask).
+// What every selection kernel needs of one row (query block i of one head and batch item).
+struct SelectRow {
+  int i, bhq, bhk;
+  size_t rowOff;  // of the row in the [nq][nk] outputs
+  HeadParamsDev prm;
+  float theta;  // the CPU engine compares s > float(θ)
+  bool simQ;
+
+  __device__ __forceinline__ SelectRow(const SelectArgs& a, int i_, int hq, int b, int Hq, int Hkv, int nq,
+                                       int nk)
+      : i(i_),
+        bhq(b * Hq + hq),
+        bhk(b * Hkv + hq / (Hq / Hkv)),
+        rowOff(((size_t)bhq * nq + i) * nk),
+        prm(a.params[hq]),
+        theta((float)prm.theta),
+        simQ(a.selfSimQ[(size_t)bhq * nq + i] > theta) {}
+
+  __device__ __forceinline__ bool valid(const SelectArgs& a, int nk, int j) const {
+    return a.blocks[(size_t)i * nk + j] & kBlockValid;
+  }
+  __device__ __forceinline__ bool simK(const SelectArgs& a, int nk, int j) const {
+    return a.selfSimK[(size_t)bhk * nk + j] > theta;  // NaN compares false
+  }
+  // The masked score: non-similar K columns and blocks no query of the row may see -> -inf.
+  template <typename T>
+  __device__ __forceinline__ float maskedScore(const SelectArgs& a, int nk, int j) const {
+    return valid(a, nk, j) && simK(a, nk, j) ? Elem<T>::toF(static_cast<const T*>(a.scores)[rowOff + j])
+                                             : -INFINITY;
+  }
+  // P̂ of a block from its masked score, the row max and sum; rounded to fp16 for either input type, as the
+  // CPU engine does (an all -inf row's softmax is all NaN).
+  __device__ __forceinline__ static float prob(float e, float sum, bool allMasked) {
+    return allMasked ? NAN : __half2float(__float2half_rn(e / sum));
+  }
+  // Reason bits as in core::selectBlocks and the final mask bit of block j (on when any "on" reason holds
+  // and it is valid); writes both outputs and returns the bit.
+  __device__ __forceinline__ uint8_t finish(const SelectArgs& a, int nk, int j, bool selected) const {
+    const uint8_t flags = a.blocks[(size_t)i * nk + j];
+    uint8_t rs = (selected ? core::kReasonSelected : 0) | (simQ ? 0 : core::kReasonForcedRow) |
+                 (simK(a, nk, j) ? 0 : core::kReasonForcedCol) | (prm.dense ? core::kReasonDenseHead : 0) |
+                 ((a.sink && j == 0) ? core::kReasonSink : 0) |
+                 ((a.diagonal && (flags & kBlockOnDiagonal)) ? core::kReasonDiagonal : 0);
+    uint8_t m = rs ? 1 : 0;
+    if (!(flags & kBlockValid)) {
+      m = 0;
+      rs |= core::kReasonCausalOff;
+    }
+    a.mask[rowOff + j] = m;
+    a.reasons[rowOff + j] = rs;
+    return m;
+  }
+};
+
+// One CTA per (q-block, selected head, batch), for rows of more than kSelectWarpKeys blocks. Dynamic smem:
+// keys[np] floats, idx[np] ints, two byte rows of nk (selected, final mask).
 template <typename T>
 __global__ void __launch_bounds__(256)
     sparge_predict_select(const SelectArgs a, const int* __restrict__ heads, int Hq, int Hkv, int nq, int nk,
                           int np) {
-  const T* __restrict__ scores = static_cast<const T*>(a.scores);
-  const float* __restrict__ selfSimQ = a.selfSimQ;
-  const float* __restrict__ selfSimK = a.selfSimK;
-  const uint8_t* __restrict__ blocks = a.blocks;
-  const bool sink = a.sink, diagonal = a.diagonal;
-  uint8_t* __restrict__ maskOut = a.mask;
-  uint8_t* __restrict__ reasonsOut = a.reasons;
-  float* __restrict__ probOut = a.prob;
-  int32_t* __restrict__ lutOut = a.lut;
-  int32_t* __restrict__ validOut = a.validCount;
   extern __shared__ unsigned char smem[];
   float* keys = reinterpret_cast<float*>(smem);
   int* idx = reinterpret_cast<int*>(keys + np);
@@ -321,27 +367,16 @@ __global__ void __launch_bounds__(256)
   uint8_t* fin = sel + nk;
   __shared__ float red[8];
   __shared__ int sN;
-
-  const int i = blockIdx.x, hq = heads[blockIdx.y], b = blockIdx.z;
-  const int bhq = b * Hq + hq;
-  const int bhk = b * Hkv + hq / (Hq / Hkv);
-  const HeadParamsDev prm = a.params[hq];
+  const SelectRow r(a, blockIdx.x, heads[blockIdx.y], blockIdx.z, Hq, Hkv, nq, nk);
   const int tid = threadIdx.x, nt = blockDim.x, warp = tid >> 5;
-  const size_t rowOff = ((size_t)bhq * nq + i) * nk;
-  const float theta = (float)prm.theta;                      // the CPU engine compares s > float(θ)
-  const bool simQ = selfSimQ[(size_t)bhq * nq + i] > theta;  // NaN compares false
 
-  // Masked scores: non-similar K columns and blocks no query of the row may see -> -inf.
   float mx = -INFINITY;
   for (int j = tid; j < nk; j += nt) {
-    bool valid = blocks[(size_t)i * nk + j] & kBlockValid;
-    bool simK = selfSimK[(size_t)bhk * nk + j] > theta;
-    float v = (valid && simK) ? Elem<T>::toF(scores[rowOff + j]) : -INFINITY;
-    keys[j] = v;
-    mx = fmaxf(mx, v);
+    keys[j] = r.maskedScore<T>(a, nk, j);
+    mx = fmaxf(mx, keys[j]);
   }
   mx = ctaMax(mx, red);
-  const bool allMasked = (mx == -INFINITY);  // softmax of an all -inf row is all NaN
+  const bool allMasked = (mx == -INFINITY);
   float sum = 0.f;
   for (int j = tid; j < nk; j += nt) {
     float e = allMasked ? 0.f : expf(keys[j] - mx);
@@ -351,9 +386,8 @@ __global__ void __launch_bounds__(256)
   sum = ctaSum(sum, red);
   for (int j = tid; j < np; j += nt) {
     if (j < nk) {
-      // P̂ is rounded to fp16 for either input type, as the CPU engine does.
-      float p = allMasked ? NAN : __half2float(__float2half_rn(keys[j] / sum));
-      probOut[rowOff + j] = p;
+      const float p = SelectRow::prob(keys[j], sum, allMasked);
+      a.prob[r.rowOff + j] = p;
       keys[j] = p;
       idx[j] = j;
       sel[j] = 0;
@@ -366,37 +400,122 @@ __global__ void __launch_bounds__(256)
 
   if (!allMasked) {
     bitonicSortDescending(keys, idx, np);
-    if (tid == 0) sN = selectedCount(prm, keys, nk);
+    if (tid == 0) sN = selectedCount(r.prm, keys, nk);
     __syncthreads();
     const int n = min(sN, nk);
-    for (int r = tid; r < n; r += nt) sel[idx[r]] = 1;
-  } else {
-    // All-NaN row: upstream's searchsorted keeps all nk, but every valid block of such a row is a forced
-    // (non-similar) column, so the mask is the same and the blocks are reported as forced, not selected.
-    for (int j = tid; j < nk; j += nt) sel[j] = 0;
+    for (int x = tid; x < n; x += nt) sel[idx[x]] = 1;
   }
+  // An all-NaN row selects nothing: upstream's searchsorted keeps all nk, but every valid block of such a
+  // row is a forced (non-similar) column, so the mask is the same and the blocks are reported as forced.
   __syncthreads();
+  for (int j = tid; j < nk; j += nt) fin[j] = r.finish(a, nk, j, sel[j]);
+  __syncthreads();
+  if (warp == 0) writeDeltaLut(fin, nk, a.lut + r.rowOff, a.validCount + (size_t)r.bhq * nq + r.i);
+}
 
-  for (int j = tid; j < nk; j += nt) {
-    bool valid = blocks[(size_t)i * nk + j] & kBlockValid;
-    bool simK = selfSimK[(size_t)bhk * nk + j] > theta;
-    // Reason bits as in core::selectBlocks; a block is on when any "on" reason holds and it is valid.
-    uint8_t rs = (sel[j] ? core::kReasonSelected : 0) | (simQ ? 0 : core::kReasonForcedRow) |
-                 (simK ? 0 : core::kReasonForcedCol) | (prm.dense ? core::kReasonDenseHead : 0) |
-                 ((sink && j == 0) ? core::kReasonSink : 0) |
-                 ((diagonal && (blocks[(size_t)i * nk + j] & kBlockOnDiagonal)) ? core::kReasonDiagonal : 0);
-    uint8_t m = rs ? 1 : 0;
-    if (!valid) {
-      m = 0;
-      rs |= core::kReasonCausalOff;
+// Rows of up to kSelectWarpKeys blocks: one warp per row and no CTA barrier (the CTA kernel's ~20 barriers a
+// row made selection latency-bound: 0.26 ms for 32 heads x 32K tokens at 64x128). Lane l holds the row's
+// sorting positions l*E .. l*E+E-1 in registers: bitonic steps with j < E swap inside a thread, the others
+// exchange with lane l ^ (j/E); the same network positions and comparisons as bitonicSortDescending, padded
+// to 32*E, so the same order (a strict total order without NaN; no swap at all in an all-NaN row). Dynamic
+// smem per warp: the sorted probabilities (32*E floats, for the CDF), then the selected and final-mask rows.
+constexpr int kSelectWarps = 4, kSelectWarpKeys = 1024;
+
+// One step j of merge k: lane l's position t = l*E + e pairs with t ^ j. Inside a thread (j < E, known at
+// compile time: register indices must be) or across lanes (j >= E).
+template <int E>
+__device__ __forceinline__ void exchangeInThread(float (&key)[E], int (&id)[E], int k, int j) {
+  const int lane = threadIdx.x & 31;
+#pragma unroll
+  for (int e = 0; e < E; ++e) {
+    const int o = e ^ j;
+    if ((e & j) == 0 && outOfOrder(((lane * E + e) & k) == 0, key[e], id[e], key[o], id[o])) {
+      const float kt = key[e];
+      const int it = id[e];
+      key[e] = key[o];
+      id[e] = id[o];
+      key[o] = kt;
+      id[o] = it;
     }
-    fin[j] = m;
-    maskOut[rowOff + j] = m;
-    reasonsOut[rowOff + j] = rs;
   }
-  __syncthreads();
+}
+template <int E>
+__device__ __forceinline__ void exchangeAcrossLanes(float (&key)[E], int (&id)[E], int k, int j) {
+  const int lane = threadIdx.x & 31;
+#pragma unroll
+  for (int e = 0; e < E; ++e) exchangeInWarp(key[e], id[e], lane * E + e, k, j, j / E);
+}
 
-  if (warp == 0) writeDeltaLut(fin, nk, lutOut + rowOff, validOut + (size_t)bhq * nq + i);
+template <int E>
+__device__ __forceinline__ void bitonicSortWarp(float (&key)[E], int (&id)[E]) {
+#pragma unroll 1
+  for (int k = 2; k <= 32 * E; k <<= 1) {
+#pragma unroll 1
+    for (int j = k >> 1; j >= E; j >>= 1) exchangeAcrossLanes<E>(key, id, k, j);
+#pragma unroll
+    for (int j = E / 2; j > 0; j >>= 1)
+      if (j < k) exchangeInThread<E>(key, id, k, j);
+  }
+}
+
+template <typename T, int E>
+__global__ void __launch_bounds__(kSelectWarps * 32)
+    sparge_predict_select_warp(const SelectArgs a, const int* __restrict__ heads, int Hq, int Hkv, int nq,
+                               int nk, int nHeads, int rows) {
+  extern __shared__ unsigned char smem[];
+  const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+  const int row = blockIdx.x * kSelectWarps + warp;
+  if (row >= rows) return;  // the whole warp
+  float* sorted = reinterpret_cast<float*>(smem) + warp * 32 * E;
+  uint8_t* sel = smem + kSelectWarps * 32 * E * sizeof(float) + warp * 2 * nk;
+  uint8_t* fin = sel + nk;
+  const SelectRow r(a, row % nq, heads[(row / nq) % nHeads], row / (nq * nHeads), Hq, Hkv, nq, nk);
+
+  // The row's probabilities first go through `sorted` (the division stays out of the sort's registers,
+  // which it would spill around its slow path).
+  float mx = -INFINITY;
+  for (int j = lane; j < nk; j += 32) {
+    sorted[j] = r.maskedScore<T>(a, nk, j);
+    mx = fmaxf(mx, sorted[j]);
+  }
+  mx = warpMax(mx);
+  const bool allMasked = (mx == -INFINITY);
+  float sum = 0.f;
+  for (int j = lane; j < nk; j += 32) {
+    sorted[j] = allMasked ? 0.f : expf(sorted[j] - mx);
+    sum += sorted[j];
+  }
+  sum = warpSum(sum);
+  for (int j = lane; j < nk; j += 32) {
+    sorted[j] = SelectRow::prob(sorted[j], sum, allMasked);
+    a.prob[r.rowOff + j] = sorted[j];
+  }
+  __syncwarp();
+  float key[E];
+  int id[E];
+#pragma unroll
+  for (int e = 0; e < E; ++e) {
+    const int j = lane * E + e;
+    key[e] = j < nk ? sorted[j] : -1.f;  // padding sorts last
+    id[e] = j < nk ? j : INT_MAX;
+  }
+  __syncwarp();
+  for (int j = lane; j < nk; j += 32) sel[j] = 0;
+  if (!allMasked) {  // an all-NaN row selects nothing (see sparge_predict_select)
+    bitonicSortWarp<E>(key, id);
+#pragma unroll
+    for (int e = 0; e < E; ++e) sorted[lane * E + e] = key[e];
+    __syncwarp();
+    int n = lane == 0 ? selectedCount(r.prm, sorted, nk) : 0;
+    n = min(__shfl_sync(0xffffffffu, n, 0), nk);
+#pragma unroll
+    for (int e = 0; e < E; ++e)
+      if (lane * E + e < n) sel[id[e]] = 1;
+  }
+  __syncwarp();
+  for (int j = lane; j < nk; j += 32) fin[j] = r.finish(a, nk, j, sel[j]);
+  __syncwarp();
+  writeDeltaLut(fin, nk, a.lut + r.rowOff, a.validCount + (size_t)r.bhq * nq + r.i);
 }
 
 __device__ __forceinline__ uint64_t splitmix(uint64_t x) {
@@ -455,8 +574,30 @@ void scores(const Problem& p, const void* pq, const void* pk, void* out, cudaStr
   checkLaunch("sparge_predict_scores");
 }
 
+template <typename T, int E>
+void selectRowsByWarp(const Problem& p, const SelectArgs& a, cudaStream_t s) {
+  const int rows = p.nq * p.nHeads * p.B;
+  const size_t smem = kSelectWarps * (32 * E * sizeof(float) + 2 * (size_t)p.nk);
+  if (smem > 48 * 1024)
+    check(cudaFuncSetAttribute(sparge_predict_select_warp<T, E>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                               (int)smem),
+          "cudaFuncSetAttribute(sparge_predict_select_warp)");
+  const int grid = (rows + kSelectWarps - 1) / kSelectWarps;
+  sparge_predict_select_warp<T, E>
+      <<<grid, kSelectWarps * 32, smem, s>>>(a, p.heads, p.Hq, p.Hkv, p.nq, p.nk, p.nHeads, rows);
+  checkLaunch("sparge_predict_select_warp");
+}
+
 template <typename T>
 void selectRows(const Problem& p, const SelectArgs& a, cudaStream_t s) {
+  if (p.nk <= kSelectWarpKeys && std::getenv("SPARGE_SELECT_CTA") == nullptr) {
+    if (p.nk <= 32) return selectRowsByWarp<T, 1>(p, a, s);
+    if (p.nk <= 64) return selectRowsByWarp<T, 2>(p, a, s);
+    if (p.nk <= 128) return selectRowsByWarp<T, 4>(p, a, s);
+    if (p.nk <= 256) return selectRowsByWarp<T, 8>(p, a, s);
+    if (p.nk <= 512) return selectRowsByWarp<T, 16>(p, a, s);
+    return selectRowsByWarp<T, 32>(p, a, s);
+  }
   int np = 1;
   while (np < p.nk) np <<= 1;
   size_t smem = (size_t)np * 8 + 2 * (size_t)p.nk;

@@ -9,6 +9,7 @@
 #include <memory>
 #include <random>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "engine_fixture.h"
@@ -243,6 +244,40 @@ TEST(CudaStage1, MasksMatchCpuAcrossSweep) {
   EXPECT_GE(agree, 0.999);
   EXPECT_EQ(tally.unexplained, 0) << tally.firstUnexplained;
   EXPECT_GE(double(tally.probClose) / double(tally.probTotal), 0.999);
+}
+
+// Rows of every length class of the warp-per-row selection (1 to 32 probabilities a lane: 24 to 625 key
+// blocks) and the same rows through the CTA kernel that takes longer ones (SPARGE_SELECT_CTA forces it):
+// masks, reasons and P̂ as the CPU engine's, in CDF and top-k mode.
+TEST(CudaStage1, LongRowsMatchCpuInBothSelectionKernels) {
+  REQUIRE_GPU();
+  for (bool cta : {false, true}) {
+    if (cta) setenv("SPARGE_SELECT_CTA", "1", 1);
+    MaskTally tally;
+    for (auto [n, causal] : {std::pair{1500, false},
+                             {3000, true},
+                             {6000, false},
+                             {12000, true},
+                             {24000, false},
+                             {40000, true}}) {
+      auto e = makeEntry(Shape{1, 2, 1, n, n, 64, DType::Float16, causal}, 300 + (uint32_t)n);
+      CudaEngine gpu;
+      gpu.setEntry(e);
+      for (int sel = 0; sel < 2; ++sel) {
+        core::HeadParams p;
+        p.theta = 0.3;
+        p.mode = sel == 0 ? core::SelectMode::Cdf : core::SelectMode::TopK;
+        p.tau = 0.9;
+        p.topk = 0.3;
+        compareMasks(*e, makeConfig(core::kGeometry128x64, true, p), gpu, tally);
+      }
+    }
+    unsetenv("SPARGE_SELECT_CTA");
+    EXPECT_EQ(tally.unexplained, 0) << (cta ? "CTA kernel: " : "warp kernel: ") << tally.firstUnexplained;
+    EXPECT_GE(double(tally.probClose) / double(tally.probTotal), 0.999)
+        << (cta ? "CTA kernel" : "warp kernel");
+    EXPECT_GT(tally.blocks, 2 * 313 * 625);
+  }
 }
 
 // ---------------------------------------------------------------------------------------------
