@@ -1,20 +1,20 @@
-// Stage 2 on Hopper (sm_90a) for the 64x128 geometry, with FlashAttention-3's structure: a CTA holds two
-// adjacent 64-row query tiles, one per consumer warpgroup (each with its own LUT row), and a producer warp
-// that loads K and V blocks with TMA into a multi-stage shared-memory pipeline guarded by mbarriers. The
-// producer walks the sorted union of both LUT rows; every stage carries a record of its step (key block,
-// which consumers need it, the block's K scale, whether it is the last), so one load serves both tiles when
-// their rows agree (dense attention, and neighbouring rows of real data) and the consumers never read the LUT
-// (its loads would sit on their critical path). Where the two rows visit few blocks, a CTA instead splits the
-// stages into one ring per tile, each streamed by its own producer thread (splitWalks). Each consumer issues
-// Q·Kᵀ of its block with P·V of its previous block; its row maxima and PV-skip vote run as soon as Q·Kᵀ
-// completes, beside that P·V, and so do its exponentials in int8-fp8 (fp16/bf16 measured faster with them
-// after the P·V wait; see softmaxOwnBlock). The consumers do not take turns on the tensor cores (FA3's
-// ping-pong): with the P·V overlap inside each consumer, turns measured no faster in dense walks and 2-8 %
-// slower in sparse ones. Register reallocation gives the consumers 240 registers.
-// Numerics: fp16/bf16 exact (wgmma m64n128k16, P·V m64nDk16 with V transposed by the descriptor), and
-// int8-fp8 (wgmma s8 m64n128k32, P rounded to e4m3, P·V e4m3 m64nDk32 into a fresh per-block fp32 buffer).
-// Masks, the PV-skip vote (per query tile), empty rows and the output go through the shared parts. Only the
-// sm_90a image has a body; other images trap (the launcher never selects them).
+// Stage 2 on Hopper (sm_90a) for the 64x128 geometry, with FlashAttention-3's structure: a CTA holds two (D
+// 128) or three (D 64) adjacent 64-row query tiles, one per consumer warpgroup (each with its own LUT row),
+// and a producer warp that loads K and V blocks with TMA into a multi-stage shared-memory pipeline guarded by
+// mbarriers. The producer walks the sorted union of the tiles' LUT rows; every stage carries a record of its
+// step (key block, which consumers need it, the block's K scale, whether it is the last), so one load serves
+// several tiles when their rows agree (dense attention, and neighbouring rows of real data) and the consumers
+// never read the LUT (its loads would sit on their critical path). Where the rows visit few blocks, a CTA
+// instead splits the stages into one ring per tile, each streamed by its own producer thread (splitWalks).
+// Each consumer issues Q·Kᵀ of its block with P·V of its previous block; its row maxima and PV-skip vote run
+// as soon as Q·Kᵀ completes, beside that P·V, and so do its exponentials in int8-fp8 (fp16/bf16 measured
+// faster with them after the P·V wait; see softmaxOwnBlock). The consumers do not take turns on the tensor
+// cores (FA3's ping-pong): with the P·V overlap inside each consumer, turns measured no faster in dense walks
+// and 2-8 % slower in sparse ones. Register reallocation gives the consumers 240 (two) or 160 (three)
+// registers. Numerics: fp16/bf16 exact (wgmma m64n128k16, P·V m64nDk16 with V transposed by the descriptor),
+// and int8-fp8 (wgmma s8 m64n128k32, P rounded to e4m3, P·V e4m3 m64nDk32 into a fresh per-block fp32
+// buffer). Masks, the PV-skip vote (per query tile), empty rows and the output go through the shared parts.
+// Only the sm_90a image has a body; other images trap (the launcher never selects them).
 #include <cuda.h>
 #include <cuda_runtime.h>
 
@@ -46,18 +46,24 @@ namespace {
 using core::Numerics;
 
 constexpr int kBQ = 64, kBK = 128;
-constexpr int kConsumers = 2;
-constexpr int kThreads90 = 128 * (1 + kConsumers);  // producer warpgroup + two consumer warpgroups
-constexpr int kProducerRegs = 24, kConsumerRegs = 240;
-// Named barriers of the per-tile skip vote (1, 2).
+constexpr int kProducerRegs = 24;
+// Named barriers of the per-tile skip vote (1 .. consumers).
 constexpr int kBarVote = 1;
 
 template <typename T_, int D_, Numerics N_, bool kDense_>
 struct Sm90Traits {
   using T = T_;  // input and output element type
   static constexpr int D = D_;
-  static constexpr bool kDense = kDense_;  // the dense launch (every visible block, both tiles on each)
+  static constexpr bool kDense = kDense_;  // the dense launch (every visible block, every tile on each)
   static constexpr bool kFp8 = N_ == Numerics::Int8Fp8;
+  // Consumer warpgroups (query tiles) of a CTA. The softmax, not the tensor cores, bounds these kernels, so
+  // more warps in flight help where registers allow: at D 64 three consumers of 160 registers each (dense
+  // walks 15-18 % faster than two; int8-fp8 sparse walks spill ~50 bytes around the vote and gain 0-5 %); at
+  // D 128 O, the P·V block buffer, the scores and P (208 registers) are live at once, so two get 240 each.
+  static constexpr int kConsumers = D == 64 ? 3 : 2;
+  static constexpr int kThreads = 128 * (1 + kConsumers);  // and the producer warpgroup
+  static constexpr int kConsumerRegs = kConsumers == 3 ? 160 : 240;
+  static_assert(128 * (kProducerRegs + kConsumers * kConsumerRegs) <= 65536, "the register file");
   static constexpr int kElemBytes = kFp8 ? 1 : 2;  // Q and K elements
   static constexpr int kQkRowBytes = D * kElemBytes;
   static constexpr int kSlabBytes = kQkRowBytes < 128 ? kQkRowBytes : 128;  // one TMA box row, one swizzle
@@ -95,8 +101,8 @@ struct Sm90Traits {
   static constexpr int kQBars = kSplittable ? kConsumers : 1;  // one Q barrier a ring
   static constexpr int kBarBytes = 8 * (kQBars + 4 * kStages);
   static constexpr int kOffStep = (kOffBar + kBarBytes + 15) / 16 * 16;
-  static constexpr int kOffVote = kOffStep + 16 * kStages;  // two vote words per consumer
-  static constexpr int kSmemBytes = kOffVote + 16 + 1024;   // + alignment slack
+  static constexpr int kOffVote = kOffStep + 16 * kStages;             // two vote words per consumer
+  static constexpr int kSmemBytes = kOffVote + 8 * kConsumers + 1024;  // + alignment slack
   static_assert(kSmemBytes <= 227 * 1024, "fits the shared memory of an sm_90 CTA");
   static_assert(kQTileBytes % 1024 == 0 && kKTileBytes % 1024 == 0 && kVTileBytes % 1024 == 0,
                 "aligned tiles");
@@ -129,7 +135,7 @@ struct Pipe {
 
   // Tile w's view: its own ring and Q barrier when the CTA splits, else the whole pipeline.
   __device__ __forceinline__ Pipe walkOf(int w, bool split) const {
-    constexpr int kRing = Tr::kStages / kConsumers;
+    constexpr int kRing = Tr::kStages / Tr::kConsumers;
     return split ? Pipe{base, w * kRing, kRing, w} : *this;
   }
   __device__ __forceinline__ uint32_t q(int c) const { return base + c * Tr::kQTileBytes; }
@@ -157,22 +163,33 @@ struct Pipe {
   __device__ __forceinline__ uint32_t vote(int wg) const { return base + Tr::kOffVote + 8 * wg; }
 };
 
-// The CTA's two query tiles and their walks, computed the same way by every thread.
-template <typename T, bool kDense>
-struct TilePair {
-  int i[kConsumers];
-  BlockWalk<kDense> walk[kConsumers];
+// The value of a per-tile array for tile w: constant indices keep such arrays in registers (a runtime index
+// put them in local memory).
+template <class A, int N>
+__device__ __forceinline__ A pick(const A (&a)[N], int w) {
+  A r = a[0];
+#pragma unroll
+  for (int x = 1; x < N; ++x)
+    if (w == x) r = a[x];
+  return r;
+}
+
+// The CTA's N adjacent query tiles and their walks, computed the same way by every thread.
+template <typename T, bool kDense, int N>
+struct CtaTiles {
+  int i[N];
+  BlockWalk<kDense> walk[N];
   int bhq, bhk, hq;
 
-  __device__ __forceinline__ static TilePair make(const KParams<T>& p) {
-    TilePair tp;
+  __device__ __forceinline__ static CtaTiles make(const KParams<T>& p) {
+    CtaTiles tp;
     const int c = gridDim.x - 1 - blockIdx.x;  // longest causal rows first
     tp.hq = p.heads[blockIdx.y];
     tp.bhq = blockIdx.z * p.Hq + tp.hq;
     tp.bhk = blockIdx.z * p.Hkv + tp.hq / (p.Hq / p.Hkv);
 #pragma unroll
-    for (int w = 0; w < kConsumers; ++w) {
-      tp.i[w] = kConsumers * c + w;
+    for (int w = 0; w < N; ++w) {
+      tp.i[w] = N * c + w;
       const int q0 = tp.i[w] * kBQ, q1 = min(q0 + kBQ, p.Nq) - 1;
       const size_t row = (size_t)tp.bhq * p.nq + tp.i[w];
       if (tp.i[w] < p.nq)
@@ -183,48 +200,63 @@ struct TilePair {
     }
     return tp;
   }
-  __device__ __forceinline__ bool empty() const {
-    return walk[0].n == 0 && walk[1].n == 0;
-  }
-  // The pair as the producer of tile w's ring sees it in split walks: the other tile's walk empty.
-  __device__ __forceinline__ TilePair only(int w) const {
-    TilePair tp = *this;
+  __device__ __forceinline__ int n(int w) const {
+    int x[N];
 #pragma unroll
-    for (int x = 0; x < kConsumers; ++x)
+    for (int v = 0; v < N; ++v) x[v] = walk[v].n;
+    return pick(x, w);
+  }
+  __device__ __forceinline__ bool empty() const {
+    bool any = false;
+#pragma unroll
+    for (int w = 0; w < N; ++w) any |= walk[w].n > 0;
+    return !any;
+  }
+  // The tiles as the producer of tile w's ring sees them in split walks: the other tiles' walks empty.
+  __device__ __forceinline__ CtaTiles only(int w) const {
+    CtaTiles tp = *this;
+#pragma unroll
+    for (int x = 0; x < N; ++x)
       if (x != w) tp.walk[x].n = 0;
     return tp;
   }
 };
 
-// One step of the union of the two tiles' walks: its key block and which tiles visit it (bit w: tile w).
+// One step of the union of the tiles' walks: its key block and which tiles visit it (bit w: tile w).
 struct UnionStep {
   int j;
   int mask;
 };
 
-// The sorted union of both tiles' block walks, run by the producer; union step u goes into stage
-// u % kStages, with the record the consumers walk by (StepRecord).
-template <typename T, bool kDense>
+// The sorted union of the tiles' block walks, run by the producer; each step goes into the next stage of the
+// ring, with the record the consumers walk by (StepRecord).
+template <typename T, bool kDense, int N>
 struct UnionCursor {
-  BlockWalk<kDense> walk[kConsumers];
-  int t[kConsumers], j[kConsumers];
+  BlockWalk<kDense> walk[N];
+  int t[N], j[N];
 
-  __device__ __forceinline__ explicit UnionCursor(const TilePair<T, kDense>& tp) {
+  __device__ __forceinline__ explicit UnionCursor(const CtaTiles<T, kDense, N>& tp) {
 #pragma unroll
-    for (int w = 0; w < kConsumers; ++w) {
+    for (int w = 0; w < N; ++w) {
       walk[w] = tp.walk[w];
       t[w] = 0;
       j[w] = walk[w].n > 0 ? walk[w].first() : INT_MAX;
     }
   }
+  __device__ __forceinline__ int nextBlock() const {
+    int m = j[0];
+#pragma unroll
+    for (int w = 1; w < N; ++w) m = min(m, j[w]);
+    return m;
+  }
   __device__ __forceinline__ bool done() const {
-    return j[0] == INT_MAX && j[1] == INT_MAX;
+    return nextBlock() == INT_MAX;
   }
   // The next step (the caller checks done() first).
   __device__ __forceinline__ UnionStep next() {
-    UnionStep st{min(j[0], j[1]), 0};
+    UnionStep st{nextBlock(), 0};
 #pragma unroll
-    for (int w = 0; w < kConsumers; ++w)
+    for (int w = 0; w < N; ++w)
       if (j[w] == st.j) {
         st.mask |= 1 << w;
         j[w] = ++t[w] < walk[w].n ? walk[w].advance(j[w], t[w]) : INT_MAX;
@@ -234,8 +266,8 @@ struct UnionCursor {
 };
 
 // ---------------------------------------------------------------------------------------------
-// Producer: one thread merges both walks and streams Q once, then K and V per union step; in split walks one
-// thread per tile streams its Q and its own blocks into its ring.
+// Producer: one thread merges the tiles' walks and streams Q once, then K and V per union step; in split
+// walks one thread per tile streams its Q and its own blocks into its ring.
 
 template <class Tr>
 __device__ __forceinline__ void loadKV(const Sm90Params<typename Tr::T>& prm, const Pipe<Tr>& pp, int s,
@@ -262,30 +294,35 @@ __device__ __forceinline__ void loadV(const Sm90Params<typename Tr::T>& prm, con
 
 template <class Tr, bool kDense>
 __device__ __forceinline__ void produce(const Sm90Params<typename Tr::T>& prm, const Pipe<Tr>& pp,
-                                        const TilePair<typename Tr::T, kDense>& tp, bool split) {
+                                        const CtaTiles<typename Tr::T, kDense, Tr::kConsumers>& tp,
+                                        bool split) {
   const KParams<typename Tr::T>& p = prm.k;
   const float* kScale = Tr::kFp8 ? p.kScale + (size_t)tp.bhk * p.nk : nullptr;
   prefetchTensorMap(&prm.kmap);
   prefetchTensorMap(&prm.v);
-  // Union walk: both tiles (an odd tile count leaves the last CTA one); split walk: the tile with blocks.
-  bool load[kConsumers];
+  // Union walk: every tile of the CTA (the last CTA may have fewer); split walk: the tile with blocks.
+  bool load[Tr::kConsumers];
+  int tiles = 0;
 #pragma unroll
-  for (int w = 0; w < kConsumers; ++w) load[w] = split ? tp.walk[w].n > 0 : tp.i[w] < p.nq;
-  mbarArriveExpectTx(pp.fullQ(), (load[0] + load[1]) * Tr::kQTileBytes);
+  for (int w = 0; w < Tr::kConsumers; ++w) {
+    load[w] = split ? tp.walk[w].n > 0 : tp.i[w] < p.nq;
+    tiles += load[w];
+  }
+  mbarArriveExpectTx(pp.fullQ(), tiles * Tr::kQTileBytes);
 #pragma unroll
-  for (int w = 0; w < kConsumers; ++w)
+  for (int w = 0; w < Tr::kConsumers; ++w)
 #pragma unroll
     for (int x = 0; x < Tr::kSlabs; ++x)
       if (load[w])
         tmaLoad3d(pp.q(w) + x * kBQ * Tr::kSlabBytes, &prm.q, pp.fullQ(), x * Tr::kSlabBytes / Tr::kElemBytes,
                   tp.i[w] * kBQ, tp.bhq);
-  UnionCursor<typename Tr::T, kDense> cur(tp);
+  UnionCursor<typename Tr::T, kDense, Tr::kConsumers> cur(tp);
   for (StageCursor at; !cur.done(); pp.advance(at)) {
     const UnionStep st = cur.next();
     const int s = at.s;
     const uint32_t phase = at.phase;
     const float kScaleJ = Tr::kFp8 ? kScale[st.j] : 1.f;
-    mbarWait(pp.emptyK(s), phase ^ 1);  // both consumers have read the stage's previous record, too
+    mbarWait(pp.emptyK(s), phase ^ 1);  // every consumer has read the stage's previous record, too
     // The record goes out with K: the arrive on fullK(s) in loadKV releases it to the consumers.
     stShared16(pp.step(s), st.j, st.mask, __float_as_int(kScaleJ), cur.done());
     loadKV<Tr>(prm, pp, s, st.j, tp.bhk);
@@ -647,13 +684,14 @@ __device__ __forceinline__ void consume(const Sm90Params<typename Tr::T>& prm, c
 
 template <class Tr, bool kDense>
 __device__ __forceinline__ void consumerTile(const Sm90Params<typename Tr::T>& prm, const Pipe<Tr>& pp,
-                                             const TilePair<typename Tr::T, kDense>& tp, int wg, bool split) {
+                                             const CtaTiles<typename Tr::T, kDense, Tr::kConsumers>& tp,
+                                             int wg, bool split) {
   const KParams<typename Tr::T>& p = prm.k;
   const int lane = threadIdx.x & 31, warp = (threadIdx.x >> 5) & 3;
   ConsumerCtx cx;
   cx.wg = wg;
-  cx.i = wg ? tp.i[1] : tp.i[0];  // constant indices keep the pair in registers
-  cx.n = wg ? tp.walk[1].n : tp.walk[0].n;
+  cx.i = pick(tp.i, wg);
+  cx.n = tp.n(wg);
   cx.qRow0 = cx.i * kBQ;
   cx.qLast = min(cx.qRow0 + kBQ, p.Nq) - 1;
   cx.row0 = cx.qRow0 + warp * 16 + (lane >> 2);
@@ -688,14 +726,14 @@ __device__ __forceinline__ void consumerTile(const Sm90Params<typename Tr::T>& p
 // union's single loads). The same answer in every thread; the shuffle tells the compiler so.
 template <class Tr, bool kDense>
 __device__ __forceinline__ bool splitWalks(const Sm90Params<typename Tr::T>& prm,
-                                           const TilePair<typename Tr::T, kDense>& tp) {
+                                           const CtaTiles<typename Tr::T, kDense, Tr::kConsumers>& tp) {
   if constexpr (!Tr::kSplittable) {
     return false;
   } else {
     const KParams<typename Tr::T>& p = prm.k;
     int visited = 0, visible = 0;
 #pragma unroll
-    for (int w = 0; w < kConsumers; ++w) {
+    for (int w = 0; w < Tr::kConsumers; ++w) {
       if (tp.i[w] >= p.nq) continue;
       const int q0 = tp.i[w] * kBQ, q1 = min(q0 + kBQ, p.Nq) - 1;
       visited += tp.walk[w].n;
@@ -709,11 +747,12 @@ template <class Tr, bool kDense>
 __device__ __forceinline__ void attention90(const Sm90Params<typename Tr::T>& prm) {
   extern __shared__ unsigned char smemRaw[];
   const Pipe<Tr> pp{((uint32_t)__cvta_generic_to_shared(smemRaw) + 1023u) & ~1023u};
-  const TilePair<typename Tr::T, kDense> tp = TilePair<typename Tr::T, kDense>::make(prm.k);
+  const CtaTiles<typename Tr::T, kDense, Tr::kConsumers> tp =
+      CtaTiles<typename Tr::T, kDense, Tr::kConsumers>::make(prm.k);
   const bool split = splitWalks<Tr, kDense>(prm, tp);
   if (threadIdx.x == 0) {
     for (int c = 0; c < Tr::kQBars; ++c) sm90::mbarInit(pp.fullQ(c), 1);
-    const int readers = split ? 128 : 128 * kConsumers;  // consumer threads that release a stage
+    const int readers = split ? 128 : 128 * Tr::kConsumers;  // consumer threads that release a stage
     for (int s = 0; s < Tr::kStages; ++s) {
       sm90::mbarInit(pp.fullK(s), 1);
       sm90::mbarInit(pp.fullV(s), 1);
@@ -729,14 +768,13 @@ __device__ __forceinline__ void attention90(const Sm90Params<typename Tr::T>& pr
     sm90::regDealloc<kProducerRegs>();
     if (split) {  // lane 0 of warp w streams tile w's ring
       const int w = threadIdx.x / 32;
-      const int n = w == 0 ? tp.walk[0].n : tp.walk[1].n;  // constant indices keep the pair in registers
-      if (threadIdx.x % 32 == 0 && w < kConsumers && n > 0)
+      if (threadIdx.x % 32 == 0 && w < Tr::kConsumers && tp.n(w) > 0)
         produce<Tr, kDense>(prm, pp.walkOf(w, true), tp.only(w), true);
     } else if (threadIdx.x == 0 && !tp.empty()) {
       produce<Tr, kDense>(prm, pp, tp, false);
     }
   } else {
-    sm90::regAlloc<kConsumerRegs>();
+    sm90::regAlloc<Tr::kConsumerRegs>();
     consumerTile<Tr, kDense>(prm, pp, tp, wg - 1, split);
   }
 }
@@ -744,7 +782,7 @@ __device__ __forceinline__ void attention90(const Sm90Params<typename Tr::T>& pr
 #endif  // SPARGE_SM90A_DEVICE
 
 template <class Tr>
-__global__ void __launch_bounds__(kThreads90, 1)
+__global__ void __launch_bounds__(Tr::kThreads, 1)
     sparge_sparse_attention_sm90(const __grid_constant__ Sm90Params<typename Tr::T> p) {
 #ifdef SPARGE_SM90A_DEVICE
   attention90<Tr, false>(p);
@@ -754,7 +792,7 @@ __global__ void __launch_bounds__(kThreads90, 1)
 }
 
 template <class Tr>
-__global__ void __launch_bounds__(kThreads90, 1)
+__global__ void __launch_bounds__(Tr::kThreads, 1)
     sparge_dense_attention_sm90(const __grid_constant__ Sm90Params<typename Tr::T> p) {
 #ifdef SPARGE_SM90A_DEVICE
   attention90<Tr, true>(p);
@@ -830,7 +868,7 @@ int64_t gSm90Launches = 0;
 template <class Tr>
 void launch90(const Problem& pr, const AttnArgs& a, cudaStream_t s) {
   const Sm90Params<typename Tr::T> kp = makeSm90Params<Tr>(pr, a);
-  dim3 grid((pr.nq + kConsumers - 1) / kConsumers, pr.nHeads, pr.B);
+  dim3 grid((pr.nq + Tr::kConsumers - 1) / Tr::kConsumers, pr.nHeads, pr.B);
   void (*kernel)(const Sm90Params<typename Tr::T>) = nullptr;
   if constexpr (Tr::kDense)
     kernel = sparge_dense_attention_sm90<Tr>;
@@ -842,7 +880,7 @@ void launch90(const Problem& pr, const AttnArgs& a, cudaStream_t s) {
           "cudaFuncSetAttribute(attention sm90)");
     attrSet = true;
   }
-  kernel<<<grid, kThreads90, Tr::kSmemBytes, s>>>(kp);
+  kernel<<<grid, Tr::kThreads, Tr::kSmemBytes, s>>>(kp);
   checkLaunch(Tr::kDense ? "sparge_dense_attention_sm90" : "sparge_sparse_attention_sm90");
   ++gSm90Launches;
 }
