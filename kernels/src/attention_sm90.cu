@@ -73,7 +73,7 @@ struct Sm90Traits {
   static constexpr int kVTileBytes = kFp8 ? D * kBK : kBK * D * 2;  // e4m3 [D][keys] or 16-bit [keys][D]
   // The dense walk: 2 stages of 64 KB (fp16 D 128) measured faster than 3 (kernels/NOTES.md, v8e), 4 for
   // smaller tiles. Sparse walks, where each consumer waits for and releases every stage in order, also those
-  // of blocks only the other tile visits, take as many stages as shared memory holds (up to 8): the deeper
+  // of blocks only other tiles visit, take as many stages as shared memory holds (up to 8): the deeper
   // the pipeline, the further one tile's walk may run ahead of the other's.
   static constexpr int kStageBytes = kKTileBytes + kVTileBytes;
   static constexpr int kSparseStages = (227 * 1024 - kConsumers * kQTileBytes - 2048) / kStageBytes;
@@ -81,8 +81,8 @@ struct Sm90Traits {
       kDense ? (kStageBytes > 32768 ? 2 : 4) : (kSparseStages < 8 ? kSparseStages : 8);
   // A sparse CTA whose tiles visit less than this share of their visible blocks splits the stages into one
   // ring per tile (splitWalks): each consumer then walks only its own blocks, never waiting for or passing
-  // the other tile's, at the price of loading a block both visit twice. Split against union, random masks,
-  // H100, 16K and 32K (kernels/NOTES.md, v13):
+  // the other tiles', at the price of loading a block several visit more than once. Split against union,
+  // random masks, H100, 16K and 32K (kernels/NOTES.md, v13):
   //   int8-fp8 D 128   2-7 % faster at densities <= 0.5, 2-5 % slower at 0.8 and at full rows;
   //   fp16/bf16 D 64   6-14 % faster at <= 0.5, -2..+5 % at 0.8, slower at full rows;
   //   int8-fp8 D 64    2-5 % slower at 0.5-0.8, no faster below (cheap blocks: the single load wins);
@@ -648,7 +648,7 @@ __device__ __forceinline__ void ownStep(const Sm90Params<typename Tr::T>& prm, c
 }
 
 // The consumer's walk: every step of its ring in order, from the records the producer left in the stages;
-// work on its own blocks, a pass on the other tile's (union walk only). The pending block's P·V waits for the
+// work on its own blocks, a pass on the other tiles' (union walk only). The pending block's P·V waits for the
 // next own block unless passes come close to its stage first: the producer waits for the V release before it
 // reloads a stage, so the consumer must finish the pending block before it passes that stage. (The inner
 // loop keeps the own block's wgmmas out of a branch on the record: ptxas then serialised every wgmma, C7520.)
@@ -663,7 +663,7 @@ __device__ __forceinline__ void consume(const Sm90Params<typename Tr::T>& prm, c
   StageCursor at;
   for (int t = 0; t < cx.n; ++t, pp.advance(at)) {
     StepRecord rec;
-    for (;; pp.advance(at)) {  // the other tile's blocks up to this tile's next one
+    for (;; pp.advance(at)) {  // other tiles' blocks up to this tile's next one
       rec = awaitStep(pp, at.s, at.phase);
       if ((rec.mask >> cx.wg) & 1) break;
       // One step before the pending block's stage is due again: finishing it now lets the producer reload
@@ -676,7 +676,7 @@ __device__ __forceinline__ void consume(const Sm90Params<typename Tr::T>& prm, c
     ownStep<Tr, kDense>(prm, pp, cx, st, rec, at.s, at.phase, t, qScale);
   }
   finishPending<Tr>(st, pp);       // the last block's P·V
-  for (; !last; pp.advance(at)) {  // the other tile's remaining blocks
+  for (; !last; pp.advance(at)) {  // other tiles' remaining blocks
     last = awaitStep(pp, at.s, at.phase).last;
     passStage(pp, at.s, at.phase);
   }
