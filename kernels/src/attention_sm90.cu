@@ -382,10 +382,10 @@ __device__ __forceinline__ void issuePV(ConsumerState<Tr>& st, float (&blk)[Tr::
 }
 
 // Q·Kᵀ of the consumer's block and P·V of its pending one, issued back to back (Q·Kᵀ first, each its own
-// group). Returns
-// once Q·Kᵀ is complete, with the P·V (into O for 16-bit P, into `blk` for e4m3) still running, so that the
-// softmax of this block overlaps the P·V of the previous one (FlashAttention-3's intra-warpgroup overlap).
-// Returns whether a P·V was issued; the caller waits for it (wgmmaWait<0>) before it touches O, `blk` or P.
+// group). Returns once Q·Kᵀ is complete, with the P·V (into O for 16-bit P, into `blk` for e4m3) still
+// running, so that the softmax of this block overlaps the P·V of the previous one (FlashAttention-3's
+// intra-warpgroup overlap). Returns whether a P·V was issued; the caller waits for it (wgmmaWait<0>) before
+// it touches O, `blk` or P.
 template <class Tr>
 __device__ __forceinline__ bool issueOwnStep(ConsumerState<Tr>& st, const Pipe<Tr>& pp, int s, int wg,
                                              float (&sc)[Tr::kNT][4], int32_t (&si)[Tr::kNT][4],
