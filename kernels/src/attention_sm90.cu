@@ -7,14 +7,15 @@
 // never read the LUT (its loads would sit on their critical path). Where the rows visit few blocks, a CTA
 // instead splits the stages into one ring per tile, each streamed by its own producer thread (splitWalks).
 // Each consumer issues Q·Kᵀ of its block with P·V of its previous block; its row maxima and PV-skip vote run
-// as soon as Q·Kᵀ completes, beside that P·V, and so do its exponentials in int8-fp8 (fp16/bf16 measured
-// faster with them after the P·V wait; see softmaxOwnBlock). The consumers do not take turns on the tensor
-// cores (FA3's ping-pong): with the P·V overlap inside each consumer, turns measured no faster in dense walks
-// and 2-8 % slower in sparse ones. Register reallocation gives the consumers 240 (two) or 160 (three)
-// registers. Numerics: fp16/bf16 exact (wgmma m64n128k16, P·V m64nDk16 with V transposed by the descriptor),
-// and int8-fp8 (wgmma s8 m64n128k32, P rounded to e4m3, P·V e4m3 m64nDk32 into a fresh per-block fp32
-// buffer). Masks, the PV-skip vote (per query tile), empty rows and the output go through the shared parts.
-// Only the sm_90a image has a body; other images trap (the launcher never selects them).
+// as soon as Q·Kᵀ completes, beside that P·V, and so do its exponentials in int8-fp8 (fp16/bf16, and the
+// int8-fp8 sparse walks of three consumers, measured faster with them after the P·V wait; see
+// softmaxOwnBlock). The consumers do not take turns on the tensor cores (FA3's ping-pong): with the P·V
+// overlap inside each consumer, turns measured no faster in dense walks and 2-8 % slower in sparse ones.
+// Register reallocation gives the consumers 240 (two) or 160 (three) registers. Numerics: fp16/bf16 exact
+// (wgmma m64n128k16, P·V m64nDk16 with V transposed by the descriptor), and int8-fp8 (wgmma s8 m64n128k32, P
+// rounded to e4m3, P·V e4m3 m64nDk32 into a fresh per-block fp32 buffer). Masks, the PV-skip vote (per query
+// tile), empty rows and the output go through the shared parts. Only the sm_90a image has a body; other
+// images trap (the launcher never selects them).
 #include <cuda.h>
 #include <cuda_runtime.h>
 
@@ -58,12 +59,19 @@ struct Sm90Traits {
   static constexpr bool kFp8 = N_ == Numerics::Int8Fp8;
   // Consumer warpgroups (query tiles) of a CTA. The softmax, not the tensor cores, bounds these kernels, so
   // more warps in flight help where registers allow: at D 64 three consumers of 160 registers each (dense
-  // walks 15-18 % faster than two; int8-fp8 sparse walks spill ~50 bytes around the vote and gain 0-5 %); at
-  // D 128 O, the P·V block buffer, the scores and P (208 registers) are live at once, so two get 240 each.
+  // walks 15-18 % faster than two; int8-fp8 sparse walks gained 0-5 %, and 3-6 % more with their exponentials
+  // after the P·V wait, kSoftmaxBesidePv); at D 128 O, the P·V block buffer, the scores and P (208 registers)
+  // are live at once, so two get 240 each.
   static constexpr int kConsumers = D == 64 ? 3 : 2;
   static constexpr int kThreads = 128 * (1 + kConsumers);  // and the producer warpgroup
   static constexpr int kConsumerRegs = kConsumers == 3 ? 160 : 240;
-  static_assert(128 * (kProducerRegs + kConsumers * kConsumerRegs) <= 65536, "the register file");
+  // The launch gives the CTA the register file over its threads (in steps of 8); a consumer's setmaxnreg.inc
+  // waits until the registers it asks for are free, so asking for more than the producer leaves hangs.
+  static_assert(kProducerRegs + kConsumers * kConsumerRegs <= (1 + kConsumers) * (65536 / kThreads / 8 * 8),
+                "the registers the launch gives the CTA");
+  // Where the int8-fp8 exponentials run: beside the previous block's P·V, except in sparse walks of three
+  // consumers, where 160 registers are too few for that order (measured in softmaxOwnBlock).
+  static constexpr bool kSoftmaxBesidePv = kFp8 && (kDense || kConsumers == 2);
   static constexpr int kElemBytes = kFp8 ? 1 : 2;  // Q and K elements
   static constexpr int kQkRowBytes = D * kElemBytes;
   static constexpr int kSlabBytes = kQkRowBytes < 128 ? kQkRowBytes : 128;  // one TMA box row, one swizzle
@@ -82,13 +90,14 @@ struct Sm90Traits {
   // A sparse CTA whose tiles visit less than this share of their visible blocks splits the stages into one
   // ring per tile (splitWalks): each consumer then walks only its own blocks, never waiting for or passing
   // the other tiles', at the price of loading a block several visit more than once. Split against union,
-  // random masks, H100, 16K and 32K (kernels/NOTES.md, v13):
+  // random masks, H100, 16K and 32K (kernels/NOTES.md, v13 and v14):
   //   int8-fp8 D 128   2-7 % faster at densities <= 0.5, 2-5 % slower at 0.8 and at full rows;
   //   fp16/bf16 D 64   6-14 % faster at <= 0.5, -2..+5 % at 0.8, slower at full rows;
-  //   int8-fp8 D 64    2-5 % slower at 0.5-0.8, no faster below (cheap blocks: the single load wins);
+  //   int8-fp8 D 64    5-8 % faster at <= 0.3, even at 0.5, 4 % slower at 0.8, 1-2 % at full rows (with
+  //                    the exponentials after the P·V wait; with them beside it, never faster);
   //   fp16/bf16 D 128  3 stages, too few for two rings.
   static constexpr float kSplitBelow = kDense || kStages < 2 * kConsumers ? 0.f
-                                       : kFp8                             ? (D == 128 ? 0.6f : 0.f)
+                                       : kFp8 && D == 128                 ? 0.6f
                                                                           : 0.7f;
   static constexpr bool kSplittable = kSplitBelow > 0.f;
   static constexpr int kQkSteps = kQkRowBytes / 32;  // wgmma k-steps of 32 bytes
@@ -463,7 +472,8 @@ __device__ __forceinline__ void undoIfSkipped(ConsumerState<Tr>& st, const RowsB
   }
 }
 
-// int8-fp8: the softmax beside the previous block's P·V, then the vote (the warpgroup's only meeting).
+// int8-fp8 (Tr::kSoftmaxBesidePv): the softmax beside the previous block's P·V, then the vote (the
+// warpgroup's only meeting).
 // Returns the skip.
 template <class Tr>
 __device__ __forceinline__ bool softmaxThenVote(ConsumerState<Tr>& st, float (&s)[Tr::kNT][4],
@@ -478,7 +488,7 @@ __device__ __forceinline__ bool softmaxThenVote(ConsumerState<Tr>& st, float (&s
   return true;
 }
 
-// fp16/bf16: the vote (or, without one, a plain meeting of the warpgroup: ptxas then keeps the exponentials
+// Otherwise the vote (or, without one, a plain meeting of the warpgroup: ptxas then keeps the exponentials
 // after the wait) before the wait for the previous P·V; the softmax after it (softmaxAfterVote).
 template <class Tr>
 __device__ __forceinline__ bool voteFirst(const ConsumerState<Tr>& st, const float (&rmax)[2],
@@ -579,10 +589,12 @@ __device__ __forceinline__ void passStage(const Pipe<Tr>& pp, int s, uint32_t ph
 
 // The own block once its Q·Kᵀ completed, beside the previous block's P·V: scores to float, masks, row maxima,
 // the skip vote and (int8-fp8) the softmax; once that P·V completed, its add (e4m3) and V release, then
-// (fp16/bf16) the softmax, this block's rescale of O and its P. Returns whether this block's P·V is skipped.
-// Where the exponentials go was measured (16K, D 64 and 128, H100): int8-fp8 is faster with them beside the
-// P·V (full LUT rows ~4 % faster than after the wait), fp16/bf16 after it (sparse walks 2-3 %, dense D 64
-// ~10 %; dense D 128 ~2 % slower, kept for one order per numerics).
+// (fp16/bf16, int8-fp8 sparse walks of three consumers) the softmax, this block's rescale of O and its P.
+// Returns whether this block's P·V is skipped. Where the exponentials go was measured (16K and 32K, D 64 and
+// 128, H100 and H200): int8-fp8 is faster with them beside the P·V at D 128 (full LUT rows ~4 % faster than
+// after the wait) and in dense walks, but its sparse walks at D 64 (three consumers of 160 registers) 3-6 %
+// slower (46 bytes spilled against 18); fp16/bf16 after it (sparse walks 2-3 %, dense D 64 ~10 %; dense D 128
+// ~2 % slower, kept for one order per numerics).
 template <class Tr, bool kDense>
 __device__ __forceinline__ bool softmaxOwnBlock(const KParams<typename Tr::T>& p, const Pipe<Tr>& pp,
                                                 const ConsumerCtx& cx, ConsumerState<Tr>& st, int j,
@@ -598,7 +610,7 @@ __device__ __forceinline__ bool softmaxOwnBlock(const KParams<typename Tr::T>& p
   rmax[0] *= scale;
   rmax[1] *= scale;
   bool skip;  // the vote is warpgroup-wide; the shuffles tell the compiler the result is uniform
-  if constexpr (Tr::kFp8) {
+  if constexpr (Tr::kSoftmaxBesidePv) {
     skip = __shfl_sync(
         0xffffffffu,
         (int)softmaxThenVote<Tr>(st, sc, rmax, scale, vote, cx.lambda, cx.row0, p.Nq, cx.wg, alpha), 0);
@@ -613,8 +625,13 @@ __device__ __forceinline__ bool softmaxOwnBlock(const KParams<typename Tr::T>& p
     releasePending<Tr>(st, pp);
   } else {
     skip = __shfl_sync(0xffffffffu, (int)voteFirst<Tr>(st, rmax, vote, cx.lambda, cx.row0, p.Nq, cx.wg), 0);
-    wgmmaWait<0>();  // the previous block's P·V (into O)
-    fenceRegs(st.acc);
+    wgmmaWait<0>();  // the previous block's P·V (into O, or into `blk` for e4m3)
+    if constexpr (Tr::kFp8) {
+      fenceRegs(blk);
+      addPendingBlock<Tr>(st, pv, blk);
+    } else {
+      fenceRegs(st.acc);
+    }
     releasePending<Tr>(st, pp);
     softmaxAfterVote<Tr>(st, sc, rmax, scale, skip, alpha);
   }
