@@ -28,7 +28,8 @@ namespace sparge::cli {
 // entries, and coordination (rank 0's receiving, printing and checkpoints; the others' sends and polls);
 // before that, its start-up (process start, MPI, opening the capture, planning, creating the engine) and
 // the engine's creation alone (CUDA's start-up and context); and its first piece, which pays what the later
-// ones find ready (buffers, kernels loaded on first use, the first entry's load when it was not done by then).
+// ones find ready (buffers, kernels loaded on first use, the first entry's load when it was not done by
+// then).
 struct RankTimes {
   int64_t probes = 0;
   double workSeconds = 0, loadSeconds = 0, coordinationSeconds = 0;
@@ -435,10 +436,16 @@ class TuneJobRunner {
     return file.groups.size();
   }
 
-  // After every handed-over group: the file so far, top-level "complete": false, so that a killed job
-  // leaves whole groups that say they are not the whole result (and --resume finishes them). A failed
-  // checkpoint stops nothing: the result is written at the end, when the disk may have room again.
+  // After a handed-over group: the file so far, top-level "complete": false, so that a killed job leaves
+  // whole groups that say they are not the whole result (and --resume finishes them). Each checkpoint
+  // rewrites the whole file, which grows with the groups: after every group, a model of thousands of
+  // entries would spend time quadratic in its size on them. So after a write that took t the next waits
+  // until kCheckpointSpacing·t have passed (checkpoints then take at most ~1/kCheckpointSpacing of rank 0's
+  // time; small files are still written after every group). A failed checkpoint stops nothing: the result
+  // is written at the end, when the disk may have room again.
   void checkpoint() {
+    const Clock::time_point t0 = Clock::now();
+    if (t0 < nextCheckpoint_) return;
     try {
       checkpointGroups_ = write(result(), false);
     } catch (const Error& e) {
@@ -451,6 +458,8 @@ class TuneJobRunner {
       }
       checkpointWarned_ = true;
     }
+    const Clock::time_point t1 = Clock::now();
+    nextCheckpoint_ = t1 + kCheckpointSpacing * (t1 - t0);
   }
 
   // The last write ("complete" unless the job stopped early); when it fails, say what the file holds.
@@ -546,8 +555,10 @@ class TuneJobRunner {
   int64_t headsDone_ = 0;             // heads this rank finished
   core::ProbePhase phase_ = core::ProbePhase::Select;
   std::string currentEntry_;
+  static constexpr int kCheckpointSpacing = 20;
   size_t checkpointGroups_ = 0;  // groups in the last checkpoint written
   bool checkpointWarned_ = false;
+  Clock::time_point nextCheckpoint_{};  // no checkpoint before this (see checkpoint())
   Clock::time_point start_ = Clock::now();
 };
 

@@ -1,6 +1,7 @@
 // `sparge tune` as a job over one or many processes: the groups (and, where groups are fewer than
 // ranks, their heads) are split by estimated cost, every rank tunes its share, rank 0 prints the groups
-// in order, checkpoints the parameter file after every group ("complete": false) and writes it atomically.
+// in order, checkpoints the parameter file as groups finish ("complete": false; spaced so that rewriting a
+// large file stays a small share of the job) and writes it atomically.
 // --resume tunes only the heads a previous file lacks.
 #pragma once
 

@@ -252,6 +252,20 @@ tune_complete)
   grep -q "only some heads were tuned" <<<"$out" || fail "subset warning: $out"
   ! grep -q "interrupted" <<<"$out" || fail "a --heads file is not interrupted: $out"
   ;;
+tune_checkpoints)
+  # Every checkpoint rewrites the whole parameter file; on a slow disk (each rename 300 ms) they are spaced
+  # (after a write that took t, none for 20·t) instead of one per group, and the final file is the one an
+  # unhindered run writes. One checkpoint per group would be 24 of them here, plus the final write.
+  synth s.h5 --entries 24 --heads 1 --tokens 256 --dim 32
+  "$SPARGE" tune s.h5 --l1 0.05 --l2 0.06 --engine cpu -o fast.json >/dev/null 2>&1 || fail "tune"
+  SPARGE_FAULT_RENAME_MS=300 SPARGE_FAULT_RENAME_LOG="$WORK/renames" LD_PRELOAD="$FAULT" \
+    "$SPARGE" tune s.h5 --l1 0.05 --l2 0.06 --engine cpu -o slow.json >/dev/null 2>&1 || fail "tune on a slow disk"
+  n="$(grep -c 'slow\.json$' renames)"
+  [ "$n" -ge 2 ] || fail "a checkpoint and the final write expected, $n renames of slow.json"
+  [ "$n" -le 6 ] || fail "checkpoints not spaced on a slow disk: $n renames of slow.json for 24 groups"
+  cmp -s fast.json slow.json || fail "the spaced checkpoints changed the final file"
+  $PY -c "import json; assert json.load(open('slow.json'))['complete'] is True" || fail "final file not complete"
+  ;;
 duplicates)
   # --heads 0,0,0 counts head 0 once in the totals; a repeated --entry is run and exported once.
   synth s.h5 --entries 2 --heads 4 --tokens 512 --dim 32

@@ -7,6 +7,8 @@
  *                                 bytes were written (killed mid-write)
  *   SPARGE_FAULT_SIGNAL_AT_RENAME=1  the signal is sent just before rename() (killed while the finished
  *                                 file is moved into place)
+ *   SPARGE_FAULT_RENAME_MS=N      every rename() takes N ms more (a slow disk)
+ *   SPARGE_FAULT_RENAME_LOG=FILE  every rename() appends its target to FILE (how often a file was replaced)
  * Deterministic: the same variables give the same failure point on every run.
  */
 #define _GNU_SOURCE
@@ -18,6 +20,7 @@
 #include <sys/stat.h>
 #include <sys/types.h>
 #include <sys/uio.h>
+#include <time.h>
 #include <unistd.h>
 
 static long long written;
@@ -91,5 +94,18 @@ int rename(const char* from, const char* to) {
   static int (*real)(const char*, const char*);
   if (!real) real = (int (*)(const char*, const char*))dlsym(RTLD_NEXT, "rename");
   if (envNumber("SPARGE_FAULT_SIGNAL_AT_RENAME") > 0) raise(faultSignal());
+  const long long ms = envNumber("SPARGE_FAULT_RENAME_MS");
+  if (ms > 0) {
+    const struct timespec t = {(time_t)(ms / 1000), (long)(ms % 1000) * 1000000L};
+    nanosleep(&t, NULL);
+  }
+  const char* log = getenv("SPARGE_FAULT_RENAME_LOG");
+  if (log && *log) {
+    FILE* f = fopen(log, "a");
+    if (f) {
+      fprintf(f, "%s\n", to);
+      fclose(f);
+    }
+  }
   return real(from, to);
 }
