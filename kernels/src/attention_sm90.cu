@@ -1,21 +1,22 @@
-// Stage 2 on Hopper (sm_90a) for the 64x128 geometry, with FlashAttention-3's structure: a CTA holds two (D
-// 128) or three (D 64) adjacent 64-row query tiles, one per consumer warpgroup (each with its own LUT row),
-// and a producer warp that loads K and V blocks with TMA into a multi-stage shared-memory pipeline guarded by
-// mbarriers. The producer walks the sorted union of the tiles' LUT rows; every stage carries a record of its
-// step (key block, which consumers need it, the block's K scale, whether it is the last), so one load serves
-// several tiles when their rows agree (dense attention, and neighbouring rows of real data) and the consumers
-// never read the LUT (its loads would sit on their critical path). Where the rows visit few blocks, a CTA
-// instead splits the stages into one ring per tile, each streamed by its own producer thread (splitWalks).
-// Each consumer issues Q·Kᵀ of its block with P·V of its previous block; its row maxima and PV-skip vote run
-// as soon as Q·Kᵀ completes, beside that P·V, and so do its exponentials in int8-fp8 (fp16/bf16, and the
-// int8-fp8 sparse walks of three consumers, measured faster with them after the P·V wait; see
-// softmaxOwnBlock). The consumers do not take turns on the tensor cores (FA3's ping-pong): with the P·V
-// overlap inside each consumer, turns measured no faster in dense walks and 2-8 % slower in sparse ones.
-// Register reallocation gives the consumers 240 (two) or 160 (three) registers. Numerics: fp16/bf16 exact
-// (wgmma m64n128k16, P·V m64nDk16 with V transposed by the descriptor), and int8-fp8 (wgmma s8 m64n128k32, P
-// rounded to e4m3, P·V e4m3 m64nDk32 into a fresh per-block fp32 buffer). Masks, the PV-skip vote (per query
-// tile), empty rows and the output go through the shared parts. Only the sm_90a image has a body; other
-// images trap (the launcher never selects them).
+// Stage 2 on Hopper (sm_90a) for the 64x128 geometry, with FlashAttention-3's structure: a CTA holds three
+// adjacent 64-row query tiles, one per consumer warpgroup (each with its own LUT row), and a producer warp
+// that loads K and V blocks with TMA into a multi-stage shared-memory pipeline guarded by mbarriers. The
+// producer walks the sorted union of the tiles' LUT rows; every stage carries a record of its step (key
+// block, which consumers need it, the block's K scale, whether it is the last), so one load serves several
+// tiles when their rows agree (dense attention, and neighbouring rows of real data) and the consumers never
+// read the LUT (its loads would sit on their critical path). Where the rows visit few blocks, a CTA instead
+// splits the stages into one ring per tile, each streamed by its own producer thread (splitWalks).
+// At D 64 each consumer issues Q·Kᵀ of its block with P·V of its previous block; its row maxima and PV-skip
+// vote run as soon as Q·Kᵀ completes, beside that P·V, and so do its exponentials in dense int8-fp8 walks
+// (fp16/bf16 and the int8-fp8 sparse walks measured faster with them after the P·V wait; see
+// softmaxOwnBlock). At D 128, where 160 registers cannot hold that overlap, each block's P·V follows its own
+// softmax (kPvBesideQk), and three consumers keep the tensor cores busy between them. The consumers do not
+// take turns on the tensor cores (FA3's ping-pong): with two consumers and the P·V overlap inside each, turns
+// measured no faster in dense walks and 2-8 % slower in sparse ones. Register reallocation gives each
+// consumer 160 registers. Numerics: fp16/bf16 exact (wgmma m64n128k16, P·V m64nDk16 with V transposed by the
+// descriptor), and int8-fp8 (wgmma s8 m64n128k32, P rounded to e4m3, P·V e4m3 m64nDk32 into a fresh
+// per-block fp32 buffer). Masks, the PV-skip vote (per query tile), empty rows and the output go through the
+// shared parts. Only the sm_90a image has a body; other images trap (the launcher never selects them).
 #include <cuda.h>
 #include <cuda_runtime.h>
 
@@ -58,20 +59,26 @@ struct Sm90Traits {
   static constexpr bool kDense = kDense_;  // the dense launch (every visible block, every tile on each)
   static constexpr bool kFp8 = N_ == Numerics::Int8Fp8;
   // Consumer warpgroups (query tiles) of a CTA. The softmax, not the tensor cores, bounds these kernels, so
-  // more warps in flight help where registers allow: at D 64 three consumers of 160 registers each (dense
-  // walks 15-18 % faster than two; int8-fp8 sparse walks gained 0-5 %, and 3-6 % more with their exponentials
-  // after the P·V wait, kSoftmaxBesidePv); at D 128 O, the P·V block buffer, the scores and P (208 registers)
-  // are live at once, so two get 240 each.
-  static constexpr int kConsumers = D == 64 ? 3 : 2;
+  // more warps in flight help: three consumers of 160 registers each rather than two of 240. At D 64 dense
+  // walks ran 15-18 % faster with three; at D 128 int8-fp8 10-16 % and fp16 2-10 % (16K and 32K, H100),
+  // although at D 128 three have to give up the intra-warpgroup overlap (kPvBesideQk).
+  static constexpr int kConsumers = 3;
+  // Whether a consumer issues its pending block's P·V beside its next block's Q·Kᵀ (FlashAttention-3's
+  // intra-warpgroup overlap). At D 128 that holds O, the P·V block buffer (e4m3) or P (16-bit), and the
+  // scores at once (up to 208 registers), more than three consumers have: there each block's P·V follows
+  // its own softmax, and the other consumers' wgmmas fill the tensor cores meanwhile.
+  static constexpr bool kPvBesideQk = D == 64;
   static constexpr int kThreads = 128 * (1 + kConsumers);  // and the producer warpgroup
-  static constexpr int kConsumerRegs = kConsumers == 3 ? 160 : 240;
+  static constexpr int kConsumerRegs = 160;
   // The launch gives the CTA the register file over its threads (in steps of 8); a consumer's setmaxnreg.inc
   // waits until the registers it asks for are free, so asking for more than the producer leaves hangs.
   static_assert(kProducerRegs + kConsumers * kConsumerRegs <= (1 + kConsumers) * (65536 / kThreads / 8 * 8),
                 "the registers the launch gives the CTA");
-  // Where the int8-fp8 exponentials run: beside the previous block's P·V, except in sparse walks of three
-  // consumers, where 160 registers are too few for that order (measured in softmaxOwnBlock).
-  static constexpr bool kSoftmaxBesidePv = kFp8 && (kDense || kConsumers == 2);
+  // Whether the int8-fp8 exponentials run before the PV-skip vote (softmaxThenVote): beside the previous
+  // block's P·V where the consumer overlaps them, and at D 128, where nothing is in flight then (6-9 %
+  // faster than the vote first in sparse walks, measured); not in D 64 sparse walks, where 160 registers
+  // are too few for that order beside the P·V (measured in softmaxOwnBlock).
+  static constexpr bool kExpBeforeVote = kFp8 && (kDense || !kPvBesideQk);
   static constexpr int kElemBytes = kFp8 ? 1 : 2;  // Q and K elements
   static constexpr int kQkRowBytes = D * kElemBytes;
   static constexpr int kSlabBytes = kQkRowBytes < 128 ? kQkRowBytes : 128;  // one TMA box row, one swizzle
@@ -90,14 +97,15 @@ struct Sm90Traits {
   // A sparse CTA whose tiles visit less than this share of their visible blocks splits the stages into one
   // ring per tile (splitWalks): each consumer then walks only its own blocks, never waiting for or passing
   // the other tiles', at the price of loading a block several visit more than once. Split against union,
-  // random masks, H100, 16K and 32K (kernels/NOTES.md, v13 and v14):
-  //   int8-fp8 D 128   2-7 % faster at densities <= 0.5, 2-5 % slower at 0.8 and at full rows;
+  // random masks, H100, 16K and 32K (kernels/NOTES.md, v13 to v15):
+  //   int8-fp8 D 128   3-6 % faster at densities <= 0.3, 1 % slower at 0.5, 4-7 % at 0.8 and full rows
+  //                    (6 stages: rings of 2);
   //   fp16/bf16 D 64   6-14 % faster at <= 0.5, -2..+5 % at 0.8, slower at full rows;
   //   int8-fp8 D 64    5-8 % faster at <= 0.3, even at 0.5, 4 % slower at 0.8, 1-2 % at full rows (with
   //                    the exponentials after the P·V wait; with them beside it, never faster);
-  //   fp16/bf16 D 128  3 stages, too few for two rings.
+  //   fp16/bf16 D 128  2 stages, too few for three rings.
   static constexpr float kSplitBelow = kDense || kStages < 2 * kConsumers ? 0.f
-                                       : kFp8 && D == 128                 ? 0.6f
+                                       : kFp8 && D == 128                 ? 0.4f
                                                                           : 0.7f;
   static constexpr bool kSplittable = kSplitBelow > 0.f;
   static constexpr int kQkSteps = kQkRowBytes / 32;  // wgmma k-steps of 32 bytes
@@ -394,13 +402,13 @@ __device__ __forceinline__ void issuePV(ConsumerState<Tr>& st, float (&blk)[Tr::
 // group). Returns once Q·Kᵀ is complete, with the P·V (into O for 16-bit P, into `blk` for e4m3) still
 // running, so that the softmax of this block overlaps the P·V of the previous one (FlashAttention-3's
 // intra-warpgroup overlap). Returns whether a P·V was issued; the caller waits for it (wgmmaWait<0>) before
-// it touches O, `blk` or P.
+// it touches O, `blk` or P. Without Tr::kPvBesideQk nothing is pending here and Q·Kᵀ goes out alone.
 template <class Tr>
 __device__ __forceinline__ bool issueOwnStep(ConsumerState<Tr>& st, const Pipe<Tr>& pp, int s, int wg,
                                              float (&sc)[Tr::kNT][4], int32_t (&si)[Tr::kNT][4],
                                              float (&blk)[Tr::kDT][4]) {
   using namespace sm90;
-  const bool pv = st.pending && st.pendingGemm;
+  const bool pv = Tr::kPvBesideQk && st.pending && st.pendingGemm;
   if (pv) mbarWait(pp.fullV(st.pendingStage), st.pendingPhase);
   wgmmaFence();
   issueQK<Tr>(sc, si, pp.q(wg), pp.k(s));
@@ -472,9 +480,8 @@ __device__ __forceinline__ void undoIfSkipped(ConsumerState<Tr>& st, const RowsB
   }
 }
 
-// int8-fp8 (Tr::kSoftmaxBesidePv): the softmax beside the previous block's P·V, then the vote (the
-// warpgroup's only meeting).
-// Returns the skip.
+// int8-fp8 (Tr::kExpBeforeVote): the softmax (beside the previous block's P·V where one runs), then the
+// vote (the warpgroup's only meeting). Returns the skip.
 template <class Tr>
 __device__ __forceinline__ bool softmaxThenVote(ConsumerState<Tr>& st, float (&s)[Tr::kNT][4],
                                                 const float (&rmax)[2], float sc, const BlockVote& vote,
@@ -587,14 +594,14 @@ __device__ __forceinline__ void passStage(const Pipe<Tr>& pp, int s, uint32_t ph
   sm90::mbarArrive(pp.emptyV(s));
 }
 
-// The own block once its Q·Kᵀ completed, beside the previous block's P·V: scores to float, masks, row maxima,
-// the skip vote and (int8-fp8) the softmax; once that P·V completed, its add (e4m3) and V release, then
-// (fp16/bf16, int8-fp8 sparse walks of three consumers) the softmax, this block's rescale of O and its P.
-// Returns whether this block's P·V is skipped. Where the exponentials go was measured (16K and 32K, D 64 and
-// 128, H100 and H200): int8-fp8 is faster with them beside the P·V at D 128 (full LUT rows ~4 % faster than
-// after the wait) and in dense walks, but its sparse walks at D 64 (three consumers of 160 registers) 3-6 %
-// slower (46 bytes spilled against 18); fp16/bf16 after it (sparse walks 2-3 %, dense D 64 ~10 %; dense D 128
-// ~2 % slower, kept for one order per numerics).
+// The own block once its Q·Kᵀ completed, beside the previous block's P·V (where the consumer overlaps them):
+// scores to float, masks, row maxima, the skip vote and (int8-fp8) the softmax; once that P·V completed, its
+// add (e4m3) and V release, then (fp16/bf16, int8-fp8 D 64 sparse walks) the softmax, this block's rescale
+// of O and its P. Returns whether this block's P·V is skipped. Where the exponentials go was measured (16K
+// and 32K, D 64 and 128, H100 and H200): int8-fp8 is faster with them beside the P·V (D 128 full LUT rows ~4
+// % faster than after the wait with two consumers) and in dense walks, but its sparse walks at D 64 (three
+// consumers of 160 registers) 3-6 % slower (46 bytes spilled against 18); fp16/bf16 after it (sparse walks
+// 2-3 %, dense D 64 ~10 %; dense D 128 ~2 % slower, kept for one order per numerics).
 template <class Tr, bool kDense>
 __device__ __forceinline__ bool softmaxOwnBlock(const KParams<typename Tr::T>& p, const Pipe<Tr>& pp,
                                                 const ConsumerCtx& cx, ConsumerState<Tr>& st, int j,
@@ -610,7 +617,7 @@ __device__ __forceinline__ bool softmaxOwnBlock(const KParams<typename Tr::T>& p
   rmax[0] *= scale;
   rmax[1] *= scale;
   bool skip;  // the vote is warpgroup-wide; the shuffles tell the compiler the result is uniform
-  if constexpr (Tr::kSoftmaxBesidePv) {
+  if constexpr (Tr::kExpBeforeVote) {
     skip = __shfl_sync(
         0xffffffffu,
         (int)softmaxThenVote<Tr>(st, sc, rmax, scale, vote, cx.lambda, cx.row0, p.Nq, cx.wg, alpha), 0);
@@ -641,7 +648,8 @@ __device__ __forceinline__ bool softmaxOwnBlock(const KParams<typename Tr::T>& p
 }
 
 // One block of the consumer's own tile, step `rec` in stage s (K full): Q·Kᵀ and the pending P·V, K released,
-// the softmax; the block becomes the pending one (its P·V goes out with the next own block's Q·Kᵀ).
+// the softmax; the block becomes the pending one (its P·V goes out with the next own block's Q·Kᵀ, or at
+// once without Tr::kPvBesideQk).
 template <class Tr, bool kDense>
 __device__ __forceinline__ void ownStep(const Sm90Params<typename Tr::T>& prm, const Pipe<Tr>& pp,
                                         const ConsumerCtx& cx, ConsumerState<Tr>& st, const StepRecord& rec,
@@ -662,6 +670,7 @@ __device__ __forceinline__ void ownStep(const Sm90Params<typename Tr::T>& prm, c
   st.pendingStage = s;
   st.pendingPhase = phase;
   if (skip && threadIdx.x % 128 == 0 && p.pvSkipped) p.pvSkipped[cx.rowIdx * p.nk + rec.j] = 1;
+  if constexpr (!Tr::kPvBesideQk) finishPending<Tr>(st, pp);
 }
 
 // The consumer's walk: every step of its ring in order, from the records the producer left in the stages;
