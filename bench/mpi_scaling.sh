@@ -32,8 +32,9 @@ TUNE=(--l1 0.05 --l2 0.06 --engine "${ENGINE:-cuda}" --quant "${QUANT:-none}")
 {
   nvidia-smi --query-gpu=index,name,driver_version,persistence_mode,clocks.sm,clocks.max.sm --format=csv 2>&1
   nproc; free -g | head -2; df -h /dev/shm /tmp | tail -2
-  # Sockets, NUMA nodes and each GPU's CPU affinity: ranks run unbound (--bind-to none), so on a host of
-  # several sockets a rank's threads and buffers may sit on another node than its GPU.
+  # Sockets, NUMA nodes and each GPU's CPU affinity: mpirun leaves the ranks unbound (--bind-to none) and
+  # each rank binds itself to the CPUs near its GPU (SPARGE_BIND_NEAR_GPU=0 in the environment keeps the
+  # ranks unbound, for comparison); the rank list in the output shows each rank's CPUs.
   lscpu 2>/dev/null | grep -E '^(Socket|NUMA node)' || true
   nvidia-smi topo -m 2>/dev/null | head -$((NGPU + 2)) || true
   echo "== mpirun smoke test (MPI init on $NGPU ranks)"

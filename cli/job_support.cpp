@@ -2,6 +2,7 @@
 #include "job_support.h"
 
 #include <algorithm>
+#include <cstdlib>
 #include <map>
 
 #include "sparge/core/error.h"
@@ -14,9 +15,18 @@ namespace {
 dist::Transport* gTransport = nullptr;
 const std::chrono::steady_clock::time_point gProcessStart = std::chrono::steady_clock::now();
 
+// SPARGE_BIND_NEAR_GPU=0 leaves unbound ranks unbound.
+dist::GpuCpus nearGpuCpus() {
+  const char* bind = std::getenv("SPARGE_BIND_NEAR_GPU");
+  if (bind && std::string(bind) == "0") return {};
+  const char* order = std::getenv("CUDA_DEVICE_ORDER");
+  const bool pciBusOrder = order && std::string(order) == "PCI_BUS_ID";
+  return [pciBusOrder](const std::string& gpu) { return dist::gpuLocalCpus("/sys", gpu, pciBusOrder); };
+}
+
 dist::Placement placement(dist::Transport& t, int threads) {
   return dist::placeRank(t.localRank(), t.localSize(), dist::visibleGpus(), dist::hostCores(),
-                         dist::usableCores(), threads);
+                         dist::usableCores(), threads, nearGpuCpus());
 }
 
 // "a ×3, b" for the distinct values in first-seen order.
@@ -47,7 +57,7 @@ void setJobTransport(dist::Transport* transport) {
 }
 
 dist::Placement placeThisRank(dist::Transport& transport, int threads) {
-  const dist::Placement p = placement(transport, threads);
+  dist::Placement p = placement(transport, threads);
   dist::applyPlacement(p);
   return p;
 }
@@ -58,7 +68,8 @@ RankEngine makeRankEngine(const dist::Placement& p, core::EngineChoice choice) {
   r.note = p.note;
   r.info.engine = r.selection.engine->name();
   if (r.selection.engine->isGpu())
-    r.info.device = p.visibleDevices.empty() ? "GPU" : "GPU " + p.visibleDevices;
+    r.info.device = (p.visibleDevices.empty() ? "GPU" : "GPU " + p.visibleDevices) +
+                    (p.cpus.empty() ? "" : " (CPUs " + dist::formatCpuList(p.cpus) + ")");
   else
     r.info.device = p.threads > 0 ? std::to_string(p.threads) + " threads" : "all cores";
   return r;

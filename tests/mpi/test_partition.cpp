@@ -1,7 +1,10 @@
 // The plan: whole units when they balance, head splits when units are fewer than ranks, hand-computed
 // loads, determinism; the cost model against closed forms; rank placement.
 #include <gtest/gtest.h>
+#include <unistd.h>
 
+#include <filesystem>
+#include <fstream>
 #include <numeric>
 #include <set>
 
@@ -149,6 +152,82 @@ TEST(Placement, CpuThreadsAreShared) {
   EXPECT_EQ(placeRank(0, 3, {}, 2, 2, 0).threads, 1);    // never below one
   EXPECT_EQ(placeRank(0, 4, {}, 16, 2, 0).threads, 2);   // bound by the launcher to 2 cores
   EXPECT_EQ(placeRank(0, 4, {}, 16, 16, 6).threads, 6);  // --threads wins
+}
+
+std::vector<int> range(int first, int last) {
+  std::vector<int> v(size_t(last - first + 1));
+  std::iota(v.begin(), v.end(), first);
+  return v;
+}
+
+TEST(CpuList, ParsesLinuxRangesAndRejectsMalformedOnes) {
+  EXPECT_EQ(parseCpuList("0-3,8,10-11"), (std::vector<int>{0, 1, 2, 3, 8, 10, 11}));
+  EXPECT_EQ(parseCpuList("7"), (std::vector<int>{7}));
+  EXPECT_EQ(parseCpuList("4,0-1,1"), (std::vector<int>{0, 1, 4}));  // sorted, once each
+  for (const char* bad : {"", "3-1", "a", "1-", "1-2-3", "-1", "2,x"})
+    EXPECT_TRUE(parseCpuList(bad).empty()) << bad;
+  EXPECT_EQ(formatCpuList({0, 1, 2, 3, 8, 10, 11}), "0-3,8,10-11");
+  EXPECT_EQ(formatCpuList({5}), "5");
+  EXPECT_EQ(formatCpuList({}), "");
+}
+
+// A sysfs tree of PCI devices: two GPUs on different NUMA nodes (listed out of bus order), an NVSwitch and
+// another vendor's device.
+class FakeSysfs : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    root_ = std::filesystem::temp_directory_path() / ("sparge_sysfs_" + std::to_string(getpid()));
+    device("0000:c1:00.0", "0x10de", "0x030200", "0x2335", "32-63");
+    device("0000:41:00.0", "0x10de", "0x030200", "0x2335", "0-31");
+    device("0000:05:00.0", "0x10de", "0x068000", "0x22a3", "0-63");  // NVSwitch
+    device("0000:01:00.0", "0x8086", "0x030000", "0x1234", "0-63");
+  }
+  void TearDown() override { std::filesystem::remove_all(root_); }
+  void device(const std::string& addr, const std::string& vendor, const std::string& cls,
+              const std::string& model, const std::string& cpus) {
+    const auto dir = root_ / "bus/pci/devices" / addr;
+    std::filesystem::create_directories(dir);
+    std::ofstream(dir / "vendor") << vendor << "\n";
+    std::ofstream(dir / "class") << cls << "\n";
+    std::ofstream(dir / "device") << model << "\n";
+    std::ofstream(dir / "local_cpulist") << cpus << "\n";
+  }
+  std::string root() const { return root_.string(); }
+  std::filesystem::path root_;
+};
+
+TEST_F(FakeSysfs, GpusAreCountedInBusOrder) {
+  EXPECT_EQ(gpuLocalCpus(root(), "0", false), range(0, 31));
+  EXPECT_EQ(gpuLocalCpus(root(), "1", false), range(32, 63));
+  EXPECT_TRUE(gpuLocalCpus(root(), "2", false).empty());  // the NVSwitch is not a GPU
+  EXPECT_TRUE(gpuLocalCpus(root(), "GPU-8f3a", false).empty());
+  EXPECT_TRUE(gpuLocalCpus(root(), "", false).empty());
+  EXPECT_TRUE(gpuLocalCpus(root() + "/missing", "0", false).empty());
+}
+
+TEST_F(FakeSysfs, MixedModelsNeedPciBusOrder) {
+  device("0000:81:00.0", "0x10de", "0x030000", "0x2684", "0-31");
+  EXPECT_TRUE(gpuLocalCpus(root(), "0", false).empty());  // CUDA's fastest-first order is unknown
+  EXPECT_EQ(gpuLocalCpus(root(), "2", true), range(32, 63));
+}
+
+TEST(Placement, UnboundRanksBindNearTheirGpu) {
+  const GpuCpus near = [](const std::string& gpu) {
+    return gpu == "0" || gpu == "1" ? range(0, 15) : range(16, 31);
+  };
+  const std::vector<std::string> gpus{"0", "1", "2", "3"};
+  const Placement p = placeRank(2, 4, gpus, 32, 32, 0, near);
+  EXPECT_EQ(p.visibleDevices, "2");
+  EXPECT_EQ(p.cpus, range(16, 31));
+  EXPECT_EQ(p.threads, 8);  // 16 CPUs shared by the ranks of GPUs 2 and 3
+  EXPECT_EQ(placeRank(0, 4, gpus, 32, 32, 6, near).threads, 6);  // --threads wins, the binding stays
+  EXPECT_EQ(placeRank(0, 4, gpus, 32, 32, 6, near).cpus, range(0, 15));
+  EXPECT_TRUE(placeRank(2, 4, gpus, 32, 8, 0, near).cpus.empty());  // the launcher bound it
+  EXPECT_EQ(placeRank(2, 4, gpus, 32, 8, 0, near).threads, 8);
+  const GpuCpus unknown = [](const std::string&) { return std::vector<int>{}; };
+  EXPECT_TRUE(placeRank(1, 4, gpus, 32, 32, 0, unknown).cpus.empty());
+  EXPECT_EQ(placeRank(1, 4, gpus, 32, 32, 0, unknown).threads, 8);
+  EXPECT_TRUE(placeRank(0, 1, gpus, 32, 32, 0, near).cpus.empty());  // one process stays as it is
 }
 
 }  // namespace
