@@ -1,22 +1,21 @@
 // Stage 2 on Hopper (sm_90a) for the 64x128 geometry, with FlashAttention-3's structure: a CTA holds three
-// adjacent 64-row query tiles, one per consumer warpgroup (each with its own LUT row), and a producer warp
-// that loads K and V blocks with TMA into a multi-stage shared-memory pipeline guarded by mbarriers. The
-// producer walks the sorted union of the tiles' LUT rows; every stage carries a record of its step (key
-// block, which consumers need it, the block's K scale, whether it is the last), so one load serves several
-// tiles when their rows agree (dense attention, and neighbouring rows of real data) and the consumers never
-// read the LUT (its loads would sit on their critical path). Where the rows visit few blocks, a CTA instead
-// splits the stages into one ring per tile, each streamed by its own producer thread (splitWalks).
-// At D 64 each consumer issues Q·Kᵀ of its block with P·V of its previous block; its row maxima and PV-skip
-// vote run as soon as Q·Kᵀ completes, beside that P·V, and so do its exponentials in dense int8-fp8 walks
-// (fp16/bf16 and the int8-fp8 sparse walks measured faster with them after the P·V wait; see
-// softmaxOwnBlock). At D 128, where 160 registers cannot hold that overlap, each block's P·V follows its own
-// softmax (kPvBesideQk), and three consumers keep the tensor cores busy between them. The consumers do not
-// take turns on the tensor cores (FA3's ping-pong): with two consumers and the P·V overlap inside each, turns
-// measured no faster in dense walks and 2-8 % slower in sparse ones. Register reallocation gives each
-// consumer 160 registers. Numerics: fp16/bf16 exact (wgmma m64n128k16, P·V m64nDk16 with V transposed by the
-// descriptor), and int8-fp8 (wgmma s8 m64n128k32, P rounded to e4m3, P·V e4m3 m64nDk32 into a fresh
-// per-block fp32 buffer). Masks, the PV-skip vote (per query tile), empty rows and the output go through the
-// shared parts. Only the sm_90a image has a body; other images trap (the launcher never selects them).
+// (four for int8-fp8 at D 64) adjacent 64-row query tiles, one per consumer warpgroup (each with its own LUT
+// row), and a producer warp that loads K and V blocks with TMA into a multi-stage shared-memory pipeline
+// guarded by mbarriers. The producer walks the sorted union of the tiles' LUT rows; every stage carries a
+// record of its step (key block, which consumers need it, the block's K scale, whether it is the last), so
+// one load serves several tiles when their rows agree (dense attention, and neighbouring rows of real data)
+// and the consumers never read the LUT (its loads would sit on their critical path). Where the rows visit
+// few blocks, a CTA instead splits the stages into one ring per tile, each streamed by its own producer
+// thread (splitWalks). In fp16/bf16 at D 64 each consumer issues Q·Kᵀ of its block with P·V of its
+// previous block, and its row maxima, PV-skip vote and softmax run beside that P·V; elsewhere registers
+// are spent on more consumers instead, each block's P·V follows its own softmax (kPvBesideQk), and the other
+// consumers keep the tensor cores busy meanwhile. The consumers do not take turns on the tensor cores (FA3's
+// ping-pong): with two consumers and the P·V overlap inside each, turns measured no faster in dense walks
+// and 2-8 % slower in sparse ones. Register reallocation gives each consumer 160 registers (112 with four).
+// Numerics: fp16/bf16 exact (wgmma m64n128k16, P·V m64nDk16 with V transposed by the descriptor), and
+// int8-fp8 (wgmma s8 m64n128k32, P rounded to e4m3, P·V e4m3 m64nDk32 into a fresh per-block fp32 buffer).
+// Masks, the PV-skip vote (per query tile), empty rows and the output go through the shared parts. Only the
+// sm_90a image has a body; other images trap (the launcher never selects them).
 #include <cuda.h>
 #include <cuda_runtime.h>
 
@@ -58,27 +57,27 @@ struct Sm90Traits {
   static constexpr int D = D_;
   static constexpr bool kDense = kDense_;  // the dense launch (every visible block, every tile on each)
   static constexpr bool kFp8 = N_ == Numerics::Int8Fp8;
-  // Consumer warpgroups (query tiles) of a CTA. The softmax, not the tensor cores, bounds these kernels, so
-  // more warps in flight help: three consumers of 160 registers each rather than two of 240. At D 64 dense
-  // walks ran 15-18 % faster with three; at D 128 int8-fp8 10-16 % and fp16 2-10 % (16K and 32K, H100),
-  // although at D 128 three have to give up the intra-warpgroup overlap (kPvBesideQk).
-  static constexpr int kConsumers = 3;
   // Whether a consumer issues its pending block's P·V beside its next block's Q·Kᵀ (FlashAttention-3's
-  // intra-warpgroup overlap). At D 128 that holds O, the P·V block buffer (e4m3) or P (16-bit), and the
-  // scores at once (up to 208 registers), more than three consumers have: there each block's P·V follows
-  // its own softmax, and the other consumers' wgmmas fill the tensor cores meanwhile.
-  static constexpr bool kPvBesideQk = D == 64;
-  static constexpr int kThreads = 128 * (1 + kConsumers);  // and the producer warpgroup
-  static constexpr int kConsumerRegs = 160;
+  // intra-warpgroup overlap): only fp16/bf16 at D 64. The softmax, not the tensor cores, bounds these
+  // kernels, and the overlap holds O, the P·V block buffer (e4m3) or P (16-bit), and the scores at once
+  // (up to 208 registers at D 128): more consumers with fewer registers and no overlap, each block's P·V
+  // right after its own softmax and the other consumers' wgmmas filling the tensor cores meanwhile, keep
+  // more warps of softmax in flight and measured faster (H100, 16K and 32K, every density; kernels/NOTES.md
+  // v15): at D 128 three consumers of 160 registers against two of 240 with the overlap, int8-fp8 10-16 %,
+  // fp16 2-10 %; at int8-fp8 D 64 four of 112 against three of 160 with the overlap, 8-16 %. fp16/bf16 D
+  // 64 keeps three with the overlap (four of 112 spill 516 bytes there).
+  static constexpr bool kPvBesideQk = D == 64 && !kFp8;
+  static constexpr int kConsumers = D == 64 && kFp8 ? 4 : 3;  // consumer warpgroups (query tiles) of a CTA
+  static constexpr int kThreads = 128 * (1 + kConsumers);     // and the producer warpgroup
+  static constexpr int kConsumerRegs = kConsumers == 4 ? 112 : 160;
   // The launch gives the CTA the register file over its threads (in steps of 8); a consumer's setmaxnreg.inc
   // waits until the registers it asks for are free, so asking for more than the producer leaves hangs.
   static_assert(kProducerRegs + kConsumers * kConsumerRegs <= (1 + kConsumers) * (65536 / kThreads / 8 * 8),
                 "the registers the launch gives the CTA");
-  // Whether the int8-fp8 exponentials run before the PV-skip vote (softmaxThenVote): beside the previous
-  // block's P·V where the consumer overlaps them, and at D 128, where nothing is in flight then (6-9 %
-  // faster than the vote first in sparse walks, measured); not in D 64 sparse walks, where 160 registers
-  // are too few for that order beside the P·V (measured in softmaxOwnBlock).
-  static constexpr bool kExpBeforeVote = kFp8 && (kDense || !kPvBesideQk);
+  // Whether the exponentials run before the PV-skip vote (softmaxThenVote) or after it (softmaxAfterVote):
+  // int8-fp8 before, where nothing is in flight then (6-9 % faster than after in sparse walks at D 128);
+  // fp16/bf16 after (measured in softmaxOwnBlock).
+  static constexpr bool kExpBeforeVote = kFp8;
   static constexpr int kElemBytes = kFp8 ? 1 : 2;  // Q and K elements
   static constexpr int kQkRowBytes = D * kElemBytes;
   static constexpr int kSlabBytes = kQkRowBytes < 128 ? kQkRowBytes : 128;  // one TMA box row, one swizzle
@@ -594,14 +593,14 @@ __device__ __forceinline__ void passStage(const Pipe<Tr>& pp, int s, uint32_t ph
   sm90::mbarArrive(pp.emptyV(s));
 }
 
-// The own block once its Q·Kᵀ completed, beside the previous block's P·V (where the consumer overlaps them):
+// The own block once its Q·Kᵀ completed (beside the previous block's P·V where the consumer overlaps them):
 // scores to float, masks, row maxima, the skip vote and (int8-fp8) the softmax; once that P·V completed, its
-// add (e4m3) and V release, then (fp16/bf16, int8-fp8 D 64 sparse walks) the softmax, this block's rescale
-// of O and its P. Returns whether this block's P·V is skipped. Where the exponentials go was measured (16K
-// and 32K, D 64 and 128, H100 and H200): int8-fp8 is faster with them beside the P·V (D 128 full LUT rows ~4
-// % faster than after the wait with two consumers) and in dense walks, but its sparse walks at D 64 (three
-// consumers of 160 registers) 3-6 % slower (46 bytes spilled against 18); fp16/bf16 after it (sparse walks
-// 2-3 %, dense D 64 ~10 %; dense D 128 ~2 % slower, kept for one order per numerics).
+// add (e4m3) and V release, then (fp16/bf16) the softmax, this block's rescale of O and its P. Returns
+// whether this block's P·V is skipped. Where the exponentials go was measured (16K and 32K, D 64 and 128,
+// H100 and H200): fp16/bf16 after the vote (sparse walks 2-3 %, dense D 64 ~10 % faster; dense D 128 ~2 %
+// slower, kept for one order per numerics); int8-fp8 before it (with the overlap that was ~4 % faster at D
+// 128 full rows, but 3-6 % slower at D 64 sparse walks, which then spilled 46 bytes against 18; without
+// it, 6-9 % faster at D 128 sparse walks).
 template <class Tr, bool kDense>
 __device__ __forceinline__ bool softmaxOwnBlock(const KParams<typename Tr::T>& p, const Pipe<Tr>& pp,
                                                 const ConsumerCtx& cx, ConsumerState<Tr>& st, int j,
