@@ -43,10 +43,11 @@ std::vector<std::string> visibleGpus() {
 namespace {
 
 // Binds the rank to the CPUs near its GPU and shares them out among the local ranks near the same CPUs.
-void bindNearGpu(Placement& p, int localSize, const std::vector<std::string>& gpus, int requestedThreads,
-                 const GpuCpus& near) {
+// Where every GPU is near every CPU (one NUMA node) there is nothing to bind.
+void bindNearGpu(Placement& p, int localSize, const std::vector<std::string>& gpus, int hostCores,
+                 int requestedThreads, const GpuCpus& near) {
   std::vector<int> mine = near(p.visibleDevices);
-  if (mine.empty()) return;
+  if (mine.empty() || int(mine.size()) >= hostCores) return;
   int sharing = 0;
   for (int r = 0; r < localSize; ++r) sharing += near(gpus[size_t(r) % gpus.size()]) == mine;
   if (requestedThreads <= 0) p.threads = std::max(1, int(mine.size()) / std::max(1, sharing));
@@ -76,7 +77,7 @@ Placement placeRank(int localRank, int localSize, const std::vector<std::string>
   if (size_t(localSize) > gpus.size())
     p.note = std::to_string(localSize) + " ranks on this host share " + std::to_string(gpus.size()) + " GPU" +
              (gpus.size() == 1 ? "" : "s") + ": start one rank per GPU for full speed";
-  if (near && !launcherBound) bindNearGpu(p, localSize, gpus, requestedThreads, near);
+  if (near && !launcherBound) bindNearGpu(p, localSize, gpus, hostCores, requestedThreads, near);
   return p;
 }
 

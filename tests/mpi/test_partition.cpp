@@ -227,7 +227,10 @@ TEST(Placement, UnboundRanksBindNearTheirGpu) {
   const GpuCpus unknown = [](const std::string&) { return std::vector<int>{}; };
   EXPECT_TRUE(placeRank(1, 4, gpus, 32, 32, 0, unknown).cpus.empty());
   EXPECT_EQ(placeRank(1, 4, gpus, 32, 32, 0, unknown).threads, 8);
-  EXPECT_TRUE(placeRank(0, 1, gpus, 32, 32, 0, near).cpus.empty());  // one process stays as it is
+  EXPECT_TRUE(placeRank(0, 1, gpus, 32, 32, 0, near).cpus.empty());            // one process stays as it is
+  const GpuCpus everything = [](const std::string&) { return range(0, 31); };  // one NUMA node
+  EXPECT_TRUE(placeRank(1, 4, gpus, 32, 32, 0, everything).cpus.empty());
+  EXPECT_EQ(placeRank(1, 4, gpus, 32, 32, 0, everything).threads, 8);
 }
 
 }  // namespace

@@ -31,7 +31,7 @@ std::vector<std::string> visibleGpus();
 // cores it was bound to when the launcher bound it, or max(1, hostCores / localSize).
 // With `near` and a launcher that left the rank unbound, the rank's CPUs become those near its GPU (a
 // rank's loading threads and page-locked buffers then sit on its GPU's NUMA node), and its threads that
-// set's share among the local ranks whose GPUs have the same set.
+// set's share among the local ranks whose GPUs have the same set; not where that set is every core.
 Placement placeRank(int localRank, int localSize, const std::vector<std::string>& gpus, int hostCores,
                     int affinityCores, int requestedThreads, const GpuCpus& near = {});
 
