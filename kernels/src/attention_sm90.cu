@@ -74,10 +74,6 @@ struct Sm90Traits {
   // waits until the registers it asks for are free, so asking for more than the producer leaves hangs.
   static_assert(kProducerRegs + kConsumers * kConsumerRegs <= (1 + kConsumers) * (65536 / kThreads / 8 * 8),
                 "the registers the launch gives the CTA");
-  // Whether the exponentials run before the PV-skip vote (softmaxThenVote) or after it (softmaxAfterVote):
-  // int8-fp8 before, where nothing is in flight then (6-9 % faster than after in sparse walks at D 128);
-  // fp16/bf16 after (measured in softmaxOwnBlock).
-  static constexpr bool kExpBeforeVote = kFp8;
   static constexpr int kElemBytes = kFp8 ? 1 : 2;  // Q and K elements
   static constexpr int kQkRowBytes = D * kElemBytes;
   static constexpr int kSlabBytes = kQkRowBytes < 128 ? kQkRowBytes : 128;  // one TMA box row, one swizzle
@@ -479,8 +475,7 @@ __device__ __forceinline__ void undoIfSkipped(ConsumerState<Tr>& st, const RowsB
   }
 }
 
-// int8-fp8 (Tr::kExpBeforeVote): the softmax (beside the previous block's P·V where one runs), then the
-// vote (the warpgroup's only meeting). Returns the skip.
+// int8-fp8: the softmax, then the vote (the warpgroup's only meeting). Returns the skip.
 template <class Tr>
 __device__ __forceinline__ bool softmaxThenVote(ConsumerState<Tr>& st, float (&s)[Tr::kNT][4],
                                                 const float (&rmax)[2], float sc, const BlockVote& vote,
@@ -494,7 +489,7 @@ __device__ __forceinline__ bool softmaxThenVote(ConsumerState<Tr>& st, float (&s
   return true;
 }
 
-// Otherwise the vote (or, without one, a plain meeting of the warpgroup: ptxas then keeps the exponentials
+// fp16/bf16: the vote (or, without one, a plain meeting of the warpgroup: ptxas then keeps the exponentials
 // after the wait) before the wait for the previous P·V; the softmax after it (softmaxAfterVote).
 template <class Tr>
 __device__ __forceinline__ bool voteFirst(const ConsumerState<Tr>& st, const float (&rmax)[2],
@@ -616,7 +611,7 @@ __device__ __forceinline__ bool softmaxOwnBlock(const KParams<typename Tr::T>& p
   rmax[0] *= scale;
   rmax[1] *= scale;
   bool skip;  // the vote is warpgroup-wide; the shuffles tell the compiler the result is uniform
-  if constexpr (Tr::kExpBeforeVote) {
+  if constexpr (Tr::kFp8) {
     skip = __shfl_sync(
         0xffffffffu,
         (int)softmaxThenVote<Tr>(st, sc, rmax, scale, vote, cx.lambda, cx.row0, p.Nq, cx.wg, alpha), 0);
@@ -631,13 +626,8 @@ __device__ __forceinline__ bool softmaxOwnBlock(const KParams<typename Tr::T>& p
     releasePending<Tr>(st, pp);
   } else {
     skip = __shfl_sync(0xffffffffu, (int)voteFirst<Tr>(st, rmax, vote, cx.lambda, cx.row0, p.Nq, cx.wg), 0);
-    wgmmaWait<0>();  // the previous block's P·V (into O, or into `blk` for e4m3)
-    if constexpr (Tr::kFp8) {
-      fenceRegs(blk);
-      addPendingBlock<Tr>(st, pv, blk);
-    } else {
-      fenceRegs(st.acc);
-    }
+    wgmmaWait<0>();  // the previous block's P·V (into O)
+    fenceRegs(st.acc);
     releasePending<Tr>(st, pp);
     softmaxAfterVote<Tr>(st, sc, rmax, scale, skip, alpha);
   }
