@@ -439,13 +439,15 @@ class TuneJobRunner {
   // After a handed-over group: the file so far, top-level "complete": false, so that a killed job leaves
   // whole groups that say they are not the whole result (and --resume finishes them). Each checkpoint
   // rewrites the whole file, which grows with the groups: after every group, a model of thousands of
-  // entries would spend time quadratic in its size on them. So after a write that took t the next waits
-  // until kCheckpointSpacing·t have passed (checkpoints then take at most ~1/kCheckpointSpacing of rank 0's
-  // time; small files are still written after every group). A failed checkpoint stops nothing: the result
-  // is written at the end, when the disk may have room again.
+  // entries would spend time quadratic in its size on them. So once a checkpoint holds kSmallCheckpoint
+  // groups, after a write that took t the next waits until kCheckpointSpacing·t have passed (checkpoints
+  // then take at most ~1/kCheckpointSpacing of rank 0's time). Smaller files are written after every group
+  // whatever their write took, so that a short job's checkpoints, and a disk that refuses them, do not
+  // depend on how busy the disk was. A failed checkpoint stops nothing: the result is written at the end,
+  // when the disk may have room again.
   void checkpoint() {
     const Clock::time_point t0 = Clock::now();
-    if (t0 < nextCheckpoint_) return;
+    if (t0 < nextCheckpoint_ && checkpointGroups_ >= kSmallCheckpoint) return;
     try {
       checkpointGroups_ = write(result(), false);
     } catch (const Error& e) {
@@ -556,7 +558,8 @@ class TuneJobRunner {
   core::ProbePhase phase_ = core::ProbePhase::Select;
   std::string currentEntry_;
   static constexpr int kCheckpointSpacing = 20;
-  size_t checkpointGroups_ = 0;  // groups in the last checkpoint written
+  static constexpr size_t kSmallCheckpoint = 4;  // groups; checkpoints this small are never spaced
+  size_t checkpointGroups_ = 0;                  // groups in the last checkpoint written
   bool checkpointWarned_ = false;
   Clock::time_point nextCheckpoint_{};  // no checkpoint before this (see checkpoint())
   Clock::time_point start_ = Clock::now();

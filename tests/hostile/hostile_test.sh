@@ -254,8 +254,9 @@ tune_complete)
   ;;
 tune_checkpoints)
   # Every checkpoint rewrites the whole parameter file; on a slow disk (each rename 300 ms) they are spaced
-  # (after a write that took t, none for 20·t) instead of one per group, and the final file is the one an
-  # unhindered run writes. One checkpoint per group would be 24 of them here, plus the final write.
+  # (once the file holds 4 groups, after a write that took t, none for 20·t) instead of one per group, and
+  # the final file is the one an unhindered run writes. One checkpoint per group would be 24 of them here,
+  # plus the final write.
   synth s.h5 --entries 24 --heads 1 --tokens 256 --dim 32
   "$SPARGE" tune s.h5 --l1 0.05 --l2 0.06 --engine cpu -o fast.json >/dev/null 2>&1 || fail "tune"
   SPARGE_FAULT_RENAME_MS=300 SPARGE_FAULT_RENAME_LOG="$WORK/renames" LD_PRELOAD="$FAULT" \
