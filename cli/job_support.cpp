@@ -62,6 +62,11 @@ dist::Placement placeThisRank(dist::Transport& transport, int threads) {
   return p;
 }
 
+bool useStaticPlan(int ranks) {
+  const char* fixed = std::getenv("SPARGE_STATIC_PLAN");
+  return ranks <= 1 || (fixed && std::string(fixed) == "1");
+}
+
 RankEngine makeRankEngine(const dist::Placement& p, core::EngineChoice choice) {
   RankEngine r;
   r.selection = engines::makeEngine(choice, p.threads);

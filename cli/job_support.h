@@ -28,6 +28,11 @@ struct RankEngine {
 // unless `threads` > 0. It sets environment variables: call it before the command starts other threads.
 dist::Placement placeThisRank(dist::Transport& transport, int threads);
 
+// Whether a job of `ranks` ranks fixes every rank's share up front (dist::planWork) instead of handing
+// pieces out from a queue as ranks become free: with one rank (nothing to balance), and with
+// SPARGE_STATIC_PLAN=1, which keeps the fixed plan for comparing the two.
+bool useStaticPlan(int ranks);
+
 // Creates the engine of a placed rank (on a GPU: CUDA starts here, which takes a while). One process keeps
 // today's behaviour exactly.
 RankEngine makeRankEngine(const dist::Placement& placement, core::EngineChoice choice);

@@ -1,8 +1,10 @@
-// The unit job: plan (identical on every rank), run this rank's pieces, gather on rank 0 in unit order.
+// The unit job: schedule (identical on every rank), run the pieces this rank gets, gather on rank 0 in unit
+// order.
 #include "piece_job.h"
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <memory>
@@ -15,6 +17,12 @@ namespace sparge::cli {
 namespace {
 
 using Clock = std::chrono::steady_clock;
+
+std::vector<dist::Piece> largestFirst(std::vector<dist::Piece> pieces) {
+  std::stable_sort(pieces.begin(), pieces.end(),
+                   [](const dist::Piece& a, const dist::Piece& b) { return a.cost > b.cost; });
+  return pieces;
+}
 
 // Rank 0's one line for the whole job on stderr (redrawn on a terminal, a line every few seconds
 // otherwise); only for jobs of several ranks, so that one process prints what it always did.
@@ -62,19 +70,10 @@ class PieceJobRunner {
   int run() {
     std::string last;
     try {
-      dist::PlanOptions po;
-      po.splitHeads = spec_.splitHeads;
-      plan_ = dist::planWork(spec_.units, job_.size(), po);
-      std::vector<dist::RankShare> shares(size_t(job_.size()));
-      for (const dist::Piece& p : plan_.pieces) {
-        shares[size_t(p.rank)].cost += p.cost;
-        shares[size_t(p.rank)].units += 1;
-      }
-      job_.setShares(shares);
-      collector_ = std::make_unique<dist::UnitCollector>(plan_, spec_.units.size());
-      const std::vector<int> mine = plan_.piecesOf(job_.rank());
+      schedule();
+      const std::vector<int>& mine = schedule_.initial[size_t(job_.rank())];
       if (hooks_.first && !mine.empty()) {
-        const dist::Piece& p = plan_.pieces[size_t(mine.front())];
+        const dist::Piece& p = schedule_.pieces[size_t(mine.front())];
         hooks_.first(size_t(p.unit), p.heads, p.heads == spec_.units[size_t(p.unit)].heads);
       }
       job_.hello(hooks_.start());
@@ -108,26 +107,44 @@ class PieceJobRunner {
     return h;
   }
 
+  // The plan's pieces, fixed per rank, or with several ranks handed out largest first as ranks become free.
+  // Unlike tune's, they are not cut further for the queue: a unit here is one engine run (or one profiled
+  // series), cheap and well predicted by the cost model, so whole pieces balance; cutting an entry into more
+  // head groups would load and upload it once per group and change what --repeat times.
+  void schedule() {
+    dist::PlanOptions po;
+    po.splitHeads = spec_.splitHeads;
+    const dist::Plan plan = dist::planWork(spec_.units, job_.size(), po);
+    schedule_ = useStaticPlan(job_.size()) ? dist::fixedSchedule(plan)
+                                           : dist::queueSchedule(largestFirst(plan.pieces), job_.size());
+    double cost = 0;
+    for (const dist::Piece& p : schedule_.pieces) cost += p.cost;
+    job_.setSchedule(schedule_.describe(), cost, int64_t(schedule_.pieces.size()));
+    if (job_.root()) job_.serve(schedule_.shared);
+    feed_ = std::make_unique<dist::PieceFeed>(job_, schedule_.initial[size_t(job_.rank())],
+                                              !schedule_.shared.empty());
+    collector_ = std::make_unique<dist::UnitCollector>(schedule_.pieces, spec_.units.size());
+  }
+
   void work() {
-    const std::vector<int> mine = plan_.piecesOf(job_.rank());
-    const double share = plan_.load[size_t(job_.rank())];
     const auto t0 = Clock::now();
     double done = 0;
     int64_t count = 0;
-    for (int pi : mine) {
+    for (;;) {
       if (job_.service()) break;
-      const dist::Piece& piece = plan_.pieces[size_t(pi)];
+      const int pi = feed_->next();
+      if (pi == dist::kNoPiece) break;
+      const dist::Piece& piece = schedule_.pieces[size_t(pi)];
       const dist::WorkUnit& unit = spec_.units[size_t(piece.unit)];
       current_ = spec_.names[size_t(piece.unit)];
       job_.submit(pi, hooks_.run(size_t(piece.unit), piece.heads, piece.heads == unit.heads));
       done += piece.cost;
       dist::RankProgress p;
-      p.fraction = share > 0 ? done / share : 1.0;
+      p.costDone = done;
       p.unitsDone = ++count;
-      p.unitsTotal = int64_t(mine.size());
       p.current = current_;
       p.elapsedSeconds = std::chrono::duration<double>(Clock::now() - t0).count();
-      job_.progress(p);
+      job_.progress(p, true);
     }
     current_.clear();
   }
@@ -144,7 +161,8 @@ class PieceJobRunner {
   const PieceJobSpec& spec_;
   const PieceJobHooks& hooks_;
   dist::Job job_;
-  dist::Plan plan_;
+  dist::Schedule schedule_;
+  std::unique_ptr<dist::PieceFeed> feed_;  // this rank's pieces
   std::unique_ptr<dist::UnitCollector> collector_;
   std::vector<std::string> finals_;
   std::string current_;

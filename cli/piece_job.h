@@ -1,6 +1,7 @@
 // A command as a job of independent units (entries for `run`, sweep points for `bench`) over one or many
-// processes: the units, and where they are fewer than the ranks their heads, are split by estimated cost;
-// each rank runs its pieces; rank 0 receives whole units in order, prints one progress line for the whole
+// processes: the units, and where they are fewer than the ranks their heads, are split by estimated cost
+// and handed out largest first as ranks become free (SPARGE_STATIC_PLAN=1: fixed per rank up front); each
+// rank runs the pieces it gets; rank 0 receives whole units in order, prints one progress line for the whole
 // job and reports a failing rank by rank, host and unit.
 #pragma once
 

@@ -1,4 +1,4 @@
-// The tune job: plan (identical on every rank), tune this rank's pieces, gather on rank 0, write.
+// The tune job: schedule (identical on every rank), tune the pieces this rank gets, gather on rank 0, write.
 #include "tune_job.h"
 
 #include <algorithm>
@@ -24,14 +24,15 @@
 #include "sparge/dist/wire.h"
 
 namespace sparge::cli {
-// Where a rank's time went, sent to rank 0 with its last message: engine runs and tuning logic, loading
-// entries, and coordination (rank 0's receiving, printing and checkpoints; the others' sends and polls);
+// Where a rank's time went, sent to rank 0 with its last message: how many pieces it tuned, engine runs and
+// tuning logic, loading entries, and coordination (rank 0's receiving, printing, checkpoints and answers to
+// requests for pieces; the others' sends, polls and waits for a piece);
 // before that, its start-up (process start, MPI, opening the capture, planning, creating the engine) and
 // the engine's creation alone (CUDA's start-up and context); and its first piece, which pays what the later
 // ones find ready (buffers, kernels loaded on first use, the first entry's load when it was not done by
 // then).
 struct RankTimes {
-  int64_t probes = 0;
+  int64_t pieces = 0, probes = 0;
   double workSeconds = 0, loadSeconds = 0, coordinationSeconds = 0;
   double startupSeconds = 0, engineSeconds = 0, firstPieceSeconds = 0;
 };
@@ -42,8 +43,8 @@ template <>
 struct WireFields<cli::RankTimes> {
   template <class S, class F>
   static void visit(S& v, F&& f) {
-    f(v.probes, v.workSeconds, v.loadSeconds, v.coordinationSeconds, v.startupSeconds, v.engineSeconds,
-      v.firstPieceSeconds);
+    f(v.pieces, v.probes, v.workSeconds, v.loadSeconds, v.coordinationSeconds, v.startupSeconds,
+      v.engineSeconds, v.firstPieceSeconds);
   }
 };
 }  // namespace sparge::dist
@@ -99,6 +100,7 @@ class TuneJobRunner {
       job_.fail(where(), e.what());
     }
     times_.probes = probes_;
+    times_.pieces = feed_ ? feed_->started() : 0;
     const dist::JobOutcome outcome = job_.finish(dist::encode(times_));
     return job_.root() ? conclude(outcome) : (outcome.failures.empty() ? 0 : 1);
   }
@@ -123,7 +125,7 @@ class TuneJobRunner {
 
   std::string where() const { return currentEntry_.empty() ? "" : "entry " + currentEntry_; }
 
-  // Every rank computes the same plan from the same inputs, so no plan is ever sent.
+  // Every rank computes the same schedule from the same inputs, so no plan is ever sent.
   void plan() {
     std::optional<core::ParamsFile> resume;
     if (!spec_.resumePath.empty()) {
@@ -150,34 +152,48 @@ class TuneJobRunner {
           u.heads.push_back(h);
       units.push_back(std::move(u));
     }
-    plan_ = dist::planWork(units, job_.size());
-    std::vector<dist::RankShare> shares(size_t(job_.size()));
-    for (const dist::Piece& p : plan_.pieces) {
-      shares[size_t(p.rank)].cost += p.cost;
-      shares[size_t(p.rank)].units += int64_t(p.heads.size() * spec_.groups[size_t(p.unit)].entries.size());
+    const int ranks = job_.size();
+    schedule_ = useStaticPlan(ranks) ? dist::fixedSchedule(dist::planWork(units, ranks))
+                                     : dist::queueSchedule(dist::cutForQueue(units, ranks), ranks);
+    double cost = 0;
+    int64_t work = 0;
+    for (const dist::Piece& p : schedule_.pieces) {
+      cost += p.cost;
+      work += unitsOf(p);
     }
-    job_.setShares(shares);
-    collector_ = std::make_unique<dist::UnitCollector>(plan_, units.size());
+    job_.setSchedule(schedule_.describe(), cost, work);
+    if (job_.root()) job_.serve(schedule_.shared);
+    feed_ = std::make_unique<dist::PieceFeed>(job_, schedule_.initial[size_t(job_.rank())],
+                                              !schedule_.shared.empty());
+    collector_ = std::make_unique<dist::UnitCollector>(schedule_.pieces, units.size());
+  }
+
+  // Work units of a piece: entry × head pairs.
+  int64_t unitsOf(const dist::Piece& p) const {
+    return int64_t(p.heads.size() * spec_.groups[size_t(p.unit)].entries.size());
   }
 
   void announcePlan() {
     size_t resumedHeads = 0, todo = 0;
     for (const auto& r : resumed_) resumedHeads += r.size();
-    for (const auto& p : plan_.pieces) todo += p.heads.size();
+    for (const auto& p : schedule_.pieces) todo += p.heads.size();
     if (!spec_.resumePath.empty())
       std::fprintf(stderr, "resuming %s: %zu head%s kept, %zu to tune\n",
                    core::printable(spec_.resumePath).c_str(), resumedHeads, resumedHeads == 1 ? "" : "s",
                    todo);
-    if (job_.size() > 1)
+    if (job_.size() > 1 && schedule_.queue)
+      std::fprintf(stderr, "plan: %zu groups in %zu pieces over %d ranks, handed out as ranks become free\n",
+                   spec_.groups.size(), schedule_.pieces.size(), job_.size());
+    else if (job_.size() > 1)
       std::fprintf(stderr, "plan: %zu groups in %zu pieces over %d ranks, estimated load imbalance %.2f\n",
-                   spec_.groups.size(), plan_.pieces.size(), job_.size(), plan_.imbalance());
+                   spec_.groups.size(), schedule_.pieces.size(), job_.size(), schedule_.imbalance);
   }
 
   bool interrupted() const { return spec_.interrupt && spec_.interrupt->load(); }
 
   // The group with loaders that record which entry this rank is reading (for error messages) and check,
   // before allocating, that tuning `heads` of it fits in memory. Once an entry is there, the next piece's
-  // entry starts loading on another thread (prefetchNext).
+  // entry starts loading on another thread (prefetchNext), when the next piece is known by then.
   core::TuneGroupInput traced(const core::TuneGroupInput& g, size_t heads) {
     core::TuneGroupInput copy = g;
     for (core::TuneInput& e : copy.entries)
@@ -185,11 +201,15 @@ class TuneJobRunner {
         currentEntry_ = name;
         const auto t0 = Clock::now();
         std::shared_ptr<const core::EntryData> data = takePrefetched(name);
+        if (!data) data = stillLoaded(name);
         if (!data) {
           checkRunMemory(spec_.capturePath, spec_.infos.at(name), spec_.options.geometry, heads);
           data = load();
         }
         times_.loadSeconds += secondsSince(t0);
+        lastName_ = name;
+        lastData_ = data;
+        entryLoaded_ = true;
         prefetchNext();
         return data;
       };
@@ -206,13 +226,20 @@ class TuneJobRunner {
     return data.get();
   }
 
+  // The entry the engine still holds from the previous piece, if it is `name` (a queue's last pieces are
+  // often heads of one entry in a row): used again rather than read again. No memory check: the entry is in
+  // memory already, and a queue's later pieces of an entry have no more heads than its earlier ones.
+  std::shared_ptr<const core::EntryData> stillLoaded(const std::string& name) const {
+    return name == lastName_ ? lastData_.lock() : nullptr;
+  }
+
   // The first entry this rank tunes, started before the engine exists. Its memory check runs on the loading
   // thread too: a failure of the check, like one of the load, is thrown when the entry's turn comes, and is
   // reported as the entry's.
   void prefetchFirst() {
-    const std::vector<int> mine = plan_.piecesOf(job_.rank());
+    const std::vector<int>& mine = schedule_.initial[size_t(job_.rank())];
     if (mine.empty()) return;
-    const dist::Piece& first = plan_.pieces[size_t(mine.front())];
+    const dist::Piece& first = schedule_.pieces[size_t(mine.front())];
     const core::TuneInput& in = spec_.groups[size_t(first.unit)].entries.front();
     const size_t heads = first.heads.size();
     prefetch_ = Prefetched{in.name, std::async(std::launch::async, [this, &in, heads] {
@@ -241,87 +268,114 @@ class TuneJobRunner {
     prefetch_ = Prefetched{in.name, std::async(std::launch::async, in.load)};
   }
 
-  // The first entry of this rank's piece after its k-th, unless the k-th piece loads it already.
-  void setNext(const std::vector<int>& mine, size_t k) {
+  // Once the piece after `current` is known (at the start of `current`, or when rank 0's answer arrives
+  // during it): its first entry is loaded ahead, from when `current`'s first entry is there.
+  void followNext(int current) {
+    if (nextKnown_) return;
+    const std::optional<int> later = feed_->ahead();
+    if (!later) return;
+    nextKnown_ = true;
+    setNext(current, *later);
+    if (entryLoaded_) prefetchNext();
+  }
+
+  // What prefetchNext loads for piece `later`: its first entry, unless `current` tunes that entry alone, as
+  // the engine then still holds it when `later` starts (stillLoaded).
+  void setNext(int current, int later) {
     next_ = nullptr;
-    if (k + 1 >= mine.size()) return;
-    const dist::Piece& later = plan_.pieces[size_t(mine[k + 1])];
-    const core::TuneInput& in = spec_.groups[size_t(later.unit)].entries.front();
-    for (const core::TuneInput& e : spec_.groups[size_t(plan_.pieces[size_t(mine[k])].unit)].entries)
-      if (e.name == in.name) return;
+    if (later == dist::kNoPiece) return;
+    const dist::Piece& piece = schedule_.pieces[size_t(later)];
+    const core::TuneInput& in = spec_.groups[size_t(piece.unit)].entries.front();
+    const std::vector<core::TuneInput>& now =
+        spec_.groups[size_t(schedule_.pieces[size_t(current)].unit)].entries;
+    if (now.size() == 1 && now.front().name == in.name) return;
     next_ = &in;
-    nextHeads_ = later.heads.size();
+    nextHeads_ = piece.heads.size();
   }
 
   void work(core::Engine& engine) {
-    const int rank = job_.rank();
-    const double shareCost = plan_.load[size_t(rank)];
-    int64_t shareUnits = 0;
-    for (int pi : plan_.piecesOf(rank))
-      shareUnits += int64_t(plan_.pieces[size_t(pi)].heads.size() *
-                            spec_.groups[size_t(plan_.pieces[size_t(pi)].unit)].entries.size());
-    const auto t0 = Clock::now();
-    times_.startupSeconds = std::chrono::duration<double>(t0 - processStart()).count();
-    double doneCost = 0;
-    int64_t unitsBefore = 0;
-    const std::vector<int> mine = plan_.piecesOf(rank);
-    for (size_t k = 0; k < mine.size(); ++k) {
-      const int pi = mine[k];
+    workStart_ = Clock::now();
+    times_.startupSeconds = std::chrono::duration<double>(workStart_ - processStart()).count();
+    for (;;) {
       if (interrupted()) job_.requestStop();
-      if (coordinate([&] { return job_.service(); })) break;
-      setNext(mine, k);
-      const dist::Piece& piece = plan_.pieces[size_t(pi)];
-      const core::TuneGroupInput group = traced(spec_.groups[size_t(piece.unit)], piece.heads.size());
-      currentEntry_ = group.entries.front().name;
-      core::TuneOptions opt = spec_.options;
-      opt.heads = piece.heads;
-      core::TuneCallbacks cb;
-      cb.cancel = &job_.stopFlag();
-      cb.progress = [&](const core::TuneProgress& p) {
-        phase_ = p.phase;
-        dist::RankProgress rp;
-        rp.fraction = shareCost > 0 ? (doneCost + piece.cost * p.fraction) / shareCost : 1.0;
-        rp.unitsDone = unitsBefore + p.unitsDone;
-        rp.unitsTotal = shareUnits;
-        rp.probes = probes_ + p.probes;
-        rp.current = p.group;
-        rp.elapsedSeconds = secondsSince(t0);
-        coordinate([&] {
-          job_.progress(rp);
-          if (interrupted()) job_.requestStop();
-          return job_.service();
-        });
-      };
-      // Heads finished before a failure still reach rank 0 (kept as an incomplete group).
-      core::TunedGroup partial;
-      cb.headFinished = [&](const core::TunedGroup& g, const core::TunedHead&) {
-        partial = g;
-        ++headsDone_;
-        injectFault();
-      };
-      core::TuneResult r;
-      try {
-        r = core::tune(engine, {group}, opt, cb);
-      } catch (...) {
-        if (!partial.heads.empty()) {
-          // Finished heads are final: a failure after the piece's last head leaves the piece whole.
-          partial.complete = partial.heads.size() == piece.heads.size();
-          job_.submit(pi, dist::encodeGroup(partial));
-        }
-        throw;
-      }
-      probes_ += r.probes;
+      int pi = dist::kNoPiece;
       coordinate([&] {
-        job_.submit(pi, dist::encodeGroup(r.groups.empty() ? core::TunedGroup{} : r.groups.front()));
+        if (!job_.service()) pi = feed_->next();
         return false;
       });
-      times_.workSeconds = secondsSince(t0);
-      if (k == 0) times_.firstPieceSeconds = times_.workSeconds;
-      if (r.cancelled) return;
-      doneCost += piece.cost;
-      unitsBefore += int64_t(piece.heads.size() * group.entries.size());
+      if (pi == dist::kNoPiece || !tunePiece(engine, pi)) break;
     }
     currentEntry_.clear();
+  }
+
+  // This rank's progress with `pieceCost`, `pieceUnits` and `pieceProbes` of the current piece done.
+  dist::RankProgress progressNow(double pieceCost, int64_t pieceUnits, int64_t pieceProbes,
+                                 const std::string& current) const {
+    dist::RankProgress rp;
+    rp.costDone = doneCost_ + pieceCost;
+    rp.unitsDone = unitsDone_ + pieceUnits;
+    rp.probes = probes_ + pieceProbes;
+    rp.current = current;
+    rp.elapsedSeconds = secondsSince(workStart_);
+    return rp;
+  }
+
+  // Tunes piece `pi` and sends its heads to rank 0; false when the job was stopped meanwhile.
+  bool tunePiece(core::Engine& engine, int pi) {
+    const dist::Piece& piece = schedule_.pieces[size_t(pi)];
+    next_ = nullptr;
+    nextKnown_ = entryLoaded_ = false;
+    followNext(pi);
+    const core::TuneGroupInput group = traced(spec_.groups[size_t(piece.unit)], piece.heads.size());
+    currentEntry_ = group.entries.front().name;
+    core::TuneOptions opt = spec_.options;
+    opt.heads = piece.heads;
+    core::TuneCallbacks cb;
+    cb.cancel = &job_.stopFlag();
+    cb.progress = [&](const core::TuneProgress& p) {
+      phase_ = p.phase;
+      const dist::RankProgress rp = progressNow(piece.cost * p.fraction, p.unitsDone, p.probes, p.group);
+      coordinate([&] {
+        job_.progress(rp);
+        if (interrupted()) job_.requestStop();
+        const bool stop = job_.service();
+        followNext(pi);
+        return stop;
+      });
+    };
+    // Heads finished before a failure still reach rank 0 (kept as an incomplete group).
+    core::TunedGroup partial;
+    cb.headFinished = [&](const core::TunedGroup& g, const core::TunedHead&) {
+      partial = g;
+      ++headsDone_;
+      injectFault();
+    };
+    core::TuneResult r;
+    try {
+      r = core::tune(engine, {group}, opt, cb);
+    } catch (...) {
+      if (!partial.heads.empty()) {
+        // Finished heads are final: a failure after the piece's last head leaves the piece whole.
+        partial.complete = partial.heads.size() == piece.heads.size();
+        job_.submit(pi, dist::encodeGroup(partial));
+      }
+      throw;
+    }
+    probes_ += r.probes;
+    coordinate([&] {
+      job_.submit(pi, dist::encodeGroup(r.groups.empty() ? core::TunedGroup{} : r.groups.front()));
+      return false;
+    });
+    times_.workSeconds = secondsSince(workStart_);
+    if (feed_->started() == 1) times_.firstPieceSeconds = times_.workSeconds;
+    if (r.cancelled) return false;
+    doneCost_ += piece.cost;
+    unitsDone_ += unitsOf(piece);
+    coordinate([&] {
+      job_.progress(progressNow(0, 0, 0, group.name), true);
+      return false;
+    });
+    return true;
   }
 
   // Runs a step of the job's messaging and counts its time as coordination.
@@ -506,16 +560,17 @@ class TuneJobRunner {
     return 0;
   }
 
-  // One line a rank when there are several: a rank that took much longer than the others shows where.
+  // One line a rank when there are several: a rank that took much longer than the others shows where, and
+  // with a queue, how many pieces each rank took.
   void printRankTimes() const {
     if (rankTimes_.size() < 2) return;
     for (size_t rank = 0; rank < rankTimes_.size(); ++rank) {
       const RankTimes& t = rankTimes_[rank];
       std::printf(
-          "  rank %zu: %.1f s (first piece %.2f s, loading entries %.1f s, coordination %.1f s), %lld engine "
-          "runs; before them %.2f s of start-up (engine %.2f s)\n",
-          rank, t.workSeconds, t.firstPieceSeconds, t.loadSeconds, t.coordinationSeconds, (long long)t.probes,
-          t.startupSeconds, t.engineSeconds);
+          "  rank %zu: %.1f s, %lld piece%s (first piece %.2f s, loading entries %.1f s, coordination "
+          "%.1f s), %lld engine runs; before them %.2f s of start-up (engine %.2f s)\n",
+          rank, t.workSeconds, (long long)t.pieces, t.pieces == 1 ? "" : "s", t.firstPieceSeconds,
+          t.loadSeconds, t.coordinationSeconds, (long long)t.probes, t.startupSeconds, t.engineSeconds);
     }
   }
 
@@ -536,7 +591,8 @@ class TuneJobRunner {
   const TuneJobSpec& spec_;
   const TuneJobOutput& out_;
   dist::Job job_;
-  dist::Plan plan_;
+  dist::Schedule schedule_;
+  std::unique_ptr<dist::PieceFeed> feed_;  // this rank's pieces
   std::unique_ptr<dist::UnitCollector> collector_;
   std::vector<std::vector<core::TunedHead>> resumed_;  // per group: heads kept from --resume
   std::vector<core::TunedGroup> others_;               // groups of the resumed file this run does not tune
@@ -552,6 +608,13 @@ class TuneJobRunner {
   std::optional<Prefetched> prefetch_;     // the next piece's entry, loading or loaded
   const core::TuneInput* next_ = nullptr;  // what prefetchNext loads, for nextHeads_ heads
   size_t nextHeads_ = 0;
+  bool nextKnown_ = false;    // the piece after the current one is known (followNext)
+  bool entryLoaded_ = false;  // the current piece has loaded its first entry
+  std::string lastName_;      // the entry loaded last, and its data while the engine holds it
+  std::weak_ptr<const core::EntryData> lastData_;
+  Clock::time_point workStart_{};     // this rank's first piece
+  double doneCost_ = 0;               // estimated cost of this rank's finished pieces
+  int64_t unitsDone_ = 0;             // their entry × head pairs
   RankTimes times_;                   // this rank's
   std::vector<RankTimes> rankTimes_;  // rank 0: every rank's, from their last messages
   int64_t headsDone_ = 0;             // heads this rank finished

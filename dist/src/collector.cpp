@@ -5,10 +5,10 @@
 
 namespace sparge::dist {
 
-UnitCollector::UnitCollector(const Plan& plan, size_t units)
-    : piecesOfUnit_(units), payloads_(plan.pieces.size()), arrived_(plan.pieces.size(), false) {
-  for (size_t i = 0; i < plan.pieces.size(); ++i) {
-    const size_t u = size_t(plan.pieces[i].unit);
+UnitCollector::UnitCollector(const std::vector<Piece>& pieces, size_t units)
+    : piecesOfUnit_(units), payloads_(pieces.size()), arrived_(pieces.size(), false) {
+  for (size_t i = 0; i < pieces.size(); ++i) {
+    const size_t u = size_t(pieces[i].unit);
     if (u >= units) throw Error("plan", "piece " + std::to_string(i) + " names unit " + std::to_string(u));
     piecesOfUnit_[u].push_back(int(i));
   }
@@ -16,7 +16,7 @@ UnitCollector::UnitCollector(const Plan& plan, size_t units)
 
 void UnitCollector::add(int piece, std::string payload) {
   if (piece < 0 || size_t(piece) >= payloads_.size())
-    throw Error("job", "a rank sent piece " + std::to_string(piece) + " of a plan with " +
+    throw Error("job", "a rank sent piece " + std::to_string(piece) + " of a job with " +
                            std::to_string(payloads_.size()) +
                            " pieces — are all ranks running the same command?");
   if (arrived_[size_t(piece)]) throw Error("job", "piece " + std::to_string(piece) + " arrived twice");

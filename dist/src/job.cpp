@@ -1,4 +1,5 @@
-// The job protocol: hello, progress, piece, failed and done go to rank 0; stop and end come from it.
+// The job protocol: hello, progress, piece, ask, failed and done go to rank 0; grant, stop and end come
+// from it.
 #include "sparge/dist/job.h"
 
 #include <algorithm>
@@ -10,7 +11,7 @@
 namespace sparge::dist {
 namespace {
 
-enum Tag : int { kHello = 1, kProgress, kPiece, kFailed, kDone, kStop, kEnd };
+enum Tag : int { kHello = 1, kProgress, kPiece, kFailed, kDone, kStop, kEnd, kAsk, kGrant };
 
 using Clock = std::chrono::steady_clock;
 
@@ -34,7 +35,7 @@ template <>
 struct WireFields<RankInfo> {
   template <class S, class F>
   static void visit(S& v, F&& f) {
-    f(v.rank, v.host, v.engine, v.device);
+    f(v.rank, v.host, v.engine, v.device, v.schedule);
   }
 };
 
@@ -42,7 +43,7 @@ template <>
 struct WireFields<RankProgress> {
   template <class S, class F>
   static void visit(S& v, F&& f) {
-    f(v.fraction, v.unitsDone, v.unitsTotal, v.probes, v.current, v.elapsedSeconds);
+    f(v.costDone, v.unitsDone, v.probes, v.current, v.elapsedSeconds);
   }
 };
 
@@ -56,23 +57,23 @@ struct WireFields<RankFailure> {
 
 Job::Job(Transport& transport, JobHandlers handlers, std::chrono::seconds stopTimeout)
     : transport_(transport), handlers_(std::move(handlers)), stopTimeout_(stopTimeout), start_(Clock::now()) {
-  shares_.resize(size_t(size()));
   progress_.resize(size_t(size()));
   finished_.assign(size_t(size()), false);
+  rejected_.assign(size_t(size()), false);
   hosts_.resize(size_t(size()));
   for (int r = 0; r < size(); ++r) hosts_[size_t(r)].rank = r;
 }
 
-void Job::setShares(std::vector<RankShare> shares) {
-  shares_ = std::move(shares);
-  shares_.resize(size_t(size()));
-  for (size_t r = 0; r < shares_.size(); ++r)
-    if (progress_[r].unitsTotal == 0) progress_[r].unitsTotal = shares_[r].units;
+void Job::setSchedule(std::string description, double cost, int64_t units) {
+  schedule_ = std::move(description);
+  totalCost_ = cost;
+  totalUnits_ = units;
 }
 
 void Job::hello(RankInfo info) {
   info.rank = rank();
   info.host = transport_.host();
+  info.schedule = schedule_;
   if (!root()) {
     transport_.send(0, kHello, encode(info));
     return;
@@ -81,15 +82,15 @@ void Job::hello(RankInfo info) {
   if (handlers_.hello) handlers_.hello(info);
 }
 
-void Job::progress(const RankProgress& p) {
+void Job::progress(const RankProgress& p, bool now) {
   if (root()) {
     progress_[0] = p;
     publishProgress();
     return;
   }
-  const auto now = Clock::now();
-  if (p.fraction < 1.0 && now - lastSent_ < std::chrono::milliseconds(500)) return;
-  lastSent_ = now;
+  const auto t = Clock::now();
+  if (!now && t - lastSent_ < std::chrono::milliseconds(500)) return;
+  lastSent_ = t;
   transport_.send(0, kProgress, encode(p));
 }
 
@@ -102,6 +103,32 @@ void Job::submit(int piece, std::string payload) {
     return;
   }
   if (handlers_.piece) handlers_.piece(0, piece, payload);
+}
+
+void Job::serve(std::vector<int> pieces) {
+  served_ = std::move(pieces);
+  nextServed_ = 0;
+}
+
+// Rank 0's answer to a request: the next piece of the queue; none once a failure or an interruption
+// stops the job, since no rank may start new work then.
+int Job::grant() {
+  if (stop_.load() || nextServed_ >= served_.size()) return kNoPiece;
+  return served_[nextServed_++];
+}
+
+void Job::askForPiece() {
+  if (root())
+    grants_.push_back(grant());
+  else
+    transport_.send(0, kAsk, {});
+}
+
+std::optional<int> Job::takeGrant() {
+  if (grants_.empty()) return std::nullopt;
+  const int piece = grants_.front();
+  grants_.pop_front();
+  return piece;
 }
 
 void Job::fail(const std::string& where, const std::string& problem) {
@@ -141,12 +168,14 @@ bool Job::service() {
 void Job::handle(const Message& m) {
   if (!root()) {
     if (m.tag == kStop) stop_.store(true);
+    if (m.tag == kGrant) grants_.push_back(decode<int32_t>(m.payload, source(m.source)));
     return;
   }
   const size_t r = size_t(m.source);
   switch (m.tag) {
     case kHello:
       hosts_[r] = decode<RankInfo>(m.payload, source(m.source));
+      checkSchedule(m.source);
       if (handlers_.hello) handlers_.hello(hosts_[r]);
       break;
     case kProgress:
@@ -158,9 +187,12 @@ void Job::handle(const Message& m) {
       const int piece = in.read<int32_t>();
       const std::string payload = in.read<std::string>();
       in.expectEnd();
-      if (handlers_.piece) handlers_.piece(m.source, piece, payload);
+      if (handlers_.piece && !rejected_[r]) handlers_.piece(m.source, piece, payload);
       break;
     }
+    case kAsk:
+      transport_.send(m.source, kGrant, encode(int32_t(grant())));
+      break;
     case kFailed: {
       finished_[r] = true;
       recordFailure(decode<RankFailure>(m.payload, source(m.source)));
@@ -176,29 +208,35 @@ void Job::handle(const Message& m) {
   }
 }
 
+void Job::checkSchedule(int rank) {
+  const RankInfo& info = hosts_[size_t(rank)];
+  if (schedule_.empty() || info.schedule == schedule_) return;
+  rejected_[size_t(rank)] = true;
+  recordFailure(RankFailure{rank, info.host, "",
+                            "its pieces are " + info.schedule + ", rank 0's " + schedule_ +
+                                " — every rank must run the same command on the same capture, with the same "
+                                "SPARGE_STATIC_PLAN"});
+}
+
 void Job::publishProgress() {
   if (!handlers_.progress) return;
   JobProgress j;
   j.ranks = size();
-  double total = 0;
-  for (const RankShare& s : shares_) total += s.cost;
-  bool etaKnown = true;
-  j.etaSeconds = 0;
+  j.unitsTotal = totalUnits_;
+  double done = 0, rate = 0;  // cost done, and per second by the ranks still working
   for (size_t r = 0; r < progress_.size(); ++r) {
     const RankProgress& p = progress_[r];
-    const double f = finished_[r] ? 1.0 : std::clamp(p.fraction, 0.0, 1.0);
     j.ranksFinished += finished_[r] ? 1 : 0;
     j.unitsDone += p.unitsDone;
-    j.unitsTotal += p.unitsTotal;
     j.probes += p.probes;
-    j.fraction += total > 0 ? shares_[r].cost / total * f : f / double(size());
-    if (f >= 1.0 || shares_[r].cost <= 0) continue;
-    if (f < 0.01)
-      etaKnown = false;
-    else
-      j.etaSeconds = std::max(j.etaSeconds, p.elapsedSeconds * (1.0 - f) / f);
+    done += p.costDone;
+    if (!finished_[r] && p.elapsedSeconds > 0) rate += p.costDone / p.elapsedSeconds;
   }
-  if (!etaKnown) j.etaSeconds = -1;
+  j.fraction = totalCost_ > 0 ? std::clamp(done / totalCost_, 0.0, 1.0) : double(j.ranksFinished) / size();
+  if (j.fraction >= 1.0)
+    j.etaSeconds = 0;
+  else if (j.fraction >= 0.01 && rate > 0)
+    j.etaSeconds = (totalCost_ - done) / rate;
   j.elapsedSeconds = secondsBetween(start_, Clock::now());
   j.current = progress_[0].current;
   if (size() > 1) {
@@ -247,6 +285,52 @@ JobOutcome Job::finish(std::string finalPayload) {
   for (int r = 1; r < size(); ++r) transport_.send(r, kEnd, {});
   while (!transport_.sendsDone()) idle(rounds);
   return outcome_;
+}
+
+PieceFeed::PieceFeed(Job& job, std::vector<int> initial, bool ask)
+    : job_(job), held_(initial.begin(), initial.end()), more_(ask) {}
+
+int PieceFeed::next() {
+  int rounds = 0;
+  for (;;) {
+    collect();
+    if (job_.stopFlag().load()) return kNoPiece;
+    if (!held_.empty()) break;
+    if (!more_) return kNoPiece;
+    if (!asking_) {
+      ask();
+      continue;  // rank 0 answers itself at once
+    }
+    job_.service();
+    idle(rounds);
+  }
+  const int piece = held_.front();
+  held_.pop_front();
+  if (held_.empty() && more_ && !asking_) ask();
+  ++started_;
+  return piece;
+}
+
+std::optional<int> PieceFeed::ahead() {
+  collect();
+  if (!held_.empty()) return held_.front();
+  if (asking_) return std::nullopt;
+  return kNoPiece;
+}
+
+void PieceFeed::collect() {
+  while (std::optional<int> g = job_.takeGrant()) {
+    asking_ = false;
+    if (*g == kNoPiece)
+      more_ = false;
+    else
+      held_.push_back(*g);
+  }
+}
+
+void PieceFeed::ask() {
+  asking_ = true;
+  job_.askForPiece();
 }
 
 }  // namespace sparge::dist

@@ -1,7 +1,9 @@
-// Cost model and the cost-balanced plan (longest-processing-time placement with head splitting).
+// Cost model, the cost-balanced plan (longest-processing-time placement with head splitting) and the
+// queue of a dynamic schedule.
 #include "sparge/dist/partition.h"
 
 #include <algorithm>
+#include <cmath>
 #include <map>
 #include <numeric>
 
@@ -127,6 +129,80 @@ Plan planWork(const std::vector<WorkUnit>& units, int ranks, const PlanOptions& 
     if (next.makespan() < best.makespan()) best = std::move(next);
   }
   return best;
+}
+
+std::vector<Piece> cutForQueue(const std::vector<WorkUnit>& units, int ranks) {
+  if (ranks < 1) throw Error("plan", "at least one rank is needed");
+  std::vector<size_t> order;
+  double queued = 0;
+  for (size_t u = 0; u < units.size(); ++u) {
+    if (units[u].heads.empty()) continue;
+    order.push_back(u);
+    queued += units[u].costPerHead * double(units[u].heads.size());
+  }
+  auto costOf = [&](size_t u) { return units[u].costPerHead * double(units[u].heads.size()); };
+  std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) { return costOf(a) > costOf(b); });
+  std::vector<Piece> out;
+  for (size_t u : order) {
+    const WorkUnit& unit = units[u];
+    const double cost = costOf(u), largest = queued / double(ranks) / 2.0;
+    size_t k = 1;
+    // The small tolerance keeps a unit whole when it is the largest piece allowed, up to rounding.
+    if (largest > 0 && cost > largest * (1 + 1e-9))
+      k = std::min(unit.heads.size(), size_t(std::ceil(cost / largest - 1e-9)));
+    for (std::vector<int64_t>& heads : cut(unit.heads, int(k)))
+      out.push_back(Piece{int(u), heads, unit.costPerHead * double(heads.size()), -1});
+    queued -= cost;
+  }
+  return out;
+}
+
+std::string Schedule::describe() const {
+  return std::string(queue ? "a queue of " : "a fixed plan of ") + std::to_string(pieces.size()) + " pieces";
+}
+
+Schedule fixedSchedule(const Plan& plan) {
+  Schedule s;
+  s.ranks = plan.ranks;
+  s.pieces = plan.pieces;
+  for (int r = 0; r < plan.ranks; ++r) s.initial.push_back(plan.piecesOf(r));
+  s.imbalance = plan.imbalance();
+  return s;
+}
+
+Schedule queueSchedule(std::vector<Piece> pieces, int ranks) {
+  if (ranks < 1) throw Error("plan", "at least one rank is needed");
+  Schedule s;
+  s.ranks = ranks;
+  s.queue = true;
+  s.initial.resize(size_t(ranks));
+  for (const Piece& p : pieces)
+    if (p.heads.empty()) throw Error("plan", "a piece of unit " + std::to_string(p.unit) + " has no heads");
+  // Indices in unit order, as the collector expects; the queue's order is kept in `initial` and `shared`.
+  std::vector<size_t> byUnit(pieces.size());
+  std::iota(byUnit.begin(), byUnit.end(), size_t(0));
+  std::stable_sort(byUnit.begin(), byUnit.end(), [&](size_t a, size_t b) {
+    const Piece &x = pieces[a], &y = pieces[b];
+    return x.unit != y.unit ? x.unit < y.unit : x.heads.front() < y.heads.front();
+  });
+  std::vector<int> indexOf(pieces.size());
+  for (size_t i = 0; i < byUnit.size(); ++i) {
+    indexOf[byUnit[i]] = int(i);
+    s.pieces.push_back(pieces[byUnit[i]]);
+    s.pieces.back().rank = -1;
+  }
+  const size_t n = size_t(ranks), first = std::min(pieces.size(), 2 * n);
+  for (size_t q = 0; q < pieces.size(); ++q) {
+    const int index = indexOf[q];
+    if (q >= first) {
+      s.shared.push_back(index);
+      continue;
+    }
+    const size_t rank = q < n ? q : 2 * n - 1 - q;
+    s.initial[rank].push_back(index);
+    s.pieces[size_t(index)].rank = int(rank);
+  }
+  return s;
 }
 
 }  // namespace sparge::dist

@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # End-to-end checks of sparge under mpirun on the CPU engine: the same parameter file (byte for byte) and
-# the same report numbers as one process, whatever the number of ranks; a failing rank is named with its
-# host and entry, finished groups are kept (a partly tuned one marked incomplete) and --resume finishes
-# the file to exactly what an uninterrupted run writes; the output and memory checks hold under mpirun.
+# the same report numbers as one process, whatever the number of ranks, with pieces handed out from a queue
+# or (SPARGE_STATIC_PLAN=1) fixed up front; a failing rank is named with its host and entry, finished groups
+# are kept (a partly tuned one marked incomplete) and --resume finishes the file to exactly what an
+# uninterrupted run writes; the output and memory checks hold under mpirun.
 # usage: mpi_test.sh SPARGE_BIN CASE MPIRUN PYTHON
 set -uo pipefail
 SPARGE="$1"
@@ -32,6 +33,19 @@ same_file() {  # same_file A B WHAT
   cmp -s "$1" "$2" || fail "$3: $(diff <($PY -m json.tool "$1") <($PY -m json.tool "$2") | head -20)"
 }
 
+# Each rank's time line: its pieces add up to the plan's, its engine runs to the job's.
+check_rank_lines() {  # check_rank_lines RANKS (reads log)
+  local line='^  rank [0-9]*: [0-9.]* s, \([0-9]*\) pieces\{0,1\} (first piece [0-9.]* s, loading entries [0-9.]* s, coordination [0-9.]* s), \([0-9]*\) engine runs; before them [0-9.]* s of start-up (engine [0-9.]* s)$'
+  local total plan pieces runs
+  total=$(sed -n 's/.* \([0-9][0-9]*\) engine runs; parameters written.*/\1/p' log)
+  plan=$(sed -n 's/^plan: [0-9]* groups in \([0-9]*\) pieces over .*/\1/p' log)
+  pieces=$(sed -n "s/$line/\1/p" log)
+  runs=$(sed -n "s/$line/\2/p" log)
+  [ -n "$total" ] && [ -n "$plan" ] && [ "$(wc -l <<<"$runs")" -eq "$1" ] || fail "per-rank time lines missing: $(cat log)"
+  [ "$(( $(paste -sd+ <<<"$runs") ))" -eq "$total" ] || fail "ranks' engine runs ($runs) do not add up to $total"
+  [ "$(( $(paste -sd+ <<<"$pieces") ))" -eq "$plan" ] || fail "ranks' pieces ($pieces) do not add up to the plan's $plan"
+}
+
 cd "$WORK"
 case "$CASE" in
 no_plugin)
@@ -49,11 +63,7 @@ tune_np2)
   mpi 2 tune cap.h5 "${TUNE[@]}" -o two.json >log 2>&1 || fail "mpirun -np 2 tune: $(cat log)"
   grep -q "2 ranks on 1 host" log || fail "rank summary missing: $(cat log)"
   same_file one.json two.json "2 ranks wrote another parameter file than one process"
-  # Each rank's time line: its engine runs add up to the job's.
-  total=$(sed -n 's/.* \([0-9][0-9]*\) engine runs; parameters written.*/\1/p' log)
-  ranks=$(sed -n 's/^  rank [01]: [0-9.]* s (first piece [0-9.]* s, loading entries [0-9.]* s, coordination [0-9.]* s), \([0-9]*\) engine runs; before them [0-9.]* s of start-up (engine [0-9.]* s)$/\1/p' log)
-  [ -n "$total" ] && [ "$(wc -l <<<"$ranks")" -eq 2 ] || fail "per-rank time lines missing: $(cat log)"
-  [ "$(( $(paste -sd+ <<<"$ranks") ))" -eq "$total" ] || fail "ranks' engine runs ($ranks) do not add up to $total"
+  check_rank_lines 2
   # With the probe traces too.
   "$SPARGE" tune cap.h5 "${TUNE[@]}" --threads 1 --trace -o one_t.json >/dev/null 2>&1 || fail "trace tune"
   mpi 2 tune cap.h5 "${TUNE[@]}" --trace -o two_t.json >log 2>&1 || fail "mpirun trace tune: $(cat log)"
@@ -66,6 +76,28 @@ tune_np3_fewer_entries)
   mpi 3 tune cap.h5 "${TUNE[@]}" -o three.json >log 2>&1 || fail "mpirun -np 3 tune: $(cat log)"
   grep -q "pieces over 3 ranks" log || fail "plan line missing: $(cat log)"
   same_file one.json three.json "3 ranks wrote another parameter file than one process"
+  ;;
+tune_np3_queue)
+  # 6 entries x 4 heads on 3 ranks: the queue keeps l00 whole and cuts the others ever finer (halves three
+  # times, 2+1+1 heads, single heads: 14 pieces, 8 of them handed out on request); the file is the one of one
+  # process. With SPARGE_STATIC_PLAN=1 the fixed plan (2 whole entries a rank) gives the same file.
+  "$SPARGE" synth cap.h5 --entries 6 --heads 4 --tokens 768 --dim 64 --seed 6 >/dev/null || fail synth
+  reference cap.h5 one.json
+  mpi 3 tune cap.h5 "${TUNE[@]}" -o three.json >log 2>&1 || fail "mpirun -np 3 tune: $(cat log)"
+  grep -q "^plan: 6 groups in 14 pieces over 3 ranks, handed out as ranks become free" log || fail "plan line: $(cat log)"
+  check_rank_lines 3
+  same_file one.json three.json "3 ranks (queue) wrote another parameter file than one process"
+  SPARGE_STATIC_PLAN=1 mpi 3 tune cap.h5 "${TUNE[@]}" -o fixed.json >log 2>&1 || fail "static plan: $(cat log)"
+  grep -q "^plan: 6 groups in 6 pieces over 3 ranks, estimated load imbalance 1.00" log || fail "static plan line: $(cat log)"
+  check_rank_lines 3
+  same_file one.json fixed.json "3 ranks (static plan) wrote another parameter file than one process"
+  # Ranks that disagree on the schedule (SPARGE_STATIC_PLAN on some hosts only) would send pieces of another
+  # job: rank 0 refuses them and names the rank.
+  "$MPIRUN" --oversubscribe -np 1 "$SPARGE" tune cap.h5 "${TUNE[@]}" -o mixed.json : \
+    -np 2 env SPARGE_STATIC_PLAN=1 "$SPARGE" tune cap.h5 "${TUNE[@]}" -o mixed.json >log 2>&1 \
+    && fail "ranks with different schedules accepted: $(cat log)"
+  grep -qE "error: rank [12] \([^)]*\) failed: its pieces are a fixed plan of 6 pieces, rank 0's a queue of 14 pieces" log \
+    || fail "schedule mismatch message: $(cat log)"
   ;;
 run_np3)
   "$SPARGE" synth cap.h5 --entries 2 --heads 4 --tokens 768 --dim 64 --seed 9 >/dev/null || fail synth
@@ -92,8 +124,9 @@ print("report and masks identical")
 PYEOF
   ;;
 fault_bad_entry)
-  # Entry l03 is unreadable (checksum error at read time): the rank that reads it (after finishing l01)
-  # fails, the job ends with an error naming rank, host and entry, and finished groups are kept.
+  # Entry l03 is unreadable (checksum error at read time): the rank that reads it fails, the job ends with
+  # an error naming rank, host and entry, and finished groups are kept. l03 is the queue's last entry, so
+  # the failing rank has finished the pieces it started with, all of l00 (rank 0) or of l01 (rank 1).
   "$SPARGE" synth cap.h5 --entries 4 --heads 2 --tokens 512 --dim 64 --seed 4 >/dev/null || fail synth
   $PY "$HERE/corrupt_entry.py" cap.h5 l03 >/dev/null || fail "corrupting the capture"
   mpi 2 tune cap.h5 "${TUNE[@]}" -o p.json >log 2>&1; rc=$?
@@ -105,7 +138,7 @@ import json, sys
 p = json.load(open(sys.argv[1]))
 names = [g["name"] for g in p["groups"]]
 assert "l03" not in names, names
-assert any(g["name"] == "l01" and g["complete"] for g in p["groups"]), f"finished groups must be kept: {names}"
+assert any(g["name"] in ("l00", "l01") and g["complete"] for g in p["groups"]), f"finished groups must be kept: {names}"
 print("kept", names)
 PYEOF
   ;;

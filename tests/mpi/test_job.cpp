@@ -1,16 +1,20 @@
 // The job protocol with ranks as threads of one process (an in-memory transport): results reach rank 0,
 // a failing rank is reported with its host and entry and stops the others, a rank that ignores the stop
-// ends the job instead of hanging it; the in-order collector; resuming.
+// ends the job instead of hanging it; the queue: answers in order, none once empty or stopped, fast ranks
+// taking more pieces than a slow one, every piece done once; the in-order collector; resuming.
 #include <gtest/gtest.h>
 
 #include <deque>
+#include <map>
 #include <mutex>
 #include <thread>
 
 #include "sparge/core/error.h"
 #include "sparge/dist/collector.h"
 #include "sparge/dist/job.h"
+#include "sparge/dist/partition.h"
 #include "sparge/dist/resume.h"
+#include "sparge/dist/wire.h"
 
 namespace sparge::dist {
 namespace {
@@ -59,7 +63,7 @@ class HubTransport : public Transport {
 void worker(Hub& hub, int rank, int pieces, bool fail) {
   HubTransport t(hub, rank);
   Job job(t);
-  job.hello(RankInfo{rank, "", "cpu", "1 thread"});
+  job.hello(RankInfo{rank, "", "cpu", "1 thread", ""});
   for (int i = 0; i < pieces; ++i)
     job.submit(rank * 10 + i, "r" + std::to_string(rank) + "p" + std::to_string(i));
   if (fail) job.fail("entry bad", "cannot read");
@@ -132,31 +136,198 @@ TEST(Job, ARankThatIgnoresTheStopEndsTheJob) {
   }
 }
 
-TEST(Job, ProgressIsWeightedByShareAndEtaFollowsTheSlowestRank) {
+TEST(Job, ProgressIsCostDoneOverTheJobsAndEtaUsesTheRanksRates) {
   Hub hub(2);
   HubTransport t0(hub, 0), t1(hub, 1);
   std::vector<JobProgress> seen;
   JobHandlers h;
   h.progress = [&](const JobProgress& p) { seen.push_back(p); };
   Job root(t0, h), other(t1);
-  root.setShares({{3.0, 3}, {1.0, 1}});
-  other.progress(RankProgress{0.5, 0, 1, 7, "l9", 10.0});  // half of its share after 10 s: 10 s left
+  root.setSchedule("a queue of 2 pieces", 4.0, 8);
+  other.progress(RankProgress{0.5, 2, 7, "l9", 10.0});  // 0.5 done in 10 s: 0.05 a second
   root.service();
-  root.progress(RankProgress{0.25, 1, 3, 5, "l0", 2.0});  // a quarter of 3 after 2 s: 6 s left
+  root.progress(RankProgress{0.75, 1, 5, "l0", 2.0});  // 0.75 done in 2 s: 0.375 a second
   ASSERT_FALSE(seen.empty());
   const JobProgress& p = seen.back();
-  EXPECT_DOUBLE_EQ(p.fraction, 0.75 * 0.25 + 0.25 * 0.5);
-  EXPECT_EQ(p.unitsDone, 1);
-  EXPECT_EQ(p.unitsTotal, 4);
+  EXPECT_DOUBLE_EQ(p.fraction, 1.25 / 4.0);
+  EXPECT_EQ(p.unitsDone, 3);
+  EXPECT_EQ(p.unitsTotal, 8);
   EXPECT_EQ(p.probes, 12);
-  EXPECT_DOUBLE_EQ(p.etaSeconds, 10.0);
+  EXPECT_DOUBLE_EQ(p.etaSeconds, 2.75 / 0.425);  // 4 - 1.25 left at 0.05 + 0.375 a second
+  EXPECT_NE(p.current.find("[2/2 ranks busy]"), std::string::npos) << p.current;
+}
+
+// The rank of `job` receives what was sent to it, as a rank does between engine runs.
+void deliver(Job& job) {
+  job.service();
+}
+
+TEST(Queue, RequestsAreAnsweredInOrderAndWithNoneOnceEmpty) {
+  Hub hub(2);
+  HubTransport t0(hub, 0), t1(hub, 1);
+  Job root(t0), other(t1);
+  root.serve({7, 3, 9});
+  other.askForPiece();
+  EXPECT_FALSE(other.takeGrant());  // not answered yet
+  deliver(root);
+  deliver(other);
+  EXPECT_EQ(other.takeGrant(), 7);
+  root.askForPiece();  // rank 0 answers itself at once
+  EXPECT_EQ(root.takeGrant(), 3);
+  other.askForPiece();
+  other.askForPiece();
+  other.askForPiece();
+  deliver(root);
+  deliver(other);
+  EXPECT_EQ(other.takeGrant(), 9);
+  EXPECT_EQ(other.takeGrant(), kNoPiece);
+  EXPECT_EQ(other.takeGrant(), kNoPiece);
+  EXPECT_FALSE(other.takeGrant());
+  root.askForPiece();
+  EXPECT_EQ(root.takeGrant(), kNoPiece);
+}
+
+TEST(Queue, ARankWithAnotherScheduleFailsTheJobAndItsPiecesAreDropped) {
+  Hub hub(2);
+  HubTransport t0(hub, 0), t1(hub, 1);
+  std::vector<int> pieces;
+  std::vector<RankFailure> failures;
+  JobHandlers h;
+  h.piece = [&](int, int piece, const std::string&) { pieces.push_back(piece); };
+  h.failure = [&](const RankFailure& f) { failures.push_back(f); };
+  Job root(t0, h), other(t1);
+  root.setSchedule("a queue of 9 pieces", 9, 9);
+  other.setSchedule("a fixed plan of 4 pieces", 9, 9);  // e.g. SPARGE_STATIC_PLAN=1 on that host only
+  root.hello(RankInfo{});
+  other.hello(RankInfo{});
+  other.submit(3, "heads of another job's piece 3");
+  deliver(root);
+  EXPECT_TRUE(pieces.empty());
+  ASSERT_EQ(failures.size(), 1u);
+  EXPECT_EQ(failures[0].rank, 1);
+  EXPECT_EQ(failures[0].host, "node1");
+  EXPECT_NE(failures[0].problem.find("a fixed plan of 4 pieces, rank 0's a queue of 9 pieces"),
+            std::string::npos)
+      << failures[0].problem;
+  EXPECT_TRUE(root.stopFlag().load());
+}
+
+TEST(Queue, AFailureStopsTheGrants) {
+  Hub hub(3);
+  HubTransport t0(hub, 0), t1(hub, 1), t2(hub, 2);
+  Job root(t0), failing(t1), other(t2);
+  root.serve({0, 1, 2, 3});
+  failing.fail("entry bad", "cannot read");
+  deliver(root);
+  other.askForPiece();
+  deliver(root);
+  deliver(other);
+  EXPECT_EQ(other.takeGrant(), kNoPiece);
+  root.askForPiece();
+  EXPECT_EQ(root.takeGrant(), kNoPiece);
+}
+
+TEST(Queue, AFeedKeepsOnePieceAheadAndStopsWithPiecesInHand) {
+  Hub hub(2);
+  HubTransport t0(hub, 0), t1(hub, 1);
+  Job root(t0), other(t1);
+  root.serve({4, 5});
+  PieceFeed feed(other, {1, 2}, true);
+  EXPECT_EQ(feed.ahead(), 1);
+  EXPECT_EQ(feed.next(), 1);  // 2 is still in hand: no request
+  EXPECT_EQ(feed.ahead(), 2);
+  EXPECT_EQ(hub.boxes[0].size(), 0u);
+  EXPECT_EQ(feed.next(), 2);  // nothing left in hand: it asks
+  EXPECT_EQ(feed.ahead(), std::nullopt);
+  EXPECT_EQ(hub.boxes[0].size(), 1u);
+  deliver(root);
+  EXPECT_EQ(feed.ahead(), std::nullopt);  // the answer is there, but not yet received
+  deliver(other);
+  EXPECT_EQ(feed.ahead(), 4);
+  EXPECT_EQ(feed.started(), 2);
+  root.requestStop();  // e.g. Ctrl-C: piece 4, claimed but not started, is not done
+  deliver(other);
+  EXPECT_EQ(feed.next(), kNoPiece);
+  EXPECT_EQ(feed.started(), 2);
+}
+
+// A rank of a queued job: takes pieces until none is left, "working" `msPerHead` ms a head while serving
+// the job every millisecond (as the tuner does between engine runs); sends each piece's unit and heads.
+// Returns the pieces of its own schedule (computed here, as every rank does).
+std::vector<Piece> queueWorker(Job& job, const std::vector<WorkUnit>& units, int msPerHead) {
+  const Schedule s = queueSchedule(cutForQueue(units, job.size()), job.size());
+  if (job.root()) job.serve(s.shared);
+  PieceFeed feed(job, s.initial[size_t(job.rank())], !s.shared.empty());
+  for (int piece = feed.next(); piece != kNoPiece; piece = feed.next()) {
+    const Piece& p = s.pieces[size_t(piece)];
+    const auto end =
+        std::chrono::steady_clock::now() + std::chrono::milliseconds(msPerHead * int64_t(p.heads.size()));
+    while (std::chrono::steady_clock::now() < end) {
+      job.service();
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    }
+    WireWriter w;
+    w.put(int32_t(p.unit));
+    w.put(p.heads);
+    job.submit(piece, w.take());
+  }
+  job.finish(std::to_string(feed.started()));
+  return s.pieces;
+}
+
+TEST(Queue, FastRanksTakeMorePiecesAndEveryPieceIsDoneOnce) {
+  // 24 one-head units on 3 ranks: each starts with 2, the other 18 go to whoever asks. Rank 1 is 10 times
+  // slower than ranks 0 and 2.
+  const std::vector<WorkUnit> units(24, WorkUnit{1.0, {0}});
+  Hub hub(3);
+  std::map<int, int> doneTimes;                             // piece -> times received
+  std::map<int, std::pair<int, std::vector<int64_t>>> got;  // piece -> (unit, heads) as sent
+  std::vector<int> taken(3, -1);
+  JobHandlers h;
+  h.piece = [&](int rank, int piece, const std::string& payload) {
+    WireReader r(payload, "rank " + std::to_string(rank));
+    got[piece].first = r.read<int32_t>();
+    got[piece].second = r.read<std::vector<int64_t>>();
+    ++doneTimes[piece];
+  };
+  h.final = [&](int rank, const std::string& payload) { taken[size_t(rank)] = std::stoi(payload); };
+  std::vector<Piece> seen1, seen2;
+  std::thread w1([&] {
+    HubTransport t(hub, 1);
+    Job job(t);
+    seen1 = queueWorker(job, units, 20);
+  });
+  std::thread w2([&] {
+    HubTransport t(hub, 2);
+    Job job(t);
+    seen2 = queueWorker(job, units, 2);
+  });
+  HubTransport t0(hub, 0);
+  Job root(t0, h);
+  const std::vector<Piece> pieces = queueWorker(root, units, 2);
+  w1.join();
+  w2.join();
+  ASSERT_EQ(pieces.size(), 24u);
+  for (int i = 0; i < 24; ++i) {
+    EXPECT_EQ(doneTimes[i], 1) << "piece " << i;
+    EXPECT_EQ(got[i].first, pieces[size_t(i)].unit) << "piece " << i;
+    EXPECT_EQ(got[i].second, pieces[size_t(i)].heads) << "piece " << i;
+  }
+  for (const std::vector<Piece>* other : {&seen1, &seen2}) {
+    ASSERT_EQ(other->size(), pieces.size());
+    for (size_t i = 0; i < pieces.size(); ++i) EXPECT_EQ((*other)[i].heads, pieces[i].heads);
+  }
+  EXPECT_EQ(taken[0] + taken[1] + taken[2], 24);
+  EXPECT_GE(taken[1], 2);  // the two it started with
+  EXPECT_LT(taken[1], taken[0]);
+  EXPECT_LT(taken[1], taken[2]);
 }
 
 TEST(Collector, HandsOverWholeUnitsInOrder) {
   Plan plan;
   plan.ranks = 2;
   plan.pieces = {{0, {0, 1}, 1, 0}, {0, {2, 3}, 1, 1}, {1, {0}, 1, 1}, {2, {0}, 1, 0}};
-  UnitCollector c(plan, 4);  // unit 3 has no piece (nothing to do)
+  UnitCollector c(plan.pieces, 4);  // unit 3 has no piece (nothing to do)
   std::vector<std::pair<size_t, std::vector<std::string>>> got;
   auto take = [&](size_t u, std::vector<std::string>& p) { got.emplace_back(u, p); };
   c.add(2, "u1");

@@ -1,5 +1,6 @@
 // The plan: whole units when they balance, head splits when units are fewer than ranks, hand-computed
-// loads, determinism; the cost model against closed forms; rank placement.
+// loads, determinism; the queue: hand-computed cuts and hand-out order; the cost model against closed
+// forms; rank placement.
 #include <gtest/gtest.h>
 #include <unistd.h>
 
@@ -21,13 +22,17 @@ std::vector<int64_t> heads(int64_t n) {
 }
 
 // Every requested head of every unit is in exactly one piece.
-void expectCovers(const Plan& plan, const std::vector<WorkUnit>& units) {
+void expectCovers(const std::vector<Piece>& pieces, const std::vector<WorkUnit>& units) {
   for (size_t u = 0; u < units.size(); ++u) {
     std::multiset<int64_t> got;
-    for (const Piece& p : plan.pieces)
+    for (const Piece& p : pieces)
       if (p.unit == int(u)) got.insert(p.heads.begin(), p.heads.end());
     EXPECT_EQ(got, std::multiset<int64_t>(units[u].heads.begin(), units[u].heads.end())) << "unit " << u;
   }
+}
+
+void expectCovers(const Plan& plan, const std::vector<WorkUnit>& units) {
+  expectCovers(plan.pieces, units);
 }
 
 TEST(Plan, EqualEntriesGoWholeAndEvenly) {
@@ -101,6 +106,121 @@ TEST(Plan, WholeUnitsOnlyWhenSplittingIsOff) {
   const Plan plan = planWork(units, 4, o);
   ASSERT_EQ(plan.pieces.size(), 1u);
   EXPECT_EQ(plan.pieces[0].heads, heads(8));
+}
+
+std::vector<size_t> headCounts(const std::vector<Piece>& pieces) {
+  std::vector<size_t> n;
+  for (const Piece& p : pieces) n.push_back(p.heads.size());
+  return n;
+}
+
+TEST(Queue, EqualEntriesGoWholeUntilTheLastOnesAreCut) {
+  // 28 entries x 32 heads (cost 1 a head) on 4 ranks: a piece may be at most (cost still queued) / 8.
+  // Entry i starts with 896 - 32 i queued, so entries 0-20 stay whole (32 <= 256 / 8); then 224 / 8 = 28,
+  // 192 / 8 = 24 and 160 / 8 = 20 give halves, 128 / 8 = 16 exactly halves, 96 / 8 = 12 thirds (11, 11, 10
+  // heads), 64 / 8 = 8 quarters and 32 / 8 = 4 eighths.
+  std::vector<WorkUnit> units(28, WorkUnit{1.0, heads(32)});
+  const std::vector<Piece> pieces = cutForQueue(units, 4);
+  std::vector<size_t> want(21, 32);
+  for (size_t n : {16, 16, 16, 16, 16, 16, 16, 16, 11, 11, 10, 8, 8, 8, 8, 4, 4, 4, 4, 4, 4, 4, 4})
+    want.push_back(n);
+  EXPECT_EQ(headCounts(pieces), want);
+  std::vector<int> unitOrder;
+  for (const Piece& p : pieces)
+    if (unitOrder.empty() || unitOrder.back() != p.unit) unitOrder.push_back(p.unit);
+  std::vector<int> inOrder(28);
+  std::iota(inOrder.begin(), inOrder.end(), 0);
+  EXPECT_EQ(unitOrder, inOrder);  // equal costs keep the units' order
+  EXPECT_EQ(pieces.back().heads, (std::vector<int64_t>{28, 29, 30, 31}));
+  EXPECT_DOUBLE_EQ(pieces.back().cost, 4.0);
+  expectCovers(pieces, units);
+}
+
+TEST(Queue, LargestUnitsFirstAndTheHandOutOrderSurvivesTheIndexing) {
+  // Costs 2 (unit 0: 2 heads of 1), 12 (unit 1: 4 heads of 3), 6 (unit 2: 3 heads of 2); unit 3 has no
+  // heads. On 2 ranks a piece may be at most queued / 4: unit 1 first, 12 > 20 / 4 -> 3 pieces (2, 1, 1
+  // heads); unit 2, 6 > 8 / 4 -> 3 pieces of 1 head; unit 0, 2 > 2 / 4 -> 4 pieces, but it has only 2 heads.
+  std::vector<WorkUnit> units{{1.0, heads(2)}, {3.0, heads(4)}, {2.0, heads(3)}, {5.0, {}}};
+  const std::vector<Piece> pieces = cutForQueue(units, 2);
+  ASSERT_EQ(pieces.size(), 8u);
+  const std::vector<std::pair<int, std::vector<int64_t>>> want{{1, {0, 1}}, {1, {2}}, {1, {3}}, {2, {0}},
+                                                               {2, {1}},    {2, {2}}, {0, {0}}, {0, {1}}};
+  for (size_t i = 0; i < want.size(); ++i) {
+    EXPECT_EQ(pieces[i].unit, want[i].first) << i;
+    EXPECT_EQ(pieces[i].heads, want[i].second) << i;
+    EXPECT_EQ(pieces[i].rank, -1);
+  }
+  EXPECT_DOUBLE_EQ(pieces[0].cost, 6.0);
+  // Indexed by unit, then first head: u0{0}=0, u0{1}=1, u1{0,1}=2, u1{2}=3, u1{3}=4, u2{0}=5, u2{1}=6,
+  // u2{2}=7. The hand-out order 2 3 4 5 6 7 0 1: rank 0 takes 2, rank 1 takes 3, then rank 1 takes 4 and
+  // rank 0 takes 5; the rest is handed out on request.
+  const Schedule s = queueSchedule(pieces, 2);
+  EXPECT_TRUE(s.queue);
+  ASSERT_EQ(s.pieces.size(), 8u);
+  EXPECT_EQ(s.pieces[2].unit, 1);
+  EXPECT_EQ(s.pieces[2].heads, (std::vector<int64_t>{0, 1}));
+  EXPECT_EQ(s.pieces[7].heads, (std::vector<int64_t>{2}));
+  EXPECT_EQ(s.initial, (std::vector<std::vector<int>>{{2, 5}, {3, 4}}));
+  EXPECT_EQ(s.shared, (std::vector<int>{6, 7, 0, 1}));
+  EXPECT_EQ(s.pieces[5].rank, 0);
+  EXPECT_EQ(s.pieces[0].rank, -1);
+  expectCovers(s.pieces, units);
+}
+
+TEST(Queue, OneEntryBecomesTwoEqualPiecesARank) {
+  // 32 heads on 4 ranks: at most 32 / 8 heads a piece, 8 pieces; each rank starts with two of them, 8 heads.
+  std::vector<WorkUnit> units{{1.0, heads(32)}};
+  const Schedule s = queueSchedule(cutForQueue(units, 4), 4);
+  ASSERT_EQ(s.pieces.size(), 8u);
+  EXPECT_TRUE(s.shared.empty());
+  EXPECT_EQ(s.initial, (std::vector<std::vector<int>>{{0, 7}, {1, 6}, {2, 5}, {3, 4}}));
+  for (const Piece& p : s.pieces) EXPECT_EQ(p.heads.size(), 4u);
+}
+
+TEST(Queue, FewerPiecesThanRanksLeaveNothingToAskFor) {
+  std::vector<WorkUnit> units{{1.0, {0, 1, 2}}};
+  const Schedule s = queueSchedule(cutForQueue(units, 4), 4);  // 3 heads cannot make more than 3 pieces
+  ASSERT_EQ(s.pieces.size(), 3u);
+  EXPECT_EQ(s.initial, (std::vector<std::vector<int>>{{0}, {1}, {2}, {}}));
+  EXPECT_TRUE(s.shared.empty());
+}
+
+TEST(Queue, IsTheSameOnEveryRankAndCoversEveryHead) {
+  std::vector<WorkUnit> units{{3.0, heads(5)}, {1.0, {}}, {2.0, heads(7)}, {0.5, heads(2)}, {2.0, {1, 4, 6}}};
+  for (int ranks : {2, 3, 8}) {
+    const Schedule a = queueSchedule(cutForQueue(units, ranks), ranks);
+    const Schedule b = queueSchedule(cutForQueue(units, ranks), ranks);
+    ASSERT_EQ(a.pieces.size(), b.pieces.size());
+    for (size_t i = 0; i < a.pieces.size(); ++i) {
+      EXPECT_EQ(a.pieces[i].unit, b.pieces[i].unit);
+      EXPECT_EQ(a.pieces[i].heads, b.pieces[i].heads);
+      if (i > 0) {  // unit order, then first head: the order the collector hands heads over in
+        EXPECT_TRUE(a.pieces[i - 1].unit < a.pieces[i].unit ||
+                    (a.pieces[i - 1].unit == a.pieces[i].unit &&
+                     a.pieces[i - 1].heads.back() < a.pieces[i].heads.front()));
+      }
+    }
+    EXPECT_EQ(a.initial, b.initial);
+    EXPECT_EQ(a.shared, b.shared);
+    // Every piece is handed out exactly once, to start with or on request.
+    std::multiset<int> handed(a.shared.begin(), a.shared.end());
+    for (const auto& mine : a.initial) handed.insert(mine.begin(), mine.end());
+    std::multiset<int> all;
+    for (size_t i = 0; i < a.pieces.size(); ++i) all.insert(int(i));
+    EXPECT_EQ(handed, all);
+    expectCovers(a.pieces, units);
+  }
+}
+
+TEST(Queue, AFixedScheduleIsThePlan) {
+  std::vector<WorkUnit> units{{1.0, heads(4)}, {1.0, heads(4)}};
+  const Plan plan = planWork(units, 3);
+  const Schedule s = fixedSchedule(plan);
+  EXPECT_FALSE(s.queue);
+  EXPECT_TRUE(s.shared.empty());
+  ASSERT_EQ(s.initial.size(), 3u);
+  for (int r = 0; r < 3; ++r) EXPECT_EQ(s.initial[size_t(r)], plan.piecesOf(r));
+  EXPECT_DOUBLE_EQ(s.imbalance, plan.imbalance());
 }
 
 TEST(Cost, CausalAndWindowFollowVisibleKeys) {

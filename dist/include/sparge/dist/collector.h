@@ -1,4 +1,4 @@
-// Rank 0's side of a plan: gathers the pieces of each unit as they arrive from any rank and hands over
+// Rank 0's side of a schedule: gathers the pieces of each unit as they arrive from any rank and hands over
 // whole units in unit order, so that output is printed and written as one process would.
 #pragma once
 
@@ -12,9 +12,10 @@ namespace sparge::dist {
 
 class UnitCollector {
  public:
-  UnitCollector(const Plan& plan, size_t units);
+  // `pieces`: every piece of the job, indexed as on every rank (Schedule::pieces).
+  UnitCollector(const std::vector<Piece>& pieces, size_t units);
 
-  // Stores the payload of piece `piece` (an index into the plan's pieces).
+  // Stores the payload of piece `piece` (an index into `pieces`).
   void add(int piece, std::string payload);
   // Hands every unit whose pieces have all arrived to `ready`, in unit order, stopping at the first
   // unit still missing a piece. Payloads come in piece order (ascending heads). Units without pieces

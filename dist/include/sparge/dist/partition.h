@@ -1,9 +1,11 @@
-// Splitting a job over ranks: the cost model of an entry, and a cost-balanced, deterministic plan that
-// gives whole units (tuning groups, entries) to ranks and splits a unit's heads only where whole units
-// cannot be balanced (for example fewer entries than ranks).
+// Splitting a job over ranks: the cost model of an entry; a cost-balanced, deterministic plan that gives
+// whole units (tuning groups, entries) to ranks and splits a unit's heads only where whole units cannot be
+// balanced (for example fewer entries than ranks); and the schedule of a job, which hands pieces out either
+// up front (that plan) or from a queue, as ranks become free.
 #pragma once
 
 #include <cstdint>
+#include <string>
 #include <vector>
 
 #include "sparge/core/types.h"
@@ -25,7 +27,7 @@ struct Piece {
   int unit = 0;
   std::vector<int64_t> heads;  // sorted
   double cost = 0;
-  int rank = 0;
+  int rank = 0;  // in a queue: the rank that starts with it, -1 for a piece handed out later
 };
 
 struct Plan {
@@ -50,5 +52,34 @@ struct PlanOptions {
 // placement seen is kept (fewest pieces on ties). Pieces of one unit that land on the same rank are
 // merged. Units without heads are skipped.
 Plan planWork(const std::vector<WorkUnit>& units, int ranks, const PlanOptions& options = {});
+
+// Pieces for a queue, in the order they are handed out: units largest first, whole while much work is left,
+// the last ones cut into near-equal contiguous head ranges, as few as keep a piece within half a rank's
+// share of the work still queued (the piece itself included), or one head each. Few large pieces keep the
+// extra cost of a piece (loading and uploading its entry, starting the tuner) small; small last pieces let
+// ranks that started late or ran slow finish with the others. Half a share because a rank holds the piece
+// it works on and one more, claimed ahead; a single unit thus becomes two pieces a rank. Deterministic.
+std::vector<Piece> cutForQueue(const std::vector<WorkUnit>& units, int ranks);
+
+// Who runs which piece. Piece indices are the same on every rank (pieces ordered by unit, then first
+// head): rank 0 assembles units from them in order, whichever rank sent a piece.
+struct Schedule {
+  int ranks = 1;
+  std::vector<Piece> pieces;
+  std::vector<std::vector<int>> initial;  // per rank: the pieces it starts with, in order
+  std::vector<int> shared;  // handed out by rank 0 in this order, one per request; empty: nothing to ask for
+  bool queue = false;       // pieces go to ranks as they become free (else: a plan, fixed up front)
+  double imbalance = 1;     // a plan's estimated load imbalance (makespan / mean load)
+
+  std::string describe() const;  // "a queue of 14 pieces", "a fixed plan of 6 pieces"
+};
+
+// Every rank's pieces of `plan`, up front.
+Schedule fixedSchedule(const Plan& plan);
+
+// A queue of `pieces` (in hand-out order): ranks 0 … N-1 take the first N, ranks N-1 … 0 the next N, with
+// no round trip (rank 0 is as busy starting up as the others and could not answer yet); rank 0 hands out
+// the rest as ranks ask, each rank asking for its next piece when it starts one.
+Schedule queueSchedule(std::vector<Piece> pieces, int ranks);
 
 }  // namespace sparge::dist
