@@ -18,12 +18,6 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
-std::vector<dist::Piece> largestFirst(std::vector<dist::Piece> pieces) {
-  std::stable_sort(pieces.begin(), pieces.end(),
-                   [](const dist::Piece& a, const dist::Piece& b) { return a.cost > b.cost; });
-  return pieces;
-}
-
 // Rank 0's one line for the whole job on stderr (redrawn on a terminal, a line every few seconds
 // otherwise); only for jobs of several ranks, so that one process prints what it always did.
 class JobProgressLine {
@@ -107,16 +101,14 @@ class PieceJobRunner {
     return h;
   }
 
-  // The plan's pieces, fixed per rank, or with several ranks handed out largest first as ranks become free.
-  // Unlike tune's, they are not cut further for the queue: a unit here is one engine run (or one profiled
-  // series), cheap and well predicted by the cost model, so whole pieces balance; cutting an entry into more
-  // head groups would load and upload it once per group and change what --repeat times.
+  // The plan's pieces, fixed per rank, or with several ranks handed out largest first as ranks become free
+  // (as tune's).
   void schedule() {
     dist::PlanOptions po;
     po.splitHeads = spec_.splitHeads;
     const dist::Plan plan = dist::planWork(spec_.units, job_.size(), po);
     schedule_ = useStaticPlan(job_.size()) ? dist::fixedSchedule(plan)
-                                           : dist::queueSchedule(largestFirst(plan.pieces), job_.size());
+                                           : dist::queueSchedule(dist::queueOrder(plan), job_.size());
     double cost = 0;
     for (const dist::Piece& p : schedule_.pieces) cost += p.cost;
     job_.setSchedule(schedule_.describe(), cost, int64_t(schedule_.pieces.size()));

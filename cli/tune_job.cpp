@@ -153,8 +153,9 @@ class TuneJobRunner {
       units.push_back(std::move(u));
     }
     const int ranks = job_.size();
-    schedule_ = useStaticPlan(ranks) ? dist::fixedSchedule(dist::planWork(units, ranks))
-                                     : dist::queueSchedule(dist::cutForQueue(units, ranks), ranks);
+    const dist::Plan plan = dist::planWork(units, ranks);
+    schedule_ =
+        useStaticPlan(ranks) ? dist::fixedSchedule(plan) : dist::queueSchedule(dist::queueOrder(plan), ranks);
     double cost = 0;
     int64_t work = 0;
     for (const dist::Piece& p : schedule_.pieces) {
@@ -226,9 +227,10 @@ class TuneJobRunner {
     return data.get();
   }
 
-  // The entry the engine still holds from the previous piece, if it is `name` (a queue's last pieces are
-  // often heads of one entry in a row): used again rather than read again. No memory check: the entry is in
-  // memory already, and a queue's later pieces of an entry have no more heads than its earlier ones.
+  // The entry the engine still holds from the previous piece, if it is `name` (where an entry's heads are
+  // split, a rank may get two of its pieces in a row): used again rather than read again. No memory check:
+  // the entry is in memory already, and a queue hands pieces out largest first, so a rank's later piece of
+  // an entry has no more heads than its earlier one.
   std::shared_ptr<const core::EntryData> stillLoaded(const std::string& name) const {
     return name == lastName_ ? lastData_.lock() : nullptr;
   }

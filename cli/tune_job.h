@@ -1,6 +1,6 @@
-// `sparge tune` as a job over one or many processes: the groups, the last of them cut into head ranges,
-// are handed out largest first as ranks become free (or, with SPARGE_STATIC_PLAN=1, split up front by
-// estimated cost), every rank tunes the pieces it gets, rank 0 prints the groups in order, checkpoints the
+// `sparge tune` as a job over one or many processes: the groups (their heads split only where whole groups
+// cannot be balanced) are handed out largest first as ranks become free (or, with SPARGE_STATIC_PLAN=1,
+// fixed per rank up front by estimated cost), every rank tunes the pieces it gets, rank 0 prints the groups in order, checkpoints the
 // parameter file as groups finish ("complete": false; spaced so that rewriting a large file stays a small
 // share of the job) and writes it atomically.
 // --resume tunes only the heads a previous file lacks.

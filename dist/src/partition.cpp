@@ -3,7 +3,6 @@
 #include "sparge/dist/partition.h"
 
 #include <algorithm>
-#include <cmath>
 #include <map>
 #include <numeric>
 
@@ -131,30 +130,10 @@ Plan planWork(const std::vector<WorkUnit>& units, int ranks, const PlanOptions& 
   return best;
 }
 
-std::vector<Piece> cutForQueue(const std::vector<WorkUnit>& units, int ranks) {
-  if (ranks < 1) throw Error("plan", "at least one rank is needed");
-  std::vector<size_t> order;
-  double queued = 0;
-  for (size_t u = 0; u < units.size(); ++u) {
-    if (units[u].heads.empty()) continue;
-    order.push_back(u);
-    queued += units[u].costPerHead * double(units[u].heads.size());
-  }
-  auto costOf = [&](size_t u) { return units[u].costPerHead * double(units[u].heads.size()); };
-  std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) { return costOf(a) > costOf(b); });
-  std::vector<Piece> out;
-  for (size_t u : order) {
-    const WorkUnit& unit = units[u];
-    const double cost = costOf(u), largest = queued / double(ranks) / 2.0;
-    size_t k = 1;
-    // The small tolerance keeps a unit whole when it is the largest piece allowed, up to rounding.
-    if (largest > 0 && cost > largest * (1 + 1e-9))
-      k = std::min(unit.heads.size(), size_t(std::ceil(cost / largest - 1e-9)));
-    for (std::vector<int64_t>& heads : cut(unit.heads, int(k)))
-      out.push_back(Piece{int(u), heads, unit.costPerHead * double(heads.size()), -1});
-    queued -= cost;
-  }
-  return out;
+std::vector<Piece> queueOrder(const Plan& plan) {
+  std::vector<Piece> pieces = plan.pieces;
+  std::stable_sort(pieces.begin(), pieces.end(), [](const Piece& x, const Piece& y) { return x.cost > y.cost; });
+  return pieces;
 }
 
 std::string Schedule::describe() const {

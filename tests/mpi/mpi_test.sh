@@ -78,17 +78,17 @@ tune_np3_fewer_entries)
   same_file one.json three.json "3 ranks wrote another parameter file than one process"
   ;;
 tune_np3_queue)
-  # 6 entries x 4 heads on 3 ranks: the queue keeps l00 whole and cuts the others ever finer (halves three
-  # times, 2+1+1 heads, single heads: 14 pieces, 8 of them handed out on request); the file is the one of one
-  # process. With SPARGE_STATIC_PLAN=1 the fixed plan (2 whole entries a rank) gives the same file.
-  "$SPARGE" synth cap.h5 --entries 6 --heads 4 --tokens 768 --dim 64 --seed 6 >/dev/null || fail synth
+  # 9 entries x 4 heads on 3 ranks: the queue holds the 9 whole entries; each rank starts with 2, the other
+  # 3 are handed out on request; the file is the one of one process. With SPARGE_STATIC_PLAN=1 the fixed plan
+  # (3 whole entries a rank) gives the same file.
+  "$SPARGE" synth cap.h5 --entries 9 --heads 4 --tokens 768 --dim 64 --seed 6 >/dev/null || fail synth
   reference cap.h5 one.json
   mpi 3 tune cap.h5 "${TUNE[@]}" -o three.json >log 2>&1 || fail "mpirun -np 3 tune: $(cat log)"
-  grep -q "^plan: 6 groups in 14 pieces over 3 ranks, handed out as ranks become free" log || fail "plan line: $(cat log)"
+  grep -q "^plan: 9 groups in 9 pieces over 3 ranks, handed out as ranks become free" log || fail "plan line: $(cat log)"
   check_rank_lines 3
   same_file one.json three.json "3 ranks (queue) wrote another parameter file than one process"
   SPARGE_STATIC_PLAN=1 mpi 3 tune cap.h5 "${TUNE[@]}" -o fixed.json >log 2>&1 || fail "static plan: $(cat log)"
-  grep -q "^plan: 6 groups in 6 pieces over 3 ranks, estimated load imbalance 1.00" log || fail "static plan line: $(cat log)"
+  grep -q "^plan: 9 groups in 9 pieces over 3 ranks, estimated load imbalance 1.00" log || fail "static plan line: $(cat log)"
   check_rank_lines 3
   same_file one.json fixed.json "3 ranks (static plan) wrote another parameter file than one process"
   # Ranks that disagree on the schedule (SPARGE_STATIC_PLAN on some hosts only) would send pieces of another
@@ -96,7 +96,7 @@ tune_np3_queue)
   "$MPIRUN" --oversubscribe -np 1 "$SPARGE" tune cap.h5 "${TUNE[@]}" -o mixed.json : \
     -np 2 env SPARGE_STATIC_PLAN=1 "$SPARGE" tune cap.h5 "${TUNE[@]}" -o mixed.json >log 2>&1 \
     && fail "ranks with different schedules accepted: $(cat log)"
-  grep -qE "error: rank [12] \([^)]*\) failed: its pieces are a fixed plan of 6 pieces, rank 0's a queue of 14 pieces" log \
+  grep -qE "error: rank [12] \([^)]*\) failed: its pieces are a fixed plan of 9 pieces, rank 0's a queue of 9 pieces" log \
     || fail "schedule mismatch message: $(cat log)"
   ;;
 run_np3)

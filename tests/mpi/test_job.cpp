@@ -255,7 +255,7 @@ TEST(Queue, AFeedKeepsOnePieceAheadAndStopsWithPiecesInHand) {
 // the job every millisecond (as the tuner does between engine runs); sends each piece's unit and heads.
 // Returns the pieces of its own schedule (computed here, as every rank does).
 std::vector<Piece> queueWorker(Job& job, const std::vector<WorkUnit>& units, int msPerHead) {
-  const Schedule s = queueSchedule(cutForQueue(units, job.size()), job.size());
+  const Schedule s = queueSchedule(queueOrder(planWork(units, job.size())), job.size());
   if (job.root()) job.serve(s.shared);
   PieceFeed feed(job, s.initial[size_t(job.rank())], !s.shared.empty());
   for (int piece = feed.next(); piece != kNoPiece; piece = feed.next()) {

@@ -1,5 +1,5 @@
 // The plan: whole units when they balance, head splits when units are fewer than ranks, hand-computed
-// loads, determinism; the queue: hand-computed cuts and hand-out order; the cost model against closed
+// loads, determinism; the queue: the plan's pieces in hand-computed hand-out order; the cost model against closed
 // forms; rank placement.
 #include <gtest/gtest.h>
 #include <unistd.h>
@@ -108,78 +108,70 @@ TEST(Plan, WholeUnitsOnlyWhenSplittingIsOff) {
   EXPECT_EQ(plan.pieces[0].heads, heads(8));
 }
 
-std::vector<size_t> headCounts(const std::vector<Piece>& pieces) {
-  std::vector<size_t> n;
-  for (const Piece& p : pieces) n.push_back(p.heads.size());
-  return n;
+std::vector<Piece> queued(const std::vector<WorkUnit>& units, int ranks) {
+  return queueOrder(planWork(units, ranks));
 }
 
-TEST(Queue, EqualEntriesGoWholeUntilTheLastOnesAreCut) {
-  // 28 entries x 32 heads (cost 1 a head) on 4 ranks: a piece may be at most (cost still queued) / 8.
-  // Entry i starts with 896 - 32 i queued, so entries 0-20 stay whole (32 <= 256 / 8); then 224 / 8 = 28,
-  // 192 / 8 = 24 and 160 / 8 = 20 give halves, 128 / 8 = 16 exactly halves, 96 / 8 = 12 thirds (11, 11, 10
-  // heads), 64 / 8 = 8 quarters and 32 / 8 = 4 eighths.
+TEST(Queue, EqualEntriesStayWholeInTheirOrder) {
+  // 28 entries x 32 heads on 4 ranks: whole entries balance (7 a rank), so the queue holds the 28 entries,
+  // in unit order (equal costs). Ranks 0-3 start with entries 0-3, ranks 3-0 hold entries 4-7 next; the
+  // other 20 are handed out on request.
   std::vector<WorkUnit> units(28, WorkUnit{1.0, heads(32)});
-  const std::vector<Piece> pieces = cutForQueue(units, 4);
-  std::vector<size_t> want(21, 32);
-  for (size_t n : {16, 16, 16, 16, 16, 16, 16, 16, 11, 11, 10, 8, 8, 8, 8, 4, 4, 4, 4, 4, 4, 4, 4})
-    want.push_back(n);
-  EXPECT_EQ(headCounts(pieces), want);
-  std::vector<int> unitOrder;
-  for (const Piece& p : pieces)
-    if (unitOrder.empty() || unitOrder.back() != p.unit) unitOrder.push_back(p.unit);
-  std::vector<int> inOrder(28);
-  std::iota(inOrder.begin(), inOrder.end(), 0);
-  EXPECT_EQ(unitOrder, inOrder);  // equal costs keep the units' order
-  EXPECT_EQ(pieces.back().heads, (std::vector<int64_t>{28, 29, 30, 31}));
-  EXPECT_DOUBLE_EQ(pieces.back().cost, 4.0);
-  expectCovers(pieces, units);
+  const Schedule s = queueSchedule(queued(units, 4), 4);
+  ASSERT_EQ(s.pieces.size(), 28u);
+  for (size_t i = 0; i < s.pieces.size(); ++i) {
+    EXPECT_EQ(s.pieces[i].unit, int(i));
+    EXPECT_EQ(s.pieces[i].heads, heads(32));
+  }
+  EXPECT_EQ(s.initial, (std::vector<std::vector<int>>{{0, 7}, {1, 6}, {2, 5}, {3, 4}}));
+  std::vector<int> rest(20);
+  std::iota(rest.begin(), rest.end(), 8);
+  EXPECT_EQ(s.shared, rest);
+  EXPECT_EQ(s.pieces[5].rank, 2);
+  EXPECT_EQ(s.pieces[8].rank, -1);
 }
 
-TEST(Queue, LargestUnitsFirstAndTheHandOutOrderSurvivesTheIndexing) {
-  // Costs 2 (unit 0: 2 heads of 1), 12 (unit 1: 4 heads of 3), 6 (unit 2: 3 heads of 2); unit 3 has no
-  // heads. On 2 ranks a piece may be at most queued / 4: unit 1 first, 12 > 20 / 4 -> 3 pieces (2, 1, 1
-  // heads); unit 2, 6 > 8 / 4 -> 3 pieces of 1 head; unit 0, 2 > 2 / 4 -> 4 pieces, but it has only 2 heads.
-  std::vector<WorkUnit> units{{1.0, heads(2)}, {3.0, heads(4)}, {2.0, heads(3)}, {5.0, {}}};
-  const std::vector<Piece> pieces = cutForQueue(units, 2);
-  ASSERT_EQ(pieces.size(), 8u);
-  const std::vector<std::pair<int, std::vector<int64_t>>> want{{1, {0, 1}}, {1, {2}}, {1, {3}}, {2, {0}},
-                                                               {2, {1}},    {2, {2}}, {0, {0}}, {0, {1}}};
+TEST(Queue, LargestFirstAndTheHandOutOrderSurvivesTheIndexing) {
+  // Costs 16 (unit 0: 4 heads of 4), 2 (unit 1: 2 heads of 1), 3 (unit 2: 3 heads of 1), 1 (unit 3); total
+  // 22 on 2 ranks, ideal 11. Whole units give 16 / 6, so the plan halves unit 0 ({0, 1} and {2, 3}, 8
+  // each): 8 + 3 and 8 + 2 + 1. The queue: 8, 8, 3, 2, 1, i.e. indices (unit, first head) 0, 1, 3, 2, 4:
+  // rank 0 takes 0, rank 1 takes 1, then rank 1 takes 3 and rank 0 takes 2; 4 is handed out on request.
+  std::vector<WorkUnit> units{{4.0, heads(4)}, {1.0, heads(2)}, {1.0, heads(3)}, {1.0, heads(1)}};
+  const std::vector<Piece> order = queued(units, 2);
+  ASSERT_EQ(order.size(), 5u);
+  const std::vector<std::pair<int, std::vector<int64_t>>> want{
+      {0, {0, 1}}, {0, {2, 3}}, {2, {0, 1, 2}}, {1, {0, 1}}, {3, {0}}};
   for (size_t i = 0; i < want.size(); ++i) {
-    EXPECT_EQ(pieces[i].unit, want[i].first) << i;
-    EXPECT_EQ(pieces[i].heads, want[i].second) << i;
-    EXPECT_EQ(pieces[i].rank, -1);
+    EXPECT_EQ(order[i].unit, want[i].first) << i;
+    EXPECT_EQ(order[i].heads, want[i].second) << i;
   }
-  EXPECT_DOUBLE_EQ(pieces[0].cost, 6.0);
-  // Indexed by unit, then first head: u0{0}=0, u0{1}=1, u1{0,1}=2, u1{2}=3, u1{3}=4, u2{0}=5, u2{1}=6,
-  // u2{2}=7. The hand-out order 2 3 4 5 6 7 0 1: rank 0 takes 2, rank 1 takes 3, then rank 1 takes 4 and
-  // rank 0 takes 5; the rest is handed out on request.
-  const Schedule s = queueSchedule(pieces, 2);
+  EXPECT_DOUBLE_EQ(order[0].cost, 8.0);
+  const Schedule s = queueSchedule(order, 2);
   EXPECT_TRUE(s.queue);
-  ASSERT_EQ(s.pieces.size(), 8u);
+  ASSERT_EQ(s.pieces.size(), 5u);
   EXPECT_EQ(s.pieces[2].unit, 1);
-  EXPECT_EQ(s.pieces[2].heads, (std::vector<int64_t>{0, 1}));
-  EXPECT_EQ(s.pieces[7].heads, (std::vector<int64_t>{2}));
-  EXPECT_EQ(s.initial, (std::vector<std::vector<int>>{{2, 5}, {3, 4}}));
-  EXPECT_EQ(s.shared, (std::vector<int>{6, 7, 0, 1}));
-  EXPECT_EQ(s.pieces[5].rank, 0);
-  EXPECT_EQ(s.pieces[0].rank, -1);
+  EXPECT_EQ(s.pieces[3].heads, (std::vector<int64_t>{0, 1, 2}));
+  EXPECT_EQ(s.initial, (std::vector<std::vector<int>>{{0, 2}, {1, 3}}));
+  EXPECT_EQ(s.shared, (std::vector<int>{4}));
+  EXPECT_EQ(s.pieces[3].rank, 1);
+  EXPECT_EQ(s.pieces[4].rank, -1);
   expectCovers(s.pieces, units);
 }
 
-TEST(Queue, OneEntryBecomesTwoEqualPiecesARank) {
-  // 32 heads on 4 ranks: at most 32 / 8 heads a piece, 8 pieces; each rank starts with two of them, 8 heads.
-  std::vector<WorkUnit> units{{1.0, heads(32)}};
-  const Schedule s = queueSchedule(cutForQueue(units, 4), 4);
-  ASSERT_EQ(s.pieces.size(), 8u);
+TEST(Queue, OneEntryIsSplitOverTheRanks) {
+  // 8 heads on 4 ranks: the plan cuts the entry into 4 pieces of 2 heads, one a rank, nothing to ask for.
+  std::vector<WorkUnit> units{{1.0, heads(8)}};
+  const Schedule s = queueSchedule(queued(units, 4), 4);
+  ASSERT_EQ(s.pieces.size(), 4u);
   EXPECT_TRUE(s.shared.empty());
-  EXPECT_EQ(s.initial, (std::vector<std::vector<int>>{{0, 7}, {1, 6}, {2, 5}, {3, 4}}));
-  for (const Piece& p : s.pieces) EXPECT_EQ(p.heads.size(), 4u);
+  EXPECT_EQ(s.initial, (std::vector<std::vector<int>>{{0}, {1}, {2}, {3}}));
+  for (size_t i = 0; i < 4; ++i)
+    EXPECT_EQ(s.pieces[i].heads, (std::vector<int64_t>{int64_t(2 * i), int64_t(2 * i + 1)}));
 }
 
 TEST(Queue, FewerPiecesThanRanksLeaveNothingToAskFor) {
   std::vector<WorkUnit> units{{1.0, {0, 1, 2}}};
-  const Schedule s = queueSchedule(cutForQueue(units, 4), 4);  // 3 heads cannot make more than 3 pieces
+  const Schedule s = queueSchedule(queued(units, 4), 4);  // 3 heads cannot make more than 3 pieces
   ASSERT_EQ(s.pieces.size(), 3u);
   EXPECT_EQ(s.initial, (std::vector<std::vector<int>>{{0}, {1}, {2}, {}}));
   EXPECT_TRUE(s.shared.empty());
@@ -188,8 +180,8 @@ TEST(Queue, FewerPiecesThanRanksLeaveNothingToAskFor) {
 TEST(Queue, IsTheSameOnEveryRankAndCoversEveryHead) {
   std::vector<WorkUnit> units{{3.0, heads(5)}, {1.0, {}}, {2.0, heads(7)}, {0.5, heads(2)}, {2.0, {1, 4, 6}}};
   for (int ranks : {2, 3, 8}) {
-    const Schedule a = queueSchedule(cutForQueue(units, ranks), ranks);
-    const Schedule b = queueSchedule(cutForQueue(units, ranks), ranks);
+    const Schedule a = queueSchedule(queued(units, ranks), ranks);
+    const Schedule b = queueSchedule(queued(units, ranks), ranks);
     ASSERT_EQ(a.pieces.size(), b.pieces.size());
     for (size_t i = 0; i < a.pieces.size(); ++i) {
       EXPECT_EQ(a.pieces[i].unit, b.pieces[i].unit);
@@ -197,7 +189,7 @@ TEST(Queue, IsTheSameOnEveryRankAndCoversEveryHead) {
       if (i > 0) {  // unit order, then first head: the order the collector hands heads over in
         EXPECT_TRUE(a.pieces[i - 1].unit < a.pieces[i].unit ||
                     (a.pieces[i - 1].unit == a.pieces[i].unit &&
-                     a.pieces[i - 1].heads.back() < a.pieces[i].heads.front()));
+                     a.pieces[i - 1].heads.front() < a.pieces[i].heads.front()));
       }
     }
     EXPECT_EQ(a.initial, b.initial);
