@@ -62,9 +62,15 @@ dist::Placement placeThisRank(dist::Transport& transport, int threads) {
   return p;
 }
 
-bool useStaticPlan(int ranks) {
+dist::Schedule scheduleOf(const dist::Plan& plan) {
   const char* fixed = std::getenv("SPARGE_STATIC_PLAN");
-  return ranks <= 1 || (fixed && std::string(fixed) == "1");
+  if (plan.ranks <= 1 || (fixed && std::string(fixed) == "1")) return dist::fixedSchedule(plan);
+  return dist::queueSchedule(dist::queueOrder(plan), plan.ranks);
+}
+
+std::unique_ptr<dist::PieceFeed> startFeed(dist::Job& job, const dist::Schedule& schedule) {
+  if (job.root()) job.serve(schedule.shared);
+  return std::make_unique<dist::PieceFeed>(job, schedule.initial[size_t(job.rank())], !schedule.shared.empty());
 }
 
 RankEngine makeRankEngine(const dist::Placement& p, core::EngineChoice choice) {

@@ -3,11 +3,13 @@
 #pragma once
 
 #include <chrono>
+#include <memory>
 #include <string>
 #include <vector>
 
 #include "sparge/core/engine.h"
 #include "sparge/dist/job.h"
+#include "sparge/dist/partition.h"
 #include "sparge/dist/placement.h"
 #include "sparge/dist/transport.h"
 #include "sparge/kernels/engine_factory.h"
@@ -28,10 +30,13 @@ struct RankEngine {
 // unless `threads` > 0. It sets environment variables: call it before the command starts other threads.
 dist::Placement placeThisRank(dist::Transport& transport, int threads);
 
-// Whether a job of `ranks` ranks fixes every rank's share up front (dist::planWork) instead of handing
-// pieces out from a queue as ranks become free: with one rank (nothing to balance), and with
-// SPARGE_STATIC_PLAN=1, which keeps the fixed plan for comparing the two.
-bool useStaticPlan(int ranks);
+// Who runs which of `plan`'s pieces: a queue that hands them out largest first as ranks become free, or
+// every rank's pieces fixed up front: with one rank (nothing to balance), and with SPARGE_STATIC_PLAN=1,
+// which keeps the fixed plan for comparing the two.
+dist::Schedule scheduleOf(const dist::Plan& plan);
+
+// This rank's pieces of `schedule`; on rank 0 the job also starts handing out the queue's shared pieces.
+std::unique_ptr<dist::PieceFeed> startFeed(dist::Job& job, const dist::Schedule& schedule);
 
 // Creates the engine of a placed rank (on a GPU: CUDA starts here, which takes a while). One process keeps
 // today's behaviour exactly.

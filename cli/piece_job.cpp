@@ -4,7 +4,6 @@
 
 #include <unistd.h>
 
-#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <memory>
@@ -106,15 +105,11 @@ class PieceJobRunner {
   void schedule() {
     dist::PlanOptions po;
     po.splitHeads = spec_.splitHeads;
-    const dist::Plan plan = dist::planWork(spec_.units, job_.size(), po);
-    schedule_ = useStaticPlan(job_.size()) ? dist::fixedSchedule(plan)
-                                           : dist::queueSchedule(dist::queueOrder(plan), job_.size());
+    schedule_ = scheduleOf(dist::planWork(spec_.units, job_.size(), po));
     double cost = 0;
     for (const dist::Piece& p : schedule_.pieces) cost += p.cost;
     job_.setSchedule(schedule_.describe(), cost, int64_t(schedule_.pieces.size()));
-    if (job_.root()) job_.serve(schedule_.shared);
-    feed_ = std::make_unique<dist::PieceFeed>(job_, schedule_.initial[size_t(job_.rank())],
-                                              !schedule_.shared.empty());
+    feed_ = startFeed(job_, schedule_);
     collector_ = std::make_unique<dist::UnitCollector>(schedule_.pieces, spec_.units.size());
   }
 

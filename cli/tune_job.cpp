@@ -152,10 +152,7 @@ class TuneJobRunner {
           u.heads.push_back(h);
       units.push_back(std::move(u));
     }
-    const int ranks = job_.size();
-    const dist::Plan plan = dist::planWork(units, ranks);
-    schedule_ =
-        useStaticPlan(ranks) ? dist::fixedSchedule(plan) : dist::queueSchedule(dist::queueOrder(plan), ranks);
+    schedule_ = scheduleOf(dist::planWork(units, job_.size()));
     double cost = 0;
     int64_t work = 0;
     for (const dist::Piece& p : schedule_.pieces) {
@@ -163,9 +160,7 @@ class TuneJobRunner {
       work += unitsOf(p);
     }
     job_.setSchedule(schedule_.describe(), cost, work);
-    if (job_.root()) job_.serve(schedule_.shared);
-    feed_ = std::make_unique<dist::PieceFeed>(job_, schedule_.initial[size_t(job_.rank())],
-                                              !schedule_.shared.empty());
+    feed_ = startFeed(job_, schedule_);
     collector_ = std::make_unique<dist::UnitCollector>(schedule_.pieces, units.size());
   }
 
