@@ -51,12 +51,15 @@ TUNE=(--l1 0.05 --l2 0.06 --engine "${ENGINE:-cuda}" --quant "${QUANT:-none}")
     echo "launcher, $n processes: mpirun true $a s, mpirun sparge --version $b s"
   done
   # CUDA's start-up, a fixed part of every rank's time: one process alone seeing one GPU (as a rank does)
-  # and seeing all of them, then one process per GPU at once.
+  # and seeing all of them, then one process per GPU at once; with the hardware work queues sparge asks for
+  # (2, unless CUDA_DEVICE_MAX_CONNECTIONS is set).
   if [ -x $W/bin/sparge_cuda_start_bench ]; then
-    CUDA_VISIBLE_DEVICES=0 $W/bin/sparge_cuda_start_bench "CUDA start-up, 1 process alone, 1 GPU visible"
-    $W/bin/sparge_cuda_start_bench "CUDA start-up, 1 process alone, $NGPU GPUs visible"
+    Q=${CUDA_DEVICE_MAX_CONNECTIONS:-2}
+    echo "CUDA start-up with CUDA_DEVICE_MAX_CONNECTIONS=$Q"
+    CUDA_DEVICE_MAX_CONNECTIONS=$Q CUDA_VISIBLE_DEVICES=0 $W/bin/sparge_cuda_start_bench "CUDA start-up, 1 process alone, 1 GPU visible"
+    CUDA_DEVICE_MAX_CONNECTIONS=$Q $W/bin/sparge_cuda_start_bench "CUDA start-up, 1 process alone, $NGPU GPUs visible"
     for i in $(seq 0 $((NGPU - 1))); do
-      CUDA_VISIBLE_DEVICES=$i $W/bin/sparge_cuda_start_bench "CUDA start-up, $NGPU at once, GPU $i" &
+      CUDA_DEVICE_MAX_CONNECTIONS=$Q CUDA_VISIBLE_DEVICES=$i $W/bin/sparge_cuda_start_bench "CUDA start-up, $NGPU at once, GPU $i" &
     done
     wait
   fi

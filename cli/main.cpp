@@ -9,6 +9,7 @@
 #include "sparge/core/engine.h"
 #include "sparge/core/error.h"
 #include "sparge/core/names.h"
+#include "sparge/kernels/engine_factory.h"
 
 namespace sparge::cli {
 
@@ -70,6 +71,7 @@ int runCommand(int argc, char** argv, int rank, bool& escaped) {
 
 int main(int argc, char** argv) {
   using namespace sparge::cli;
+  sparge::engines::prepareCudaProcess();  // before MPI's threads
   std::unique_ptr<sparge::dist::Transport> transport;
   try {
     transport = sparge::dist::openTransport(&argc, &argv);

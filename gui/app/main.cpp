@@ -159,6 +159,7 @@ void saveSettingsOnExit(const Startup& st, AppSettings& settings, const Session&
 }  // namespace
 
 int main(int argc, char** argv) {
+  engines::prepareCudaProcess();
   Startup st;
   AppSettings settings;
   if (auto rc = parseCommandLine(argc, argv, st)) return *rc;

@@ -1,5 +1,8 @@
 #include "sparge/kernels/engine_factory.h"
 
+#include <cstdlib>
+#include <string>
+
 #include "sparge/core/cpu_engine.h"
 #include "sparge/core/error.h"
 
@@ -8,6 +11,11 @@
 #endif
 
 namespace sparge::engines {
+
+void prepareCudaProcess() {
+  // overwrite = 0: a value the user set is kept.
+  setenv("CUDA_DEVICE_MAX_CONNECTIONS", std::to_string(kCudaConnections).c_str(), 0);
+}
 
 bool cudaEngineBuilt() {
 #ifdef SPARGE_HAVE_CUDA
