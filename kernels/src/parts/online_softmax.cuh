@@ -74,19 +74,19 @@ __device__ __forceinline__ void rowMax(const float (&s)[NT][4], float (&rmax)[2]
 // with a rise of 0, as SpargeAttn's kernels and the CPU emulation do (docs/numerics.md, Stage 2 step 3):
 // their INT8 Q rows are zero, so their scores are 0 and their maxima stop rising after the first block, and
 // such a tile skips only when λ = 0. The block is skipped iff the tile-wide maximum + λ <= 0.
-// Written with selects only: it runs once a block on the softmax's critical path, and the branches of the
+// Written without branches: it runs once a block on the softmax's critical path, and the branches of the
 // earlier form (a convergence region per row) cost issue slots that the Hopper int8-fp8 kernel, bound by
-// them, lacks (with the vote's precomputed addresses: sparse walks 3-6 % faster). A row with no visible key
-// (rmax = -inf) rises by -inf, which fmaxf drops like the row; a NaN rise (NaN scores) is dropped too.
+// them, lacks (with the vote's precomputed addresses: sparse walks 3-6 % faster). The plain difference gives
+// every case its rise, so no select tells them apart: a row with no max yet (m = -inf) rises by +inf once it
+// sees a key; a row with no visible key in the block (rmax = -inf) rises by -inf, or by NaN (-inf + inf)
+// while it has no max either; fmaxf drops a NaN (also that of NaN scores) like the -inf of a row that does
+// not vote.
 template <bool kPaddedRowsVote>
 __device__ __forceinline__ float maxRise(const float (&rmax)[2], const float (&m)[2], int row0, int nQ) {
   float d = -INFINITY;
 #pragma unroll
-  for (int r = 0; r < 2; ++r) {
-    const float seen = rmax[r] == -INFINITY ? -INFINITY : INFINITY;  // the rise of a row with no max yet
-    const float rise = m[r] == -INFINITY ? seen : rmax[r] - m[r];
-    d = fmaxf(d, row0 + 8 * r >= nQ ? (kPaddedRowsVote ? 0.f : -INFINITY) : rise);
-  }
+  for (int r = 0; r < 2; ++r)
+    d = fmaxf(d, row0 + 8 * r >= nQ ? (kPaddedRowsVote ? 0.f : -INFINITY) : rmax[r] - m[r]);
   return d;
 }
 
