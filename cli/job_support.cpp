@@ -68,7 +68,10 @@ dist::Schedule scheduleOf(const dist::Plan& plan) {
   return dist::queueSchedule(dist::queueOrder(plan), plan.ranks);
 }
 
-std::unique_ptr<dist::PieceFeed> startFeed(dist::Job& job, const dist::Schedule& schedule) {
+std::unique_ptr<dist::PieceFeed> startFeed(dist::Job& job, const dist::Schedule& schedule, int64_t units) {
+  double cost = 0;
+  for (const dist::Piece& p : schedule.pieces) cost += p.cost;
+  job.setSchedule(schedule.describe(), cost, units);
   if (job.root()) job.serve(schedule.shared);
   return std::make_unique<dist::PieceFeed>(job, schedule.initial[size_t(job.rank())], !schedule.shared.empty());
 }

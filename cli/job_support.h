@@ -35,8 +35,9 @@ dist::Placement placeThisRank(dist::Transport& transport, int threads);
 // which keeps the fixed plan for comparing the two.
 dist::Schedule scheduleOf(const dist::Plan& plan);
 
-// This rank's pieces of `schedule`; on rank 0 the job also starts handing out the queue's shared pieces.
-std::unique_ptr<dist::PieceFeed> startFeed(dist::Job& job, const dist::Schedule& schedule);
+// Tells `job` its schedule (the pieces' summed cost and `units` work units scale its progress) and returns
+// this rank's pieces of it; on rank 0 the job also starts handing out the queue's shared pieces.
+std::unique_ptr<dist::PieceFeed> startFeed(dist::Job& job, const dist::Schedule& schedule, int64_t units);
 
 // Creates the engine of a placed rank (on a GPU: CUDA starts here, which takes a while). One process keeps
 // today's behaviour exactly.

@@ -106,10 +106,7 @@ class PieceJobRunner {
     dist::PlanOptions po;
     po.splitHeads = spec_.splitHeads;
     schedule_ = scheduleOf(dist::planWork(spec_.units, job_.size(), po));
-    double cost = 0;
-    for (const dist::Piece& p : schedule_.pieces) cost += p.cost;
-    job_.setSchedule(schedule_.describe(), cost, int64_t(schedule_.pieces.size()));
-    feed_ = startFeed(job_, schedule_);
+    feed_ = startFeed(job_, schedule_, int64_t(schedule_.pieces.size()));
     collector_ = std::make_unique<dist::UnitCollector>(schedule_.pieces, spec_.units.size());
   }
 

@@ -153,14 +153,9 @@ class TuneJobRunner {
       units.push_back(std::move(u));
     }
     schedule_ = scheduleOf(dist::planWork(units, job_.size()));
-    double cost = 0;
     int64_t work = 0;
-    for (const dist::Piece& p : schedule_.pieces) {
-      cost += p.cost;
-      work += unitsOf(p);
-    }
-    job_.setSchedule(schedule_.describe(), cost, work);
-    feed_ = startFeed(job_, schedule_);
+    for (const dist::Piece& p : schedule_.pieces) work += unitsOf(p);
+    feed_ = startFeed(job_, schedule_, work);
     collector_ = std::make_unique<dist::UnitCollector>(schedule_.pieces, units.size());
   }
 
