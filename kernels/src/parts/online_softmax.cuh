@@ -37,6 +37,26 @@ __device__ __forceinline__ void intToFloat(const int32_t (&si)[NT][4], float (&s
     }
 }
 
+// Row maxima of integer Q·Kᵀ accumulators in a block whose keys are all visible, as floats: the conversion
+// is exact and monotone, so these are rowMax of the converted scores, bit for bit. Taken from the integers,
+// the maxima do not wait for the 64 conversions (half-rate instructions), which ptxas can then place
+// among the exponentials.
+template <int NT>
+__device__ __forceinline__ void rowMaxInt(const int32_t (&si)[NT][4], float (&rmax)[2]) {
+  int mx[2] = {max(si[0][0], si[0][1]), max(si[0][2], si[0][3])};
+#pragma unroll
+  for (int nt = 1; nt < NT; ++nt) {
+    mx[0] = max(mx[0], max(si[nt][0], si[nt][1]));
+    mx[1] = max(mx[1], max(si[nt][2], si[nt][3]));
+  }
+#pragma unroll
+  for (int r = 0; r < 2; ++r) {
+    mx[r] = max(mx[r], __shfl_xor_sync(0xffffffffu, mx[r], 1));
+    mx[r] = max(mx[r], __shfl_xor_sync(0xffffffffu, mx[r], 2));
+    rmax[r] = __int2float_rn(mx[r]);
+  }
+}
+
 // Keys a row may not see become -inf (only called for blocks that are not fully visible).
 template <int NT>
 __device__ __forceinline__ void maskFragment(float (&s)[NT][4], int row0, int col0, const Visibility& vis) {
