@@ -20,7 +20,10 @@
 namespace sparge::cuda {
 namespace {
 
-constexpr int kMeanChunk = 256;
+// Tokens a key-mean thread sums in double before its chunk's atomic add (the chunks' adds land in any order;
+// sums of fp16/bf16 values of ordinary range are exact in double, so the order does not show). 64 rather
+// than 256: each thread's chain of dependent double adds is what the kernel waited on.
+constexpr int kMeanChunk = 64;
 
 __device__ __forceinline__ float warpSum(float v) {
   for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
@@ -49,7 +52,21 @@ __global__ void sparge_predict_key_mean_finalize(const double* __restrict__ sums
   if (x < total) km[x] = Elem<T>::fromF((float)(sums[x] / (double)N));
 }
 
-// One CTA (4 warps) per (block, bh). Lane l of a warp holds dims l + 32c of one row at a time.
+// NC consecutive elements of a row (one 4-, 8- or 16-byte load), as floats.
+template <typename T, int NC>
+__device__ __forceinline__ void loadConsecutive(const T* p, float (&v)[NC]) {
+  struct alignas(sizeof(T) * NC) Pack {
+    T e[NC];
+  };
+  const Pack pk = *reinterpret_cast<const Pack*>(p);
+#pragma unroll
+  for (int c = 0; c < NC; ++c) v[c] = Elem<T>::toF(pk.e[c]);
+}
+
+// One CTA (4 warps) per (block, bh). Lane l of a warp holds dims NC·l .. NC·l + NC - 1 of one row at a time
+// (one wide load a row: 2-byte loads, one dim a lane, left the kernel at ~1.8 TB/s). Each (warp, dim) sums
+// its rows in row order, so the pooled sums do not depend on the layout; a row's squared norm is summed in
+// another order than with one dim a lane (the CPU engine's order differs from both).
 template <typename T, int NC>
 __global__ void __launch_bounds__(128)
     sparge_predict_block_stats(const T* __restrict__ x, int N, int BS, const T* __restrict__ km,
@@ -62,40 +79,52 @@ __global__ void __launch_bounds__(128)
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
   const int row0 = blk * BS;
   const int nValid = min(BS, N - row0);
-  const T* base = x + (size_t)bh * N * D;
+  const T* base = x + (size_t)bh * N * D + NC * lane;
   float col[NC], unit[NC], kmv[NC];
 #pragma unroll
-  for (int c = 0; c < NC; ++c) {
-    col[c] = 0.f;
-    unit[c] = 0.f;
-    kmv[c] = km ? Elem<T>::toF(km[(size_t)bh * D + lane + 32 * c]) : 0.f;
-  }
-  for (int r = warp; r < BS; r += 4) {
-    int gr = row0 + r;
-    float v[NC];
-    float ss = 0.f;
+  for (int c = 0; c < NC; ++c) col[c] = unit[c] = kmv[c] = 0.f;
+  if (km) loadConsecutive<T, NC>(km + (size_t)bh * D + NC * lane, kmv);
+  // The warp's rows r = warp, warp + 4, ... in groups of kRows, whose norms' shuffle chains interleave (one
+  // row at a time, each row waited for its five dependent shuffles); the sums still take the rows in order.
+  constexpr int kRows = 4;
+  for (int r0 = warp; r0 < BS; r0 += 4 * kRows) {
+    float v[kRows][NC], ss[kRows];
 #pragma unroll
-    for (int c = 0; c < NC; ++c) {
-      float e = 0.f;
-      if (gr < N) {
-        e = Elem<T>::toF(base[(size_t)gr * D + lane + 32 * c]);
-        if (km) e = roundT<T>(e - kmv[c]);  // smoothing in half arithmetic
+    for (int g = 0; g < kRows; ++g) {
+      const int gr = row0 + r0 + 4 * g;
+      const bool present = r0 + 4 * g < BS && gr < N;
+      if (present) {
+        loadConsecutive<T, NC>(base + (size_t)gr * D, v[g]);
+      } else {
+#pragma unroll
+        for (int c = 0; c < NC; ++c) v[g][c] = 0.f;
       }
-      v[c] = e;
-      ss += e * e;
-    }
-    ss = warpSum(ss);
-    float nrm = sqrtf(ss);  // zero (padded or zero) rows give 0/0 = NaN below: the NaN rule
+      ss[g] = 0.f;
 #pragma unroll
-    for (int c = 0; c < NC; ++c) {
-      col[c] += v[c];
-      unit[c] += __half2float(__float2half_rn(v[c] / nrm));  // unit vectors are fp16 even for bf16
+      for (int c = 0; c < NC; ++c) {
+        if (km && present) v[g][c] = roundT<T>(v[g][c] - kmv[c]);  // smoothing in half arithmetic
+        ss[g] += v[g][c] * v[g][c];
+      }
+    }
+#pragma unroll
+    for (int o = 16; o > 0; o >>= 1)
+#pragma unroll
+      for (int g = 0; g < kRows; ++g) ss[g] += __shfl_xor_sync(0xffffffffu, ss[g], o);
+#pragma unroll
+    for (int g = 0; g < kRows; ++g) {
+      if (r0 + 4 * g >= BS) break;
+      const float nrm = sqrtf(ss[g]);  // zero (padded or zero) rows give 0/0 = NaN below: the NaN rule
+#pragma unroll
+      for (int c = 0; c < NC; ++c) {
+        col[c] += v[g][c];
+        unit[c] += __half2float(__float2half_rn(v[g][c] / nrm));  // unit vectors are fp16 even for bf16
+      }
     }
   }
 #pragma unroll
   for (int c = 0; c < NC; ++c) {
-    sCol[warp][lane + 32 * c] = col[c];
-    sUnit[warp][lane + 32 * c] = unit[c];
+    sCol[warp][NC * lane + c] = col[c];
+    sUnit[warp][NC * lane + c] = unit[c];
   }
   __syncthreads();
   for (int d = threadIdx.x; d < D; d += blockDim.x) {
