@@ -63,10 +63,10 @@ __device__ __forceinline__ void loadConsecutive(const T* p, float (&v)[NC]) {
   for (int c = 0; c < NC; ++c) v[c] = Elem<T>::toF(pk.e[c]);
 }
 
-// One CTA (4 warps) per (block, bh). Lane l of a warp holds dims NC·l .. NC·l + NC - 1 of one row at a time
-// (one wide load a row: 2-byte loads, one dim a lane, left the kernel at ~1.8 TB/s). Each (warp, dim) sums
-// its rows in row order, so the pooled sums do not depend on the layout; a row's squared norm is summed in
-// another order than with one dim a lane (the CPU engine's order differs from both).
+// One CTA (4 warps) per (block, bh). Lane l of a warp holds dims NC·l .. NC·l + NC - 1 of a row (one wide
+// load). Each (warp, dim) sums its rows in row order, so the pooled sums do not depend on the lanes' layout;
+// a row's squared norm is summed in another order than with one dim a lane (the CPU engine's order differs
+// from both; the self-similarities agree with it within 1e-4).
 template <typename T, int NC>
 __global__ void __launch_bounds__(128)
     sparge_predict_block_stats(const T* __restrict__ x, int N, int BS, const T* __restrict__ km,
