@@ -8,6 +8,7 @@
 #include <optional>
 #include <string>
 
+#include "scoped_env.h"
 #include "sparge/core/data_dir.h"
 #include "sparge/core/error.h"
 
@@ -15,24 +16,6 @@ namespace fs = std::filesystem;
 using namespace sparge::core;
 
 namespace {
-
-// Sets SPARGE_DATA_DIR for one test and restores the previous value.
-class DataDirOverride {
- public:
-  explicit DataDirOverride(const std::string& value) {
-    if (const char* old = std::getenv(kDataDirVariable)) old_ = old;
-    setenv(kDataDirVariable, value.c_str(), 1);
-  }
-  ~DataDirOverride() {
-    if (old_)
-      setenv(kDataDirVariable, old_->c_str(), 1);
-    else
-      unsetenv(kDataDirVariable);
-  }
-
- private:
-  std::optional<std::string> old_;
-};
 
 fs::path freshDir(const std::string& name) {
   const fs::path dir = fs::temp_directory_path() / (name + "_" + std::to_string(getpid()));
@@ -44,7 +27,7 @@ fs::path freshDir(const std::string& name) {
 TEST(DataDir, OverrideIsTheOnlyCandidate) {
   const fs::path dir = freshDir("sparge_data_override");
   std::ofstream(dir / "fonts" / "x.ttf") << "font";
-  DataDirOverride env(dir.string());
+  sparge::test::ScopedEnv env(kDataDirVariable, dir.string());
   ASSERT_EQ(dataDirCandidates().size(), 1u);
   EXPECT_EQ(dataDirCandidates()[0], dir);
   EXPECT_EQ(findDataFile("fonts/x.ttf"), dir / "fonts" / "x.ttf");

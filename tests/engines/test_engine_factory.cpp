@@ -2,34 +2,16 @@
 
 #include <cstdlib>
 #include <optional>
-#include <string>
 
+#include "scoped_env.h"
 #include "sparge/kernels/engine_factory.h"
 
 namespace {
 
 constexpr const char* kVar = "CUDA_DEVICE_MAX_CONNECTIONS";
 
-// Restores the variable as the test found it.
-class SavedVariable {
- public:
-  SavedVariable() {
-    if (const char* v = std::getenv(kVar)) saved_ = v;
-  }
-  ~SavedVariable() {
-    if (saved_)
-      setenv(kVar, saved_->c_str(), 1);
-    else
-      unsetenv(kVar);
-  }
-
- private:
-  std::optional<std::string> saved_;
-};
-
 TEST(PrepareCudaProcess, SetsTwoConnectionsWhenUnset) {
-  SavedVariable keep;
-  unsetenv(kVar);
+  sparge::test::ScopedEnv unset(kVar, std::nullopt);
   sparge::engines::prepareCudaProcess();
   const char* v = std::getenv(kVar);
   ASSERT_NE(v, nullptr);
@@ -37,8 +19,7 @@ TEST(PrepareCudaProcess, SetsTwoConnectionsWhenUnset) {
 }
 
 TEST(PrepareCudaProcess, KeepsTheUsersValue) {
-  SavedVariable keep;
-  setenv(kVar, "8", 1);
+  sparge::test::ScopedEnv users(kVar, "8");
   sparge::engines::prepareCudaProcess();
   EXPECT_STREQ(std::getenv(kVar), "8");
 }

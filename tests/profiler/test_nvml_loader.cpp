@@ -4,10 +4,12 @@
 #include <dlfcn.h>
 #include <gtest/gtest.h>
 
-#include <cstdlib>
+#include <optional>
 #include <string>
+#include <vector>
 
 #include "nvml_loader.h"
+#include "scoped_env.h"
 
 using namespace sparge::prof;
 
@@ -23,14 +25,17 @@ int fakeInitCount(const NvmlLoadResult& r) {
 }  // namespace
 
 TEST(NvmlLoader, EnvironmentOverrideIsTheOnlyCandidateAndAMissingPathIsNamed) {
-  const char* old = std::getenv("SPARGE_NVML_LIBRARY");
-  std::string saved = old ? old : "";
-  setenv("SPARGE_NVML_LIBRARY", kMissing, 1);
-  auto withEnv = nvmlCandidates();
-  NvmlLoadResult r = loadNvmlFrom(withEnv);
-  unsetenv("SPARGE_NVML_LIBRARY");
-  auto without = nvmlCandidates();
-  if (old) setenv("SPARGE_NVML_LIBRARY", saved.c_str(), 1);
+  std::vector<std::string> withEnv, without;
+  NvmlLoadResult r;
+  {
+    sparge::test::ScopedEnv env("SPARGE_NVML_LIBRARY", kMissing);
+    withEnv = nvmlCandidates();
+    r = loadNvmlFrom(withEnv);
+  }
+  {
+    sparge::test::ScopedEnv env("SPARGE_NVML_LIBRARY", std::nullopt);
+    without = nvmlCandidates();
+  }
 
   ASSERT_EQ(withEnv.size(), 1u);
   EXPECT_EQ(withEnv[0], kMissing);
