@@ -616,6 +616,8 @@ __device__ __forceinline__ bool softmaxOwnBlock(const KParams<typename Tr::T>& p
                                                 float (&blk)[Tr::kDT][4]) {
   using namespace sm90;
   float rmax[2], alpha[2];
+  // The masked copy checks visibility again although its caller did: without the check (an unconditional
+  // mask) ptxas spilled 8 bytes more, and the copy measured is this one.
   const bool visible =
       kKeys == BlockKeys::AllVisible || p.vis.fullyVisible(cx.qRow0, cx.qLast, j * kBK, kBK);
   if (Tr::kFp8 && kKeys != BlockKeys::SomeMasked && visible) {
