@@ -90,6 +90,7 @@ struct Case {
   Numerics n = Numerics::None;
   std::string family;    // "" (default: the Hopper kernel where it applies) or "sm80"
   float density = 0.6f;  // share of blocks each query tile visits (sparse launches)
+  int emptyFirst = 0;    // sparse launches: the first tiles visit no block (tile 1 never does)
   bool denseLaunch = false;
   float lambda = 0.f;
   int opposedStretch = 64;       // K's opposed stretches (randomHeads)
@@ -101,7 +102,8 @@ struct Case {
            (bf16 ? " bf16" : " fp16") + (causal ? " causal" : "") +
            (window.bounded() ? " window " + std::to_string(window.left) + "," + std::to_string(window.right)
                              : "") +
-           (denseLaunch ? " dense" : " sparse") + " family " + (family.empty() ? "default" : family);
+           (denseLaunch ? " dense" : " sparse") + " family " + (family.empty() ? "default" : family) +
+           (emptyFirst > 0 ? " first " + std::to_string(emptyFirst) + " tiles empty" : "");
   }
 };
 
@@ -139,7 +141,7 @@ std::vector<oracle::TileWalk> makeWalks(const Case& c, std::mt19937& rng) {
     if (b.last < a.first) continue;
     for (int j = a.first / c.g.blockK; j <= std::min(nkT - 1, b.last / c.g.blockK); ++j)
       if (c.denseLaunch || u(rng) < c.density || j == a.first / c.g.blockK) walks[i].blocks.push_back(j);
-    if (!c.denseLaunch && i == 1) walks[i].blocks.clear();  // a tile with no block at all
+    if (!c.denseLaunch && (i == 1 || i < c.emptyFirst)) walks[i].blocks.clear();  // tiles with no block
   }
   return walks;
 }
@@ -506,6 +508,28 @@ TEST(AttentionKernels, Int8Fp8IsRefusedWithoutFp8TensorCores) {
   Case c;
   c.n = Numerics::Int8Fp8;
   EXPECT_THROW(checkCase(c, 1), sparge::Error);
+}
+
+// Union walks with tiles that visit nothing (fp16/bf16 at D 128, where every Hopper CTA walks the union of
+// its three tiles' rows): a group of three tiles (one Hopper CTA) none of which visits a block beside groups
+// that do, a head with no block at all, a last group of one tile, causal rows of different lengths.
+TEST(AttentionKernels, UnionWalksWithTilesThatVisitNothing) {
+  REQUIRE_CC(80);
+  uint32_t seed = 450;
+  for (int n : {150, 400, 1100})
+    for (int emptyFirst : {0, 3, 7})
+      for (bool causal : {false, true}) {
+        if (emptyFirst >= 3 && n == 150) continue;
+        Case c;
+        c.g = core::kGeometry64x128;
+        c.Hq = 2, c.Hkv = 1, c.Nq = n, c.Nkv = n + 90, c.D = 128;
+        c.causal = causal;
+        c.bf16 = emptyFirst == 3;
+        c.density = 0.3f;
+        c.emptyFirst = emptyFirst;
+        c.lambda = 1.f;
+        checkCase(c, seed++);
+      }
 }
 
 // Long rows (many blocks per tile, several pipeline rounds) with batch > 1 and GQA 4:1.
