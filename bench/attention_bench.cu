@@ -12,10 +12,10 @@
 #include <cstdlib>
 #include <cstring>
 #include <random>
-#include <sstream>
 #include <string>
 #include <vector>
 
+#include "bench_common.h"
 #include "launch.h"
 #include "sparge/core/types.h"
 
@@ -23,13 +23,8 @@ namespace {
 
 using namespace sparge;
 using namespace sparge::cuda;
-
-void ok(cudaError_t e, const char* what) {
-  if (e != cudaSuccess) {
-    std::fprintf(stderr, "%s: %s\n", what, cudaGetErrorString(e));
-    std::exit(1);
-  }
-}
+using sparge::bench::ok;
+using sparge::bench::splitList;
 
 __global__ void fillNormal(uint16_t* x, size_t n, uint64_t seed) {
   for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x) {
@@ -40,13 +35,6 @@ __global__ void fillNormal(uint16_t* x, size_t n, uint64_t seed) {
     const float z = sqrtf(-2.f * logf(u1)) * cospif(2.f * u2);
     x[i] = __half_as_ushort(__float2half_rn(z));
   }
-}
-
-std::vector<std::string> split(const std::string& s) {
-  std::vector<std::string> out;
-  std::stringstream ss(s);
-  for (std::string x; std::getline(ss, x, ',');) out.push_back(x);
-  return out;
 }
 
 struct Options {
@@ -60,7 +48,7 @@ Options parse(int argc, char** argv) {
   Options o;
   for (int i = 1; i + 1 < argc; i += 2) {
     const std::string k = argv[i];
-    const std::vector<std::string> v = split(argv[i + 1]);
+    const std::vector<std::string> v = splitList(argv[i + 1]);
     auto ints = [&](std::vector<int>& dst) {
       dst.clear();
       for (auto& x : v) dst.push_back(std::stoi(x));

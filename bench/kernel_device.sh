@@ -1,12 +1,13 @@
 #!/usr/bin/env bash
 # Checks and times the attention kernels on a GPU machine from binaries built elsewhere: the direct kernel
-# tests, the engine's GPU tests, compute-sanitizer memcheck and racecheck, the kernel benchmark and torch
-# SDPA (cuDNN, flash) on the same shapes. Output goes to $OUT/kernels.log (or ./gpu-out).
-# usage: bench/kernel_device.sh <dir with bin/ and lib/> [steps: tests,engine,memcheck,racecheck,bench,sdpa]
+# tests, the engine's GPU tests, compute-sanitizer memcheck and racecheck, the kernel benchmark, the TMA
+# streaming floor of the sparse walks (sparge_tma_stream_bench, when present) and torch SDPA (cuDNN, flash)
+# on the same shapes. Output goes to $OUT/kernels.log (or ./gpu-out).
+# usage: bench/kernel_device.sh <dir with bin/ and lib/> [steps: tests,engine,memcheck,racecheck,bench,stream,sdpa]
 # Environment: BENCH_ARGS (sparge_attention_bench options), SDPA_ARGS (bench/sdpa_baseline.py options).
 set -uo pipefail
 DIR=${1:?binary folder}
-STEPS=${2:-tests,engine,memcheck,racecheck,bench,sdpa}
+STEPS=${2:-tests,engine,memcheck,racecheck,bench,stream,sdpa}
 OUTDIR=${OUT:-gpu-out}
 mkdir -p "$OUTDIR"
 export LD_LIBRARY_PATH=$DIR/lib:${LD_LIBRARY_PATH:-}
@@ -39,6 +40,10 @@ has() { [[ ",$STEPS," == *",$1,"* ]]; }
     echo "== kernel bench"
     # shellcheck disable=SC2086
     timeout ${T_BENCH:-400} "$DIR/bin/sparge_attention_bench" ${BENCH_ARGS:-} 2>&1
+  fi
+  if has stream && [ -x "$DIR/bin/sparge_tma_stream_bench" ]; then
+    echo "== TMA stream (K/V alone)"
+    timeout ${T_STREAM:-200} "$DIR/bin/sparge_tma_stream_bench" 2>&1
   fi
   if has sdpa; then
     echo "== torch SDPA"

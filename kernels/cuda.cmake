@@ -7,6 +7,7 @@ add_library(sparge_attention STATIC
   ${CMAKE_CURRENT_LIST_DIR}/src/attention_sm80.cu
   ${CMAKE_CURRENT_LIST_DIR}/src/attention_sm90.cu
   ${CMAKE_CURRENT_LIST_DIR}/src/quantize.cu
+  ${CMAKE_CURRENT_LIST_DIR}/src/tma_map.cpp
   ${CMAKE_CURRENT_LIST_DIR}/src/cuda_util.cpp)
 target_include_directories(sparge_attention PUBLIC ${PROJECT_SOURCE_DIR}/core/include
                                             PRIVATE ${CMAKE_CURRENT_LIST_DIR}/src)
@@ -44,6 +45,12 @@ target_compile_options(sparge_kernels PRIVATE
 add_executable(sparge_attention_bench ${PROJECT_SOURCE_DIR}/bench/attention_bench.cu)
 target_link_libraries(sparge_attention_bench PRIVATE sparge_attention)
 target_include_directories(sparge_attention_bench PRIVATE ${CMAKE_CURRENT_LIST_DIR}/src)
+
+# How fast an SM takes K/V in through TMA with nothing else running (bench/tma_stream_bench.cu): the yardstick
+# for the Hopper sparse walks.
+add_executable(sparge_tma_stream_bench ${PROJECT_SOURCE_DIR}/bench/tma_stream_bench.cu)
+target_link_libraries(sparge_tma_stream_bench PRIVATE sparge_attention)
+target_include_directories(sparge_tma_stream_bench PRIVATE ${CMAKE_CURRENT_LIST_DIR}/src)
 
 # CUDA's start-up in one process (bench/cuda_start.cpp): a fixed part of every rank's time in a multi-GPU job.
 add_executable(sparge_cuda_start_bench ${PROJECT_SOURCE_DIR}/bench/cuda_start.cpp)

@@ -36,6 +36,7 @@
 #include "parts/online_softmax.cuh"
 #include "smem_layout_sm90.h"
 #include "sparge/core/error.h"
+#include "tma_map.h"
 #include "wgmma_sm90.cuh"
 
 // Only the sm_90a pass compiles the kernel bodies; the other passes would warn about the constants they use.
@@ -843,46 +844,6 @@ __global__ void __launch_bounds__(Tr::kThreads, 1)
 #else
   __trap();
 #endif
-}
-
-// ---------------------------------------------------------------------------------------------
-// Host: TMA descriptors (cuTensorMapEncodeTiled through the runtime's driver entry point, so no libcuda
-// link).
-
-using EncodeTiled = CUresult (*)(CUtensorMap*, CUtensorMapDataType, cuuint32_t, void*, const cuuint64_t*,
-                                 const cuuint64_t*, const cuuint32_t*, const cuuint32_t*,
-                                 CUtensorMapInterleave, CUtensorMapSwizzle, CUtensorMapL2promotion,
-                                 CUtensorMapFloatOOBfill);
-
-EncodeTiled encodeTiled() {
-  static EncodeTiled fn = [] {
-    void* f = nullptr;
-    cudaDriverEntryPointQueryResult q{};
-    check(cudaGetDriverEntryPointByVersion("cuTensorMapEncodeTiled", &f, 12000, cudaEnableDefault, &q),
-          "cudaGetDriverEntryPointByVersion(cuTensorMapEncodeTiled)");
-    if (!f || q != cudaDriverEntryPointSuccess)
-      throw Error("CUDA engine", "the driver has no cuTensorMapEncodeTiled (TMA); update the NVIDIA driver");
-    return reinterpret_cast<EncodeTiled>(f);
-  }();
-  return fn;
-}
-
-// A [d2][d1][d0] tensor of `elemBytes` elements, boxes of box1 x box0 elements, swizzled per row width.
-CUtensorMap tensorMap3d(const void* base, CUtensorMapDataType type, int elemBytes, uint64_t d0, uint64_t d1,
-                        uint64_t d2, uint32_t box0, uint32_t box1) {
-  CUtensorMap map;
-  const cuuint64_t dims[3] = {d0, d1, d2};
-  const cuuint64_t strides[2] = {d0 * elemBytes, d0 * d1 * elemBytes};
-  const cuuint32_t box[3] = {box0, box1, 1};
-  const cuuint32_t elemStrides[3] = {1, 1, 1};
-  const CUtensorMapSwizzle sw =
-      box0 * elemBytes == 128 ? CU_TENSOR_MAP_SWIZZLE_128B : CU_TENSOR_MAP_SWIZZLE_64B;
-  const CUresult r = encodeTiled()(&map, type, 3, const_cast<void*>(base), dims, strides, box, elemStrides,
-                                   CU_TENSOR_MAP_INTERLEAVE_NONE, sw, CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
-                                   CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
-  if (r != CUDA_SUCCESS)
-    throw Error("CUDA engine", "cuTensorMapEncodeTiled failed (error " + std::to_string(int(r)) + ")");
-  return map;
 }
 
 template <class Tr>
