@@ -2,7 +2,8 @@
 // and at given block densities (random LUTs), and the operand quantization. Prints one row per configuration
 // with CUDA-event medians and dense-equivalent TFLOPS (4·B·H·N²·D / t, halved when causal). usage:
 // sparge_attention_bench [--tokens 8192,16384] [--dims 64,128] [--causal 0,1] [--numerics none,int8-fp8]
-//        [--geometry 64x128,128x64] [--family default,sm80] [--density 1,0.5,0.2] [--heads 32] [--repeat 10]
+//        [--geometry 64x128,128x64] [--family default,sm80] [--density 1,0.5,0.2] [--rows random|shared]
+//        [--heads 32] [--repeat 10]
 #include <cuda_fp16.h>
 #include <cuda_runtime.h>
 
@@ -41,6 +42,7 @@ struct Options {
   std::vector<int> tokens{16384}, dims{128}, causal{0};
   std::vector<std::string> numerics{"none", "int8-fp8"}, geometry{"64x128"}, family{"default", "sm80"};
   std::vector<float> density{1.f, 0.5f, 0.2f, 0.1f};
+  bool sharedRows = false;  // --rows shared: the tiles of a head visit the same blocks
   int heads = 32, repeat = 10;
 };
 
@@ -68,6 +70,12 @@ Options parse(int argc, char** argv) {
     else if (k == "--density") {
       o.density.clear();
       for (auto& x : v) o.density.push_back(std::stof(x));
+    } else if (k == "--rows") {
+      if (v.empty() || (v[0] != "random" && v[0] != "shared")) {
+        std::fprintf(stderr, "--rows: random or shared\n");
+        std::exit(2);
+      }
+      o.sharedRows = v[0] == "shared";
     } else if (k == "--heads")
       o.heads = std::stoi(v[0]);
     else if (k == "--repeat")
@@ -105,19 +113,31 @@ float medianMs(F f, int repeat) {
 }
 
 // A LUT in which every query tile visits round(density · visible blocks) random visible blocks (at least
-// one); returns the share of visible blocks selected.
-double randomLut(const Problem& p, float density, std::vector<int32_t>& lut, std::vector<int32_t>& count) {
+// one): drawn for each tile (`shared` false) or, for every tile of a head, the first visible blocks of one
+// random order of the head's blocks (`shared`: the tiles of a head agree, as top-k masks do when a few key
+// blocks score high for every query). Returns the share of visible blocks selected.
+double randomLut(const Problem& p, float density, bool shared, std::vector<int32_t>& lut,
+                 std::vector<int32_t>& count) {
   std::mt19937 rng(7);
   lut.assign(size_t(p.nHeads) * p.nq * p.nk, 0);
   count.assign(size_t(p.nHeads) * p.nq, 0);
   double sel = 0, vis = 0;
-  for (int h = 0; h < p.nHeads; ++h)
+  std::vector<int> order(p.nk);
+  for (int h = 0; h < p.nHeads; ++h) {
+    for (int j = 0; j < p.nk; ++j) order[j] = j;
+    std::shuffle(order.begin(), order.end(), rng);
     for (int i = 0; i < p.nq; ++i) {
       const int lastQ = std::min(p.Nq, (i + 1) * p.BQ) - 1;
       const int nVis = p.causal ? std::min(p.nk, lastQ / p.BK + 1) : p.nk;
-      std::vector<int> blocks(nVis);
-      for (int j = 0; j < nVis; ++j) blocks[j] = j;
-      std::shuffle(blocks.begin(), blocks.end(), rng);
+      std::vector<int> blocks;
+      if (shared) {
+        for (int j : order)
+          if (j < nVis) blocks.push_back(j);
+      } else {
+        blocks.resize(nVis);
+        for (int j = 0; j < nVis; ++j) blocks[j] = j;
+        std::shuffle(blocks.begin(), blocks.end(), rng);
+      }
       const int n = std::max(1, int(density * nVis + 0.5f));
       blocks.resize(n);
       std::sort(blocks.begin(), blocks.end());
@@ -126,6 +146,7 @@ double randomLut(const Problem& p, float density, std::vector<int32_t>& lut, std
       count[size_t(h) * p.nq + i] = n;
       sel += n, vis += nVis;
     }
+  }
   return sel / vis;
 }
 
@@ -188,7 +209,7 @@ void runConfig(const Options& o, Device& dv, int N, int D, bool causal, const st
   const char* kernel = attentionSm90Selected(p, n) ? "sm90" : "sm80";
   for (float dens : o.density) {
     std::vector<int32_t> lut, count;
-    const double share = randomLut(p, dens, lut, count);
+    const double share = randomLut(p, dens, o.sharedRows, lut, count);
     cudaMemcpy(dLut, lut.data(), lut.size() * 4, cudaMemcpyHostToDevice);
     cudaMemcpy(dCount, count.data(), count.size() * 4, cudaMemcpyHostToDevice);
     const bool dense = dens >= 1.f;
@@ -208,8 +229,9 @@ int main(int argc, char** argv) {
   const Options o = parse(argc, argv);
   cudaDeviceProp prop;
   ok(cudaGetDeviceProperties(&prop, 0), "device");
-  std::printf("device: %s, %d SMs; heads %d, B 1, fp16 inputs, lambda 50, repeat %d (median)\n", prop.name,
-              prop.multiProcessorCount, o.heads, o.repeat);
+  std::printf("device: %s, %d SMs; heads %d, B 1, fp16 inputs, lambda 50, LUT rows %s, repeat %d (median)\n",
+              prop.name, prop.multiProcessorCount, o.heads, o.sharedRows ? "shared by a head's tiles" : "random",
+              o.repeat);
   std::printf(
       "| N | D | causal | numerics | geometry | kernel | launch | density | attn ms | quant ms | "
       "attn TFLOPS | +quant TFLOPS |\n| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | "
