@@ -230,8 +230,8 @@ int main(int argc, char** argv) {
   cudaDeviceProp prop;
   ok(cudaGetDeviceProperties(&prop, 0), "device");
   std::printf("device: %s, %d SMs; heads %d, B 1, fp16 inputs, lambda 50, LUT rows %s, repeat %d (median)\n",
-              prop.name, prop.multiProcessorCount, o.heads, o.sharedRows ? "shared by a head's tiles" : "random",
-              o.repeat);
+              prop.name, prop.multiProcessorCount, o.heads,
+              o.sharedRows ? "shared by a head's tiles" : "random", o.repeat);
   std::printf(
       "| N | D | causal | numerics | geometry | kernel | launch | density | attn ms | quant ms | "
       "attn TFLOPS | +quant TFLOPS |\n| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | "

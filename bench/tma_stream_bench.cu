@@ -26,16 +26,16 @@ namespace {
 using sparge::bench::ok;
 using sparge::bench::splitList;
 
-constexpr int kKeys = 128;          // keys a block
-constexpr int kThreads = 256;       // a producer thread, a waiting warp, idle warps (the kernel's CTA has 512)
-constexpr int kBoxCols = 64;        // fp16 columns of a 128-byte box row
+constexpr int kKeys = 128;     // keys a block
+constexpr int kThreads = 256;  // a producer thread, a waiting warp, idle warps (the kernel's CTA has 512)
+constexpr int kBoxCols = 64;   // fp16 columns of a 128-byte box row
 constexpr int kMaxSmem = 227 * 1024;
 
 struct StreamParams {
-  CUtensorMap kv;      // [heads * 2][N][D] fp16: K of head h at 2h, V at 2h + 1
-  int d, blocks;       // head dim, key blocks of a head
-  int steps;           // blocks a CTA loads
-  int tilesPerSlot;    // 2: K and V of a block in one slot; 1: K and V in consecutive slots
+  CUtensorMap kv;    // [heads * 2][N][D] fp16: K of head h at 2h, V at 2h + 1
+  int d, blocks;     // head dim, key blocks of a head
+  int steps;         // blocks a CTA loads
+  int tilesPerSlot;  // 2: K and V of a block in one slot; 1: K and V in consecutive slots
 };
 
 template <int kSlots>
@@ -95,6 +95,12 @@ struct Options {
 
 Options parse(int argc, char** argv) {
   Options o;
+  if (argc % 2 == 0) {
+    std::fprintf(stderr,
+                 "%s: an option without its value (see the usage at the top of bench/tma_stream_bench.cu)\n",
+                 argv[argc - 1]);
+    std::exit(2);
+  }
   for (int i = 1; i + 1 < argc; i += 2) {
     const std::string k = argv[i];
     const std::vector<std::string> v = splitList(argv[i + 1]);
@@ -119,8 +125,13 @@ Options parse(int argc, char** argv) {
       std::fprintf(stderr, "--dims: 64 or 128, not %d\n", d);
       std::exit(2);
     }
-  if (!(o.share > 0 && o.share <= 1) || o.heads < 1 || o.repeat < 1) {
-    std::fprintf(stderr, "--share must be in (0, 1], --heads and --repeat at least 1\n");
+  for (int n : o.tokens)
+    if (n < 128 || n > (1 << 20)) {
+      std::fprintf(stderr, "--tokens: 128 to 1048576, not %d\n", n);
+      std::exit(2);
+    }
+  if (!(o.share > 0 && o.share <= 1) || o.heads < 1 || o.heads > 1024 || o.repeat < 1) {
+    std::fprintf(stderr, "--share must be in (0, 1], --heads 1 to 1024, --repeat at least 1\n");
     std::exit(2);
   }
   return o;
@@ -129,10 +140,14 @@ Options parse(int argc, char** argv) {
 using Kernel = void (*)(StreamParams);
 Kernel kernelFor(int slots) {
   switch (slots) {
-    case 2: return sparge_tma_stream<2>;
-    case 3: return sparge_tma_stream<3>;
-    case 4: return sparge_tma_stream<4>;
-    default: return sparge_tma_stream<6>;
+    case 2:
+      return sparge_tma_stream<2>;
+    case 3:
+      return sparge_tma_stream<3>;
+    case 4:
+      return sparge_tma_stream<4>;
+    default:
+      return sparge_tma_stream<6>;
   }
 }
 
@@ -165,7 +180,8 @@ void runShape(const Options& o, int n, int d, int sms) {
   ok(cudaMalloc(&kv, bytes), "cudaMalloc");
   ok(cudaMemset(kv, 0x3c, bytes), "cudaMemset");
   StreamParams p{};
-  p.kv = sparge::cuda::tensorMap3d(kv, CU_TENSOR_MAP_DATA_TYPE_FLOAT16, 2, d, n, 2ull * o.heads, kBoxCols, kKeys);
+  p.kv = sparge::cuda::tensorMap3d(kv, CU_TENSOR_MAP_DATA_TYPE_FLOAT16, 2, d, n, 2ull * o.heads, kBoxCols,
+                                   kKeys);
   p.d = d;
   p.blocks = (n + kKeys - 1) / kKeys;
   p.steps = std::max(1, (int)std::lround(o.share * p.blocks));
@@ -201,8 +217,9 @@ int main(int argc, char** argv) {
   cudaDeviceGetAttribute(&clockKHz, cudaDevAttrClockRate, 0);
   std::printf("device: %s, %d SMs, max SM clock %d MHz; %d heads, K/V share a CTA %.3f, repeat %d (median)\n",
               prop.name, prop.multiProcessorCount, clockKHz / 1000, o.heads, o.share, o.repeat);
-  std::printf("| N | D | slot | slots | blocks a CTA | ms | TB/s | GB/s an SM |\n| --- | --- | --- | --- | --- | --- "
-              "| --- | --- |\n");
+  std::printf(
+      "| N | D | slot | slots | blocks a CTA | ms | TB/s | GB/s an SM |\n| --- | --- | --- | --- | --- | --- "
+      "| --- | --- |\n");
   try {
     for (int n : o.tokens)
       for (int d : o.dims) runShape(o, n, d, prop.multiProcessorCount);
