@@ -5,12 +5,15 @@ ours in exact fp16 and in int8-fp8 (from `sparge bench --json` files), SpargeAtt
 bench files). Random N(0, 1) data, the shapes and top-k values of the bench files.
 
 usage: python3 bench/compare_spargeattn.py OURS.json [OURS2.json ...] [--spargeattn DIR] [--repeat 10]
-                                            [--json OUT]
+                                            [--pause-ms 0] [--json OUT]
+--pause-ms: idle time before each timed measurement (as `sparge bench --pause-ms`), so that none inherits the
+state a heavy one before it leaves.
 """
 import argparse
 import json
 import statistics
 import sys
+import time
 
 
 def timed(torch, fn, repeat, warmup=2):
@@ -52,19 +55,21 @@ def spargeattn_call(torch, api, q, k, v, causal, topk, repeat):
     return timed(torch, fn, repeat), sparsity
 
 
-def measure_theirs(torch, F, api, cells, B, H, repeat):
+def measure_theirs(torch, F, api, cells, B, H, repeat, pause_s=0.0):
     theirs = {}
     for (N, D, causal), c in sorted(cells.items()):
         flops = 4.0 * B * H * N * N * D / (2 if causal else 1)
         g = torch.Generator(device="cuda").manual_seed(0)
         q, k, v = (torch.randn(B, H, N, D, device="cuda", dtype=torch.float16, generator=g) for _ in range(3))
         t = {"sdpa": None, "spargeattn": {}}
+        time.sleep(pause_s)
         med, _, _ = timed(torch, lambda: F.scaled_dot_product_attention(q, k, v, is_causal=causal), repeat)
         t["sdpa"] = flops / (med * 1e-3) / 1e12
         for topk in sorted(c["topk"], reverse=True):
             if api is None:
                 continue
             try:
+                time.sleep(pause_s)
                 (med, lo, hi), sparsity = spargeattn_call(torch, api, q, k, v, causal, topk, repeat)
                 t["spargeattn"][topk] = {"tops": flops / (med * 1e-3) / 1e12, "median_ms": med, "min_ms": lo,
                                          "max_ms": hi, "qk_sparsity": sparsity}
@@ -113,6 +118,7 @@ def main():
     ap.add_argument("ours", nargs="+", help="JSON files written by `sparge bench --json`")
     ap.add_argument("--spargeattn", help="SpargeAttn source folder with its extension built in place")
     ap.add_argument("--repeat", type=int, default=10)
+    ap.add_argument("--pause-ms", type=int, default=0, help="idle time before each timed measurement")
     ap.add_argument("--json", help="write every figure here")
     args = ap.parse_args()
     import torch
@@ -128,10 +134,12 @@ def main():
         except Exception as e:
             why = f"SpargeAttn not importable: {e}"
     print(f"device: {torch.cuda.get_device_name()} (ours: {meta['device']}), torch {torch.__version__}, "
-          f"B={B} H={H}, fp16, repeat {args.repeat}")
+          f"B={B} H={H}, fp16, repeat {args.repeat}, pause {args.pause_ms} ms")
     if api is None:
         print(f"SpargeAttn column empty: {why}")
-    theirs = measure_theirs(torch, F, api, cells, B, H, args.repeat)
+    if args.pause_ms < 0:
+        sys.exit("--pause-ms must be 0 or more")
+    theirs = measure_theirs(torch, F, api, cells, B, H, args.repeat, args.pause_ms / 1000.0)
     print_tables(cells, theirs)
     for key, t in sorted(theirs.items()):
         for topk, s in t["spargeattn"].items():

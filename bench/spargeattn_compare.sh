@@ -6,6 +6,8 @@
 #   SPARGEATTN_DIR: SpargeAttn's source tree (built in place here when spas_sage_attn/_qattn*.so is missing:
 #   about 4 minutes on 16 cores), or "" for no SpargeAttn column
 #   quick: N 8K, D 128, top-k 1.0 and 0.2 only (a shake-out run)
+# PAUSE_MS (environment, default 0): idle time before each timed measurement, ours and SpargeAttn's alike
+# (`sparge bench --pause-ms`): right after a heavy measurement the next one ran slower in the same process.
 set -uo pipefail
 SPARGE="$1"
 SRC="$2"
@@ -42,7 +44,8 @@ for quant in none int8-fp8; do
   for sweep in "${SWEEPS[@]}"; do
     f="$OUT/ours-$quant-$i.json"
     # shellcheck disable=SC2086
-    if "$SPARGE" bench --quant "$quant" $sweep $extra --json "$f" >"$OUT/ours-$quant-$i.log" 2>&1; then
+    if "$SPARGE" bench --quant "$quant" $sweep $extra --pause-ms "${PAUSE_MS:-0}" --json "$f" \
+      >"$OUT/ours-$quant-$i.log" 2>&1; then
       FILES+=("$f")
     else
       echo "sparge bench --quant $quant failed: $(tail -2 "$OUT/ours-$quant-$i.log")"
@@ -52,4 +55,5 @@ for quant in none int8-fp8; do
 done
 SA_ARGS=()
 [ -n "$SRC" ] && SA_ARGS=(--spargeattn "$SRC")
-PYTHONUNBUFFERED=1 python3 "$HERE/compare_spargeattn.py" "${FILES[@]}" "${SA_ARGS[@]}" --json "$OUT/compare.json"
+PYTHONUNBUFFERED=1 python3 "$HERE/compare_spargeattn.py" "${FILES[@]}" "${SA_ARGS[@]}" --pause-ms "${PAUSE_MS:-0}" \
+  --json "$OUT/compare.json"

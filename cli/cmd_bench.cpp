@@ -33,6 +33,7 @@ struct BenchOptions {
   std::vector<double> topk{1.0, 0.5, 0.2, 0.1};
   int repeat = 10;
   int warmup = 2;
+  int pauseMs = 0;
   int64_t heads = 32;
   int64_t batch = 1;
   std::string geometry;  // empty: the device's default
@@ -140,6 +141,7 @@ cuda::BenchCase makeCase(const BenchOptions& o, int64_t n, int64_t d, int c, con
   bc.lambda = o.lambda;
   bc.repeat = o.repeat;
   bc.warmup = o.warmup;
+  bc.pauseMs = o.pauseMs;
   bc.cudnn = !o.noCudnn;
   return bc;
 }
@@ -208,7 +210,7 @@ struct BenchRun {
       out = header();
       std::cout << "device: " << device << ", geometry " << geometry.label() << ", " << o.dtype
                 << ", numerics " << o.quant << ", kernel " << o.kernel << ", B=" << o.batch
-                << " H=" << o.heads << ", repeat " << o.repeat
+                << " H=" << o.heads << ", repeat " << o.repeat << ", pause " << o.pauseMs << " ms"
                 << " (CUDA events; call = Stage 1 + quantization + attention, median [min-max])\n";
     }
     dist::RankInfo info;
@@ -227,6 +229,7 @@ struct BenchRun {
     h["heads"] = o.heads;
     h["batch"] = o.batch;
     h["repeat"] = o.repeat;
+    h["pause_ms"] = o.pauseMs;
     h["lambda"] = o.lambda;
     h["kernel"] = o.kernel;
     h["flops_rule"] =
@@ -320,6 +323,10 @@ void registerBench(CLI::App& app, Action& action) {
   cmd->add_option("--causal", o->causal, "Causal values to sweep (0, 1)")->delimiter(',');
   cmd->add_option("--repeat", o->repeat, "Timed repetitions per measurement")->check(CLI::Range(1, 100000));
   cmd->add_option("--warmup", o->warmup, "Untimed runs before timing")->check(CLI::Range(0, 1000));
+  cmd->add_option("--pause-ms", o->pauseMs,
+                  "Idle milliseconds before each timed measurement, so that none inherits the state a heavy one "
+                  "before it leaves (default 0)")
+      ->check(CLI::Range(0, 60000));
   cmd->add_option("--heads", o->heads, "Heads (H)")->check(CLI::Range(1, 4096));
   cmd->add_option("--batch", o->batch, "Batch (B)")->check(CLI::Range(1, 4096));
   cmd->add_option("--geometry", o->geometry, "Tile geometry 128x64 or 64x128 (default: 64x128 on sm90)");

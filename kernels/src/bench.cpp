@@ -4,8 +4,10 @@
 #include "sparge/kernels/bench.h"
 
 #include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <functional>
+#include <thread>
 #include <vector>
 
 #include "cudnn_sdpa.h"
@@ -25,6 +27,11 @@ core::Geometry benchDefaultGeometry() {
 }
 
 namespace {
+
+// Lets the GPU's clocks recover from the previous measurement (BenchCase::pauseMs).
+void settle(const BenchCase& c) {
+  if (c.pauseMs > 0) std::this_thread::sleep_for(std::chrono::milliseconds(c.pauseMs));
+}
 
 TimeStats timeIt(const std::function<void()>& fn, int warmup, int repeat) {
   for (int w = 0; w < warmup; ++w) fn();
@@ -159,6 +166,7 @@ BenchResult runBench(const BenchCase& c) {
   res.attentionKernel = attentionSm90Selected(d.p, c.numerics) ? "sm90" : "sm80";
 
   d.setTopk(c, c.topks.empty() ? 0.5 : c.topks.front());
+  settle(c);
   res.stage1 = timeIt([&] { d.stage1(true); }, c.warmup, c.repeat);
   res.stage1Select = timeIt([&] { d.stage1(false); }, c.warmup, c.repeat);
   res.quantize = timeIt([&] { d.quantizeOperands(c.numerics); }, c.warmup, c.repeat);
@@ -168,7 +176,10 @@ BenchResult runBench(const BenchCase& c) {
         d.attention(c.numerics, true);
       },
       c.warmup, c.repeat);
-  if (c.cudnn) timeCudnn(d, c, res);
+  if (c.cudnn) {
+    settle(c);
+    timeCudnn(d, c, res);
+  }
 
   for (double tk : c.topks) {
     d.setTopk(c, tk);
@@ -176,6 +187,7 @@ BenchResult runBench(const BenchCase& c) {
     d.quantizeOperands(c.numerics);
     BenchSparse sp;
     sp.topk = tk;
+    settle(c);
     sp.stage2 = timeIt([&] { d.attention(c.numerics, false); }, c.warmup, c.repeat);
     sp.call = timeIt(
         [&] {

@@ -18,6 +18,7 @@ exit_codes)
   expect_exit 2 "" -- "$SPARGE"
   expect_exit 2 "" -- "$SPARGE" run --no-such-flag
   expect_exit 2 "" -- "$SPARGE" run x.h5 --tau 0.5 --topk 0.5
+  expect_exit 2 "--pause-ms: Value -1 not in range 0 to 60000" -- "$SPARGE" bench --pause-ms -1
   expect_exit 1 "does/not/exist.h5" -- "$SPARGE" info does/not/exist.h5
   echo "not hdf5" > "$WORK/bad.h5"
   expect_exit 1 "bad.h5" -- "$SPARGE" run "$WORK/bad.h5"
