@@ -104,7 +104,7 @@ struct Sm90Traits {
   // the other tiles', at the price of loading a block several visit more than once. Split against union,
   // random masks, H100, 16K and 32K (kernels/NOTES.md, v13 to v15):
   //   int8-fp8 D 128   3-6 % faster at densities <= 0.3, 1 % slower at 0.5, 4-7 % at 0.8 and full rows
-  //                    (6 stages: rings of 2); with the integer row maxima (32K, two passes): 7-8 % faster
+  //                    (6 stages: rings of 2); with the integer row maxima (32K, two passes): 6-8 % faster
   //                    at 0.35, 4-6 % at 0.5, 3 % slower at 0.7, hence 0.6;
   //   fp16/bf16 D 64   6-14 % faster at <= 0.5, -2..+5 % at 0.8, slower at full rows;
   //   int8-fp8 D 64    5-8 % faster at <= 0.3, even at 0.5, 4 % slower at 0.8, 1-2 % at full rows (with
