@@ -7,6 +7,7 @@
 #include <cmath>
 #include <cstdlib>
 #include <memory>
+#include <optional>
 #include <random>
 #include <string>
 #include <utility>
@@ -15,6 +16,7 @@
 #include "engine_fixture.h"
 #include "kernel_family.h"
 #include "launch.h"  // kernels/src: the kernel launchers
+#include "scoped_env.h"
 #include "smem_layout_sm90.h"
 #include "sparge/core/cpu_engine.h"
 #include "sparge/core/error.h"
@@ -252,7 +254,8 @@ TEST(CudaStage1, MasksMatchCpuAcrossSweep) {
 TEST(CudaStage1, LongRowsMatchCpuInBothSelectionKernels) {
   REQUIRE_GPU();
   for (bool cta : {false, true}) {
-    if (cta) setenv("SPARGE_SELECT_CTA", "1", 1);
+    const sparge::test::ScopedEnv selectCta("SPARGE_SELECT_CTA",
+                                            cta ? std::optional<std::string>("1") : std::nullopt);
     MaskTally tally;
     for (auto [n, causal] : {std::pair{1500, false},
                              {3000, true},
@@ -272,7 +275,6 @@ TEST(CudaStage1, LongRowsMatchCpuInBothSelectionKernels) {
         compareMasks(*e, makeConfig(core::kGeometry128x64, true, p), gpu, tally);
       }
     }
-    unsetenv("SPARGE_SELECT_CTA");
     EXPECT_EQ(tally.unexplained, 0) << (cta ? "CTA kernel: " : "warp kernel: ") << tally.firstUnexplained;
     EXPECT_GE(double(tally.probClose) / double(tally.probTotal), 0.999)
         << (cta ? "CTA kernel" : "warp kernel");

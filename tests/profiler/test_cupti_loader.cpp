@@ -2,11 +2,13 @@
 // the toolkit's libcupti, when this machine has one, resolves every symbol. Runs without a GPU.
 #include <gtest/gtest.h>
 
-#include <cstdlib>
 #include <filesystem>
+#include <optional>
 #include <string>
+#include <vector>
 
 #include "cupti_loader.h"
+#include "scoped_env.h"
 
 using sparge::prof::cuptiCandidates;
 using sparge::prof::CuptiLoadResult;
@@ -61,13 +63,15 @@ TEST(CuptiLoader, NoCandidatesIsAFailureNotACrash) {
 }
 
 TEST(CuptiLoader, EnvironmentOverrideIsTheOnlyCandidate) {
-  const char* old = std::getenv("SPARGE_CUPTI_LIBRARY");
-  std::string saved = old ? old : "";
-  setenv("SPARGE_CUPTI_LIBRARY", "/opt/custom/libcupti.so.13", 1);
-  auto withEnv = cuptiCandidates();
-  unsetenv("SPARGE_CUPTI_LIBRARY");
-  auto without = cuptiCandidates();
-  if (old) setenv("SPARGE_CUPTI_LIBRARY", saved.c_str(), 1);
+  std::vector<std::string> withEnv, without;
+  {
+    const sparge::test::ScopedEnv env("SPARGE_CUPTI_LIBRARY", "/opt/custom/libcupti.so.13");
+    withEnv = cuptiCandidates();
+  }
+  {
+    const sparge::test::ScopedEnv env("SPARGE_CUPTI_LIBRARY", std::nullopt);
+    without = cuptiCandidates();
+  }
 
   ASSERT_EQ(withEnv.size(), 1u);
   EXPECT_EQ(withEnv[0], "/opt/custom/libcupti.so.13");
