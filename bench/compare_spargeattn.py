@@ -121,6 +121,8 @@ def main():
     ap.add_argument("--pause-ms", type=int, default=0, help="idle time before each timed measurement")
     ap.add_argument("--json", help="write every figure here")
     args = ap.parse_args()
+    if args.pause_ms < 0:
+        ap.error("--pause-ms must be 0 or more")
     import torch
     import torch.nn.functional as F
 
@@ -137,8 +139,6 @@ def main():
           f"B={B} H={H}, fp16, repeat {args.repeat}, pause {args.pause_ms} ms")
     if api is None:
         print(f"SpargeAttn column empty: {why}")
-    if args.pause_ms < 0:
-        sys.exit("--pause-ms must be 0 or more")
     theirs = measure_theirs(torch, F, api, cells, B, H, args.repeat, args.pause_ms / 1000.0)
     print_tables(cells, theirs)
     for key, t in sorted(theirs.items()):
