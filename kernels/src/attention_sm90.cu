@@ -47,17 +47,27 @@ namespace {
 
 using core::Numerics;
 
-constexpr int kBQ = 64, kBK = 128;
+constexpr int kBQ = 64;  // query rows of a consumer's tile (wgmma m64)
 constexpr int kProducerRegs = 24;
-// Named barriers of the per-tile skip vote (1 .. consumers).
+// Named barriers of the skip vote: a warpgroup's own meeting is kBarVote + consumer (1 .. consumers); the
+// two warpgroups of a 128x64 query block meet at kBarVote + consumers + block.
 constexpr int kBarVote = 1;
 
-template <typename T_, int D_, Numerics N_, bool kDense_>
+// BK_: keys of a block. 128: the 64x128 geometry, one LUT row per 64-row tile. 64: the 128x64 geometry
+// (fp16/bf16 only), whose LUT rows cover 128 query rows: the CTA's two consumers hold the two halves of one
+// row's query block, walk the same blocks and vote on PV skips together.
+template <typename T_, int D_, Numerics N_, bool kDense_, int BK_ = 128>
 struct Sm90Traits {
   using T = T_;  // input and output element type
   static constexpr int D = D_;
   static constexpr bool kDense = kDense_;  // the dense launch (every visible block, every tile on each)
   static constexpr bool kFp8 = N_ == Numerics::Int8Fp8;
+  static constexpr int kBK = BK_;
+  static_assert(kBK == 128 || (kBK == 64 && !kFp8), "64x128 in every numerics, 128x64 in fp16/bf16");
+  static constexpr int kTilesPerRow = kBK == 64 ? 2 : 1;  // consumer tiles sharing a LUT row
+  // Visited blocks at the end of a row that are never PV-skipped (docs/method.md: a 128-row diagonal spans
+  // two 64-key blocks).
+  static constexpr int kTail = kTilesPerRow;
   // Whether a consumer issues its pending block's P·V beside its next block's Q·Kᵀ (FlashAttention-3's
   // intra-warpgroup overlap): only fp16/bf16 at D 64. The softmax, not the tensor cores, bounds these
   // kernels, and the overlap holds O, the P·V block buffer (e4m3) or P (16-bit), and the scores at once
@@ -67,7 +77,7 @@ struct Sm90Traits {
   // v15): at D 128 three consumers of 160 registers against two of 240 with the overlap, int8-fp8 10-16 %,
   // fp16 2-10 %; at int8-fp8 D 64 four of 112 against three of 160 with the overlap, 8-16 %. fp16/bf16 D
   // 64 keeps three with the overlap (four of 112 spill 516 bytes there).
-  static constexpr bool kPvBesideQk = D == 64 && !kFp8;
+  static constexpr bool kPvBesideQk = (D == 64 && !kFp8) || kBK == 64;
   // Whether the walk holds two copies of a block's softmax: one for blocks whose keys are all visible, with
   // no mask and (int8-fp8) the row maxima taken from the integer scores, so that the 64 conversions to float
   // leave the path to the maxima and ptxas places them among the exponentials; one for the blocks a mask
@@ -77,9 +87,11 @@ struct Sm90Traits {
   // dense walk (32K 17.4-18.4 against 19.2-19.3 ms); fp16/bf16 moved within ±3 % either way, so they keep
   // one copy.
   static constexpr bool kTwoSoftmaxCopies = kFp8 && !(kDense && D == 128);
-  static constexpr int kConsumers = D == 64 && kFp8 ? 4 : 3;  // consumer warpgroups (query tiles) of a CTA
-  static constexpr int kThreads = 128 * (1 + kConsumers);     // and the producer warpgroup
-  static constexpr int kConsumerRegs = kConsumers == 4 ? 112 : 160;
+  // Consumer warpgroups (query tiles) of a CTA. 128x64: the two halves of one LUT row's query block; their
+  // 64-key blocks (scores 32 registers) leave room for the P·V overlap in 240 registers each.
+  static constexpr int kConsumers = kBK == 64 ? 2 : D == 64 && kFp8 ? 4 : 3;
+  static constexpr int kThreads = 128 * (1 + kConsumers);  // and the producer warpgroup
+  static constexpr int kConsumerRegs = kConsumers == 4 ? 112 : kConsumers == 2 ? 240 : 160;
   // The launch gives the CTA the register file over its threads (in steps of 8); a consumer's setmaxnreg.inc
   // waits until the registers it asks for are free, so asking for more than the producer leaves hangs.
   static_assert(kProducerRegs + kConsumers * kConsumerRegs <= (1 + kConsumers) * (65536 / kThreads / 8 * 8),
@@ -110,9 +122,11 @@ struct Sm90Traits {
   //   int8-fp8 D 64    5-8 % faster at <= 0.3, even at 0.5, 4 % slower at 0.8, 1-2 % at full rows (with
   //                    the exponentials after the P·V wait; with them beside it, never faster);
   //   fp16/bf16 D 128  2 stages, too few for three rings.
-  static constexpr float kSplitBelow = kDense || kStages < 2 * kConsumers ? 0.f
-                                       : kFp8 && D == 128                 ? 0.6f
-                                                                          : 0.7f;
+  // 128x64: the consumers share their LUT row, so the union is every tile's walk and splitting would load
+  // each block twice.
+  static constexpr float kSplitBelow = kDense || kTilesPerRow > 1 || kStages < 2 * kConsumers ? 0.f
+                                       : kFp8&& D == 128                                      ? 0.6f
+                                                                                              : 0.7f;
   static constexpr bool kSplittable = kSplitBelow > 0.f;
   static constexpr int kQkSteps = kQkRowBytes / 32;  // wgmma k-steps of 32 bytes
   static constexpr int kPSteps = kFp8 ? kBK / 32 : kBK / 16;
@@ -124,7 +138,9 @@ struct Sm90Traits {
   static constexpr int kQBars = kSplittable ? kConsumers : 1;  // one Q barrier a ring
   static constexpr int kBarBytes = 8 * (kQBars + 4 * kStages);
   static constexpr int kOffStep = (kOffBar + kBarBytes + 15) / 16 * 16;
-  static constexpr int kOffVote = kOffStep + 16 * kStages;             // two vote words per consumer
+  // Two sets of vote words per LUT row (one word per warpgroup voting on it), used in turns.
+  static constexpr int kVoteSetBytes = 4 * kTilesPerRow;
+  static constexpr int kOffVote = kOffStep + 16 * kStages;
   static constexpr int kSmemBytes = kOffVote + 8 * kConsumers + 1024;  // + alignment slack
   static_assert(kSmemBytes <= 227 * 1024, "fits the shared memory of an sm_90 CTA");
   static_assert(kQTileBytes % 1024 == 0 && kKTileBytes % 1024 == 0 && kVTileBytes % 1024 == 0,
@@ -183,7 +199,10 @@ struct Pipe {
     c.s = after(c.s);
     c.phase ^= c.s == 0;
   }
-  __device__ __forceinline__ uint32_t vote(int wg) const { return base + Tr::kOffVote + 8 * wg; }
+  // The vote words of the CTA's LUT row r (each consumer's own row in 64x128).
+  __device__ __forceinline__ uint32_t vote(int r) const {
+    return base + Tr::kOffVote + 2 * Tr::kVoteSetBytes * r;
+  }
 };
 
 // The value of a per-tile array for tile w: constant indices keep such arrays in registers (a runtime index
@@ -197,31 +216,45 @@ __device__ __forceinline__ A pick(const A (&a)[N], int w) {
   return r;
 }
 
-// The CTA's N adjacent query tiles and their walks, computed the same way by every thread.
-template <typename T, bool kDense, int N>
+// The CTA's N adjacent 64-row query tiles and their walks, computed the same way by every thread. Tile i
+// lies in LUT row i / Tr::kTilesPerRow.
+template <class Tr, bool kDense>
 struct CtaTiles {
+  static constexpr int N = Tr::kConsumers;
   int i[N];
   BlockWalk<kDense> walk[N];
-  int bhq, bhk, hq;
+  int bhq, bhk, hq, tiles;  // tiles: 64-row query tiles of a head
 
-  __device__ __forceinline__ static CtaTiles make(const KParams<T>& p) {
+  __device__ __forceinline__ static CtaTiles make(const KParams<typename Tr::T>& p) {
     CtaTiles tp;
     const int c = gridDim.x - 1 - blockIdx.x;  // longest causal rows first
     tp.hq = p.heads[blockIdx.y];
     tp.bhq = blockIdx.z * p.Hq + tp.hq;
     tp.bhk = blockIdx.z * p.Hkv + tp.hq / (p.Hq / p.Hkv);
+    tp.tiles = (p.Nq + kBQ - 1) / kBQ;
 #pragma unroll
     for (int w = 0; w < N; ++w) {
       tp.i[w] = N * c + w;
       const int q0 = tp.i[w] * kBQ, q1 = min(q0 + kBQ, p.Nq) - 1;
-      const size_t row = (size_t)tp.bhq * p.nq + tp.i[w];
-      if (tp.i[w] < p.nq)
-        tp.walk[w] = BlockWalk<kDense>::make(p.vis, q0, q1, kBK, kDense ? nullptr : p.lut + row * p.nk,
+      const size_t row = tp.lutRow(p, w);
+      if (tp.walks(p, w))
+        tp.walk[w] = BlockWalk<kDense>::make(p.vis, q0, q1, Tr::kBK, kDense ? nullptr : p.lut + row * p.nk,
                                              kDense ? nullptr : p.validCount + row);
       else
         tp.walk[w].n = 0;
     }
     return tp;
+  }
+  // Whether tile w walks: every tile of the head in dense walks; in sparse ones also the padding tile of a
+  // 128-row block whose second half lies past the last query, which walks its row with its partner (it has
+  // no rows that vote and stores nothing) so that both halves meet at every vote.
+  __device__ __forceinline__ bool walks(const KParams<typename Tr::T>& p, int w) const {
+    const int x = pick(i, w);
+    return kDense ? x < tiles : x / Tr::kTilesPerRow < p.nq;
+  }
+  // Index of tile w's LUT row over all heads (its validCount, PV-skip map row and int8 Q scale).
+  __device__ __forceinline__ size_t lutRow(const KParams<typename Tr::T>& p, int w) const {
+    return (size_t)bhq * p.nq + pick(i, w) / Tr::kTilesPerRow;
   }
   __device__ __forceinline__ int n(int w) const {
     int x[N];
@@ -253,12 +286,13 @@ struct UnionStep {
 
 // The sorted union of the tiles' block walks, run by the producer; each step goes into the next stage of the
 // ring, with the record the consumers walk by (StepRecord).
-template <typename T, bool kDense, int N>
+template <class Tr, bool kDense>
 struct UnionCursor {
+  static constexpr int N = Tr::kConsumers;
   BlockWalk<kDense> walk[N];
   int t[N], j[N];
 
-  __device__ __forceinline__ explicit UnionCursor(const CtaTiles<T, kDense, N>& tp) {
+  __device__ __forceinline__ explicit UnionCursor(const CtaTiles<Tr, kDense>& tp) {
 #pragma unroll
     for (int w = 0; w < N; ++w) {
       walk[w] = tp.walk[w];
@@ -298,8 +332,8 @@ __device__ __forceinline__ void loadKV(const Sm90Params<typename Tr::T>& prm, co
   mbarArriveExpectTx(pp.fullK(s), Tr::kKTileBytes);
 #pragma unroll
   for (int x = 0; x < Tr::kSlabs; ++x)
-    tmaLoad3d(pp.k(s) + x * kBK * Tr::kSlabBytes, &prm.kmap, pp.fullK(s), x * Tr::kSlabBytes / Tr::kElemBytes,
-              j * kBK, bhk);
+    tmaLoad3d(pp.k(s) + x * Tr::kBK * Tr::kSlabBytes, &prm.kmap, pp.fullK(s),
+              x * Tr::kSlabBytes / Tr::kElemBytes, j * Tr::kBK, bhk);
 }
 
 template <class Tr>
@@ -307,18 +341,17 @@ __device__ __forceinline__ void loadV(const Sm90Params<typename Tr::T>& prm, con
                                       int bhk) {
   mbarArriveExpectTx(pp.fullV(s), Tr::kVTileBytes);
   if constexpr (Tr::kFp8) {
-    tmaLoad3d(pp.v(s), &prm.v, pp.fullV(s), j * kBK, 0, bhk);
+    tmaLoad3d(pp.v(s), &prm.v, pp.fullV(s), j * Tr::kBK, 0, bhk);
   } else {
 #pragma unroll
     for (int x = 0; x < Tr::D / 64; ++x)
-      tmaLoad3d(pp.v(s) + x * kBK * 128, &prm.v, pp.fullV(s), x * 64, j * kBK, bhk);
+      tmaLoad3d(pp.v(s) + x * Tr::kBK * 128, &prm.v, pp.fullV(s), x * 64, j * Tr::kBK, bhk);
   }
 }
 
 template <class Tr, bool kDense>
 __device__ __forceinline__ void produce(const Sm90Params<typename Tr::T>& prm, const Pipe<Tr>& pp,
-                                        const CtaTiles<typename Tr::T, kDense, Tr::kConsumers>& tp,
-                                        bool split) {
+                                        const CtaTiles<Tr, kDense>& tp, bool split) {
   const KParams<typename Tr::T>& p = prm.k;
   const float* kScale = Tr::kFp8 ? p.kScale + (size_t)tp.bhk * p.nk : nullptr;
   prefetchTensorMap(&prm.kmap);
@@ -328,7 +361,7 @@ __device__ __forceinline__ void produce(const Sm90Params<typename Tr::T>& prm, c
   int tiles = 0;
 #pragma unroll
   for (int w = 0; w < Tr::kConsumers; ++w) {
-    load[w] = split ? tp.walk[w].n > 0 : tp.i[w] < p.nq;
+    load[w] = split ? tp.walk[w].n > 0 : tp.walks(p, w);
     tiles += load[w];
   }
   mbarArriveExpectTx(pp.fullQ(), tiles * Tr::kQTileBytes);
@@ -339,7 +372,7 @@ __device__ __forceinline__ void produce(const Sm90Params<typename Tr::T>& prm, c
       if (load[w])
         tmaLoad3d(pp.q(w) + x * kBQ * Tr::kSlabBytes, &prm.q, pp.fullQ(), x * Tr::kSlabBytes / Tr::kElemBytes,
                   tp.i[w] * kBQ, tp.bhq);
-  UnionCursor<typename Tr::T, kDense, Tr::kConsumers> cur(tp);
+  UnionCursor<Tr, kDense> cur(tp);
   for (StageCursor at; !cur.done(); pp.advance(at)) {
     const UnionStep st = cur.next();
     const int s = at.s;
@@ -375,15 +408,15 @@ __device__ __forceinline__ void issueQK(float (&s)[Tr::kNT][4], int32_t (&si)[Tr
                                         uint32_t sK) {
   using namespace sm90;
   const uint64_t dq0 = kMajorDescriptorBytes<kBQ, Tr::kSlabBytes>(sQ, 0);
-  const uint64_t dk0 = kMajorDescriptorBytes<kBK, Tr::kSlabBytes>(sK, 0);
+  const uint64_t dk0 = kMajorDescriptorBytes<Tr::kBK, Tr::kSlabBytes>(sK, 0);
 #pragma unroll
   for (int ks = 0; ks < Tr::kQkSteps; ++ks) {
     const uint64_t dq = advanceDescriptor(dq0, kMajorStepBytes<kBQ, Tr::kSlabBytes>(ks * 32));
-    const uint64_t dk = advanceDescriptor(dk0, kMajorStepBytes<kBK, Tr::kSlabBytes>(ks * 32));
+    const uint64_t dk = advanceDescriptor(dk0, kMajorStepBytes<Tr::kBK, Tr::kSlabBytes>(ks * 32));
     if constexpr (Tr::kFp8)
       WgmmaS8::run(si, dq, dk, ks > 0);
     else
-      WgmmaSS<typename Tr::T, kBK>::run(s, dq, dk, ks > 0);
+      WgmmaSS<typename Tr::T, Tr::kBK>::run(s, dq, dk, ks > 0);
   }
 }
 
@@ -392,7 +425,8 @@ __device__ __forceinline__ void issueQK(float (&s)[Tr::kNT][4], int32_t (&si)[Tr
 template <class Tr>
 __device__ __forceinline__ void issuePV(ConsumerState<Tr>& st, float (&blk)[Tr::kDT][4], uint32_t sV) {
   using namespace sm90;
-  const uint64_t dv0 = Tr::kFp8 ? kMajorDescriptorBytes<Tr::D, 128>(sV, 0) : mnMajorDescriptor<kBK>(sV, 0);
+  const uint64_t dv0 =
+      Tr::kFp8 ? kMajorDescriptorBytes<Tr::D, 128>(sV, 0) : mnMajorDescriptor<Tr::kBK>(sV, 0);
 #pragma unroll
   for (int kk = 0; kk < Tr::kPSteps; ++kk) {
     if constexpr (Tr::kFp8)
@@ -450,6 +484,7 @@ enum class BlockKeys { AllVisible, SomeMasked, Checked };
 struct BlockVote {
   bool on;
   uint32_t word, byte;
+  int bar;  // the named barrier the voters meet at
 };
 
 // Does any row of the tile rise above its running max by more than -λ (the PV-skip vote's question; the only
@@ -497,7 +532,7 @@ __device__ __forceinline__ bool softmaxThenVote(ConsumerState<Tr>& st, float (&s
   const bool rises = vote.on && rowsRise(st, rmax, lambda, row0, nQ);
   const RowsBefore before = rowsBefore(st);
   exponentiateBlock<Tr>(st, s, rmax, sc, alpha);
-  if (!vote.on || sm90::warpgroupAny(vote.word, vote.byte, kBarVote + wg, rises)) return false;
+  if (!vote.on || sm90::warpsAny<4 * Tr::kTilesPerRow>(vote.word, vote.byte, vote.bar, rises)) return false;
   // Undone on this branch, as measured (a select on the skip compiles to other code here).
   undoIfSkipped(st, before, true);
   return true;
@@ -512,7 +547,8 @@ __device__ __forceinline__ bool voteFirst(const ConsumerState<Tr>& st, const flo
     sm90::barSync(kBarVote + wg, 128);
     return false;
   }
-  return !sm90::warpgroupAny(vote.word, vote.byte, kBarVote + wg, rowsRise(st, rmax, lambda, row0, nQ));
+  return !sm90::warpsAny<4 * Tr::kTilesPerRow>(vote.word, vote.byte, vote.bar,
+                                               rowsRise(st, rmax, lambda, row0, nQ));
 }
 template <class Tr>
 __device__ __forceinline__ void softmaxAfterVote(ConsumerState<Tr>& st, float (&s)[Tr::kNT][4],
@@ -553,7 +589,8 @@ struct ConsumerCtx {
   size_t rowIdx;
   float lambda;
   bool skipOn;
-  uint32_t voteWord, voteByte;  // the first of the two vote words and this warp's byte of it
+  uint32_t voteWord, voteByte;  // the first set of vote words and this warp's byte in it
+  int voteBar;                  // the named barrier of the vote
 };
 
 // Issues the pending block's P·V now (alone), waits for it, adds it (e4m3) and releases its V stage.
@@ -621,13 +658,13 @@ __device__ __forceinline__ bool softmaxOwnBlock(const KParams<typename Tr::T>& p
   // The masked copy checks visibility again although its caller did: without the check (an unconditional
   // mask) ptxas spilled 8 bytes more, and the copy measured is this one.
   const bool visible =
-      kKeys == BlockKeys::AllVisible || p.vis.fullyVisible(cx.qRow0, cx.qLast, j * kBK, kBK);
+      kKeys == BlockKeys::AllVisible || p.vis.fullyVisible(cx.qRow0, cx.qLast, j * Tr::kBK, Tr::kBK);
   if (Tr::kFp8 && kKeys != BlockKeys::SomeMasked && visible) {
     rowMaxInt(si, rmax);
     intToFloat(si, sc);
   } else {
     if constexpr (Tr::kFp8) intToFloat(si, sc);
-    if (!visible) maskFragment(sc, cx.row0, j * kBK + cx.col0, p.vis);
+    if (!visible) maskFragment(sc, cx.row0, j * Tr::kBK + cx.col0, p.vis);
     rowMax(sc, rmax);
   }
   rmax[0] *= scale;
@@ -672,16 +709,16 @@ __device__ __forceinline__ void ownStep(const Sm90Params<typename Tr::T>& prm, c
   const bool pv = issueOwnStep<Tr>(st, pp, s, cx.wg, sc, si, blk);
   mbarArrive(pp.emptyK(s));
   const float scale = Tr::kFp8 ? p.scaleLog2 * (qScale * rec.kScale) : p.scaleLog2;
-  const uint32_t slot = 4u * (t & 1);  // the vote words alternate
-  const BlockVote vote{!kDense && cx.skipOn && skipEligible(t, cx.n, 1), cx.voteWord + slot,
-                       cx.voteByte + slot};
+  const uint32_t slot = Tr::kVoteSetBytes * (t & 1);  // the vote words alternate
+  const BlockVote vote{!kDense && cx.skipOn && skipEligible(t, cx.n, Tr::kTail), cx.voteWord + slot,
+                       cx.voteByte + slot, cx.voteBar};
   bool skip;
   if constexpr (Tr::kTwoSoftmaxCopies) {
-    skip = p.vis.fullyVisible(cx.qRow0, cx.qLast, rec.j * kBK, kBK)
+    skip = p.vis.fullyVisible(cx.qRow0, cx.qLast, rec.j * Tr::kBK, Tr::kBK)
                ? softmaxOwnBlock<Tr, kDense, BlockKeys::AllVisible>(p, pp, cx, st, rec.j, vote, scale, pv, sc,
-                                                                     si, blk)
+                                                                    si, blk)
                : softmaxOwnBlock<Tr, kDense, BlockKeys::SomeMasked>(p, pp, cx, st, rec.j, vote, scale, pv, sc,
-                                                                     si, blk);
+                                                                    si, blk);
   } else {
     skip = softmaxOwnBlock<Tr, kDense, BlockKeys::Checked>(p, pp, cx, st, rec.j, vote, scale, pv, sc, si, blk);
   }
@@ -689,7 +726,8 @@ __device__ __forceinline__ void ownStep(const Sm90Params<typename Tr::T>& prm, c
   st.pendingGemm = !skip;
   st.pendingStage = s;
   st.pendingPhase = phase;
-  if (skip && threadIdx.x % 128 == 0 && p.pvSkipped) p.pvSkipped[cx.rowIdx * p.nk + rec.j] = 1;
+  if (skip && threadIdx.x % 128 == 0 && cx.wg % Tr::kTilesPerRow == 0 && p.pvSkipped)
+    p.pvSkipped[cx.rowIdx * p.nk + rec.j] = 1;
   if constexpr (!Tr::kPvBesideQk) finishPending<Tr>(st, pp);
 }
 
@@ -730,8 +768,7 @@ __device__ __forceinline__ void consume(const Sm90Params<typename Tr::T>& prm, c
 
 template <class Tr, bool kDense>
 __device__ __forceinline__ void consumerTile(const Sm90Params<typename Tr::T>& prm, const Pipe<Tr>& pp,
-                                             const CtaTiles<typename Tr::T, kDense, Tr::kConsumers>& tp,
-                                             int wg, bool split) {
+                                             const CtaTiles<Tr, kDense>& tp, int wg, bool split) {
   const KParams<typename Tr::T>& p = prm.k;
   const int lane = threadIdx.x & 31, warp = (threadIdx.x >> 5) & 3;
   ConsumerCtx cx;
@@ -742,11 +779,14 @@ __device__ __forceinline__ void consumerTile(const Sm90Params<typename Tr::T>& p
   cx.qLast = min(cx.qRow0 + kBQ, p.Nq) - 1;
   cx.row0 = cx.qRow0 + warp * 16 + (lane >> 2);
   cx.col0 = 2 * (lane & 3);
-  cx.rowIdx = (size_t)tp.bhq * p.nq + cx.i;
+  cx.rowIdx = tp.lutRow(p, wg);
   cx.lambda = INFINITY;
   cx.skipOn = false;
-  cx.voteWord = pp.vote(wg);
-  cx.voteByte = cx.voteWord + warp;
+  // 128x64: the two halves of a query block vote together (their own barrier; a warpgroup's plain meeting
+  // in voteFirst keeps kBarVote + wg).
+  cx.voteWord = pp.vote(wg / Tr::kTilesPerRow);
+  cx.voteByte = cx.voteWord + 4 * (wg % Tr::kTilesPerRow) + warp;
+  cx.voteBar = Tr::kTilesPerRow > 1 ? kBarVote + Tr::kConsumers + wg / Tr::kTilesPerRow : kBarVote + wg;
   if constexpr (!kDense) {
     const HeadParamsDev hp = p.params[tp.hq];
     cx.lambda = hp.lambda;
@@ -760,7 +800,7 @@ __device__ __forceinline__ void consumerTile(const Sm90Params<typename Tr::T>& p
   // A split walk's consumer meets only its own ring; the union walk's passes every step, also with no
   // blocks of its own.
   if (split ? cx.n > 0 : !tp.empty()) consume<Tr, kDense>(prm, pp.walkOf(wg, split), cx, st);
-  if (cx.i >= p.nq) return;
+  if (cx.i >= tp.tiles) return;
   typename Tr::T* gO = p.o + (size_t)tp.bhq * p.Nq * Tr::D;
   const float* vScale = Tr::kFp8 ? p.vScale + (size_t)tp.bhk * Tr::D : nullptr;
   storeRows<typename Tr::T, Tr::kDT>(gO, Tr::D, st.acc, st.l, cx.row0, cx.col0, p.Nq, vScale,
@@ -772,7 +812,7 @@ __device__ __forceinline__ void consumerTile(const Sm90Params<typename Tr::T>& p
 // union's single loads). The same answer in every thread; the shuffle tells the compiler so.
 template <class Tr, bool kDense>
 __device__ __forceinline__ bool splitWalks(const Sm90Params<typename Tr::T>& prm,
-                                           const CtaTiles<typename Tr::T, kDense, Tr::kConsumers>& tp) {
+                                           const CtaTiles<Tr, kDense>& tp) {
   if constexpr (!Tr::kSplittable) {
     return false;
   } else {
@@ -780,10 +820,10 @@ __device__ __forceinline__ bool splitWalks(const Sm90Params<typename Tr::T>& prm
     int visited = 0, visible = 0;
 #pragma unroll
     for (int w = 0; w < Tr::kConsumers; ++w) {
-      if (tp.i[w] >= p.nq) continue;
+      if (tp.i[w] >= tp.tiles) continue;
       const int q0 = tp.i[w] * kBQ, q1 = min(q0 + kBQ, p.Nq) - 1;
       visited += tp.walk[w].n;
-      visible += BlockWalk<true>::make(p.vis, q0, q1, kBK, nullptr, nullptr).n;
+      visible += BlockWalk<true>::make(p.vis, q0, q1, Tr::kBK, nullptr, nullptr).n;
     }
     return __shfl_sync(0xffffffffu, (int)(visited < prm.splitBelow * visible), 0) != 0;
   }
@@ -793,8 +833,8 @@ template <class Tr, bool kDense>
 __device__ __forceinline__ void attention90(const Sm90Params<typename Tr::T>& prm) {
   extern __shared__ unsigned char smemRaw[];
   const Pipe<Tr> pp{((uint32_t)__cvta_generic_to_shared(smemRaw) + 1023u) & ~1023u};
-  const CtaTiles<typename Tr::T, kDense, Tr::kConsumers> tp =
-      CtaTiles<typename Tr::T, kDense, Tr::kConsumers>::make(prm.k);
+  const CtaTiles<Tr, kDense> tp =
+      CtaTiles<Tr, kDense>::make(prm.k);
   const bool split = splitWalks<Tr, kDense>(prm, tp);
   if (threadIdx.x == 0) {
     for (int c = 0; c < Tr::kQBars; ++c) sm90::mbarInit(pp.fullQ(c), 1);
@@ -857,14 +897,14 @@ Sm90Params<typename Tr::T> makeSm90Params(const Problem& pr, const AttnArgs& a) 
   if constexpr (Tr::kFp8) {
     const auto u8 = CU_TENSOR_MAP_DATA_TYPE_UINT8;
     p.q = tensorMap3d(p.k.q, u8, 1, D, (uint64_t)pr.nq * kBQ, bhq, D, kBQ);
-    p.kmap = tensorMap3d(p.k.k, u8, 1, D, (uint64_t)pr.nk * kBK, bhk, D, kBK);
-    p.v = tensorMap3d(p.k.v, u8, 1, (uint64_t)fp8VTokens(pr.Nkv), D, bhk, kBK, D);
+    p.kmap = tensorMap3d(p.k.k, u8, 1, D, (uint64_t)pr.nk * Tr::kBK, bhk, D, Tr::kBK);
+    p.v = tensorMap3d(p.k.v, u8, 1, (uint64_t)fp8VTokens(pr.Nkv), D, bhk, Tr::kBK, D);
   } else {
     const auto t = std::is_same_v<typename Tr::T, __half> ? CU_TENSOR_MAP_DATA_TYPE_FLOAT16
                                                           : CU_TENSOR_MAP_DATA_TYPE_BFLOAT16;
     p.q = tensorMap3d(p.k.q, t, 2, D, (uint64_t)pr.Nq, bhq, 64, kBQ);
-    p.kmap = tensorMap3d(p.k.k, t, 2, D, (uint64_t)pr.Nkv, bhk, 64, kBK);
-    p.v = tensorMap3d(p.k.v, t, 2, D, (uint64_t)pr.Nkv, bhk, 64, kBK);
+    p.kmap = tensorMap3d(p.k.k, t, 2, D, (uint64_t)pr.Nkv, bhk, 64, Tr::kBK);
+    p.v = tensorMap3d(p.k.v, t, 2, D, (uint64_t)pr.Nkv, bhk, 64, Tr::kBK);
   }
   return p;
 }
@@ -874,7 +914,8 @@ int64_t gSm90Launches = 0;
 template <class Tr>
 void launch90(const Problem& pr, const AttnArgs& a, cudaStream_t s) {
   const Sm90Params<typename Tr::T> kp = makeSm90Params<Tr>(pr, a);
-  dim3 grid((pr.nq + Tr::kConsumers - 1) / Tr::kConsumers, pr.nHeads, pr.B);
+  const int tiles = (pr.Nq + kBQ - 1) / kBQ;  // 64-row query tiles (128x64: two a LUT row)
+  dim3 grid((tiles + Tr::kConsumers - 1) / Tr::kConsumers, pr.nHeads, pr.B);
   void (*kernel)(const Sm90Params<typename Tr::T>) = nullptr;
   if constexpr (Tr::kDense)
     kernel = sparge_dense_attention_sm90<Tr>;
@@ -893,6 +934,18 @@ void launch90(const Problem& pr, const AttnArgs& a, cudaStream_t s) {
 
 template <typename T, int D, Numerics N>
 void launchWalk90(const Problem& p, const AttnArgs& a, bool dense, cudaStream_t s) {
+  if constexpr (N == Numerics::None) {
+    if (p.BK == 64) {  // 128x64 (attentionSm90Selected admits no other geometry with 64-key blocks)
+      if (dense)
+        launch90<Sm90Traits<T, D, N, true, 64>>(p, a, s);
+      else
+        launch90<Sm90Traits<T, D, N, false, 64>>(p, a, s);
+      return;
+    }
+  }
+  if (p.BQ != kBQ || p.BK != 128)
+    throw Error("CUDA engine", "the Hopper kernel runs quantized numerics on 64x128 tiles only, not " +
+                                   std::to_string(p.BQ) + "x" + std::to_string(p.BK));
   if (dense)
     launch90<Sm90Traits<T, D, N, true>>(p, a, s);
   else
@@ -915,8 +968,10 @@ void launchHeadDim90(const Problem& p, const AttnArgs& a, bool dense, cudaStream
 bool attentionSm90Selected(const Problem& p, core::Numerics n) {
   const char* env = std::getenv("SPARGE_ATTN_KERNEL");
   if (env && std::strcmp(env, "sm80") == 0) return false;
-  // D 256 has no wgmma kernel: its 64x128 tiles run the mma.sync family (kernel names end in _sm80).
-  if (p.BQ != kBQ || p.BK != kBK || (p.D != 64 && p.D != 128)) return false;
+  // D 256 has no wgmma kernel: it runs the mma.sync family (kernel names end in _sm80), as do the quantized
+  // numerics at 128x64.
+  const bool g64x128 = p.BQ == 64 && p.BK == 128, g128x64 = p.BQ == 128 && p.BK == 64;
+  if (!(g64x128 || (g128x64 && n == Numerics::None)) || (p.D != 64 && p.D != 128)) return false;
   if (n == Numerics::Int8Fp16) return false;  // fp16-accumulated P·V: the mma.sync family
   int dev = 0, major = 0, minor = 0;
   if (cudaGetDevice(&dev) != cudaSuccess) return false;

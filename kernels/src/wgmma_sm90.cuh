@@ -1,6 +1,6 @@
 // PTX wrappers for the Hopper (sm_90a) attention family: wgmma.mma_async with accumulators in the fragment
 // layout of parts/online_softmax.cuh (float or int32 [N/8][4]), fences and group waits. Shapes: fp16/bf16
-// m64n128k16 (A, B K-major in shared memory) and m64nDk16 (A from registers, B MN-major: transposed V);
+// m64n128k16 and m64n64k16 (A, B K-major in shared memory: 128- and 64-key blocks) and m64nDk16 (A from registers, B MN-major: transposed V);
 // s8 m64n128k32 (shared memory, int32 accumulators); e4m3 m64nDk32 (A from registers, B K-major). scaleD = 0
 // overwrites the accumulators. Only usable in device code compiled for sm_90a (callers guard with
 // SPARGE_SM90A_DEVICE). The operand lists were written by a small script and are checked by ptxas.
@@ -107,6 +107,24 @@ __device__ __forceinline__ void WgmmaSS<__half, 128>::run(float (&d)[16][4], uin
 }
 
 template <>
+__device__ __forceinline__ void WgmmaSS<__half, 64>::run(float (&d)[8][4], uint64_t descA, uint64_t descB,
+                                                         int scaleD) {
+  asm volatile(
+      "{\n.reg .pred p;\nsetp.ne.b32 p, %34, 0;\n"
+      "wgmma.mma_async.sync.aligned.m64n64k16.f32.f16.f16 "
+      "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, "
+      "%22, %23, %24, %25, %26, %27, %28, %29, %30, %31}, "
+      "%32, %33, p, 1, 1, 0, 0;\n}\n"
+      : "+f"(d[0][0]), "+f"(d[0][1]), "+f"(d[0][2]), "+f"(d[0][3]), "+f"(d[1][0]), "+f"(d[1][1]),
+        "+f"(d[1][2]), "+f"(d[1][3]), "+f"(d[2][0]), "+f"(d[2][1]), "+f"(d[2][2]), "+f"(d[2][3]),
+        "+f"(d[3][0]), "+f"(d[3][1]), "+f"(d[3][2]), "+f"(d[3][3]), "+f"(d[4][0]), "+f"(d[4][1]),
+        "+f"(d[4][2]), "+f"(d[4][3]), "+f"(d[5][0]), "+f"(d[5][1]), "+f"(d[5][2]), "+f"(d[5][3]),
+        "+f"(d[6][0]), "+f"(d[6][1]), "+f"(d[6][2]), "+f"(d[6][3]), "+f"(d[7][0]), "+f"(d[7][1]),
+        "+f"(d[7][2]), "+f"(d[7][3])
+      : "l"(descA), "l"(descB), "r"(scaleD));
+}
+
+template <>
 __device__ __forceinline__ void WgmmaRS<__half, 64>::run(float (&d)[8][4], const uint32_t (&a)[4],
                                                          uint64_t descB, int scaleD) {
   asm volatile(
@@ -171,6 +189,24 @@ __device__ __forceinline__ void WgmmaSS<__nv_bfloat16, 128>::run(float (&d)[16][
         "+f"(d[12][0]), "+f"(d[12][1]), "+f"(d[12][2]), "+f"(d[12][3]), "+f"(d[13][0]), "+f"(d[13][1]),
         "+f"(d[13][2]), "+f"(d[13][3]), "+f"(d[14][0]), "+f"(d[14][1]), "+f"(d[14][2]), "+f"(d[14][3]),
         "+f"(d[15][0]), "+f"(d[15][1]), "+f"(d[15][2]), "+f"(d[15][3])
+      : "l"(descA), "l"(descB), "r"(scaleD));
+}
+
+template <>
+__device__ __forceinline__ void WgmmaSS<__nv_bfloat16, 64>::run(float (&d)[8][4], uint64_t descA,
+                                                                uint64_t descB, int scaleD) {
+  asm volatile(
+      "{\n.reg .pred p;\nsetp.ne.b32 p, %34, 0;\n"
+      "wgmma.mma_async.sync.aligned.m64n64k16.f32.bf16.bf16 "
+      "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, "
+      "%22, %23, %24, %25, %26, %27, %28, %29, %30, %31}, "
+      "%32, %33, p, 1, 1, 0, 0;\n}\n"
+      : "+f"(d[0][0]), "+f"(d[0][1]), "+f"(d[0][2]), "+f"(d[0][3]), "+f"(d[1][0]), "+f"(d[1][1]),
+        "+f"(d[1][2]), "+f"(d[1][3]), "+f"(d[2][0]), "+f"(d[2][1]), "+f"(d[2][2]), "+f"(d[2][3]),
+        "+f"(d[3][0]), "+f"(d[3][1]), "+f"(d[3][2]), "+f"(d[3][3]), "+f"(d[4][0]), "+f"(d[4][1]),
+        "+f"(d[4][2]), "+f"(d[4][3]), "+f"(d[5][0]), "+f"(d[5][1]), "+f"(d[5][2]), "+f"(d[5][3]),
+        "+f"(d[6][0]), "+f"(d[6][1]), "+f"(d[6][2]), "+f"(d[6][3]), "+f"(d[7][0]), "+f"(d[7][1]),
+        "+f"(d[7][2]), "+f"(d[7][3])
       : "l"(descA), "l"(descB), "r"(scaleD));
 }
 

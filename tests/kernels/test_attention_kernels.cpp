@@ -294,9 +294,11 @@ void checkCase(const Case& c, uint32_t seed, std::vector<uint8_t>* skipMaps = nu
   GpuRun run;
   ASSERT_NO_FATAL_FAILURE(runGpu(c, in.q, in.k, in.v, in.km, walks, run));
   if (skipMaps) *skipMaps = run.skipped;
-  // The Hopper kernel runs 64x128 tiles at D 64/128 in exact and int8-fp8 numerics; D 256 runs mma.sync.
-  const bool hopper = c.family.empty() && c.g == core::kGeometry64x128 && c.n != Numerics::Int8Fp16 &&
-                      c.D <= 128 && computeCapability(nullptr) == 90;
+  // The Hopper kernel runs 64x128 tiles at D 64/128 in exact and int8-fp8 numerics and 128x64 tiles in exact
+  // numerics; D 256 runs mma.sync.
+  const bool hopperGeometry = (c.g == core::kGeometry64x128 && c.n != Numerics::Int8Fp16) ||
+                              (c.g == core::kGeometry128x64 && c.n == Numerics::None);
+  const bool hopper = c.family.empty() && hopperGeometry && c.D <= 128 && computeCapability(nullptr) == 90;
   EXPECT_EQ(run.sm90Launches, hopper ? 1 : 0) << "kernel family";
   const int nq = (c.Nq + c.g.blockQ - 1) / c.g.blockQ, nk = (c.Nkv + c.g.blockK - 1) / c.g.blockK;
   for (int x = 0; x < c.B * c.Hq; ++x) {
@@ -512,42 +514,46 @@ TEST(AttentionKernels, Int8Fp8IsRefusedWithoutFp8TensorCores) {
 
 // Union walks with tiles that visit nothing (fp16/bf16 at D 128, where every Hopper CTA walks the union of
 // its three tiles' rows): a group of three tiles (one Hopper CTA) none of which visits a block beside groups
-// that do, a head with no block at all, a last group of one tile, causal rows of different lengths.
+// that do, a head with no block at all, a last group of one tile, causal rows of different lengths. At 128x64
+// a Hopper CTA holds the two halves of one row's query block (the second half past the last query when Nq
+// is not a multiple of 128: 150, 1100), which walk and vote together.
 TEST(AttentionKernels, UnionWalksWithTilesThatVisitNothing) {
   REQUIRE_CC(80);
   uint32_t seed = 450;
-  for (int n : {150, 400, 1100})
-    for (int emptyFirst : {0, 3, 7})
-      for (bool causal : {false, true}) {
-        if (emptyFirst >= 3 && n == 150) continue;
-        Case c;
-        c.g = core::kGeometry64x128;
-        c.Hq = 2, c.Hkv = 1, c.Nq = n, c.Nkv = n + 90, c.D = 128;
-        c.causal = causal;
-        c.bf16 = emptyFirst == 3;
-        c.density = 0.3f;
-        c.emptyFirst = emptyFirst;
-        c.lambda = 1.f;
-        checkCase(c, seed++);
-      }
+  for (core::Geometry g : {core::kGeometry64x128, core::kGeometry128x64})
+    for (int n : {150, 400, 1100})
+      for (int emptyFirst : {0, 3, 7})
+        for (bool causal : {false, true}) {
+          if (emptyFirst >= 3 && n == 150) continue;
+          Case c;
+          c.g = g;
+          c.Hq = 2, c.Hkv = 1, c.Nq = n, c.Nkv = n + 90, c.D = 128;
+          c.causal = causal;
+          c.bf16 = emptyFirst == 3;
+          c.density = 0.3f;
+          c.emptyFirst = emptyFirst;
+          c.lambda = 1.f;
+          checkCase(c, seed++);
+        }
 }
 
 // Long rows (many blocks per tile, several pipeline rounds) with batch > 1 and GQA 4:1.
 TEST(AttentionKernels, LongRowsAndBatches) {
   REQUIRE_CC(80);
   uint32_t seed = 500;
-  for (Numerics n : {Numerics::None, Numerics::Int8Fp8, Numerics::Int8Fp16})
-    for (const char* fam : {"", "sm80"}) {
-      if (n == Numerics::Int8Fp8 && computeCapability(nullptr) < 89) continue;
-      Case c;
-      c.g = core::kGeometry64x128;
-      c.n = n;
-      c.family = fam;
-      c.B = 2, c.Hq = 4, c.Hkv = 1, c.Nq = 1100, c.Nkv = 2100, c.D = 128;
-      c.density = 0.7f;
-      c.lambda = 2.f;
-      checkCase(c, seed++);
-    }
+  for (core::Geometry g : {core::kGeometry64x128, core::kGeometry128x64})
+    for (Numerics n : {Numerics::None, Numerics::Int8Fp8, Numerics::Int8Fp16})
+      for (const char* fam : {"", "sm80"}) {
+        if (n == Numerics::Int8Fp8 && computeCapability(nullptr) < 89) continue;
+        Case c;
+        c.g = g;
+        c.n = n;
+        c.family = fam;
+        c.B = 2, c.Hq = 4, c.Hkv = 1, c.Nq = 1100, c.Nkv = 2100, c.D = 128;
+        c.density = 0.7f;
+        c.lambda = 2.f;
+        checkCase(c, seed++);
+      }
 }
 
 // ---------------------------------------------------------------------------------------------

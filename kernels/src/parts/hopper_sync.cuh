@@ -88,18 +88,27 @@ __device__ __forceinline__ void prefetchTensorMap(const CUtensorMap* map) {
 __device__ __forceinline__ void barSync(int id, int count) {
   asm volatile("bar.sync %0, %1;\n" ::"r"(id), "r"(count) : "memory");
 }
-// True iff `pred` holds for any of the warpgroup's 128 threads, which meet at named barrier `id`: each warp's
-// answer goes to its byte (`byte`, precomputed by the caller) of the 32-bit shared-memory word `word` before
-// the barrier, the word is read after it. (bar.red.or.pred measured ~9 % slower in the int8-fp8 attention
-// kernel, voting once a block.) Callers alternate between two words: a warp writes a word again only after
-// the next meeting, which every warp reaches after it read the word.
-__device__ __forceinline__ bool warpgroupAny(uint32_t word, uint32_t byte, int id, bool pred) {
+// True iff `pred` holds for any thread of kWarps warps (one warpgroup, or the two warpgroups of a 128-row
+// query block), which meet at named barrier `id`: each warp's answer goes to its byte (`byte`, precomputed by
+// the caller) of the kWarps / 4 shared-memory words from `word` before the barrier, the words are read after
+// it. (bar.red.or.pred measured ~9 % slower in the int8-fp8 attention kernel, voting once a block.) Callers
+// alternate between two sets of words: a warp writes a set again only after the next meeting, which every
+// warp reaches after it read the set.
+template <int kWarps>
+__device__ __forceinline__ bool warpsAny(uint32_t word, uint32_t byte, int id, bool pred) {
+  static_assert(kWarps == 4 || kWarps == 8, "one or two warpgroups");
   const uint32_t any = __any_sync(0xffffffffu, pred) ? 1u : 0u;
   asm volatile("st.shared.u8 [%0], %1;\n" ::"r"(byte), "r"(any) : "memory");  // every lane: the same value
-  barSync(id, 128);
-  uint32_t all;
-  asm volatile("ld.shared.u32 %0, [%1];\n" : "=r"(all) : "r"(word) : "memory");
-  return all != 0;
+  barSync(id, 32 * kWarps);
+  if constexpr (kWarps == 4) {
+    uint32_t all;
+    asm volatile("ld.shared.u32 %0, [%1];\n" : "=r"(all) : "r"(word) : "memory");
+    return all != 0;
+  } else {
+    uint64_t all;
+    asm volatile("ld.shared.u64 %0, [%1];\n" : "=l"(all) : "r"(word) : "memory");
+    return all != 0;
+  }
 }
 
 template <int kRegs>
