@@ -38,7 +38,7 @@ fi
   echo "== CUDA engine tests"
   timeout 90 $B/sparge_kernel_tests --gtest_brief=1 2>&1 | tail -30
   echo "== attention kernel and quantization tests (oracles in the tests)"
-  [ -x $B/sparge_attention_tests ] && timeout 180 $B/sparge_attention_tests --gtest_brief=1 2>&1 | tail -6
+  [ -x $B/sparge_attention_tests ] && timeout 300 $B/sparge_attention_tests --gtest_brief=1 2>&1 | tail -6
   echo "== sparge run --repeat: the whole call next to our dense kernel and cuDNN (CUPTI)"
   $B/sparge synth "$WORK/s.h5" --heads 16 --tokens 8192 --dim 128 --causal >/dev/null
   timeout 40 $B/sparge run "$WORK/s.h5" --engine cuda --theta=-0.1 --topk 0.2 --block 64x128 --repeat 5 \

@@ -1,5 +1,8 @@
-// How fast an SM takes K/V blocks in through TMA when nothing else runs: the yardstick for the Hopper sparse
-// walks, whose time on random masks came out 13-31 % above their K/V bytes per SM divided by this rate. Each
+// How fast the SMs take K/V blocks in through TMA when nothing else runs: the yardstick for the Hopper sparse
+// walks, whose time on random masks came out 13-31 % above their K/V bytes per SM divided by this rate. With
+// every SM loading, the rate is the L2's in all (H100: 7.6-8.1 TB/s, 57-61 GB/s an SM); an SM takes more
+// when fewer load (84-88 GB/s with a half or a quarter of them: `--heads 1 --share 1 --tokens 12672`; "GB/s
+// an active SM" divides by the SMs that hold a CTA). Each
 // CTA of the Hopper kernel's grid (one CTA an SM at a time, 32 heads, ceil(N/64/3) CTAs a head) loads `share`
 // of its head's 128-key blocks, at random, K and V of a block as fp16 [128][D] tiles with the kernel's boxes
 // and swizzle, into a ring of shared-memory slots; one warp waits for each slot and frees it at once. Prints
@@ -194,9 +197,10 @@ void runShape(const Options& o, int n, int d, int sms) {
       p.tilesPerSlot = tilesPerSlot;
       const float ms = medianMs(kernelFor(slots), p, grid, smem, o.repeat);
       const double moved = (double)grid.x * grid.y * p.steps * 2.0 * tileBytes;
-      std::printf("| %5d | %3d | %3d KB (%s) | %d | %d | %7.3f | %5.2f | %5.1f |\n", n, d,
+      const int active = std::min<int>(sms, (int)(grid.x * grid.y));  // one CTA an SM at a time
+      std::printf("| %5d | %3d | %3d KB (%s) | %d | %d | %7.3f | %5.2f | %5.1f | %5.1f |\n", n, d,
                   tileBytes * tilesPerSlot / 1024, tilesPerSlot == 2 ? "K+V" : "K or V", slots, p.steps, ms,
-                  moved / (ms * 1e9), moved / (ms * 1e6) / sms);
+                  moved / (ms * 1e9), moved / (ms * 1e6) / sms, moved / (ms * 1e6) / active);
       std::fflush(stdout);
     }
   cudaFree(kv);
@@ -218,8 +222,8 @@ int main(int argc, char** argv) {
   std::printf("device: %s, %d SMs, max SM clock %d MHz; %d heads, K/V share a CTA %.3f, repeat %d (median)\n",
               prop.name, prop.multiProcessorCount, clockKHz / 1000, o.heads, o.share, o.repeat);
   std::printf(
-      "| N | D | slot | slots | blocks a CTA | ms | TB/s | GB/s an SM |\n| --- | --- | --- | --- | --- | --- "
-      "| --- | --- |\n");
+      "| N | D | slot | slots | blocks a CTA | ms | TB/s | GB/s an SM | GB/s an active SM |\n| --- | --- | --- | "
+      "--- | --- | --- | --- | --- | --- |\n");
   try {
     for (int n : o.tokens)
       for (int d : o.dims) runShape(o, n, d, prop.multiProcessorCount);

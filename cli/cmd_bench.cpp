@@ -339,8 +339,9 @@ void registerBench(CLI::App& app, Action& action) {
   cmd->add_option("--json", o->json, "Write the results as JSON to this file");
   cmd->add_option(
          "--kernel", o->kernel,
-         "Stage-2 kernel: auto (the Hopper kernel for 64x128 at D 64/128 on an sm_90 GPU, else "
-         "mma.sync; the table's kernel column says which ran), sm80 (mma.sync always) or sm90 (as auto)")
+         "Stage-2 kernel: auto (the Hopper kernel at D 64/128 on an sm_90 GPU for 64x128 tiles, and for "
+         "128x64 without quantization; else mma.sync; the table's kernel column says which ran), sm80 "
+         "(mma.sync always) or sm90 (as auto)")
       ->check(CLI::IsMember({"auto", "sm80", "sm90"}))
       ->capture_default_str();
   cmd->add_option(

@@ -1,4 +1,4 @@
-// Stage 2 on Hopper (sm_90a) for the 64x128 geometry, with FlashAttention-3's structure: a CTA holds three
+// Stage 2 on Hopper (sm_90a) for the 64x128 geometry (and 128x64, below), with FlashAttention-3's structure: a CTA holds three
 // (four for int8-fp8 at D 64) adjacent 64-row query tiles, one per consumer warpgroup (each with its own LUT
 // row), and a producer warp that loads K and V blocks with TMA into a multi-stage shared-memory pipeline
 // guarded by mbarriers. The producer walks the sorted union of the tiles' LUT rows; every stage carries a
@@ -14,8 +14,11 @@
 // and 2-8 % slower in sparse ones. Register reallocation gives each consumer 160 registers (112 with four).
 // Numerics: fp16/bf16 exact (wgmma m64n128k16, P·V m64nDk16 with V transposed by the descriptor), and
 // int8-fp8 (wgmma s8 m64n128k32, P rounded to e4m3, P·V e4m3 m64nDk32 into a fresh per-block fp32 buffer).
-// Masks, the PV-skip vote (per query tile), empty rows and the output go through the shared parts. Only the
-// sm_90a image has a body; other images trap (the launcher never selects them).
+// The 128x64 geometry (fp16/bf16) runs the same kernel with 64-key blocks (wgmma m64n64k16 for Q·Kᵀ): a
+// CTA holds the two 64-row halves of one LUT row's 128-row query block, in two consumers of 240 registers
+// with the P·V overlap, which walk the same blocks and vote on PV skips together (a meeting of both
+// warpgroups). Masks, the PV-skip vote (per query tile), empty rows and the output go through the shared
+// parts. Only the sm_90a image has a body; other images trap (the launcher never selects them).
 #include <cuda.h>
 #include <cuda_runtime.h>
 

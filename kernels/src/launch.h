@@ -107,10 +107,10 @@ struct AttnArgs {
 // sparge_dense_*).
 void launchAttention(ElemType t, const Problem& p, const AttnArgs& a, bool dense, cudaStream_t s);
 
-// --- attention_sm90.cu (Stage 2, Hopper: TMA, warp-specialised wgmma; 64x128 tiles only) ---
-// launchAttention uses it when the current device is sm_90, the geometry is 64x128 and the numerics are None
-// or Int8Fp8, unless the environment has SPARGE_ATTN_KERNEL=sm80 (read at every launch; the mma.sync family
-// then runs instead, for comparison).
+// --- attention_sm90.cu (Stage 2, Hopper: TMA, warp-specialised wgmma; head dims 64 and 128) ---
+// launchAttention uses it when the current device is sm_90 and the geometry is 64x128 with numerics None or
+// Int8Fp8, or 128x64 with numerics None, unless the environment has SPARGE_ATTN_KERNEL=sm80 (read at every
+// launch; the mma.sync family then runs instead, for comparison).
 bool attentionSm90Selected(const Problem& p, core::Numerics n = core::Numerics::None);
 void launchAttentionSm90(ElemType t, const Problem& p, const AttnArgs& a, bool dense, cudaStream_t s);
 // Number of sm90 launches so far in this process (lets tests prove that the wgmma kernel ran).

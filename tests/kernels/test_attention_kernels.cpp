@@ -525,6 +525,8 @@ TEST(AttentionKernels, UnionWalksWithTilesThatVisitNothing) {
       for (int emptyFirst : {0, 3, 7})
         for (bool causal : {false, true}) {
           if (emptyFirst >= 3 && n == 150) continue;
+          // 128x64: a partial query block (150, 1100) and a full one (400), each with and without empty rows.
+          if (g == core::kGeometry128x64 && (emptyFirst == 7 || causal == (n == 400))) continue;
           Case c;
           c.g = g;
           c.Hq = 2, c.Hkv = 1, c.Nq = n, c.Nkv = n + 90, c.D = 128;
@@ -545,6 +547,8 @@ TEST(AttentionKernels, LongRowsAndBatches) {
     for (Numerics n : {Numerics::None, Numerics::Int8Fp8, Numerics::Int8Fp16})
       for (const char* fam : {"", "sm80"}) {
         if (n == Numerics::Int8Fp8 && computeCapability(nullptr) < 89) continue;
+        // 128x64 runs the Hopper kernel in exact numerics only; the rest is the 64x128 loop's mma.sync.
+        if (g == core::kGeometry128x64 && (n != Numerics::None || *fam)) continue;
         Case c;
         c.g = g;
         c.n = n;

@@ -634,7 +634,8 @@ TEST(CudaEngineErrors, UnsupportedShapesAndMissingEntryAreClearErrors) {
 }
 
 // ---------------------------------------------------------------------------------------------
-// Hopper (wgmma) Stage-2 kernel for 64x128 tiles, selected with SPARGE_ATTN_KERNEL=sm90.
+// Hopper (wgmma) Stage-2 kernel (64x128 tiles, and 128x64 in exact numerics), selected with
+// SPARGE_ATTN_KERNEL=sm90.
 
 // The shared-memory tile layout against the canonical 128-byte-swizzled wgmma layouts as the
 // descriptors describe them (fields decoded from the descriptor bits, swizzle applied to the byte
@@ -771,7 +772,7 @@ void checkStage2Sm90(const Stage2Case& c, uint32_t seed, int64_t* totalSkips = n
   EXPECT_GT(attentionSm90LaunchCount(), before) << "the sm90 kernel did not run";
 }
 
-TEST(CudaStage2Sm90, OnlySelectedWhenAskedFor64x128OnSm90) {
+TEST(CudaStage2Sm90, OnlySelectedForItsGeometriesOnSm90) {
   REQUIRE_SM90();
   Problem p;
   p.D = 128;
@@ -788,7 +789,12 @@ TEST(CudaStage2Sm90, OnlySelectedWhenAskedFor64x128OnSm90) {
   EXPECT_FALSE(attentionSm90Selected(p, core::Numerics::Int8Fp8));
   p.D = 128;
   p.BQ = 128;
-  p.BK = 64;
+  p.BK = 64;  // 128x64: the Hopper kernel in exact numerics, the mma.sync family in quantized ones
+  EXPECT_TRUE(attentionSm90Selected(p));
+  EXPECT_FALSE(attentionSm90Selected(p, core::Numerics::Int8Fp8));
+  EXPECT_FALSE(attentionSm90Selected(p, core::Numerics::Int8Fp16));
+  p.BQ = 64;
+  p.BK = 64;  // no such geometry in the product; the launcher must not claim it
   EXPECT_FALSE(attentionSm90Selected(p));
 }
 
