@@ -222,9 +222,8 @@ int main(int argc, char** argv) {
   std::printf("device: %s, %d SMs, max SM clock %d MHz; %d heads, K/V share a CTA %.3f, repeat %d (median)\n",
               prop.name, prop.multiProcessorCount, clockKHz / 1000, o.heads, o.share, o.repeat);
   std::printf(
-      "| N | D | slot | slots | blocks a CTA | ms | TB/s | GB/s an SM | GB/s an active SM |\n| --- | --- | "
-      "--- | "
-      "--- | --- | --- | --- | --- | --- |\n");
+      "| N | D | slot | slots | blocks a CTA | ms | TB/s | GB/s an SM | GB/s an active SM |\n"
+      "| --- | --- | --- | --- | --- | --- | --- | --- | --- |\n");
   try {
     for (int n : o.tokens)
       for (int d : o.dims) runShape(o, n, d, prop.multiProcessorCount);
