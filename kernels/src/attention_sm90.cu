@@ -1,24 +1,24 @@
-// Stage 2 on Hopper (sm_90a) for the 64x128 geometry (and 128x64, below), with FlashAttention-3's structure: a CTA holds three
-// (four for int8-fp8 at D 64) adjacent 64-row query tiles, one per consumer warpgroup (each with its own LUT
-// row), and a producer warp that loads K and V blocks with TMA into a multi-stage shared-memory pipeline
-// guarded by mbarriers. The producer walks the sorted union of the tiles' LUT rows; every stage carries a
-// record of its step (key block, which consumers need it, the block's K scale, whether it is the last), so
-// one load serves several tiles when their rows agree (dense attention, and neighbouring rows of real data)
-// and the consumers never read the LUT (its loads would sit on their critical path). Where the rows visit
-// few blocks, a CTA instead splits the stages into one ring per tile, each streamed by its own producer
-// thread (splitWalks). In fp16/bf16 at D 64 each consumer issues Q·Kᵀ of its block with P·V of its
-// previous block, and its row maxima, PV-skip vote and softmax run beside that P·V; elsewhere registers
-// are spent on more consumers instead, each block's P·V follows its own softmax (kPvBesideQk), and the other
+// Stage 2 on Hopper (sm_90a) for the 64x128 geometry (and 128x64, below), with FlashAttention-3's structure:
+// a CTA holds three (four for int8-fp8 at D 64) adjacent 64-row query tiles, one per consumer warpgroup (each
+// with its own LUT row), and a producer warp that loads K and V blocks with TMA into a multi-stage
+// shared-memory pipeline guarded by mbarriers. The producer walks the sorted union of the tiles' LUT rows;
+// every stage carries a record of its step (key block, which consumers need it, the block's K scale, whether
+// it is the last), so one load serves several tiles when their rows agree (dense attention, and neighbouring
+// rows of real data) and the consumers never read the LUT (its loads would sit on their critical path). Where
+// the rows visit few blocks, a CTA instead splits the stages into one ring per tile, each streamed by its own
+// producer thread (splitWalks). In fp16/bf16 at D 64 each consumer issues Q·Kᵀ of its block with P·V of its
+// previous block, and its row maxima, PV-skip vote and softmax run beside that P·V; elsewhere registers are
+// spent on more consumers instead, each block's P·V follows its own softmax (kPvBesideQk), and the other
 // consumers keep the tensor cores busy meanwhile. The consumers do not take turns on the tensor cores (FA3's
-// ping-pong): with two consumers and the P·V overlap inside each, turns measured no faster in dense walks
-// and 2-8 % slower in sparse ones. Register reallocation gives each consumer 160 registers (112 with four).
+// ping-pong): with two consumers and the P·V overlap inside each, turns measured no faster in dense walks and
+// 2-8 % slower in sparse ones. Register reallocation gives each consumer 160 registers (112 with four).
 // Numerics: fp16/bf16 exact (wgmma m64n128k16, P·V m64nDk16 with V transposed by the descriptor), and
 // int8-fp8 (wgmma s8 m64n128k32, P rounded to e4m3, P·V e4m3 m64nDk32 into a fresh per-block fp32 buffer).
-// The 128x64 geometry (fp16/bf16) runs the same kernel with 64-key blocks (wgmma m64n64k16 for Q·Kᵀ): a
-// CTA holds the two 64-row halves of one LUT row's 128-row query block, in two consumers of 240 registers
-// with the P·V overlap, which walk the same blocks and vote on PV skips together (a meeting of both
-// warpgroups). Masks, the PV-skip vote (per query tile), empty rows and the output go through the shared
-// parts. Only the sm_90a image has a body; other images trap (the launcher never selects them).
+// The 128x64 geometry (fp16/bf16) runs the same kernel with 64-key blocks (wgmma m64n64k16 for Q·Kᵀ): a CTA
+// holds the two 64-row halves of one LUT row's 128-row query block, in two consumers of 240 registers with
+// the P·V overlap, which walk the same blocks and vote on PV skips together (a meeting of both warpgroups).
+// Masks, the PV-skip vote (per query tile), empty rows and the output go through the shared parts. Only the
+// sm_90a image has a body; other images trap (the launcher never selects them).
 #include <cuda.h>
 #include <cuda_runtime.h>
 
@@ -127,9 +127,8 @@ struct Sm90Traits {
   //   fp16/bf16 D 128  2 stages, too few for three rings.
   // 128x64: the consumers share their LUT row, so the union is every tile's walk and splitting would load
   // each block twice.
-  static constexpr float kSplitBelow = kDense || kTilesPerRow > 1 || kStages < 2 * kConsumers ? 0.f
-                                       : kFp8&& D == 128                                      ? 0.6f
-                                                                                              : 0.7f;
+  static constexpr bool kUnionOnly = kDense || kTilesPerRow > 1 || kStages < 2 * kConsumers;
+  static constexpr float kSplitBelow = kUnionOnly ? 0.f : kFp8 && D == 128 ? 0.6f : 0.7f;
   static constexpr bool kSplittable = kSplitBelow > 0.f;
   static constexpr int kQkSteps = kQkRowBytes / 32;  // wgmma k-steps of 32 bytes
   static constexpr int kPSteps = kFp8 ? kBK / 32 : kBK / 16;
@@ -531,7 +530,7 @@ __device__ __forceinline__ void undoIfSkipped(ConsumerState<Tr>& st, const RowsB
 template <class Tr>
 __device__ __forceinline__ bool softmaxThenVote(ConsumerState<Tr>& st, float (&s)[Tr::kNT][4],
                                                 const float (&rmax)[2], float sc, const BlockVote& vote,
-                                                float lambda, int row0, int nQ, int wg, float (&alpha)[2]) {
+                                                float lambda, int row0, int nQ, float (&alpha)[2]) {
   const bool rises = vote.on && rowsRise(st, rmax, lambda, row0, nQ);
   const RowsBefore before = rowsBefore(st);
   exponentiateBlock<Tr>(st, s, rmax, sc, alpha);
@@ -676,7 +675,7 @@ __device__ __forceinline__ bool softmaxOwnBlock(const KParams<typename Tr::T>& p
   if constexpr (Tr::kFp8) {
     skip = __shfl_sync(
         0xffffffffu,
-        (int)softmaxThenVote<Tr>(st, sc, rmax, scale, vote, cx.lambda, cx.row0, p.Nq, cx.wg, alpha), 0);
+        (int)softmaxThenVote<Tr>(st, sc, rmax, scale, vote, cx.lambda, cx.row0, p.Nq, alpha), 0);
     fenceRegs(sc);  // the softmax stays above the wait, beside the P·V
     fenceRegs(st.l);
     // Without a vote (dense walk) the softmax and the wait share one basic block, and ptxas hoisted the wait
