@@ -1,12 +1,11 @@
 // How fast the SMs take K/V blocks in through TMA when nothing else runs: the yardstick for the Hopper sparse
 // walks, whose time on random masks came out 13-31 % above their K/V bytes per SM divided by this rate. With
-// every SM loading, the rate is the L2's in all (H100: 7.6-8.1 TB/s, 57-61 GB/s an SM); an SM takes more
-// when fewer load (84-88 GB/s with a half or a quarter of them: `--heads 1 --share 1 --tokens 12672`; "GB/s
-// an active SM" divides by the SMs that hold a CTA). Each
-// CTA of the Hopper kernel's grid (one CTA an SM at a time, 32 heads, ceil(N/64/3) CTAs a head) loads `share`
-// of its head's 128-key blocks, at random, K and V of a block as fp16 [128][D] tiles with the kernel's boxes
-// and swizzle, into a ring of shared-memory slots; one warp waits for each slot and frees it at once. Prints
-// one row per slot layout with CUDA-event medians. usage:
+// every SM loading, the rate is the L2's in all (H100: 7.6-8.1 TB/s, 57-61 GB/s an SM); an SM takes more when
+// fewer load (84-88 GB/s with a half or a quarter of them: `--heads 1 --share 1 --tokens 12672`; "GB/s an
+// active SM" divides by the SMs that hold a CTA). Each CTA of the Hopper kernel's grid (one CTA an SM at a
+// time, 32 heads, ceil(N/64/3) CTAs a head) loads `share` of its head's 128-key blocks, at random, K and V of
+// a block as fp16 [128][D] tiles with the kernel's boxes and swizzle, into a ring of shared-memory slots; one
+// warp waits for each slot and frees it at once. Prints one row per slot layout with CUDA-event medians. usage:
 // sparge_tma_stream_bench [--tokens 16384,32768] [--dims 128,64] [--share 0.488] [--heads 32] [--repeat 7]
 // (share 0.488: the union of three tiles' rows at 20 % random density, 1 - 0.8^3.)
 #include <cuda.h>

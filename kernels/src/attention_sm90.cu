@@ -946,8 +946,9 @@ void launchWalk90(const Problem& p, const AttnArgs& a, bool dense, cudaStream_t 
     }
   }
   if (p.BQ != kBQ || p.BK != 128)
-    throw Error("CUDA engine", "the Hopper kernel runs quantized numerics on 64x128 tiles only, not " +
-                                   std::to_string(p.BQ) + "x" + std::to_string(p.BK));
+    throw Error("CUDA engine", "the Hopper kernel runs 64x128 tiles (and 128x64 without quantization), not " +
+                                   std::to_string(p.BQ) + "x" + std::to_string(p.BK) +
+                                   " (the mma.sync family runs it)");
   if (dense)
     launch90<Sm90Traits<T, D, N, true>>(p, a, s);
   else
