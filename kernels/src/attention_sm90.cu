@@ -16,7 +16,8 @@
 // int8-fp8 (wgmma s8 m64n128k32, P rounded to e4m3, P·V e4m3 m64nDk32 into a fresh per-block fp32 buffer).
 // The 128x64 geometry (fp16/bf16) runs the same kernel with 64-key blocks (wgmma m64n64k16 for Q·Kᵀ): a CTA
 // holds the two 64-row halves of one LUT row's 128-row query block, in two consumers of 240 registers with
-// the P·V overlap, which walk the same blocks and vote on PV skips together (a meeting of both warpgroups).
+// the P·V overlap, which walk the same blocks and vote on PV skips together (each half posts its answer after
+// its row maxima and collects the other's just before the block's P·V).
 // Masks, the PV-skip vote (per query tile), empty rows and the output go through the shared parts. Only the
 // sm_90a image has a body; other images trap (the launcher never selects them).
 #include <cuda.h>
@@ -53,7 +54,8 @@ using core::Numerics;
 constexpr int kBQ = 64;  // query rows of a consumer's tile (wgmma m64)
 constexpr int kProducerRegs = 24;
 // Named barriers of the skip vote: a warpgroup's own meeting is kBarVote + consumer (1 .. consumers); the
-// two warpgroups of a 128x64 query block meet at kBarVote + consumers + block.
+// two halves of a 128x64 query block post their votes at kBarVote + consumers + 2 * (block's step % 2) +
+// half (postVote / collectVote).
 constexpr int kBarVote = 1;
 
 // BK_: keys of a block. 128: the 64x128 geometry, one LUT row per 64-row tile. 64: the 128x64 geometry
@@ -392,6 +394,10 @@ __device__ __forceinline__ void produce(const Sm90Params<typename Tr::T>& prm, c
 // ---------------------------------------------------------------------------------------------
 // Consumers: one warpgroup per 64-row query tile.
 
+// A thread's row maxima and sums before a block's softmax (undoIfSkipped).
+struct RowsBefore {
+  float m[2], l[2];
+};
 template <class Tr>
 struct ConsumerState {
   float m[2], l[2];
@@ -403,6 +409,11 @@ struct ConsumerState {
   bool pending = false, pendingGemm = false;
   int pendingStage = 0;
   uint32_t pendingPhase = 0;
+  // 128x64: the pending block's vote, posted and not yet collected (resolveVote), with what a skip undoes.
+  bool voteOpen = false;
+  uint32_t openWord = 0;
+  int openBar = 0, openJ = 0;
+  RowsBefore openBefore;
 };
 
 template <class Tr>
@@ -486,7 +497,8 @@ enum class BlockKeys { AllVisible, SomeMasked, Checked };
 struct BlockVote {
   bool on;
   uint32_t word, byte;
-  int bar;  // the named barrier the voters meet at
+  int bar;         // the named barrier the voters meet at (128x64: this warpgroup's post)
+  int partnerBar;  // 128x64: the other half's post
 };
 
 // Does any row of the tile rise above its running max by more than -λ (the PV-skip vote's question; the only
@@ -510,9 +522,6 @@ __device__ __forceinline__ void exponentiateBlock(ConsumerState<Tr>& st, float (
 // the skip splits the softmax (with one, int8-fp8 measured ~5 % slower). That is exact: a skip means that no
 // row's max rose (its rise is at most -λ < 0), so the max and alpha stay and only the row sums took the
 // block; they go back, with the max (rows outside the tile, which do not vote, may have moved it).
-struct RowsBefore {
-  float m[2], l[2];
-};
 template <class Tr>
 __device__ __forceinline__ RowsBefore rowsBefore(const ConsumerState<Tr>& st) {
   return RowsBefore{{st.m[0], st.m[1]}, {st.l[0], st.l[1]}};
@@ -534,7 +543,7 @@ __device__ __forceinline__ bool softmaxThenVote(ConsumerState<Tr>& st, float (&s
   const bool rises = vote.on && rowsRise(st, rmax, lambda, row0, nQ);
   const RowsBefore before = rowsBefore(st);
   exponentiateBlock<Tr>(st, s, rmax, sc, alpha);
-  if (!vote.on || sm90::warpsAny<4 * Tr::kTilesPerRow>(vote.word, vote.byte, vote.bar, rises)) return false;
+  if (!vote.on || sm90::warpgroupAny(vote.word, vote.byte, vote.bar, rises)) return false;
   // Undone on this branch, as measured (a select on the skip compiles to other code here).
   undoIfSkipped(st, before, true);
   return true;
@@ -549,8 +558,7 @@ __device__ __forceinline__ bool voteFirst(const ConsumerState<Tr>& st, const flo
     sm90::barSync(kBarVote + wg, 128);
     return false;
   }
-  return !sm90::warpsAny<4 * Tr::kTilesPerRow>(vote.word, vote.byte, vote.bar,
-                                               rowsRise(st, rmax, lambda, row0, nQ));
+  return !sm90::warpgroupAny(vote.word, vote.byte, vote.bar, rowsRise(st, rmax, lambda, row0, nQ));
 }
 template <class Tr>
 __device__ __forceinline__ void softmaxAfterVote(ConsumerState<Tr>& st, float (&s)[Tr::kNT][4],
@@ -592,8 +600,23 @@ struct ConsumerCtx {
   float lambda;
   bool skipOn;
   uint32_t voteWord, voteByte;  // the first set of vote words and this warp's byte in it
-  int voteBar;                  // the named barrier of the vote
+  int voteBar, votePartnerBar;  // the named barriers of the vote (the first set)
 };
+
+// 128x64: collects the pending block's vote (postVote went out in its softmax) just before its P·V would
+// issue, so that a half waits for the other only once it needs the answer; a skip puts the row maxima and
+// sums back, keeps the P·V from issuing and is counted.
+template <class Tr>
+__device__ __forceinline__ void resolveVote(ConsumerState<Tr>& st, const KParams<typename Tr::T>& p,
+                                            const ConsumerCtx& cx) {
+  if (!st.voteOpen) return;
+  st.voteOpen = false;
+  const bool skip = __shfl_sync(0xffffffffu, (int)!sm90::collectVote(st.openWord, st.openBar), 0) != 0;
+  undoIfSkipped(st, st.openBefore, skip);
+  st.pendingGemm = !skip;
+  if (skip && threadIdx.x % 128 == 0 && cx.wg % Tr::kTilesPerRow == 0 && p.pvSkipped)
+    p.pvSkipped[cx.rowIdx * p.nk + st.openJ] = 1;
+}
 
 // Issues the pending block's P·V now (alone), waits for it, adds it (e4m3) and releases its V stage.
 template <class Tr>
@@ -685,6 +708,29 @@ __device__ __forceinline__ bool softmaxOwnBlock(const KParams<typename Tr::T>& p
     fenceRegs(blk);
     addPendingBlock<Tr>(st, pv, blk);
     releasePending<Tr>(st, pp);
+  } else if constexpr (Tr::kTilesPerRow > 1) {
+    // 128x64: the vote across both halves of the query block in two parts. A half posts its answer once it
+    // has its row maxima and collects the other's only when the block's P·V is about to issue (resolveVote,
+    // at its next own step), so the exponentials, O's rescale, P and the wait for the next K run in between.
+    // One meeting before the exponentials held both halves in step at every block (the 20 % walk at 16K
+    // took 7-10 % longer).
+    if (vote.on)
+      postVote(vote.byte, vote.bar, rowsRise(st, rmax, cx.lambda, cx.row0, p.Nq));
+    else
+      barSync(kBarVote + cx.wg, 128);
+    wgmmaWait<0>();  // the previous block's P·V (into O)
+    fenceRegs(st.acc);
+    releasePending<Tr>(st, pp);
+    st.voteOpen = vote.on;
+    st.openWord = vote.word;
+    st.openBar = vote.partnerBar;
+    st.openJ = j;
+    st.openBefore = rowsBefore(st);
+    exponentiateBlock<Tr>(st, sc, rmax, scale, alpha);
+    // O's rescale and P as if the block were kept: a skip leaves this half's maxima where they were
+    // (alpha 1), so resolveVote only puts the maxima and row sums back.
+    finishSoftmax<Tr>(st, sc, alpha);
+    return false;
   } else {
     skip = __shfl_sync(0xffffffffu, (int)voteFirst<Tr>(st, rmax, vote, cx.lambda, cx.row0, p.Nq, cx.wg), 0);
     wgmmaWait<0>();  // the previous block's P·V (into O)
@@ -708,12 +754,14 @@ __device__ __forceinline__ void ownStep(const Sm90Params<typename Tr::T>& prm, c
   const KParams<typename Tr::T>& p = prm.k;
   float sc[Tr::kNT][4], blk[Tr::kDT][4];
   int32_t si[Tr::kNT][4];
+  if constexpr (Tr::kTilesPerRow > 1) resolveVote(st, p, cx);
   const bool pv = issueOwnStep<Tr>(st, pp, s, cx.wg, sc, si, blk);
   mbarArrive(pp.emptyK(s));
   const float scale = Tr::kFp8 ? p.scaleLog2 * (qScale * rec.kScale) : p.scaleLog2;
-  const uint32_t slot = Tr::kVoteSetBytes * (t & 1);  // the vote words alternate
+  const uint32_t slot = Tr::kVoteSetBytes * (t & 1);          // the vote words alternate
+  const int barSet = Tr::kTilesPerRow > 1 ? 2 * (t & 1) : 0;  // and so do 128x64's barriers
   const BlockVote vote{!kDense && cx.skipOn && skipEligible(t, cx.n, Tr::kTail), cx.voteWord + slot,
-                       cx.voteByte + slot, cx.voteBar};
+                       cx.voteByte + slot, cx.voteBar + barSet, cx.votePartnerBar + barSet};
   bool skip;
   if constexpr (Tr::kTwoSoftmaxCopies) {
     skip = p.vis.fullyVisible(cx.qRow0, cx.qLast, rec.j * Tr::kBK, Tr::kBK)
@@ -755,12 +803,16 @@ __device__ __forceinline__ void consume(const Sm90Params<typename Tr::T>& prm, c
       // One step before the pending block's stage is due again: finishing it now lets the producer reload
       // that stage while this step passes (finishing when it is due left the reload in the open: fp16 D 128
       // has 3 stages).
-      if (st.pending && pp.after(at.s) == st.pendingStage) finishPending<Tr>(st, pp);
+      if (st.pending && pp.after(at.s) == st.pendingStage) {
+        if constexpr (Tr::kTilesPerRow > 1) resolveVote(st, p, cx);
+        finishPending<Tr>(st, pp);
+      }
       passStage(pp, at.s, at.phase);
     }
     last = rec.last;
     ownStep<Tr, kDense>(prm, pp, cx, st, rec, at.s, at.phase, t, qScale);
   }
+  if constexpr (Tr::kTilesPerRow > 1) resolveVote(st, p, cx);
   finishPending<Tr>(st, pp);       // the last block's P·V
   for (; !last; pp.advance(at)) {  // other tiles' remaining blocks
     last = awaitStep(pp, at.s, at.phase).last;
@@ -784,11 +836,13 @@ __device__ __forceinline__ void consumerTile(const Sm90Params<typename Tr::T>& p
   cx.rowIdx = tp.lutRow(p, wg);
   cx.lambda = INFINITY;
   cx.skipOn = false;
-  // 128x64: the two halves of a query block vote together (their own barrier; a warpgroup's plain meeting
-  // in voteFirst keeps kBarVote + wg).
+  // 128x64: the two halves of a query block vote together (each posts at its own barrier and collects at
+  // the other's; a warpgroup's plain meeting keeps kBarVote + wg).
+  const int half = wg % Tr::kTilesPerRow;
   cx.voteWord = pp.vote(wg / Tr::kTilesPerRow);
-  cx.voteByte = cx.voteWord + 4 * (wg % Tr::kTilesPerRow) + warp;
-  cx.voteBar = Tr::kTilesPerRow > 1 ? kBarVote + Tr::kConsumers + wg / Tr::kTilesPerRow : kBarVote + wg;
+  cx.voteByte = cx.voteWord + 4 * half + warp;
+  cx.voteBar = Tr::kTilesPerRow > 1 ? kBarVote + Tr::kConsumers + half : kBarVote + wg;
+  cx.votePartnerBar = Tr::kTilesPerRow > 1 ? kBarVote + Tr::kConsumers + 1 - half : cx.voteBar;
   if constexpr (!kDense) {
     const HeadParamsDev hp = p.params[tp.hq];
     cx.lambda = hp.lambda;

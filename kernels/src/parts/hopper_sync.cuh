@@ -1,6 +1,6 @@
 // Hopper (sm_90a) synchronisation and copy primitives of the warp-specialised attention family: mbarriers
-// (init, arrive, expect-tx, parity wait), TMA tile loads completing on an mbarrier, named barriers and
-// warpgroup-wide votes, and register reallocation between producer and consumer warpgroups.
+// (init, arrive, expect-tx, parity wait), TMA tile loads completing on an mbarrier, named barriers, votes
+// within a warpgroup and across two, and register reallocation between producer and consumer warpgroups.
 #pragma once
 
 #include <cuda.h>
@@ -88,27 +88,41 @@ __device__ __forceinline__ void prefetchTensorMap(const CUtensorMap* map) {
 __device__ __forceinline__ void barSync(int id, int count) {
   asm volatile("bar.sync %0, %1;\n" ::"r"(id), "r"(count) : "memory");
 }
-// True iff `pred` holds for any thread of kWarps warps (one warpgroup, or the two warpgroups of a 128-row
-// query block), which meet at named barrier `id`: each warp's answer goes to its byte (`byte`, precomputed by
-// the caller) of the kWarps / 4 shared-memory words from `word` before the barrier, the words are read after
-// it. (bar.red.or.pred measured ~9 % slower in the int8-fp8 attention kernel, voting once a block.) Callers
-// alternate between two sets of words: a warp writes a set again only after the next meeting, which every
-// warp reaches after it read the set.
-template <int kWarps>
-__device__ __forceinline__ bool warpsAny(uint32_t word, uint32_t byte, int id, bool pred) {
-  static_assert(kWarps == 4 || kWarps == 8, "one or two warpgroups");
+// True iff `pred` holds for any thread of the four warps of a warpgroup, which meet at named barrier `id`:
+// each warp's answer goes to its byte (`byte`, precomputed by the caller) of the shared-memory word `word`
+// before the barrier, the word is read after it. (bar.red.or.pred measured ~9 % slower in the int8-fp8
+// attention kernel, voting once a block.) Callers alternate between two words: a warp writes a word again
+// only after the next meeting, which every warp reaches after it read the word.
+__device__ __forceinline__ bool warpgroupAny(uint32_t word, uint32_t byte, int id, bool pred) {
   const uint32_t any = __any_sync(0xffffffffu, pred) ? 1u : 0u;
   asm volatile("st.shared.u8 [%0], %1;\n" ::"r"(byte), "r"(any) : "memory");  // every lane: the same value
-  barSync(id, 32 * kWarps);
-  if constexpr (kWarps == 4) {
-    uint32_t all;
-    asm volatile("ld.shared.u32 %0, [%1];\n" : "=r"(all) : "r"(word) : "memory");
-    return all != 0;
-  } else {
-    uint64_t all;
-    asm volatile("ld.shared.u64 %0, [%1];\n" : "=l"(all) : "r"(word) : "memory");
-    return all != 0;
-  }
+  barSync(id, 128);
+  uint32_t all;
+  asm volatile("ld.shared.u32 %0, [%1];\n" : "=r"(all) : "r"(word) : "memory");
+  return all != 0;
+}
+
+// The same question across the two warpgroups of a 128-row query block, in two halves so that neither waits
+// for the other before it has to: postVote writes the warp's answer (its byte of the two words at `word`) and
+// arrives at the poster's barrier without waiting; collectVote, called later, waits at the partner's barrier
+// (the partner's 128 threads arrive, this warpgroup's 128 wait) and reads all eight bytes. bar.arrive makes
+// the poster's stores visible to the threads that complete the barrier; this warpgroup's own four bytes are
+// visible too, since its warps all take part in the partner's barrier after their own stores. Callers
+// alternate between two sets of words and barriers: a warpgroup posts to a set again only after it collected
+// the partner's next post, which the partner makes after it collected from this set.
+__device__ __forceinline__ void barArrive(int id, int count) {
+  asm volatile("bar.arrive %0, %1;\n" ::"r"(id), "r"(count) : "memory");
+}
+__device__ __forceinline__ void postVote(uint32_t byte, int ownBar, bool pred) {
+  const uint32_t any = __any_sync(0xffffffffu, pred) ? 1u : 0u;
+  asm volatile("st.shared.u8 [%0], %1;\n" ::"r"(byte), "r"(any) : "memory");
+  barArrive(ownBar, 256);
+}
+__device__ __forceinline__ bool collectVote(uint32_t word, int partnerBar) {
+  barSync(partnerBar, 256);
+  uint64_t all;
+  asm volatile("ld.shared.u64 %0, [%1];\n" : "=l"(all) : "r"(word) : "memory");
+  return all != 0;
 }
 
 template <int kRegs>
