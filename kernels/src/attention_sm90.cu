@@ -456,19 +456,25 @@ __device__ __forceinline__ void issuePV(ConsumerState<Tr>& st, float (&blk)[Tr::
 // running, so that the softmax of this block overlaps the P·V of the previous one (FlashAttention-3's
 // intra-warpgroup overlap). Returns whether a P·V was issued; the caller waits for it (wgmmaWait<0>) before
 // it touches O, `blk` or P. Without Tr::kPvBesideQk nothing is pending here and Q·Kᵀ goes out alone.
-template <class Tr>
+// `decidePending` runs once Q·Kᵀ is on its way and may still cancel the pending P·V (128x64: the vote
+// across both halves, collected while Q·Kᵀ runs).
+template <class Tr, class DecidePending>
 __device__ __forceinline__ bool issueOwnStep(ConsumerState<Tr>& st, const Pipe<Tr>& pp, int s, int wg,
                                              float (&sc)[Tr::kNT][4], int32_t (&si)[Tr::kNT][4],
-                                             float (&blk)[Tr::kDT][4]) {
+                                             float (&blk)[Tr::kDT][4], DecidePending&& decidePending) {
   using namespace sm90;
-  const bool pv = Tr::kPvBesideQk && st.pending && st.pendingGemm;
-  if (pv) mbarWait(pp.fullV(st.pendingStage), st.pendingPhase);
+  constexpr bool kLateDecision = Tr::kTilesPerRow > 1;
+  if constexpr (!kLateDecision)
+    if (Tr::kPvBesideQk && st.pending && st.pendingGemm) mbarWait(pp.fullV(st.pendingStage), st.pendingPhase);
   wgmmaFence();
   issueQK<Tr>(sc, si, pp.q(wg), pp.k(s));
   wgmmaCommit();
+  decidePending();
+  const bool pv = Tr::kPvBesideQk && st.pending && st.pendingGemm;
   // One branch per case from issue to wait: ptxas then sees on every path which group is still running (with
   // two branches on the same condition it also follows the impossible mix and serialises the wgmmas).
   if (pv) {
+    if constexpr (kLateDecision) mbarWait(pp.fullV(st.pendingStage), st.pendingPhase);
     issuePV<Tr>(st, blk, pp.v(st.pendingStage));
     wgmmaCommit();
     wgmmaWait<1>();
@@ -754,8 +760,9 @@ __device__ __forceinline__ void ownStep(const Sm90Params<typename Tr::T>& prm, c
   const KParams<typename Tr::T>& p = prm.k;
   float sc[Tr::kNT][4], blk[Tr::kDT][4];
   int32_t si[Tr::kNT][4];
-  if constexpr (Tr::kTilesPerRow > 1) resolveVote(st, p, cx);
-  const bool pv = issueOwnStep<Tr>(st, pp, s, cx.wg, sc, si, blk);
+  const bool pv = issueOwnStep<Tr>(st, pp, s, cx.wg, sc, si, blk, [&] {
+    if constexpr (Tr::kTilesPerRow > 1) resolveVote(st, p, cx);
+  });
   mbarArrive(pp.emptyK(s));
   const float scale = Tr::kFp8 ? p.scaleLog2 * (qScale * rec.kScale) : p.scaleLog2;
   const uint32_t slot = Tr::kVoteSetBytes * (t & 1);          // the vote words alternate
