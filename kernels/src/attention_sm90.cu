@@ -717,7 +717,8 @@ __device__ __forceinline__ bool softmaxOwnBlock(const KParams<typename Tr::T>& p
   } else if constexpr (Tr::kTilesPerRow > 1) {
     // 128x64: the vote across both halves of the query block in two parts. A half posts its answer once it
     // has its row maxima and collects the other's only when the block's P·V is about to issue (resolveVote,
-    // at its next own step), so the exponentials, O's rescale, P and the wait for the next K run in between.
+    // at its next own step, behind the next Q·Kᵀ), so the exponentials, O's rescale, P, the wait for the next
+    // K and that Q·Kᵀ run in between.
     // One meeting before the exponentials held both halves in step at every block (the 20 % walk at 16K
     // took 7-10 % longer).
     if (vote.on)
