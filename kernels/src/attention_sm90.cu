@@ -720,7 +720,7 @@ __device__ __forceinline__ bool softmaxOwnBlock(const KParams<typename Tr::T>& p
     // at its next own step, behind the next Q·Kᵀ), so the exponentials, O's rescale, P, the wait for the next
     // K and that Q·Kᵀ run in between.
     // One meeting before the exponentials held both halves in step at every block (the 20 % walk at 16K
-    // took 7-10 % longer).
+    // took 10-18 % longer).
     if (vote.on)
       postVote(vote.byte, vote.bar, rowsRise(st, rmax, cx.lambda, cx.row0, p.Nq));
     else
