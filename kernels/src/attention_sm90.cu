@@ -609,25 +609,37 @@ struct ConsumerCtx {
   int voteBar, votePartnerBar;  // the named barriers of the vote (the first set)
 };
 
+// Marks block j's P·V as skipped in the LUT row's map (one thread of the row's first tile writes it).
+template <class Tr>
+__device__ __forceinline__ void markPvSkipped(const KParams<typename Tr::T>& p, const ConsumerCtx& cx,
+                                              int j) {
+  if (threadIdx.x % 128 == 0 && cx.wg % Tr::kTilesPerRow == 0 && p.pvSkipped)
+    p.pvSkipped[cx.rowIdx * p.nk + j] = 1;
+}
+
 // 128x64: collects the pending block's vote (postVote went out in its softmax) just before its P·V would
 // issue, so that a half waits for the other only once it needs the answer; a skip puts the row maxima and
-// sums back, keeps the P·V from issuing and is counted.
+// sums back, keeps the P·V from issuing and is counted. Nothing to do where a tile votes alone (64x128).
 template <class Tr>
 __device__ __forceinline__ void resolveVote(ConsumerState<Tr>& st, const KParams<typename Tr::T>& p,
                                             const ConsumerCtx& cx) {
-  if (!st.voteOpen) return;
-  st.voteOpen = false;
-  const bool skip = __shfl_sync(0xffffffffu, (int)!sm90::collectVote(st.openWord, st.openBar), 0) != 0;
-  undoIfSkipped(st, st.openBefore, skip);
-  st.pendingGemm = !skip;
-  if (skip && threadIdx.x % 128 == 0 && cx.wg % Tr::kTilesPerRow == 0 && p.pvSkipped)
-    p.pvSkipped[cx.rowIdx * p.nk + st.openJ] = 1;
+  if constexpr (Tr::kTilesPerRow > 1) {
+    if (!st.voteOpen) return;
+    st.voteOpen = false;
+    const bool skip = __shfl_sync(0xffffffffu, (int)!sm90::collectVote(st.openWord, st.openBar), 0) != 0;
+    undoIfSkipped(st, st.openBefore, skip);
+    st.pendingGemm = !skip;
+    if (skip) markPvSkipped<Tr>(p, cx, st.openJ);
+  }
 }
 
-// Issues the pending block's P·V now (alone), waits for it, adds it (e4m3) and releases its V stage.
+// Issues the pending block's P·V now (alone), once its vote is in, waits for it, adds it (e4m3) and releases
+// its V stage.
 template <class Tr>
-__device__ __forceinline__ void finishPending(ConsumerState<Tr>& st, const Pipe<Tr>& pp) {
+__device__ __forceinline__ void finishPending(ConsumerState<Tr>& st, const Pipe<Tr>& pp,
+                                              const KParams<typename Tr::T>& p, const ConsumerCtx& cx) {
   using namespace sm90;
+  resolveVote(st, p, cx);
   const bool pv = st.pending && st.pendingGemm;
   if (pv) {
     mbarWait(pp.fullV(st.pendingStage), st.pendingPhase);
@@ -761,9 +773,7 @@ __device__ __forceinline__ void ownStep(const Sm90Params<typename Tr::T>& prm, c
   const KParams<typename Tr::T>& p = prm.k;
   float sc[Tr::kNT][4], blk[Tr::kDT][4];
   int32_t si[Tr::kNT][4];
-  const bool pv = issueOwnStep<Tr>(st, pp, s, cx.wg, sc, si, blk, [&] {
-    if constexpr (Tr::kTilesPerRow > 1) resolveVote(st, p, cx);
-  });
+  const bool pv = issueOwnStep<Tr>(st, pp, s, cx.wg, sc, si, blk, [&] { resolveVote(st, p, cx); });
   mbarArrive(pp.emptyK(s));
   const float scale = Tr::kFp8 ? p.scaleLog2 * (qScale * rec.kScale) : p.scaleLog2;
   const uint32_t slot = Tr::kVoteSetBytes * (t & 1);          // the vote words alternate
@@ -784,9 +794,8 @@ __device__ __forceinline__ void ownStep(const Sm90Params<typename Tr::T>& prm, c
   st.pendingGemm = !skip;
   st.pendingStage = s;
   st.pendingPhase = phase;
-  if (skip && threadIdx.x % 128 == 0 && cx.wg % Tr::kTilesPerRow == 0 && p.pvSkipped)
-    p.pvSkipped[cx.rowIdx * p.nk + rec.j] = 1;
-  if constexpr (!Tr::kPvBesideQk) finishPending<Tr>(st, pp);
+  if (skip) markPvSkipped<Tr>(p, cx, rec.j);
+  if constexpr (!Tr::kPvBesideQk) finishPending<Tr>(st, pp, p, cx);
 }
 
 // The consumer's walk: every step of its ring in order, from the records the producer left in the stages;
@@ -811,17 +820,13 @@ __device__ __forceinline__ void consume(const Sm90Params<typename Tr::T>& prm, c
       // One step before the pending block's stage is due again: finishing it now lets the producer reload
       // that stage while this step passes (finishing when it is due left the reload in the open: fp16 D 128
       // has 3 stages).
-      if (st.pending && pp.after(at.s) == st.pendingStage) {
-        if constexpr (Tr::kTilesPerRow > 1) resolveVote(st, p, cx);
-        finishPending<Tr>(st, pp);
-      }
+      if (st.pending && pp.after(at.s) == st.pendingStage) finishPending<Tr>(st, pp, p, cx);
       passStage(pp, at.s, at.phase);
     }
     last = rec.last;
     ownStep<Tr, kDense>(prm, pp, cx, st, rec, at.s, at.phase, t, qScale);
   }
-  if constexpr (Tr::kTilesPerRow > 1) resolveVote(st, p, cx);
-  finishPending<Tr>(st, pp);       // the last block's P·V
+  finishPending<Tr>(st, pp, p, cx);  // the last block's P·V
   for (; !last; pp.advance(at)) {  // other tiles' remaining blocks
     last = awaitStep(pp, at.s, at.phase).last;
     passStage(pp, at.s, at.phase);
@@ -897,8 +902,7 @@ template <class Tr, bool kDense>
 __device__ __forceinline__ void attention90(const Sm90Params<typename Tr::T>& prm) {
   extern __shared__ unsigned char smemRaw[];
   const Pipe<Tr> pp{((uint32_t)__cvta_generic_to_shared(smemRaw) + 1023u) & ~1023u};
-  const CtaTiles<Tr, kDense> tp =
-      CtaTiles<Tr, kDense>::make(prm.k);
+  const CtaTiles<Tr, kDense> tp = CtaTiles<Tr, kDense>::make(prm.k);
   const bool split = splitWalks<Tr, kDense>(prm, tp);
   if (threadIdx.x == 0) {
     for (int c = 0; c < Tr::kQBars; ++c) sm90::mbarInit(pp.fullQ(c), 1);

@@ -88,14 +88,19 @@ __device__ __forceinline__ void prefetchTensorMap(const CUtensorMap* map) {
 __device__ __forceinline__ void barSync(int id, int count) {
   asm volatile("bar.sync %0, %1;\n" ::"r"(id), "r"(count) : "memory");
 }
+// A vote's first half: whether `pred` holds for any lane of the warp, stored as the warp's byte of its vote
+// words (every lane stores the same value).
+__device__ __forceinline__ void storeWarpAny(uint32_t byte, bool pred) {
+  const uint32_t any = __any_sync(0xffffffffu, pred) ? 1u : 0u;
+  asm volatile("st.shared.u8 [%0], %1;\n" ::"r"(byte), "r"(any) : "memory");
+}
 // True iff `pred` holds for any thread of the four warps of a warpgroup, which meet at named barrier `id`:
 // each warp's answer goes to its byte (`byte`, precomputed by the caller) of the shared-memory word `word`
 // before the barrier, the word is read after it. (bar.red.or.pred measured ~9 % slower in the int8-fp8
 // attention kernel, voting once a block.) Callers alternate between two words: a warp writes a word again
 // only after the next meeting, which every warp reaches after it read the word.
 __device__ __forceinline__ bool warpgroupAny(uint32_t word, uint32_t byte, int id, bool pred) {
-  const uint32_t any = __any_sync(0xffffffffu, pred) ? 1u : 0u;
-  asm volatile("st.shared.u8 [%0], %1;\n" ::"r"(byte), "r"(any) : "memory");  // every lane: the same value
+  storeWarpAny(byte, pred);
   barSync(id, 128);
   uint32_t all;
   asm volatile("ld.shared.u32 %0, [%1];\n" : "=r"(all) : "r"(word) : "memory");
@@ -114,8 +119,7 @@ __device__ __forceinline__ void barArrive(int id, int count) {
   asm volatile("bar.arrive %0, %1;\n" ::"r"(id), "r"(count) : "memory");
 }
 __device__ __forceinline__ void postVote(uint32_t byte, int ownBar, bool pred) {
-  const uint32_t any = __any_sync(0xffffffffu, pred) ? 1u : 0u;
-  asm volatile("st.shared.u8 [%0], %1;\n" ::"r"(byte), "r"(any) : "memory");
+  storeWarpAny(byte, pred);
   barArrive(ownBar, 256);
 }
 __device__ __forceinline__ bool collectVote(uint32_t word, int partnerBar) {
