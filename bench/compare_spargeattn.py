@@ -5,9 +5,11 @@ ours in exact fp16 and in int8-fp8 (from `sparge bench --json` files), SpargeAtt
 bench files). Random N(0, 1) data, the shapes and top-k values of the bench files.
 
 usage: python3 bench/compare_spargeattn.py OURS.json [OURS2.json ...] [--spargeattn DIR] [--repeat 10]
-                                            [--pause-ms 0] [--json OUT]
+                                            [--pause-ms 0] [--warmup-ms 200] [--json OUT]
 --pause-ms: idle time before each timed measurement (as `sparge bench --pause-ms`), so that none inherits the
 state a heavy one before it leaves.
+--warmup-ms: untimed running before each timed measurement, at least (as `sparge bench --warmup-ms`), so that
+every measurement starts in the state sustained load leaves the GPU in.
 """
 import argparse
 import json
@@ -16,11 +18,21 @@ import sys
 import time
 
 
-def timed(torch, fn, repeat, warmup=2):
-    """(median, min, max) milliseconds of fn with CUDA events."""
-    for _ in range(warmup):
+def warm_up(torch, fn, runs, ms):
+    """Untimed runs of fn: at least `runs` and at least `ms` milliseconds of them."""
+    enough = time.perf_counter() + ms / 1000.0
+    w = 0
+    while w < runs or time.perf_counter() < enough:
         fn()
+        w += 1
+        if w >= runs:
+            torch.cuda.synchronize()  # the clock then counts GPU time
     torch.cuda.synchronize()
+
+
+def timed(torch, fn, repeat, warmup_ms, warmup=2):
+    """(median, min, max) milliseconds of fn with CUDA events, after its warm-up (warm_up)."""
+    warm_up(torch, fn, warmup, warmup_ms)
     times = []
     for _ in range(repeat):
         a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
@@ -49,13 +61,13 @@ def load_ours(paths):
     return cells, meta
 
 
-def spargeattn_call(torch, api, q, k, v, causal, topk, repeat):
+def spargeattn_call(torch, api, q, k, v, causal, topk, repeat, warmup_ms):
     fn = lambda: api(q, k, v, is_causal=causal, topk=topk, simthreshd1=-0.1, pvthreshd=50)
     _, sparsity = api(q, k, v, is_causal=causal, topk=topk, simthreshd1=-0.1, pvthreshd=50, return_sparsity=True)
-    return timed(torch, fn, repeat), sparsity
+    return timed(torch, fn, repeat, warmup_ms), sparsity
 
 
-def measure_theirs(torch, F, api, cells, B, H, repeat, pause_s=0.0):
+def measure_theirs(torch, F, api, cells, B, H, repeat, warmup_ms, pause_s=0.0):
     theirs = {}
     for (N, D, causal), c in sorted(cells.items()):
         flops = 4.0 * B * H * N * N * D / (2 if causal else 1)
@@ -63,14 +75,15 @@ def measure_theirs(torch, F, api, cells, B, H, repeat, pause_s=0.0):
         q, k, v = (torch.randn(B, H, N, D, device="cuda", dtype=torch.float16, generator=g) for _ in range(3))
         t = {"sdpa": None, "spargeattn": {}}
         time.sleep(pause_s)
-        med, _, _ = timed(torch, lambda: F.scaled_dot_product_attention(q, k, v, is_causal=causal), repeat)
+        med, _, _ = timed(torch, lambda: F.scaled_dot_product_attention(q, k, v, is_causal=causal), repeat,
+                          warmup_ms)
         t["sdpa"] = flops / (med * 1e-3) / 1e12
         for topk in sorted(c["topk"], reverse=True):
             if api is None:
                 continue
             try:
                 time.sleep(pause_s)
-                (med, lo, hi), sparsity = spargeattn_call(torch, api, q, k, v, causal, topk, repeat)
+                (med, lo, hi), sparsity = spargeattn_call(torch, api, q, k, v, causal, topk, repeat, warmup_ms)
                 t["spargeattn"][topk] = {"tops": flops / (med * 1e-3) / 1e12, "median_ms": med, "min_ms": lo,
                                          "max_ms": hi, "qk_sparsity": sparsity}
             except Exception as e:  # a shape upstream rejects: shown as "-"
@@ -119,10 +132,14 @@ def main():
     ap.add_argument("--spargeattn", help="SpargeAttn source folder with its extension built in place")
     ap.add_argument("--repeat", type=int, default=10)
     ap.add_argument("--pause-ms", type=int, default=0, help="idle time before each timed measurement")
+    ap.add_argument("--warmup-ms", type=int, default=200,
+                    help="untimed running before each timed measurement, at least (milliseconds)")
     ap.add_argument("--json", help="write every figure here")
     args = ap.parse_args()
     if args.pause_ms < 0:
         ap.error("--pause-ms must be 0 or more")
+    if args.warmup_ms < 0:
+        ap.error("--warmup-ms must be 0 or more")
     import torch
     import torch.nn.functional as F
 
@@ -136,10 +153,12 @@ def main():
         except Exception as e:
             why = f"SpargeAttn not importable: {e}"
     print(f"device: {torch.cuda.get_device_name()} (ours: {meta['device']}), torch {torch.__version__}, "
-          f"B={B} H={H}, fp16, repeat {args.repeat}, pause {args.pause_ms} ms")
+          f"B={B} H={H}, fp16, repeat {args.repeat} after "
+          f"{args.warmup_ms}+ ms of warm-up, pause {args.pause_ms} ms")
     if api is None:
         print(f"SpargeAttn column empty: {why}")
-    theirs = measure_theirs(torch, F, api, cells, B, H, args.repeat, args.pause_ms / 1000.0)
+    theirs = measure_theirs(torch, F, api, cells, B, H, args.repeat, args.warmup_ms,
+                            args.pause_ms / 1000.0)
     print_tables(cells, theirs)
     for key, t in sorted(theirs.items()):
         for topk, s in t["spargeattn"].items():

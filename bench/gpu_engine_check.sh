@@ -8,7 +8,7 @@
 # spargeattn-so.tar.xz (its spas_sage_attn/*.so), spargeattn-py.tar.xz (its Python package) and the einops
 # wheel it imports. Output: $OUT/engine_log.txt and $OUT/engine_results.tar.gz (JSON of every figure).
 # usage: [PAUSE_MS=1000] bench/gpu_engine_check.sh [PACK_DIR=gpu-pack] [SPARGEATTN_DIR] [quick]
-#   (about 5 minutes, at most 9; PAUSE_MS=1000 adds about 3, see bench/spargeattn_compare.sh)
+#   (about 6 minutes, at most 10; PAUSE_MS=1000 adds about 3, see bench/spargeattn_compare.sh)
 set -uo pipefail
 PACK="${1:-gpu-pack}"
 SA="${2:-}"
@@ -44,8 +44,8 @@ fi
   timeout 40 $B/sparge run "$WORK/s.h5" --engine cuda --theta=-0.1 --topk 0.2 --block 64x128 --repeat 5 \
     --summary-only --timings "$WORK/results/timings.json" 2>&1 | tail -16
   echo "== whole call against SpargeAttn, torch SDPA and cuDNN ($MODE)"
-  # PAUSE_MS (passed on to the comparison) idles before each of its ~180 measurements.
-  timeout $((180 + ${PAUSE_MS:-0} * 200 / 1000)) bash "$HERE/spargeattn_compare.sh" $B/sparge "$SRC" \
+  # PAUSE_MS and WARMUP_MS (passed on to the comparison) idle and warm up before each of its ~300 measurements.
+  timeout $((180 + (${PAUSE_MS:-0} + ${WARMUP_MS:-200}) * 300 / 1000)) bash "$HERE/spargeattn_compare.sh" $B/sparge "$SRC" \
     "$WORK/results" "$MODE"
   # Last, so that the table is never the part cut short.
   echo "== memcheck: reference, error split (quantized too), windows"

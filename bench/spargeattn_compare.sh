@@ -8,6 +8,9 @@
 #   quick: N 8K, D 128, top-k 1.0 and 0.2 only (a shake-out run)
 # PAUSE_MS (environment, default 0): idle time before each timed measurement, ours and SpargeAttn's alike
 # (`sparge bench --pause-ms`): right after a heavy measurement the next one ran slower in the same process.
+# WARMUP_MS (environment, default 200): untimed running before each timed measurement, at least, ours and
+# SpargeAttn's alike (`sparge bench --warmup-ms`): each then starts in the state sustained load leaves the GPU
+# in, not in whatever state the measurement before or the pause left.
 set -uo pipefail
 SPARGE="$1"
 SRC="$2"
@@ -44,7 +47,8 @@ for quant in none int8-fp8; do
   for sweep in "${SWEEPS[@]}"; do
     f="$OUT/ours-$quant-$i.json"
     # shellcheck disable=SC2086
-    if "$SPARGE" bench --quant "$quant" $sweep $extra --pause-ms "${PAUSE_MS:-0}" --json "$f" \
+    if "$SPARGE" bench --quant "$quant" $sweep $extra --pause-ms "${PAUSE_MS:-0}" \
+      --warmup-ms "${WARMUP_MS:-200}" --json "$f" \
       >"$OUT/ours-$quant-$i.log" 2>&1; then
       FILES+=("$f")
     else
@@ -56,4 +60,4 @@ done
 SA_ARGS=()
 [ -n "$SRC" ] && SA_ARGS=(--spargeattn "$SRC")
 PYTHONUNBUFFERED=1 python3 "$HERE/compare_spargeattn.py" "${FILES[@]}" "${SA_ARGS[@]}" --pause-ms "${PAUSE_MS:-0}" \
-  --json "$OUT/compare.json"
+  --warmup-ms "${WARMUP_MS:-200}" --json "$OUT/compare.json"

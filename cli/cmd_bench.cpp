@@ -33,6 +33,7 @@ struct BenchOptions {
   std::vector<double> topk{1.0, 0.5, 0.2, 0.1};
   int repeat = 10;
   int warmup = 2;
+  int warmupMs = 200;
   int pauseMs = 0;
   int64_t heads = 32;
   int64_t batch = 1;
@@ -141,6 +142,7 @@ cuda::BenchCase makeCase(const BenchOptions& o, int64_t n, int64_t d, int c, con
   bc.lambda = o.lambda;
   bc.repeat = o.repeat;
   bc.warmup = o.warmup;
+  bc.warmupMs = o.warmupMs;
   bc.pauseMs = o.pauseMs;
   bc.cudnn = !o.noCudnn;
   return bc;
@@ -210,7 +212,8 @@ struct BenchRun {
       out = header();
       std::cout << "device: " << device << ", geometry " << geometry.label() << ", " << o.dtype
                 << ", numerics " << o.quant << ", kernel " << o.kernel << ", B=" << o.batch
-                << " H=" << o.heads << ", repeat " << o.repeat << ", pause " << o.pauseMs << " ms"
+                << " H=" << o.heads << ", repeat " << o.repeat << " after " << o.warmup << "+ runs and "
+                << o.warmupMs << "+ ms of warm-up, pause " << o.pauseMs << " ms"
                 << " (CUDA events; call = Stage 1 + quantization + attention, median [min-max])\n";
     }
     dist::RankInfo info;
@@ -229,6 +232,8 @@ struct BenchRun {
     h["heads"] = o.heads;
     h["batch"] = o.batch;
     h["repeat"] = o.repeat;
+    h["warmup"] = o.warmup;
+    h["warmup_ms"] = o.warmupMs;
     h["pause_ms"] = o.pauseMs;
     h["lambda"] = o.lambda;
     h["kernel"] = o.kernel;
@@ -322,7 +327,12 @@ void registerBench(CLI::App& app, Action& action) {
   cmd->add_option("--topk", o->topk, "Top-k fractions")->delimiter(',');
   cmd->add_option("--causal", o->causal, "Causal values to sweep (0, 1)")->delimiter(',');
   cmd->add_option("--repeat", o->repeat, "Timed repetitions per measurement")->check(CLI::Range(1, 100000));
-  cmd->add_option("--warmup", o->warmup, "Untimed runs before timing")->check(CLI::Range(0, 1000));
+  cmd->add_option("--warmup", o->warmup, "Untimed runs before timing, at least (default 2)")
+      ->check(CLI::Range(0, 1000));
+  cmd->add_option("--warmup-ms", o->warmupMs,
+                  "Untimed running before timing, at least this many milliseconds: every measurement then "
+                  "starts in the state sustained load leaves the GPU in (default 200; 0: runs only)")
+      ->check(CLI::Range(0, 600000));
   cmd->add_option("--pause-ms", o->pauseMs,
                   "Idle milliseconds before each timed measurement, so that none inherits the state a heavy one "
                   "before it leaves (default 0)")

@@ -33,9 +33,20 @@ void settle(const BenchCase& c) {
   if (c.pauseMs > 0) std::this_thread::sleep_for(std::chrono::milliseconds(c.pauseMs));
 }
 
-TimeStats timeIt(const std::function<void()>& fn, int warmup, int repeat) {
-  for (int w = 0; w < warmup; ++w) fn();
+// Untimed runs: at least `runs` of them and at least `ms` milliseconds of them (BenchCase::warmupMs).
+void warmUp(const std::function<void()>& fn, int runs, int ms) {
+  const auto start = std::chrono::steady_clock::now();
+  const auto enough = start + std::chrono::milliseconds(ms);
+  for (int w = 0; w < runs || std::chrono::steady_clock::now() < enough; ++w) {
+    fn();
+    if (w + 1 >= runs) check(cudaDeviceSynchronize(), "bench warm-up");  // the clock then counts GPU time
+  }
   check(cudaDeviceSynchronize(), "bench warm-up");
+}
+
+TimeStats timeIt(const std::function<void()>& fn, const BenchCase& c) {
+  warmUp(fn, c.warmup, c.warmupMs);
+  const int repeat = c.repeat;
   std::vector<double> t;
   prof::EventTimer ev;
   for (int r = 0; r < std::max(1, repeat); ++r) {
@@ -147,7 +158,7 @@ void timeCudnn(BenchData& d, const BenchCase& c, BenchResult& res) {
                     d.p.Nkv,  d.p.D, c.causal, core::Window{}, d.scale};
     CudnnSdpa sdpa(shape);
     res.cudnnLabel = sdpa.label();
-    res.cudnn = timeIt([&] { sdpa.run(d.q.get(), d.k.get(), d.v.get(), d.o.get(), 0); }, c.warmup, c.repeat);
+    res.cudnn = timeIt([&] { sdpa.run(d.q.get(), d.k.get(), d.v.get(), d.o.get(), 0); }, c);
     res.cudnnTimed = true;
   } catch (const Error& e) {
     res.cudnnLabel = "cuDNN not timed: " + e.problem();
@@ -167,15 +178,15 @@ BenchResult runBench(const BenchCase& c) {
 
   d.setTopk(c, c.topks.empty() ? 0.5 : c.topks.front());
   settle(c);
-  res.stage1 = timeIt([&] { d.stage1(true); }, c.warmup, c.repeat);
-  res.stage1Select = timeIt([&] { d.stage1(false); }, c.warmup, c.repeat);
-  res.quantize = timeIt([&] { d.quantizeOperands(c.numerics); }, c.warmup, c.repeat);
+  res.stage1 = timeIt([&] { d.stage1(true); }, c);
+  res.stage1Select = timeIt([&] { d.stage1(false); }, c);
+  res.quantize = timeIt([&] { d.quantizeOperands(c.numerics); }, c);
   res.dense = timeIt(
       [&] {
         d.quantizeOperands(c.numerics);
         d.attention(c.numerics, true);
       },
-      c.warmup, c.repeat);
+      c);
   if (c.cudnn) {
     settle(c);
     timeCudnn(d, c, res);
@@ -188,14 +199,14 @@ BenchResult runBench(const BenchCase& c) {
     BenchSparse sp;
     sp.topk = tk;
     settle(c);
-    sp.stage2 = timeIt([&] { d.attention(c.numerics, false); }, c.warmup, c.repeat);
+    sp.stage2 = timeIt([&] { d.attention(c.numerics, false); }, c);
     sp.call = timeIt(
         [&] {
           d.stage1(true);
           d.quantizeOperands(c.numerics);
           d.attention(c.numerics, false);
         },
-        c.warmup, c.repeat);
+        c);
     countBlocks(d, c, sp);
     res.sparse.push_back(sp);
   }

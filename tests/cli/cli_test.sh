@@ -19,6 +19,7 @@ exit_codes)
   expect_exit 2 "" -- "$SPARGE" run --no-such-flag
   expect_exit 2 "" -- "$SPARGE" run x.h5 --tau 0.5 --topk 0.5
   expect_exit 2 "--pause-ms: Value -1 not in range 0 to 60000" -- "$SPARGE" bench --pause-ms -1
+  expect_exit 2 "--warmup-ms: Value -5 not in range 0 to 600000" -- "$SPARGE" bench --warmup-ms -5
   expect_exit 1 "does/not/exist.h5" -- "$SPARGE" info does/not/exist.h5
   echo "not hdf5" > "$WORK/bad.h5"
   expect_exit 1 "bad.h5" -- "$SPARGE" run "$WORK/bad.h5"
