@@ -74,8 +74,8 @@ LOG=$OUT/log.txt
     done
   fi
   if has bench; then
-    echo "== bench"
-    timeout 200 $B/sparge bench --tokens 4096,16384,32768 --dims 64,128 --causal 0,1 \
+    echo "== bench"  # ~30 s of it the 200 ms warm-up before each measurement
+    timeout 260 $B/sparge bench --tokens 4096,16384,32768 --dims 64,128 --causal 0,1 \
       --topk 1.0,0.5,0.2,0.1 --geometry 128x64 --repeat 10 --json "$OUT/bench.json" \
       --timings "$OUT/bench_kernels.csv" 2>&1 | tail -60
     PYTHONUNBUFFERED=1 timeout 150 python3 bench/compare_torch.py "$OUT/bench.json" --repeat 10 2>&1 \
