@@ -13,6 +13,7 @@ every measurement starts in the state sustained load leaves the GPU in.
 """
 import argparse
 import json
+import os
 import statistics
 import sys
 import time
@@ -167,8 +168,12 @@ def main():
     if args.json:
         out = [{"tokens": k[0], "head_dim": k[1], "causal": k[2], "ours": cells[k], "theirs": theirs[k]}
                for k in sorted(cells)]
-        json.dump({"device": torch.cuda.get_device_name(), "torch": torch.__version__, "results": out},
-                  open(args.json, "w"), indent=2, default=str)
+        doc = {"device": torch.cuda.get_device_name(), "torch": torch.__version__, "repeat": args.repeat,
+               "warmup_ms": args.warmup_ms, "pause_ms": args.pause_ms, "results": out}
+        tmp = args.json + ".tmp"  # a finished file or none: written beside, then renamed over
+        with open(tmp, "w") as f:
+            json.dump(doc, f, indent=2, default=str)
+        os.replace(tmp, args.json)
     return 0
 
 
