@@ -111,10 +111,12 @@ void printEntry(const core::EntryResult& r, bool perHead) {
                  core::printable(w).c_str());
 }
 
-// `repeat` and `warmup` are per entry and per kind of run (sparse, dense, each baseline).
-void printTimings(const prof::TimingReport& r, int repeat, int warmup) {
-  std::printf("\ntimings: %s, %d profiled runs after %d warm-up; %s\n", r.clock.c_str(), repeat, warmup,
-              r.device.name.c_str());
+// `repeat` and `warmup` are per entry and per kind of run (sparse, dense, each baseline); with `warmupMs`
+// the warm-up went on until that long had passed.
+void printTimings(const prof::TimingReport& r, int repeat, int warmup, int warmupMs) {
+  const std::string more = warmupMs > 0 ? " or more, for " + std::to_string(warmupMs) + " ms or more" : "";
+  std::printf("\ntimings: %s, %d profiled runs after %d warm-up%s; %s\n", r.clock.c_str(), repeat, warmup,
+              more.c_str(), r.device.name.c_str());
   if (!r.sourceReason.empty()) std::printf("  clock source: %s\n", r.sourceReason.c_str());
   if (!r.device.clockNote.empty()) std::printf("  SM clock: %s\n", r.device.clockNote.c_str());
   Table t({"stage", "source", "min ms", "median ms", "max ms", "runs"});
@@ -228,6 +230,7 @@ struct EntryRun {
       req.config = config;
       req.heads = ro.heads;
       req.warmup = o.warmup;
+      req.warmupMs = o.warmupMs;
       req.repeat = o.repeat;
       req.denseBaseline = req.engineBaselines = !o.noDenseBaseline;
       r = prof::profileEntry(engine, *profiler, req);
@@ -278,7 +281,7 @@ void writeOutputs(const EntryRun& run, double seconds) {
   std::printf("\n%zu entries in %.2f s\n", run.results.size(), seconds);
   if (run.profiling) {
     const prof::TimingReport report = prof::buildReport(run.timings);
-    printTimings(report, o.repeat, o.warmup);
+    printTimings(report, o.repeat, o.warmup, o.warmupMs);
     if (!o.timingsPath.empty()) {
       prof::writeTimings(report, o.timingsPath);
       std::printf("timings written to %s\n", o.timingsPath.c_str());
@@ -319,8 +322,14 @@ void registerRun(CLI::App& app, Action& action) {
   cmd->add_option("--repeat", o->repeat, "Profiled runs per entry (min / median / max in the timing report)")
       ->check(CLI::Range(1, 100000))
       ->capture_default_str();
-  cmd->add_option("--warmup", o->warmup, "Unmeasured runs before the profiled ones")
+  cmd->add_option("--warmup", o->warmup, "Unmeasured runs before the profiled ones, at least")
       ->check(CLI::Range(0, 1000))
+      ->capture_default_str();
+  cmd->add_option(
+         "--warmup-ms", o->warmupMs,
+         "Unmeasured runs before the profiled ones until at least this many milliseconds have passed, "
+         "so that they find the GPU under sustained load (e.g. 200; default 0: --warmup alone)")
+      ->check(CLI::Range(0, 600000))
       ->capture_default_str();
   cmd->add_option("--timings", o->timingsPath,
                   "Write timing statistics: .json, .csv or .trace.json (Perfetto)");

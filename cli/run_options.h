@@ -44,7 +44,8 @@ struct RunCommandOptions {
   std::string reportPath;
   bool summaryOnly = false;
   int repeat = 1;           // profiled runs per entry
-  int warmup = 1;           // extra runs before them (only with --repeat > 1 or --timings)
+  int warmup = 1;           // extra runs before them (only with --repeat > 1 or --timings), at least
+  int warmupMs = 0;         // and extra runs until at least this many milliseconds of them have run
   std::string timingsPath;  // .json | .csv | .trace.json
   bool noDenseBaseline = false;
 };

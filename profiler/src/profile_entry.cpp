@@ -1,6 +1,8 @@
 // profileEntry: sparse rounds with our dense kernels and the engine's dense baselines beside them.
 #include "sparge/profiler/profile_entry.h"
 
+#include <chrono>
+
 #include "sparge/core/result.h"
 
 namespace sparge::prof {
@@ -44,6 +46,11 @@ struct Round {
       if (r.times.quantizeMs > 0) profiler.record(Stage::Quantize, r.times.quantizeMs, src);
     }
     step();
+  }
+  void all(bool warmup) {
+    sparse(warmup);
+    if (request.denseBaseline) dense(warmup);
+    for (const core::DenseBaseline& b : baselines) baseline(b, warmup);
   }
   void baseline(const core::DenseBaseline& b, bool warmup) {
     RunInfo runInfo = info(request.config, " (" + b.name + ")");
@@ -108,12 +115,10 @@ core::EntryResult profileEntry(core::Engine& engine, Profiler& profiler, const P
   // Timed runs are the deployed call alone: the error metrics (and the extra runs they need for quantized
   // numerics) would otherwise land in the sparse and dense stages.
   round.options.computeError = false;
-  for (int i = 0; i < request.warmup + request.repeat; ++i) {
-    const bool warmup = i < request.warmup;
-    round.sparse(warmup);
-    if (request.denseBaseline) round.dense(warmup);
-    for (const core::DenseBaseline& b : round.baselines) round.baseline(b, warmup);
-  }
+  // Engine runs return once their results are in, so the wall clock counts the GPU's time too.
+  const auto warmUntil = std::chrono::steady_clock::now() + std::chrono::milliseconds(request.warmupMs);
+  for (int i = 0; i < request.warmup || std::chrono::steady_clock::now() < warmUntil; ++i) round.all(true);
+  for (int i = 0; i < request.repeat; ++i) round.all(false);
   return result;
 }
 

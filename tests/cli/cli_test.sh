@@ -20,6 +20,7 @@ exit_codes)
   expect_exit 2 "" -- "$SPARGE" run x.h5 --tau 0.5 --topk 0.5
   expect_exit 2 "--pause-ms: Value -1 not in range 0 to 60000" -- "$SPARGE" bench --pause-ms -1
   expect_exit 2 "--warmup-ms: Value -5 not in range 0 to 600000" -- "$SPARGE" bench --warmup-ms -5
+  expect_exit 2 "--warmup-ms: Value -1 not in range 0 to 600000" -- "$SPARGE" run x.h5 --warmup-ms -1
   expect_exit 1 "does/not/exist.h5" -- "$SPARGE" info does/not/exist.h5
   echo "not hdf5" > "$WORK/bad.h5"
   expect_exit 1 "bad.h5" -- "$SPARGE" run "$WORK/bad.h5"
@@ -163,6 +164,22 @@ t = json.load(open(sys.argv[3]))
 ev = [e for e in t["traceEvents"] if e.get("ph") == "X"]
 assert ev and all(k in e for e in ev for k in ("name", "ts", "dur", "pid", "tid")), ev[:2]
 print("timing exports ok")
+PYEOF
+  # --warmup-ms: warm-up rounds go on until that long has passed; a tiny entry fits many rounds into 400 ms.
+  "$SPARGE" synth "$WORK/tiny.h5" --heads 2 --tokens 256 --dim 32 >/dev/null || fail "synth tiny"
+  out="$("$SPARGE" run "$WORK/tiny.h5" --engine cpu --theta=-0.1 --tau 0.9 --repeat 2 --warmup 1 \
+    --warmup-ms 400 --timings "$WORK/w.json" 2>&1)" || fail "run --warmup-ms: $out"
+  grep -q "2 profiled runs after 1 warm-up or more, for 400 ms or more" <<<"$out" \
+    || fail "the warm-up is not described: $out"
+  $PY - "$WORK/w.json" <<'PYEOF' || fail "warm-up by time"
+import json, sys
+j = json.load(open(sys.argv[1]))
+# One warm-up round by count is 2 runs (sparse and dense) plus the run with the error metrics; by time, more.
+assert j["warmup_runs"] >= 8, j["warmup_runs"]
+assert j["profiled_runs"] == 4, j["profiled_runs"]
+stages = {s["stage"]: s for s in j["stages"]}
+assert stages["sparse"]["count"] == 2, stages["sparse"]
+print("warm-up by time ok:", j["warmup_runs"], "warm-up runs")
 PYEOF
   ;;
 tune_interrupt)

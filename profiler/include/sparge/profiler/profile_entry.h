@@ -16,7 +16,11 @@ struct ProfileRequest {
   std::string entry;  // the entry's name, for run labels
   core::RunConfig config;
   std::vector<int64_t> heads;   // query heads (every batch item); empty = every head
-  int warmup = 1;               // rounds measured but left out of the report
+  int warmup = 1;               // rounds measured but left out of the report, at least
+  // ... and such rounds until at least this many milliseconds of them have run (`sparge run --warmup-ms`), so
+  // that the profiled rounds find the GPU in the state sustained load leaves it in; the progress total counts
+  // `warmup` rounds only. 0: by count alone.
+  int warmupMs = 0;
   int repeat = 10;              // profiled rounds
   bool denseBaseline = true;    // time our dense kernels (every valid block, no PV skip) in each round
   bool engineBaselines = true;  // time the engine's dense baselines (Engine::denseBaselines) in each round
@@ -29,7 +33,7 @@ struct ProfileRequest {
 int profileRunCount(const ProfileRequest& request, int availableBaselines);
 
 // First one run with the error metrics, marked warm-up (it also fills the engine's caches: reference,
-// statistics); then warmup + repeat rounds, each of
+// statistics); then warm-up rounds (warmup of them, or more for warmupMs), then repeat rounds, each of
 //   1. the sparse run, as deployed (prediction + quantization + attention; no error metrics),
 //   2. with denseBaseline, the same entry with every head dense (labelled "(dense)"),
 //   3. with engineBaselines, each available baseline (labelled "(cudnn)"; its kernels count as that stage).
