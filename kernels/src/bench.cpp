@@ -15,6 +15,7 @@
 #include "head_dim.h"
 #include "sparge/core/error.h"
 #include "sparge/profiler/event_timer.h"
+#include "sparge/profiler/warm_up.h"
 
 namespace sparge::cuda {
 
@@ -33,19 +34,13 @@ void settle(const BenchCase& c) {
   if (c.pauseMs > 0) std::this_thread::sleep_for(std::chrono::milliseconds(c.pauseMs));
 }
 
-// Untimed runs: at least `runs` of them and at least `ms` milliseconds of them (BenchCase::warmupMs).
-void warmUp(const std::function<void()>& fn, int runs, int ms) {
-  const auto start = std::chrono::steady_clock::now();
-  const auto enough = start + std::chrono::milliseconds(ms);
-  for (int w = 0; w < runs || std::chrono::steady_clock::now() < enough; ++w) {
-    fn();
-    if (w + 1 >= runs) check(cudaDeviceSynchronize(), "bench warm-up");  // the clock then counts GPU time
-  }
-  check(cudaDeviceSynchronize(), "bench warm-up");
-}
-
 TimeStats timeIt(const std::function<void()>& fn, const BenchCase& c) {
-  warmUp(fn, c.warmup, c.warmupMs);
+  // BenchCase::warmup runs back to back, then each one waited for, so that the clock counts GPU time.
+  prof::warmUp(c.warmup, c.warmupMs, [&](int i) {
+    fn();
+    if (i + 1 >= c.warmup) check(cudaDeviceSynchronize(), "bench warm-up");
+  });
+  check(cudaDeviceSynchronize(), "bench warm-up");
   const int repeat = c.repeat;
   std::vector<double> t;
   prof::EventTimer ev;

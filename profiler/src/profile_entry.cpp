@@ -1,9 +1,8 @@
 // profileEntry: sparse rounds with our dense kernels and the engine's dense baselines beside them.
 #include "sparge/profiler/profile_entry.h"
 
-#include <chrono>
-
 #include "sparge/core/result.h"
+#include "sparge/profiler/warm_up.h"
 
 namespace sparge::prof {
 
@@ -116,8 +115,7 @@ core::EntryResult profileEntry(core::Engine& engine, Profiler& profiler, const P
   // numerics) would otherwise land in the sparse and dense stages.
   round.options.computeError = false;
   // Engine runs return once their results are in, so the wall clock counts the GPU's time too.
-  const auto warmUntil = std::chrono::steady_clock::now() + std::chrono::milliseconds(request.warmupMs);
-  for (int i = 0; i < request.warmup || std::chrono::steady_clock::now() < warmUntil; ++i) round.all(true);
+  warmUp(request.warmup, request.warmupMs, [&](int) { round.all(true); });
   for (int i = 0; i < request.repeat; ++i) round.all(false);
   return result;
 }
