@@ -93,7 +93,7 @@ LOG=$OUT/log.txt
     SPARGE_BIN=$B/sparge timeout 200 bash captures/gpu_check.sh 2>&1 | tail -15
   fi
   if has gui; then
-    echo "== GUI screenshots with the CUDA engine (EGL on the NVIDIA driver): main view, kernel view"
+    echo "== GUI screenshots with the CUDA engine (EGL on the NVIDIA driver): main view, kernel view, timings"
     use_nvidia_egl
     # cuDNN's fused attention is the profile's dense baseline when its library is there (PyTorch's wheel).
     export SPARGE_CUDNN_LIBRARY=${SPARGE_CUDNN_LIBRARY:-$(find /opt /usr/local/lib /usr/lib/python3* \
@@ -103,6 +103,9 @@ LOG=$OUT/log.txt
     timeout 120 $B/sparge-studio "${GUI_SAMPLE[@]}" --mouse 470,690 --screenshot "$OUT/studio_cuda.png" 2>&1 | tail -3
     timeout 120 $B/sparge-studio "${GUI_SAMPLE[@]}" --action profile=10 --action view=kernels:centre-bottom \
       --screenshot "$OUT/studio_kernels.png" 2>&1 | tail -3
+    # The timings view after a warm-up by time (200 ms: the figures under sustained load).
+    timeout 120 $B/sparge-studio "${GUI_SAMPLE[@]}" --action profile=10,200 --action view=timings \
+      --screenshot "$OUT/studio_timings_warm.png" 2>&1 | tail -3
   fi
   if has frame; then
     echo "== GUI: frame time (32 heads x 32K in the grid, a 100-entry overview), slider latency 32 x 32K x D 128"

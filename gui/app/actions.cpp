@@ -37,6 +37,25 @@ bool isCount(const std::string& s, long lo, long hi) {
   return !s.empty() && !*end && n >= lo && n <= hi;
 }
 
+// `profile`, `profile=N` or `profile=N,T`: N profiled runs (3 unless given) after T ms of warm-up (0: one
+// warm-up round).
+struct ProfileArg {
+  int runs = 3;
+  int warmupMs = 0;
+};
+
+std::optional<ProfileArg> parseProfileArg(const std::string& s) {
+  ProfileArg p;
+  if (s.empty()) return p;
+  const size_t comma = s.find(',');
+  const std::string runs = s.substr(0, comma);
+  const std::string warmup = comma == std::string::npos ? "0" : s.substr(comma + 1);
+  if (!isCount(runs, 1, 100) || !isCount(warmup, 0, ProfileController::kMaxWarmupMs)) return std::nullopt;
+  p.runs = std::atoi(runs.c_str());
+  p.warmupMs = std::atoi(warmup.c_str());
+  return p;
+}
+
 // Checks the argument of a verb; throws sparge::Error naming the action.
 void validateArgument(const Action& a) {
   std::string where = "--action " + a.text;
@@ -56,7 +75,9 @@ void validateArgument(const Action& a) {
       if (a.arg != "head" && a.arg != "all") throw Error(where, "expected head or all");
       break;
     case CommandId::Profile:
-      if (!a.arg.empty() && !isCount(a.arg, 1, 100)) throw Error(where, "expected a run count in 1..100");
+      if (!parseProfileArg(a.arg))
+        throw Error(where, "expected N or N,T: N profiled runs in 1..100, T ms of warm-up in 0.." +
+                               std::to_string(ProfileController::kMaxWarmupMs));
       break;
     case CommandId::PresetCdf:
       if (!parsePreset(a.arg)) throw Error(where, "expected cdf, topk, filter-off or stored");
@@ -177,9 +198,11 @@ void ActionRunner::start(const Action& a) {
       session_.tuning().autoTune(*parseScope(a.arg));
       if (!session_.busy() && !session_.messages().hasError()) fail(a, "no tuning job was started");
       break;
-    case CommandId::Profile:
-      session_.profiling().profile(a.arg.empty() ? 3 : std::atoi(a.arg.c_str()));
+    case CommandId::Profile: {
+      const ProfileArg p = *parseProfileArg(a.arg);
+      session_.profiling().profile(p.runs, p.warmupMs);
       break;
+    }
     case CommandId::SweepHead:
       app_.showView("curves");
       session_.curves().sweep(a.arg == "all" ? SweepScope::AllHeads : SweepScope::SelectedHead);

@@ -255,7 +255,7 @@ void App::run(CommandId id) {
       session_.tuning().autoTune(TuneScope::AllEntries);
       break;
     case CommandId::Profile:
-      session_.profiling().profile(ui_.profileRuns);
+      session_.profiling().profile(ui_.profileRuns, ui_.profileWarmupMs);
       break;
     case CommandId::SweepHead:
       panels_.show("curves");

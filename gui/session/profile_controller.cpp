@@ -8,10 +8,13 @@
 namespace sparge::gui {
 
 namespace {
-TimingSummary summarize(const prof::TimingReport& rep, const core::RunConfig& config, int runs) {
+TimingSummary summarize(const prof::TimingReport& rep, const core::RunConfig& config, int runs,
+                        int warmupMs) {
   TimingSummary t;
   t.valid = true;
   t.runs = runs;
+  t.warmupRuns = rep.warmupRuns;
+  t.warmupMs = warmupMs;
   t.clock = prof::toString(rep.source);
   t.clockDetail = rep.clock;
   t.device = rep.device.name;
@@ -40,15 +43,18 @@ void ProfileController::reset(ResetScope scope) {
   if (scope == ResetScope::Capture) data_.reset();
 }
 
-void ProfileController::profile(int runs) {
+void ProfileController::profile(int runs, int warmupMs) {
   if (!core_.capture.loaded) return;
   runs = std::clamp(runs, 1, 100);
+  warmupMs = std::clamp(warmupMs, 0, kMaxWarmupMs);
   auto backend = core_.backend;
   uint64_t epoch = core_.epoch;
   core::RunConfig config = runs_.config();
   std::string entry = core_.capture.entryName;
-  core_.progress = Progress{true, "timing " + std::to_string(runs) + " runs + dense baselines", 0, 0, 0};
-  auto job = [this, backend, epoch, config, runs, entry](const core::CancelFlag& cancel) {
+  std::string what = "timing " + std::to_string(runs) + " runs + dense baselines";
+  if (warmupMs > 0) what += " after " + std::to_string(warmupMs) + " ms of warm-up";
+  core_.progress = Progress{true, what, 0, 0, 0};
+  auto job = [this, backend, epoch, config, runs, warmupMs, entry](const core::CancelFlag& cancel) {
     core::Engine& engine = backend->ensureEngine();
     if (!backend->entry) throw Error("profile", "no entry loaded");
     prof::ProfilerOptions po;  // profileEntry marks its warm-up runs itself
@@ -58,6 +64,7 @@ void ProfileController::profile(int runs) {
     req.entry = entry;
     req.config = config;
     req.repeat = runs;
+    req.warmupMs = warmupMs;
     req.cancel = &cancel;
     req.progress = [this, epoch](int done, int total) {
       core_.post([this, epoch, done, total] {
@@ -70,7 +77,7 @@ void ProfileController::profile(int runs) {
     prof::profileEntry(engine, profiler, req);
     prof::TimingReport rep = profiler.report();
     auto data = std::make_shared<ProfileData>();
-    data->summary = summarize(rep, config, runs);
+    data->summary = summarize(rep, config, runs, warmupMs);
     data->kernels = kernelRows(rep);
     data->timeline = runTimeline(rep);
     core_.post([this, data, epoch] {

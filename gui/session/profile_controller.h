@@ -22,6 +22,8 @@ struct StageSpan {
 struct TimingSummary {
   bool valid = false;
   int runs = 0;
+  int warmupRuns = 0;  // runs left out of the figures (every kind, the first run with the error metrics too)
+  int warmupMs = 0;    // the warm-up went on until this long had passed (0: one round)
   std::string clock;        // "wall", "cuda-event", "cupti"
   std::string clockDetail;  // what that clock is, in words
   std::string device;
@@ -47,10 +49,12 @@ struct ProfileData {
 
 class ProfileController {
  public:
+  static constexpr int kMaxWarmupMs = 10000;  // the longest warm-up taken (`--action profile=N,T`)
   ProfileController(SessionCore& core, RunController& runs) : core_(core), runs_(runs) {}
 
-  // Times the current configuration `runs` times, each next to the dense baselines, on the worker.
-  void profile(int runs);
+  // Times the current configuration `runs` times, each next to the dense baselines, on the worker, after
+  // one warm-up round, or warm-up rounds until `warmupMs` have passed (the GPU under sustained load).
+  void profile(int runs, int warmupMs = 0);
   const TimingSummary& timing() const { return data_ ? data_->summary : empty_; }
   std::shared_ptr<const ProfileData> last() const { return data_; }
   void reset(ResetScope scope);

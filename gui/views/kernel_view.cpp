@@ -211,7 +211,7 @@ void KernelView::draw(Session& s, UiState& ui) {
         "and lay one run out on a timeline.");
     ImGui::PopTextWrapPos();
     ImGui::BeginDisabled(!s.capture().info() || s.runningJob() == JobKind::Profile);
-    if (ImGui::Button("Profile")) s.profiling().profile(ui.profileRuns);
+    if (ImGui::Button("Profile")) s.profiling().profile(ui.profileRuns, ui.profileWarmupMs);
     ImGui::EndDisabled();
     return;
   }

@@ -41,13 +41,13 @@ void TimingsView::draw(Session& s, UiState& ui) {
   ImGui::SameLine();
   bool disabled = !s.capture().info() || s.runningJob() == JobKind::Profile;
   if (disabled) ImGui::BeginDisabled();
-  if (ImGui::Button("Profile (Ctrl+P)")) s.profiling().profile(ui.profileRuns);
+  if (ImGui::Button("Profile (Ctrl+P)")) s.profiling().profile(ui.profileRuns, ui.profileWarmupMs);
   if (disabled) ImGui::EndDisabled();
   itemTooltip(
       "Runs the current configuration N times (after an untimed run that fills the caches and a warm-up "
       "round), each next to the same entry with every head dense and cuDNN's dense attention where "
-      "available, "
-      "and reports min / median / max per stage.");
+      "available, and reports min / median / max per stage.");
+  drawWarmupSlider(ui);
   if (!t.valid) {
     ImGui::PushTextWrapPos(0);
     ImGui::TextDisabled("Press Profile for min / median / max over repeated runs and the dense baseline.");
@@ -70,6 +70,17 @@ void TimingsView::draw(Session& s, UiState& ui) {
   drawFigures(t);
 }
 
+void TimingsView::drawWarmupSlider(UiState& ui) {
+  ImGui::SetNextItemWidth(ImGui::GetFontSize() * 12);
+  ImGui::SliderInt("##warmup", &ui.profileWarmupMs, 0, kWarmupSliderMs,
+                   ui.profileWarmupMs > 0 ? "warm-up %d ms" : "warm-up: one round");
+  itemTooltip(
+      "Warm-up rounds before the profiled runs go on until this long has passed. A GPU fresh from idle "
+      "runs its first milliseconds at a higher clock than under sustained load: 200 ms or more gives the "
+      "sustained figures `sparge bench` reports. Ratios compare like with like either way, since each "
+      "round runs sparse, dense and cuDNN in turn.");
+}
+
 void TimingsView::drawFigures(const TimingSummary& t) {
   if (!ImGui::BeginTable("derived", 2, ImGuiTableFlags_SizingStretchProp)) return;
   ImGui::TableSetupColumn("what", ImGuiTableColumnFlags_WidthFixed);
@@ -85,6 +96,13 @@ void TimingsView::drawFigures(const TimingSummary& t) {
   char buf[160];
   std::snprintf(buf, sizeof buf, "%.3f ms (median of %d; %s)", t.sparseMs, t.runs, t.numerics.c_str());
   row("sparse call", buf, "prediction + quantization + attention, as deployed");
+  if (t.warmupMs > 0)
+    std::snprintf(buf, sizeof buf, "%d runs, for %d ms or more", t.warmupRuns, t.warmupMs);
+  else
+    std::snprintf(buf, sizeof buf, "%d runs (one round)", t.warmupRuns);
+  row("warm-up", buf,
+      "runs before the profiled ones, left out of every figure: the first (with the error metrics), then "
+      "whole rounds of sparse, dense and cuDNN");
   if (t.denseMs > 0) {
     std::snprintf(buf, sizeof buf, "%.3f ms", t.denseMs);
     row("dense (ours)", buf,

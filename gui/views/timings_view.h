@@ -12,6 +12,8 @@ class TimingsView final : public View {
   void draw(Session& session, UiState& ui) override;
 
  private:
+  static constexpr int kWarmupSliderMs = 2000;  // longer ones: `--action profile=N,T`
+  void drawWarmupSlider(UiState& ui);
   void drawFigures(const TimingSummary& t);
 };
 

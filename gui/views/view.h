@@ -14,6 +14,7 @@ struct UiState {
   float thumbSize = 96.0f;
   ApplyTarget applyTarget = ApplyTarget::AllHeads;
   int profileRuns = 5;
+  int profileWarmupMs = 0;      // warm-up by time before the profiled runs; 0: one warm-up round
   bool screenshotMode = false;  // automation: hide volatile bits
 };
 

@@ -8,6 +8,11 @@ namespace sparge::prof {
 
 namespace {
 
+// Engine runs of one round: the sparse run and its baselines.
+int runsPerRound(const ProfileRequest& request, int availableBaselines) {
+  return 1 + (request.denseBaseline ? 1 : 0) + (request.engineBaselines ? availableBaselines : 0);
+}
+
 struct Round {
   core::Engine& engine;
   Profiler& profiler;
@@ -86,9 +91,7 @@ std::vector<core::DenseBaseline> availableBaselines(core::Engine& engine, Profil
 }  // namespace
 
 int profileRunCount(const ProfileRequest& request, int availableBaselines) {
-  const int perRound =
-      1 + (request.denseBaseline ? 1 : 0) + (request.engineBaselines ? availableBaselines : 0);
-  return 1 + (request.warmup + request.repeat) * perRound;
+  return 1 + (request.warmup + request.repeat) * runsPerRound(request, availableBaselines);
 }
 
 core::EntryResult profileEntry(core::Engine& engine, Profiler& profiler, const ProfileRequest& request) {
@@ -115,7 +118,13 @@ core::EntryResult profileEntry(core::Engine& engine, Profiler& profiler, const P
   // numerics) would otherwise land in the sparse and dense stages.
   round.options.computeError = false;
   // Engine runs return once their results are in, so the wall clock counts the GPU's time too.
-  warmUp(request.warmup, request.warmupMs, [&](int) { round.all(true); });
+  // A warm-up by time runs rounds beyond `warmup`: each extends the progress total as it starts, so that
+  // the progress shown never passes its total.
+  const int perRound = runsPerRound(request, int(round.baselines.size()));
+  warmUp(request.warmup, request.warmupMs, [&](int i) {
+    if (i >= request.warmup) round.total += perRound;
+    round.all(true);
+  });
   for (int i = 0; i < request.repeat; ++i) round.all(false);
   return result;
 }

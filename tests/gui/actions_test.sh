@@ -21,7 +21,7 @@ env -u DISPLAY "$app" "$out/x.h5" --backend egl --engine cpu --threads 2 --timeo
   --action tune=entry \
   --action export-params="$out/params.json" \
   --action tune-cancel=entry \
-  --action profile=2 \
+  --action profile=2,150 \
   --action follow=1 \
   --action set=l1=0.06 \
   --action follow=0 \

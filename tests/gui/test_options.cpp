@@ -91,6 +91,13 @@ TEST(Commands, ActionsParseAndRejectBadArguments) {
   EXPECT_THROW(parseAction("preset=mine"), sparge::Error);
   EXPECT_THROW(parseAction("export-report=r.txt"), sparge::Error);
   EXPECT_THROW(parseAction("profile=0"), sparge::Error);
+  EXPECT_EQ(parseAction("profile=3,200").arg, "3,200");
+  EXPECT_EQ(parseAction("profile=3,0").arg, "3,0");
+  EXPECT_THROW(parseAction("profile=3,-1"), sparge::Error);
+  EXPECT_THROW(parseAction("profile=3,20000"), sparge::Error);
+  EXPECT_THROW(parseAction("profile=3,x"), sparge::Error);
+  EXPECT_THROW(parseAction("profile=,200"), sparge::Error);
+  EXPECT_THROW(parseAction("profile=3,200,1"), sparge::Error);
   EXPECT_THROW(parseAction("set=bogus=1"), sparge::Error);
   EXPECT_THROW(parseAction("dance"), sparge::Error);
 }

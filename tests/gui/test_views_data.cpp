@@ -310,6 +310,32 @@ TEST(KernelData, ShortNames) {
             "cudnn_generated_fort_native_sdpa_sm90");
 }
 
+TEST(KernelData, ProfileWarmsUpByCountOrForTheTimeAsked) {
+  auto s = cpuSession();
+  s->openEntryData(std::make_shared<const core::EntryData>(synth("synth", false, 9)));
+  ASSERT_TRUE(s->waitIdle(120s));
+  s->profiling().profile(1);
+  ASSERT_TRUE(s->waitIdle(120s));
+  const TimingSummary byCount = s->profiling().timing();
+  ASSERT_TRUE(byCount.valid);
+  EXPECT_EQ(byCount.warmupMs, 0);
+  // The run with the error metrics, then one round: the sparse run and at least our dense one.
+  const int perRound = byCount.warmupRuns - 1;
+  ASSERT_GE(perRound, 2);
+
+  const auto start = std::chrono::steady_clock::now();
+  s->profiling().profile(1, 400);
+  ASSERT_TRUE(s->waitIdle(120s));
+  EXPECT_GE(std::chrono::steady_clock::now() - start, 400ms);
+  const TimingSummary& byTime = s->profiling().timing();
+  ASSERT_TRUE(byTime.valid);
+  EXPECT_EQ(byTime.warmupMs, 400);
+  EXPECT_EQ(byTime.runs, 1);
+  EXPECT_GE(byTime.warmupRuns, 1 + perRound);
+  EXPECT_EQ((byTime.warmupRuns - 1) % perRound, 0) << byTime.warmupRuns;  // whole rounds
+  EXPECT_FALSE(s->progress().active);
+}
+
 TEST(KernelData, ProfileOnTheCpuEngineLaysOutTheEngineStages) {
   auto s = cpuSession();
   s->openEntryData(std::make_shared<const core::EntryData>(synth("synth", false, 9)));

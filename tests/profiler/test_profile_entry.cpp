@@ -2,6 +2,7 @@
 // the figures the report derives from them, computed here by hand from the engine's scripted stage times.
 #include <gtest/gtest.h>
 
+#include <chrono>
 #include <memory>
 #include <string>
 #include <vector>
@@ -134,6 +135,38 @@ TEST(ProfileEntry, RunsLabelsAndFigures) {
   }
   EXPECT_EQ(cudnnLabels, 3);
   EXPECT_EQ(denseLabels, 3);
+}
+
+TEST(ProfileEntry, WarmUpByTimeGrowsTheProgressTotalAndLeavesTheProfiledRoundsAlone) {
+  ScriptedEngine engine;
+  Profiler profiler(wallOnly());
+  ProfileRequest req;
+  req.entry = "l0";
+  req.warmup = 1;
+  req.warmupMs = 30;
+  req.repeat = 2;
+  std::vector<std::pair<int, int>> progress;
+  req.progress = [&](int done, int total) { progress.push_back({done, total}); };
+  const auto start = std::chrono::steady_clock::now();
+  profileEntry(engine, profiler, req);
+  EXPECT_GE(std::chrono::steady_clock::now() - start, std::chrono::milliseconds(30));
+
+  // Rounds of sparse + dense + cuDNN: the run with the error metrics, then warm-up rounds, then 2 profiled.
+  ASSERT_EQ((engine.calls.size() - 1) % 2, 0u);
+  const int rounds = int(engine.calls.size() - 1) / 2;
+  const int warmupRounds = rounds - 2;
+  EXPECT_GE(warmupRounds, 1);
+  const TimingReport r = profiler.report();
+  EXPECT_EQ(r.warmupRuns, 1 + 3 * warmupRounds);
+  EXPECT_EQ(r.profiledRuns, 3 * 2);
+  ASSERT_EQ(progress.size(), size_t(1 + 3 * rounds));
+  for (size_t i = 0; i < progress.size(); ++i) {
+    EXPECT_EQ(progress[i].first, int(i) + 1);
+    EXPECT_LE(progress[i].first, progress[i].second) << i;
+    if (i > 0) EXPECT_GE(progress[i].second, progress[i - 1].second) << i;
+  }
+  EXPECT_EQ(progress.back().first, progress.back().second);
+  EXPECT_EQ(progress.front().second, profileRunCount(req, 1));
 }
 
 TEST(ProfileEntry, BaselinesCanBeLeftOutAndAreNotComparedWithAHeadSubset) {

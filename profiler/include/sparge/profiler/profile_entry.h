@@ -18,8 +18,8 @@ struct ProfileRequest {
   std::vector<int64_t> heads;   // query heads (every batch item); empty = every head
   int warmup = 1;               // rounds measured but left out of the report, at least
   // ... and such rounds until at least this many milliseconds of them have run (`sparge run --warmup-ms`), so
-  // that the profiled rounds find the GPU in the state sustained load leaves it in; the progress total counts
-  // `warmup` rounds only. 0: by count alone.
+  // that the profiled rounds find the GPU in the state sustained load leaves it in; each round beyond
+  // `warmup` adds its runs to the progress total as it starts. 0: by count alone.
   int warmupMs = 0;
   int repeat = 10;              // profiled rounds
   bool denseBaseline = true;    // time our dense kernels (every valid block, no PV skip) in each round
@@ -29,7 +29,7 @@ struct ProfileRequest {
   std::function<void(int done, int total)> progress;
 };
 
-// Engine runs profileEntry makes for `request` (the progress total).
+// Engine runs profileEntry makes for `request` (the progress total; with warmupMs, at least this many).
 int profileRunCount(const ProfileRequest& request, int availableBaselines);
 
 // First one run with the error metrics, marked warm-up (it also fills the engine's caches: reference,
