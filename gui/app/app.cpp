@@ -82,6 +82,8 @@ App::App(Session& session, AppSettings& settings, Platform& platform, bool autom
       views_(makeViews()),
       panels_(views_, settings_.layout) {
   ui_.screenshotMode = automation;
+  ui_.profileRuns = settings_.profileRuns;
+  ui_.profileWarmupMs = settings_.profileWarmupMs;
   platform_.onDrop = [this](const std::vector<std::string>& files) {
     for (const auto& f : files) {
       if (fs::path(f).extension() == ".h5" || fs::path(f).extension() == ".hdf5") {

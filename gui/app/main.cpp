@@ -147,9 +147,11 @@ void runInteractive(App& app, Platform& platform) {
   }
 }
 
-void saveSettingsOnExit(const Startup& st, AppSettings& settings, const Session& session) {
+void saveSettingsOnExit(const Startup& st, AppSettings& settings, const Session& session, App& app) {
   settings.budgetL1 = session.tuning().budget().l1;
   settings.budgetL2 = session.tuning().budget().l2;
+  settings.profileRuns = app.ui().profileRuns;
+  settings.profileWarmupMs = app.ui().profileWarmupMs;
   try {
     saveSettings(st.settingsPath, settings);
   } catch (const std::exception& e) {
@@ -183,7 +185,7 @@ int main(int argc, char** argv) {
       result = runAutomation(app, session, *platform, ao, std::move(st.actions));
     } else {
       runInteractive(app, *platform);
-      saveSettingsOnExit(st, settings, session);
+      saveSettingsOnExit(st, settings, session, app);
     }
   }
   platform->shutdown();

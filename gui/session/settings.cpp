@@ -30,6 +30,8 @@ void forEachField(S& s, F&& f) {
   f("font_scale", s.fontScale);
   f("budget_l1", s.budgetL1);
   f("budget_l2", s.budgetL2);
+  f("profile_runs", s.profileRuns);
+  f("profile_warmup_ms", s.profileWarmupMs);
 }
 
 void clampRanges(AppSettings& s) {
@@ -46,6 +48,8 @@ void clampRanges(AppSettings& s) {
   if (s.windowHeight < 240 || s.windowHeight > 16384) s.windowHeight = d.windowHeight;
   if (s.recentFiles.size() > AppSettings::kMaxRecent) s.recentFiles.resize(AppSettings::kMaxRecent);
   if (l.panels.size() != d.layout.panels.size()) l.panels = d.layout.panels;
+  if (s.profileRuns < 1 || s.profileRuns > 20) s.profileRuns = d.profileRuns;
+  if (s.profileWarmupMs < 0 || s.profileWarmupMs > 10000) s.profileWarmupMs = d.profileWarmupMs;
 }
 }  // namespace
 

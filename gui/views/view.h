@@ -13,8 +13,8 @@ struct UiState {
   bool gridDescending = false;
   float thumbSize = 96.0f;
   ApplyTarget applyTarget = ApplyTarget::AllHeads;
-  int profileRuns = 5;
-  int profileWarmupMs = 0;      // warm-up by time before the profiled runs; 0: one warm-up round
+  int profileRuns = 5;          // from the saved settings (AppSettings::profileRuns), saved back on exit
+  int profileWarmupMs = 0;      // warm-up by time before the profiled runs; 0: one warm-up round (saved too)
   bool screenshotMode = false;  // automation: hide volatile bits
 };
 

@@ -199,13 +199,25 @@ TEST(Settings, RoundTripAndRecentFiles) {
   s.addRecent("/tmp/f3.h5");
   s.layout.leftWidth = 0.3f;
   s.budgetL1 = 0.02;
+  s.profileRuns = 12;
+  s.profileWarmupMs = 250;
   saveSettings(path, s);
   AppSettings t = loadSettings(path);
+  EXPECT_EQ(t.profileRuns, 12);
+  EXPECT_EQ(t.profileWarmupMs, 250);
   ASSERT_EQ(t.recentFiles.size(), AppSettings::kMaxRecent);
   EXPECT_EQ(t.recentFiles.front(), "/tmp/f3.h5");
   EXPECT_EQ(t.recentFiles[1], "/tmp/f14.h5");
   EXPECT_FLOAT_EQ(t.layout.leftWidth, 0.3f);
   EXPECT_DOUBLE_EQ(t.budgetL1, 0.02);
+  // Out-of-range values give the defaults of those fields.
+  s.profileRuns = 0;
+  s.profileWarmupMs = -5;
+  saveSettings(path, s);
+  t = loadSettings(path);
+  EXPECT_EQ(t.profileRuns, AppSettings{}.profileRuns);
+  EXPECT_EQ(t.profileWarmupMs, AppSettings{}.profileWarmupMs);
+  EXPECT_FLOAT_EQ(t.layout.leftWidth, 0.3f);
   // A corrupt file gives defaults, never an exception.
   { std::ofstream(path) << "{not json"; }
   EXPECT_FLOAT_EQ(loadSettings(path).layout.leftWidth, AppSettings{}.layout.leftWidth);
