@@ -50,7 +50,8 @@ std::optional<ProfileArg> parseProfileArg(const std::string& s) {
   const size_t comma = s.find(',');
   const std::string runs = s.substr(0, comma);
   const std::string warmup = comma == std::string::npos ? "0" : s.substr(comma + 1);
-  if (!isCount(runs, 1, 100) || !isCount(warmup, 0, ProfileController::kMaxWarmupMs)) return std::nullopt;
+  if (!isCount(runs, 1, ProfileController::kMaxRuns) || !isCount(warmup, 0, ProfileController::kMaxWarmupMs))
+    return std::nullopt;
   p.runs = std::atoi(runs.c_str());
   p.warmupMs = std::atoi(warmup.c_str());
   return p;
@@ -76,7 +77,8 @@ void validateArgument(const Action& a) {
       break;
     case CommandId::Profile:
       if (!parseProfileArg(a.arg))
-        throw Error(where, "expected N or N,T: N profiled runs in 1..100, T ms of warm-up in 0.." +
+        throw Error(where, "expected N or N,T: N profiled runs in 1.." +
+                               std::to_string(ProfileController::kMaxRuns) + ", T ms of warm-up in 0.." +
                                std::to_string(ProfileController::kMaxWarmupMs));
       break;
     case CommandId::PresetCdf:

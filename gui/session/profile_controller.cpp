@@ -45,7 +45,7 @@ void ProfileController::reset(ResetScope scope) {
 
 void ProfileController::profile(int runs, int warmupMs) {
   if (!core_.capture.loaded) return;
-  runs = std::clamp(runs, 1, 100);
+  runs = std::clamp(runs, 1, kMaxRuns);
   warmupMs = std::clamp(warmupMs, 0, kMaxWarmupMs);
   auto backend = core_.backend;
   uint64_t epoch = core_.epoch;

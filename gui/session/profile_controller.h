@@ -49,6 +49,7 @@ struct ProfileData {
 
 class ProfileController {
  public:
+  static constexpr int kMaxRuns = 100;        // the most profiled runs taken
   static constexpr int kMaxWarmupMs = 10000;  // the longest warm-up taken (`--action profile=N,T`)
   ProfileController(SessionCore& core, RunController& runs) : core_(core), runs_(runs) {}
 

@@ -6,6 +6,7 @@
 #include <fstream>
 #include <nlohmann/json.hpp>
 
+#include "profile_controller.h"
 #include "sparge/core/atomic_file.h"
 #include "sparge/core/error.h"
 
@@ -49,7 +50,8 @@ void clampRanges(AppSettings& s) {
   if (s.recentFiles.size() > AppSettings::kMaxRecent) s.recentFiles.resize(AppSettings::kMaxRecent);
   if (l.panels.size() != d.layout.panels.size()) l.panels = d.layout.panels;
   if (s.profileRuns < 1 || s.profileRuns > 20) s.profileRuns = d.profileRuns;
-  if (s.profileWarmupMs < 0 || s.profileWarmupMs > 10000) s.profileWarmupMs = d.profileWarmupMs;
+  if (s.profileWarmupMs < 0 || s.profileWarmupMs > ProfileController::kMaxWarmupMs)
+    s.profileWarmupMs = d.profileWarmupMs;
 }
 }  // namespace
 

@@ -36,7 +36,7 @@ struct AppSettings {
   double budgetL1 = 0.07;
   double budgetL2 = 0.08;
   int profileRuns = 5;      // the timings view's run count (1..20: its slider)
-  int profileWarmupMs = 0;  // and its warm-up by time (0..10000 ms; 0: one warm-up round)
+  int profileWarmupMs = 0;  // and its warm-up by time (0..ProfileController::kMaxWarmupMs; 0: one round)
 
   static constexpr size_t kMaxRecent = 10;
   void addRecent(const std::string& path);
