@@ -24,7 +24,8 @@ from .numerics import NUMERICS, input_type_of, key_mean
 from .stage1 import BlockStats, Validity, block_stats, block_validity, select_blocks
 from .stage2 import block_sparse_attention, dense_reference
 
-__all__ = ["attention", "AttentionResult", "GEOMETRIES", "NUMERICS", "parse_geometry", "tail_blocks"]
+__all__ = ["attention", "block_mask", "AttentionResult", "GEOMETRIES", "NUMERICS", "parse_geometry",
+           "tail_blocks"]
 
 GEOMETRIES = {"128x64": (128, 64), "64x128": (64, 128)}
 PerHead = Union[float, bool, str, Sequence, torch.Tensor]
@@ -162,6 +163,25 @@ def attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, *, simthreshd1:
         result.abs_ref = ref.double().abs().sum((0, 2, 3)).cpu()
         result.l1 = result.abs_diff / result.abs_ref
     return result
+
+
+def block_mask(q: torch.Tensor, k: torch.Tensor, *, simthreshd1: PerHead = 0.6, cdfthreshd: Optional[PerHead] = None,
+               topk: Optional[PerHead] = None, is_sparse: PerHead = True,
+               geometry: Union[str, Tuple[int, int]] = "128x64", causal: bool = False,
+               window: Optional[Tuple[int, int]] = None, smooth_k: bool = True, sink: bool = False,
+               diagonal: bool = False) -> Tuple[torch.Tensor, Validity]:
+    """Stage 1 alone: the block mask [B, Hq, nq, nk] (bool) attention() would compute, and the grid's validity."""
+    _check_shapes(q, k, k)
+    heads, input_type, geom = q.shape[1], input_type_of(q.dtype), parse_geometry(geometry)
+    mode = "topk" if topk is not None else "cdf"
+    qf, kf = q.float(), k.float()
+    mean = key_mean(kf, input_type) if smooth_k else None
+    validity = block_validity(q.shape[-2], k.shape[-2], geom[0], geom[1], causal, window, q.device)
+    stats = block_stats(qf, kf, geom[0], geom[1], smooth_k, input_type, mean)
+    values = [per_head(x, heads, n).to(q.device) for x, n in ((simthreshd1, "simthreshd1"),
+              (0.98 if cdfthreshd is None else cdfthreshd, "cdfthreshd"), (0.5 if topk is None else topk, "topk"))]
+    dense = ~per_head(is_sparse, heads, "is_sparse", torch.bool).to(q.device)
+    return select_blocks(stats, validity, values[0], mode, values[1], values[2], dense, sink, diagonal), validity
 
 
 def _check_values(theta, tau, frac, lam, mode) -> None:
