@@ -55,6 +55,8 @@ class SparseModule:
     group: str
     how: str  # "entry" | "nearest step"
     heads_q: int
+    layer: Optional[int] = None
+    numerics: List[str] = field(default_factory=list)  # per head, as deployed
     calls: int = 0
     dense_heads: Dict[int, str] = field(default_factory=dict)  # head -> why it runs dense
     stats: Optional[HeadStats] = None
@@ -308,7 +310,7 @@ class SpargeApply:
             s = self.summary.sparse.get(name)
             if s is None:
                 s = self.summary.sparse[name] = SparseModule(ident.path or "no module", match.entry, match.group.name,
-                                                             match.how, heads)
+                                                             match.how, heads, ident.layer, list(hp.numerics))
                 for h in hp.missing:
                     s.dense_heads[h] = "no parameters in the file (tuning interrupted or limited to some heads)"
                 for h in range(heads):
@@ -327,8 +329,8 @@ class SpargeApply:
             out = {}
             for name, s in self.summary.sparse.items():
                 if s.stats is not None:
-                    out[name] = SparseModule(s.module, s.entry, s.group, s.how, s.heads_q, s.calls,
-                                             dict(s.dense_heads), s.stats)
+                    out[name] = SparseModule(s.module, s.entry, s.group, s.how, s.heads_q, s.layer, s.numerics,
+                                             s.calls, dict(s.dense_heads), s.stats)
                     s.stats = None
             return out
 

@@ -18,7 +18,7 @@ from .hooks import AttentionHooks, bind_hf, bind_sdpa
 from .identity import CallTracker, EntryNames, Identity
 
 CAPTURE_VERSION = 1
-__version__ = "1.1.0"
+__version__ = "1.2.0"
 
 def _to_set(values: Optional[Iterable[int]]) -> Optional[set]:
     if values is None:
