@@ -171,9 +171,10 @@ class SpargeApply:
     def _new_forward(self) -> None:
         self._names = EntryNames()
         self._taken: set = set()
-        self._call_index = 0
+        self._calls_in_step: Dict[int, int] = {}
 
     def __enter__(self) -> "SpargeApply":
+        self._new_forward()
         self._hooks.claim()
         try:
             self._hooks.patch()
@@ -258,8 +259,8 @@ class SpargeApply:
                grad: bool) -> Optional[torch.Tensor]:
         """The sparse output [B, Hq, Nq, Dv] of a call, or None when it runs dense (recorded with why)."""
         with self._lock:
-            index = self._call_index
-            self._call_index += 1
+            index = self._calls_in_step.get(self.step, 0)
+            self._calls_in_step[self.step] = index + 1
             name = self._names.name(ident, index, self.step, self._taken)
             self._taken.add(name)
         why = self._dense_reason(q, info, dropout, grad)

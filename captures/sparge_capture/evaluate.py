@@ -218,7 +218,7 @@ def _diffusion(pipe, items, sa, table, options, device) -> tuple:
 def evaluate(model, tokenizer, params: Union[str, ParamsFile], inputs: Sequence, *, engine: str = "reference",
              kind: Optional[str] = None, device=None, out: Optional[str] = None, name: Optional[str] = None,
              max_tokens: Optional[int] = None, allow_incomplete: bool = False, measure: bool = True,
-             **options) -> dict:
+             steps: str = "nearest", **options) -> dict:
     """Runs `model` dense and with the parameters on `inputs` and returns (and writes, unless out="") eval.json.
 
     kind: "causal-lm" (inputs: texts, token lists or dicts {"name", "text"}; tokenizer: a callable giving
@@ -235,7 +235,7 @@ def evaluate(model, tokenizer, params: Union[str, ParamsFile], inputs: Sequence,
         raise ValueError("evaluate: no inputs given")
     if device is None:
         device = next(model.parameters()).device if isinstance(model, torch.nn.Module) else "cpu"
-    sa = SpargeApply(model, pf, engine, allow_incomplete=allow_incomplete, measure=measure)
+    sa = SpargeApply(model, pf, engine, allow_incomplete=allow_incomplete, measure=measure, steps=steps)
     table = _HeadTable()
     if kind == "causal-lm":
         results, summary = _causal_lm(model, tokenizer, items, sa, table, max_tokens, device)

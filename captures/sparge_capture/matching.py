@@ -110,8 +110,8 @@ class GroupIndex:
             s, t = min(others, key=lambda st: (abs(st[0] - step), st[0]))
             return Match(t.group, t.name, "nearest step")
         if others:
-            return Match(None, None, "", f"tuned at step(s) {sorted(s for s, _ in others)} only, this is step "
-                                         f"{step} (steps='nearest' uses the nearest tuned step)")
+            return Match(None, None, "", f"its module was tuned at step(s) {sorted(s for s, _ in others)} only "
+                                         "(steps='nearest' uses the nearest tuned step)")
         return Match(None, None, "", "no group in the parameter file matches")
 
     @staticmethod

@@ -1,0 +1,218 @@
+"""SpargeApply and sparge_capture.evaluate on small random models: every call the parameter file covers runs
+sparse through the reference engine (its output checked against reference.attention on the same Q/K/V), every
+other call dense and listed with why; and every bad input gets a clear error: a parameter file from another model,
+an interrupted one, a model whose attention the hook cannot see, engines that are not installed, a masks file at
+the wrong tile geometry."""
+
+import json
+import os
+
+import pytest
+
+torch = pytest.importorskip("torch")
+transformers = pytest.importorskip("transformers")
+h5py = pytest.importorskip("h5py")
+
+from sparge_capture import (EngineUnavailable, ParamsError, SpargeApply, SpargeApplyError, SpargeCapture,  # noqa: E402
+                            load_mask_id, read_params, reference)
+from sparge_capture.evaluate import evaluate  # noqa: E402
+
+HQ, HKV, D, LAYERS, TOKENS = 4, 2, 32, 3, 160
+
+
+def tiny_llama(impl="sdpa"):
+    from transformers import LlamaConfig, LlamaForCausalLM
+    torch.manual_seed(5)
+    cfg = LlamaConfig(vocab_size=61, hidden_size=HQ * D, intermediate_size=64, num_hidden_layers=LAYERS,
+                      num_attention_heads=HQ, num_key_value_heads=HKV, head_dim=D, max_position_embeddings=512)
+    cfg._attn_implementation = impl
+    return LlamaForCausalLM(cfg).eval()
+
+
+def params_file(path, entries=("l00_s000", "l02_s000"), heads=HQ, complete=True, capture="", drop_head=None,
+                numerics="int8-fp8"):
+    groups = []
+    for e in entries:
+        hs = [{"head": h, "is_sparse": h != 3, "simthreshd1": -0.1, "cdfthreshd": round(0.6 + 0.1 * (h % 4), 2), "pvthreshd": 2.0,
+               **({"numerics": "none"} if h == 1 else {})} for h in range(heads) if h != drop_head]
+        groups.append({"name": e, "entries": [e], "layer": int(e[1:3]), "heads_q": heads,
+                       "complete": drop_head is None, "heads": hs})
+    p = {"sparge_params_version": 1, "generator": "sparge tune", "complete": complete, "capture": capture,
+         "mode": "cdf", "l1": 0.05, "l2": 0.06, "geometry": "128x64", "numerics": numerics, "smooth_k": True,
+         "sink": True, "diagonal": False, "groups": groups}
+    with open(path, "w") as f:
+        json.dump(p, f)
+    return str(path)
+
+
+def ids(seed=0):
+    return torch.randint(0, 61, (1, TOKENS), generator=torch.Generator().manual_seed(seed))
+
+
+def test_matched_calls_run_sparse_and_equal_the_reference(tmp_path):
+    model = tiny_llama()
+    with torch.no_grad(), SpargeCapture(str(tmp_path / "c.h5")):
+        dense = model(ids()).logits
+    p = params_file(tmp_path / "p.json", capture=str(tmp_path / "c.h5"))
+    with torch.no_grad(), SpargeApply(model, p, measure=True) as sa:
+        sparse = model(ids()).logits
+    assert set(sa.summary.sparse) == {"l00_s000", "l02_s000"}
+    assert [d.module for d in sa.summary.dense.values()] == ["model.layers.1.self_attn"]
+    assert "no group in the parameter file matches" in sa.summary.text()
+    assert "3 (tuned dense (is_sparse false))" in sa.summary.text()
+    assert not torch.equal(dense, sparse)
+    # layer 0's sparse output equals reference.attention on the captured Q/K/V with the file's per-head values
+    with h5py.File(tmp_path / "c.h5") as f:
+        q, k, v = (torch.from_numpy(f[f"entries/l00_s000/{x}"][...]) for x in "qkv")
+    want = reference.attention(q, k, v, simthreshd1=-0.1, cdfthreshd=[0.6, 0.7, 0.8, 0.9], pvthreshd=2.0,
+                               is_sparse=[True, True, True, False], numerics=["int8-fp8", "none", "int8-fp8",
+                                                                              "int8-fp8"], causal=True, sink=True,
+                               measure=True)
+    stats = sa.take_stats()["l00_s000"].stats
+    assert torch.equal(stats.selected, want.counts["selected"])
+    assert torch.allclose(stats.abs_diff / stats.abs_ref, want.l1, rtol=1e-6)
+
+
+def test_heads_from_another_model_are_refused(tmp_path):
+    p = params_file(tmp_path / "p.json", heads=9)
+    with pytest.raises(SpargeApplyError, match=r"model.layers.0.self_attn \(entry l00_s000\) has 4 query heads.*"
+                                               r"tuned for 9"):
+        with torch.no_grad(), SpargeApply(tiny_llama(), p):
+            tiny_llama()(ids())
+
+
+def test_entries_from_another_model_are_refused(tmp_path):
+    p = params_file(tmp_path / "p.json", entries=("l07_s000",))
+    with pytest.raises(SpargeApplyError, match="no attention call of this model matched.*l07_s000"):
+        with torch.no_grad(), SpargeApply(None, p):
+            tiny_llama()(ids())
+
+
+def test_same_names_from_another_module_do_not_match(tmp_path):
+    with h5py.File(tmp_path / "other.h5", "w") as f:
+        f.attrs["sparge_capture_version"] = 1
+        for e in ("l00_s000", "l02_s000"):
+            f.create_group(f"entries/{e}").attrs["module"] = f"transformer.h.{e[2]}.attn"
+    p = params_file(tmp_path / "p.json", capture="other.h5")  # relative to the parameter file
+    with pytest.raises(SpargeApplyError, match="no attention call"):
+        with torch.no_grad(), SpargeApply(None, p) as sa:
+            tiny_llama()(ids())
+    assert "captured from module transformer.h.0.attn" in sa.summary.text()
+
+
+def test_interrupted_file_needs_consent_and_lists_what_runs_dense(tmp_path):
+    p = params_file(tmp_path / "p.json", complete=False, drop_head=2)
+    with pytest.raises(SpargeApplyError, match=r"interrupted.*allow_incomplete=True.*heads 2 missing"):
+        SpargeApply(None, p)
+    with torch.no_grad(), SpargeApply(None, p, allow_incomplete=True) as sa:
+        tiny_llama()(ids())
+    assert "2 (no parameters in the file" in sa.summary.text()
+
+
+def test_eager_attention_is_explained(tmp_path):
+    p = params_file(tmp_path / "p.json")
+    model = tiny_llama("eager")
+    with pytest.raises(SpargeApplyError, match='"eager" attention.*attn_implementation="sdpa"'):
+        with torch.no_grad(), SpargeApply(model, p):
+            model(ids())
+
+
+def test_short_calls_and_gradients_run_dense(tmp_path):
+    p = params_file(tmp_path / "p.json")
+    with torch.no_grad(), SpargeApply(None, p, strict=False) as sa:
+        tiny_llama()(ids()[:, :100])
+    assert not sa.summary.sparse
+    assert "100 queries (SpargeAttn needs at least 128" in sa.summary.text()
+
+
+def test_bad_files_and_missing_engines(tmp_path):
+    bad = json.load(open(params_file(tmp_path / "p.json")))
+    bad["groups"][0]["heads"][1]["cdfthreshd"] = 1.5
+    with open(tmp_path / "bad.json", "w") as f:
+        json.dump(bad, f)
+    with pytest.raises(ParamsError, match=r"bad.json:/groups/0/heads/1/cdfthreshd: must be in \[0, 1\]"):
+        read_params(str(tmp_path / "bad.json"))
+    with pytest.raises(ParamsError, match="not valid JSON"):
+        (tmp_path / "t.json").write_text("{")
+        read_params(str(tmp_path / "t.json"))
+    p = params_file(tmp_path / "p.json")
+    with pytest.raises(EngineUnavailable, match="sparge_attn, which is not installed"):
+        SpargeApply(None, p, engine="sparge")
+    with pytest.raises(EngineUnavailable, match="spas_sage_attn|CUDA"):
+        SpargeApply(None, p, engine="spargeattn")
+
+
+def test_mask_id_refuses_another_geometry(tmp_path):
+    q = torch.randn(1, 2, 256, 16)
+    r = reference.attention(q, q[:, :1], q[:, :1], simthreshd1=-1.0, cdfthreshd=0.5)
+    from sparge_capture.maskfile import CaptureEntry, write_masks
+    e = CaptureEntry("l0", q, q[:, :1], q[:, :1], False, None, None)
+    cfg = {"numerics": "none", "target": "none", "engine": "reference", "smooth_k": 1, "sink": 0, "diagonal": 0}
+    write_masks(str(tmp_path / "m.h5"), [(e, r, cfg, {"mode": "cdf"})])
+    mask = load_mask_id(str(tmp_path / "m.h5"), "l0", block=(128, 64), device="cpu")
+    assert mask.dtype == torch.int32 and mask.shape == (1, 2, 2, 4) and torch.equal(mask.bool(), r.block_mask)
+    with pytest.raises(ValueError, match="made with 128x64 tiles, but the kernel uses 64x128"):
+        load_mask_id(str(tmp_path / "m.h5"), "l0", block=(64, 128), device="cpu")
+    assert not [n for n in os.listdir(tmp_path) if n.endswith(".tmp")]
+
+
+class Tok:
+    def __call__(self, text):
+        return type("T", (), {"input_ids": [ord(c) % 61 for c in text]})()
+
+
+def test_evaluate_writes_eval_json(tmp_path):
+    model = tiny_llama()
+    p = params_file(tmp_path / "p.json")
+    texts = [{"name": "a", "text": "the quick brown fox " * 10}, "jumps over the lazy dog " * 8]
+    r = evaluate(model, Tok(), p, texts, max_tokens=TOKENS)
+    saved = json.load(open(tmp_path / "p.eval.json"))
+    assert saved == json.loads(json.dumps(r))
+    assert (r["sparge_eval_version"], r["engine"], r["numerics"], r["model"]["kind"]) == (1, "reference",
+                                                                                           "int8-fp8", "causal-lm")
+    s = r["summary"]
+    assert s["metric"] == "perplexity" and s["inputs"] == 2 and 0 <= s["top1_agreement"] <= 1 and s["mean_kl"] >= 0
+    assert s["relative_change"] == pytest.approx(s["sparse"] / s["dense"] - 1)
+    assert [i["tokens"] for i in r["inputs"]] == [TOKENS, TOKENS]
+    heads = {(h["entry"], h["head"]): h for h in r["heads"]}
+    assert len(heads) == 2 * HQ and heads[("l00_s000", 1)]["numerics"] == "none"
+    assert heads[("l00_s000", 3)]["dense"] and heads[("l00_s000", 3)]["sparsity"] == 0.0
+    for h in heads.values():
+        assert h["l1_max"] >= h["l1"] - 1e-12 and h["over_budget"] == (h["l1_max"] > 0.06) and h["inputs"] == 2
+    assert {c["entry"] for c in r["calls"]["sparse"]} == {"l00_s000", "l02_s000"}
+    assert r["calls"]["dense"] == [{"module": "model.layers.1.self_attn", "calls": 2,
+                                    "why": "no group in the parameter file matches"}]
+
+
+class FakePipeline:
+    """A diffusers-like pipeline: a few denoising steps of one attention module over a seeded latent."""
+
+    def __init__(self):
+        torch.manual_seed(0)
+        self.attn = torch.nn.MultiheadAttention(32, 2, batch_first=True)
+
+    def __call__(self, prompt, generator, output_type, callback_on_step_end=None):
+        x = torch.randn(1, 160, 32, generator=generator)
+        for i in range(3):
+            q = x.view(1, 160, 2, 16).transpose(1, 2)
+            x = x + 0.5 * torch.nn.functional.scaled_dot_product_attention(q, q, q).transpose(1, 2).reshape(1, 160, 32)
+            if callback_on_step_end:
+                callback_on_step_end(self, i, 0, {})
+        img = torch.sigmoid(x.view(1, 40, 128)).permute(1, 2, 0).numpy()
+        return type("Out", (), {"images": [img]})()
+
+
+def test_evaluate_diffusion_lightly(tmp_path):
+    groups = ["c000_s000"]  # calls outside any module are named by call index: matched by name only
+    p = params_file(tmp_path / "p.json", entries=groups, heads=2)
+    pf = read_params(p)
+    pf.groups[0].layer = None
+    r = evaluate(FakePipeline(), None, pf, ["a cat"], kind="diffusion", out="", steps="exact")
+    assert r["calls"]["sparse"] == [{"module": "no module", "entry": "c000_s000", "calls": 1}]
+    assert r["calls"]["dense"] == [{"module": "no module", "calls": 2, "why": "its module was tuned at step(s) [0] "
+                                    "only (steps='nearest' uses the nearest tuned step)"}]
+    r = evaluate(FakePipeline(), None, pf, ["a cat", "a dog"], kind="diffusion", out="")
+    assert r["summary"]["metric"] == "psnr" and 0 < r["summary"]["ssim"] <= 1
+    assert [i["name"] for i in r["inputs"]] == ["input 0", "input 1"]
+    # steps 1 and 2 use step 0's parameters (the nearest tuned step), for both prompts
+    assert sorted(c["calls"] for c in r["calls"]["sparse"]) == [2, 4]
