@@ -215,4 +215,5 @@ def test_evaluate_diffusion_lightly(tmp_path):
     assert r["summary"]["metric"] == "psnr" and 0 < r["summary"]["ssim"] <= 1
     assert [i["name"] for i in r["inputs"]] == ["input 0", "input 1"]
     # steps 1 and 2 use step 0's parameters (the nearest tuned step), for both prompts
-    assert sorted(c["calls"] for c in r["calls"]["sparse"]) == [2, 4]
+    assert [(c["entry"], c["calls"]) for c in r["calls"]["sparse"]] == [("c000_s000", 2)] * 3
+    assert not r["calls"]["dense"]
