@@ -123,12 +123,14 @@ class SpargeApply:
         module; "exact" runs it dense.
       captures: capture files to read entry identities from (default: those the parameter file names).
       strict: raise on exit when no attention call was seen or none matched.
+      observe: run the sparse attention and record its statistics, but hand the model the dense output, so that
+        every layer sees the dense model's inputs (per-head figures of two engines on identical inputs).
     """
 
     def __init__(self, model: Optional[torch.nn.Module], params: Union[str, ParamsFile], engine: str = "reference",
                  *, device=None, allow_incomplete: bool = False, measure: bool = False, steps: str = "nearest",
                  captures: Optional[List[str]] = None, hf_implementations: Tuple[str, ...] = ("sdpa",),
-                 strict: bool = True) -> None:
+                 strict: bool = True, observe: bool = False) -> None:
         if steps not in ("nearest", "exact"):
             raise ValueError(f"steps={steps!r}: expected 'nearest' or 'exact'")
         self.model = model
@@ -137,6 +139,7 @@ class SpargeApply:
         self.engine = make_engine(engine, device)
         self.engine.configure(self.params)
         self.measure = measure
+        self.observe = observe
         self.steps = steps
         self.strict = strict
         self.step = 0
@@ -275,7 +278,7 @@ class SpargeApply:
         if why is not None:
             self._count_dense(ident, why)
             return None
-        return self._run(ident, name, match, call, q.shape)
+        return self._run(ident, name, match, call, tuple(q.shape))
 
     def _dense_reason(self, q, info: masks.MaskInfo, dropout: float, grad: bool) -> Optional[str]:
         if not info.expressible:
@@ -304,6 +307,8 @@ class SpargeApply:
         except EngineUnavailable as e:
             raise SpargeApplyError(f"module {ident.path} (entry {name}): {e}") from None
         self._record(ident, name, match, hp, run, heads)
+        if self.observe:
+            return None  # the model goes on with the dense output
         return run.output.reshape(*shape[:-1], call.v.shape[-1])
 
     def _record(self, ident: Identity, name: str, match, hp: HeadParams, run, heads: int) -> None:
