@@ -1,6 +1,6 @@
 // Cost model, the cost-balanced plan (longest-processing-time placement with head splitting) and the
 // queue of a dynamic schedule.
-#include "sparge/dist/partition.h"
+#include "sparge/scaleout/partition.h"
 
 #include <algorithm>
 #include <map>

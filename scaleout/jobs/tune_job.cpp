@@ -16,12 +16,12 @@
 #include "sparge/core/memory_guard.h"
 #include "sparge/core/names.h"
 #include "sparge/core/params_io.h"
-#include "sparge/dist/codec.h"
-#include "sparge/dist/collector.h"
-#include "sparge/dist/job.h"
-#include "sparge/dist/partition.h"
-#include "sparge/dist/resume.h"
-#include "sparge/dist/wire.h"
+#include "sparge/scaleout/codec.h"
+#include "sparge/scaleout/collector.h"
+#include "sparge/scaleout/job.h"
+#include "sparge/scaleout/partition.h"
+#include "sparge/scaleout/resume.h"
+#include "sparge/scaleout/wire.h"
 
 namespace sparge::cli {
 // Where a rank's time went, sent to rank 0 with its last message: how many pieces it tuned, engine runs and

@@ -6,7 +6,7 @@
 #include <string>
 #include <vector>
 
-#include "sparge/dist/partition.h"
+#include "sparge/scaleout/partition.h"
 
 namespace sparge::dist {
 

@@ -1,12 +1,12 @@
 // The job protocol: hello, progress, piece, ask, failed and done go to rank 0; grant, stop and end come
 // from it.
-#include "sparge/dist/job.h"
+#include "sparge/scaleout/job.h"
 
 #include <algorithm>
 #include <cstdio>
 #include <thread>
 
-#include "sparge/dist/wire.h"
+#include "sparge/scaleout/wire.h"
 
 namespace sparge::dist {
 namespace {

@@ -9,8 +9,8 @@
 #include <memory>
 
 #include "job_support.h"
-#include "sparge/dist/collector.h"
-#include "sparge/dist/job.h"
+#include "sparge/scaleout/collector.h"
+#include "sparge/scaleout/job.h"
 
 namespace sparge::cli {
 namespace {

@@ -14,7 +14,7 @@
 #include <string>
 #include <vector>
 
-#include "sparge/dist/transport.h"
+#include "sparge/scaleout/transport.h"
 
 namespace sparge::dist {
 

@@ -7,7 +7,7 @@
 
 #include "sparge/core/error.h"
 #include "sparge/core/names.h"
-#include "sparge/dist/placement.h"
+#include "sparge/scaleout/placement.h"
 
 namespace sparge::cli {
 namespace {

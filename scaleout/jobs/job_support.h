@@ -8,10 +8,10 @@
 #include <vector>
 
 #include "sparge/core/engine.h"
-#include "sparge/dist/job.h"
-#include "sparge/dist/partition.h"
-#include "sparge/dist/placement.h"
-#include "sparge/dist/transport.h"
+#include "sparge/scaleout/job.h"
+#include "sparge/scaleout/partition.h"
+#include "sparge/scaleout/placement.h"
+#include "sparge/scaleout/transport.h"
 #include "sparge/kernels/engine_factory.h"
 
 namespace sparge::cli {

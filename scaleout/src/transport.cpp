@@ -1,5 +1,5 @@
 // The one-process transport, launcher detection and loading of the MPI transport plugin.
-#include "sparge/dist/transport.h"
+#include "sparge/scaleout/transport.h"
 
 #include <dlfcn.h>
 #include <unistd.h>

@@ -4,8 +4,8 @@
 #include <algorithm>
 
 #include "sparge/core/error.h"
-#include "sparge/dist/codec.h"
-#include "sparge/dist/partition.h"
+#include "sparge/scaleout/codec.h"
+#include "sparge/scaleout/partition.h"
 
 namespace sparge::cli {
 

@@ -1,5 +1,5 @@
 // Matching a previous parameter file against this run's groups and settings.
-#include "sparge/dist/resume.h"
+#include "sparge/scaleout/resume.h"
 
 #include <algorithm>
 #include <cmath>

@@ -12,7 +12,7 @@
 #include <list>
 #include <stdexcept>
 
-#include "sparge/dist/transport.h"
+#include "sparge/scaleout/transport.h"
 
 namespace sparge::dist {
 namespace {

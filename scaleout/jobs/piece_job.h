@@ -9,9 +9,9 @@
 #include <string>
 #include <vector>
 
-#include "sparge/dist/job.h"
-#include "sparge/dist/partition.h"
-#include "sparge/dist/transport.h"
+#include "sparge/scaleout/job.h"
+#include "sparge/scaleout/partition.h"
+#include "sparge/scaleout/transport.h"
 
 namespace sparge::cli {
 

@@ -14,7 +14,7 @@
 
 #include "sparge/core/engine.h"
 #include "sparge/core/tuner.h"
-#include "sparge/dist/transport.h"
+#include "sparge/scaleout/transport.h"
 
 namespace sparge::cli {
 

@@ -1,5 +1,5 @@
 // In-order hand-over of units assembled from pieces.
-#include "sparge/dist/collector.h"
+#include "sparge/scaleout/collector.h"
 
 #include "sparge/core/error.h"
 

@@ -1,5 +1,5 @@
 // Bounds-checked reading of the binary message encoding.
-#include "sparge/dist/wire.h"
+#include "sparge/scaleout/wire.h"
 
 #include "sparge/core/error.h"
 

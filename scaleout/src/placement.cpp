@@ -1,5 +1,5 @@
 // Rank placement: one GPU per local rank (round robin when ranks outnumber GPUs), CPU threads shared.
-#include "sparge/dist/placement.h"
+#include "sparge/scaleout/placement.h"
 
 #include <sched.h>
 

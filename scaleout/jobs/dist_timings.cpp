@@ -4,7 +4,7 @@
 #include <algorithm>
 #include <map>
 
-#include "sparge/dist/wire.h"
+#include "sparge/scaleout/wire.h"
 
 namespace sparge::dist {
 

@@ -1,8 +1,8 @@
 // Lossless encoding of run results and tuned groups. Each record lists its fields once (WireFields),
 // and both directions use that list, so encoder and decoder cannot drift apart.
-#include "sparge/dist/codec.h"
+#include "sparge/scaleout/codec.h"
 
-#include "sparge/dist/wire.h"
+#include "sparge/scaleout/wire.h"
 
 namespace sparge::dist {
 
