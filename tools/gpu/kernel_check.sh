@@ -3,7 +3,7 @@
 # tests, the engine's GPU tests, compute-sanitizer memcheck and racecheck, the kernel benchmark, the TMA
 # streaming floor of the sparse walks (sparge_tma_stream_bench, when present) and torch SDPA (cuDNN, flash)
 # on the same shapes. Output goes to $OUT/kernels.log (or ./gpu-out).
-# usage: bench/kernel_device.sh <dir with bin/ and lib/> [steps: tests,engine,memcheck,racecheck,bench,stream,sdpa]
+# usage: tools/gpu/kernel_check.sh <dir with bin/ and lib/> [steps: tests,engine,memcheck,racecheck,bench,stream,sdpa]
 # Environment: BENCH_ARGS (sparge_attention_bench options), SDPA_ARGS (bench/sdpa_baseline.py options).
 set -uo pipefail
 DIR=${1:?binary folder}
@@ -48,7 +48,7 @@ has() { [[ ",$STEPS," == *",$1,"* ]]; }
   if has sdpa; then
     echo "== torch SDPA"
     # shellcheck disable=SC2086
-    PYTHONUNBUFFERED=1 timeout 200 python3 "$(dirname "$0")/sdpa_baseline.py" ${SDPA_ARGS:-} 2>&1
+    PYTHONUNBUFFERED=1 timeout 200 python3 "$(dirname "$0")/../../bench/sdpa_baseline.py" ${SDPA_ARGS:-} 2>&1
   fi
   nvidia-smi --query-gpu=clocks.sm,temperature.gpu,power.draw --format=csv,noheader
 } 2>&1 | tee "$OUTDIR/kernels.log"

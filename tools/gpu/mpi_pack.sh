@@ -1,11 +1,11 @@
 #!/usr/bin/env bash
-# Packs what a multi-GPU machine without Open MPI needs to run `mpirun ... sparge` (bench/mpi_scaling.sh):
+# Packs what a multi-GPU machine without Open MPI needs to run `mpirun ... sparge` (tools/gpu/mpi_scaling.sh):
 # the CUDA build's sparge and MPI plugin with the shared libraries the GPU machine lacks, and Debian's
-# Open MPI runtime (its .deb files unpacked with dpkg -x into a prefix that bench/mpi_env.sh makes usable
+# Open MPI runtime (its .deb files unpacked with dpkg -x into a prefix that tools/gpu/mpi_env.sh makes usable
 # wherever it lands). Output: gpu-pack/mpi/ ($SPARGE_PACK_DIR/mpi; git-ignored).
 # Build first: SPARGE_BUILD_DIR=build-gpu scripts/build.sh
 set -euo pipefail
-ROOT="$(cd "$(dirname "$0")/.." && pwd)"
+ROOT="$(cd "$(dirname "$0")/../.." && pwd)"
 BUILD="${SPARGE_BUILD_DIR:-$ROOT/build-gpu}"
 OUTDIR="${SPARGE_PACK_DIR:-$ROOT/gpu-pack}/mpi"
 TMP="$(mktemp -d)"
@@ -28,5 +28,5 @@ tar -cJf "$OUTDIR/pack.tar.xz" -C "$TMP" bin lib
   libpsm-infinipath1 libpsm2-2 libmunge2 libnl-3-200 libnl-route-3-200 libnuma1 libatomic1 2>/dev/null)
 for f in "$TMP"/debs/*.deb; do dpkg -x "$f" "$TMP/ompi"; done
 tar -cJf "$OUTDIR/ompi.tar.xz" -C "$TMP/ompi" .
-cp "$ROOT/bench/mpi_scaling.sh" "$ROOT/bench/mpi_env.sh" "$OUTDIR/"
+cp "$ROOT/tools/gpu/mpi_scaling.sh" "$ROOT/tools/gpu/mpi_env.sh" "$OUTDIR/"
 du -sh "$OUTDIR"

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # On a GPU machine: configure a CUDA build, then
 # time the tuner's GPU benchmark (one entry of 32 heads x 16K tokens x D = 128) and the CPU baseline.
-# usage (repository root): tests/tuner/run_gpu_bench.sh [build-dir]
+# usage (repository root): tools/gpu/tuner_bench.sh [build-dir]
 set -euo pipefail
 build="${1:-build-gpu-tuner}"
 cmake -S . -B "$build" -G Ninja -DSPARGE_WITH_GUI=OFF -DSPARGE_WITH_CUDA=ON >/dev/null

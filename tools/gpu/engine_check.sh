@@ -3,12 +3,12 @@
 # tests (masks, Stage 2, the error split with quantized numerics, windows, the diagonal, cuDNN against an
 # oracle), the attention kernels' and quantization tests, compute-sanitizer memcheck on the engine's own
 # kernels, a profiled `sparge run` with the cuDNN baseline, and the whole-call table against SpargeAttn, torch
-# SDPA and cuDNN (bench/spargeattn_compare.sh).
-# Inputs: a pack made by scripts/gpu-pack.sh, and a folder with SpargeAttn prebuilt for this GPU:
+# SDPA and cuDNN (tools/gpu/spargeattn_compare.sh).
+# Inputs: a pack made by tools/gpu/pack.sh, and a folder with SpargeAttn prebuilt for this GPU:
 # spargeattn-so.tar.xz (its spas_sage_attn/*.so), spargeattn-py.tar.xz (its Python package) and the einops
 # wheel it imports. Output: $OUT/engine_log.txt and $OUT/engine_results.tar.gz (JSON of every figure).
-# usage: [PAUSE_MS=1000] bench/gpu_engine_check.sh [PACK_DIR=gpu-pack] [SPARGEATTN_DIR] [quick]
-#   (about 6 minutes, at most 10; PAUSE_MS=1000 adds about 3, see bench/spargeattn_compare.sh)
+# usage: [PAUSE_MS=1000] tools/gpu/engine_check.sh [PACK_DIR=gpu-pack] [SPARGEATTN_DIR] [quick]
+#   (about 6 minutes, at most 10; PAUSE_MS=1000 adds about 3, see tools/gpu/spargeattn_compare.sh)
 set -uo pipefail
 PACK="${1:-gpu-pack}"
 SA="${2:-}"

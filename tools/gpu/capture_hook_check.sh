@@ -2,11 +2,11 @@
 # Runs the capture hook's pytest on a GPU machine (torch, transformers, h5py installed; no internet):
 # once on the CPU and once with the model and SDPA calls on CUDA, and opens every file it writes with
 # the C++ reader. Usage, from the repository root:
-#   SPARGE_BIN=/path/to/built/sparge bash captures/gpu_check.sh
+#   SPARGE_BIN=/path/to/built/sparge bash tools/gpu/capture_hook_check.sh
 # SPARGE_BIN must point at a built `sparge` CLI (copy it to the machine); without it the `sparge info`
 # checks are skipped and the script says so.
 set -euo pipefail
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/../.."
 
 if [ -z "${SPARGE_BIN:-}" ] || [ ! -x "${SPARGE_BIN}" ]; then
   echo "gpu_check: SPARGE_BIN is not set to an executable sparge binary; 'sparge info' checks will be skipped" >&2

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The GPU checks in one go, on a GPU machine, from the repository root: unpacks binaries built elsewhere
-# (gpu-pack/pack.tar.xz: bin/ + the shared libraries the GPU machine lacks, made by scripts/gpu-pack.sh),
+# (gpu-pack/pack.tar.xz: bin/ + the shared libraries the GPU machine lacks, made by tools/gpu/pack.sh),
 # then runs the GPU tests, benchmarks and the GPU screenshot. Steps: comma list in $1 (default: all).
 # Everything goes to $OUT (default ./gpu-out: log.txt + result files).
 set -uo pipefail
@@ -90,7 +90,7 @@ LOG=$OUT/log.txt
   fi
   if has hook; then
     echo "== capture hook pytest (torch on GPU)"
-    SPARGE_BIN=$B/sparge timeout 200 bash captures/gpu_check.sh 2>&1 | tail -15
+    SPARGE_BIN=$B/sparge timeout 200 bash tools/gpu/capture_hook_check.sh 2>&1 | tail -15
   fi
   if has gui; then
     echo "== GUI screenshots with the CUDA engine (EGL on the NVIDIA driver): main view, kernel view, timings"

@@ -3,14 +3,14 @@
 # by tests/captures/test_window_model.py --write-capture) with that test's arguments, exporting the masks and
 # the report its numpy oracles judge (SPARGE_CUDA_RECORDED), then the attention kernels' and the CUDA engine's
 # tests, a short `sparge bench` at D 256, and compute-sanitizer on the D 256 kernel tests.
-# Input: one folder with pack.tar.xz (scripts/gpu-pack.sh; bin/sparge, bin/sparge_kernel_tests and
+# Input: one folder with pack.tar.xz (tools/gpu/pack.sh; bin/sparge, bin/sparge_kernel_tests and
 # bin/sparge_attention_tests are used) and gemma3.h5 (the capture).
 # Output in $OUT (default ./gpu-out): log.txt, masks_cuda.h5, report_cuda.json, capture.sha256, bench_d256.json.
 # The masks, report and the capture's content digest (`tests/captures/test_window_model.py --digest`) go to
 # tests/captures/recorded/gemma3_window_cuda, where the test judges them on machines without a GPU.
-# usage: bench/window_capture_gpu.sh FOLDER    (at most ~10 minutes: every step has its own time limit)
+# usage: tools/gpu/window_capture.sh FOLDER    (at most ~10 minutes: every step has its own time limit)
 set -uo pipefail
-DIR="${1:?usage: bench/window_capture_gpu.sh FOLDER (pack.tar.xz and gemma3.h5)}"
+DIR="${1:?usage: tools/gpu/window_capture.sh FOLDER (pack.tar.xz and gemma3.h5)}"
 OUT="${OUT:-$PWD/gpu-out}"
 HERE="$(cd "$(dirname "$0")" && pwd)"
 SP=/tmp/sparge-d256
@@ -21,7 +21,7 @@ B="$SP/bin"
 CAPTURE="$DIR/gemma3.h5"
 # The run arguments the window-model test checks against (its RUN_ARGS), read from the test itself (beside
 # this script in a checkout, else under the current folder: a copy of the script may run from elsewhere).
-TEST_PY="$HERE/../tests/captures/test_window_model.py"
+TEST_PY="$HERE/../../tests/captures/test_window_model.py"
 [ -f "$TEST_PY" ] || TEST_PY="$PWD/tests/captures/test_window_model.py"
 mapfile -t RUN_ARGS < <(python3 -c "
 import ast, re

@@ -1,12 +1,12 @@
 #!/usr/bin/env bash
-# Packs a CUDA build made on a machine without a GPU for scripts/gpu-session.sh on a GPU machine that lacks
+# Packs a CUDA build made on a machine without a GPU for tools/gpu/session.sh on a GPU machine that lacks
 # the build dependencies: the programs and GPU test binaries (stripped) and every shared library they need
 # except glibc, libstdc++ and the GL dispatch libraries, into gpu-pack/pack.tar.xz ($SPARGE_PACK_DIR changes
 # the folder), plus the Debian GL loader packages for off-screen rendering on the NVIDIA driver.
 # Build first:  SPARGE_BUILD_DIR=build-gpu scripts/build.sh
-# Then copy the repository with the pack folder to the GPU machine and run scripts/gpu-session.sh there.
+# Then copy the repository with the pack folder to the GPU machine and run tools/gpu/session.sh there.
 set -euo pipefail
-ROOT="$(cd "$(dirname "$0")/.." && pwd)"
+ROOT="$(cd "$(dirname "$0")/../.." && pwd)"
 BUILD="${SPARGE_BUILD_DIR:-$ROOT/build}"
 PACK="${SPARGE_PACK_DIR:-$ROOT/gpu-pack}"
 TMP="$(mktemp -d)"

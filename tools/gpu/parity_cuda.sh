@@ -4,13 +4,13 @@
 # and reports into $OUT. Afterwards, on any machine, compare them with SpargeAttn's kernel and the CPU engine:
 #   python3 bench/parity_spargeattn.py --manifest WORK/manifest.json --upstream bench/parity_spargeattn_h100.json \
 #       --reports DOWNLOADED_OUT --out cuda.json
-# usage: bench/parity_cuda_device.sh PACK.tar.xz WORK_DIR
-#   PACK.tar.xz: scripts/gpu-pack.sh's pack of a CUDA build (bin/, lib/); WORK_DIR: made by
-#   bench/parity_prepare.sh (manifest.json, parity/*.h5; runs whose capture is absent are skipped).
+# usage: tools/gpu/parity_cuda.sh PACK.tar.xz WORK_DIR
+#   PACK.tar.xz: tools/gpu/pack.sh's pack of a CUDA build (bin/, lib/); WORK_DIR: made by
+#   tools/gpu/parity_prepare.sh (manifest.json, parity/*.h5; runs whose capture is absent are skipped).
 set -uo pipefail
 pack="$1"; work="$2"
 here="$(cd "$(dirname "$0")" && pwd)"
 mkdir -p /tmp/sparge-pack "${OUT:?}" && tar -xJf "$pack" -C /tmp/sparge-pack || exit 1
 export LD_LIBRARY_PATH=/tmp/sparge-pack/lib:${LD_LIBRARY_PATH:-}
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm --format=csv,noheader
-python3 "$here/parity_runs.py" "$work/manifest.json" /tmp/sparge-pack/bin/sparge --engine cuda --out-dir "$OUT"
+python3 "$here/../../bench/parity_runs.py" "$work/manifest.json" /tmp/sparge-pack/bin/sparge --engine cuda --out-dir "$OUT"

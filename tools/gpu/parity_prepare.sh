@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Prepares the numerics parity check against SpargeAttn (bench/parity_spargeattn.py): the Whisper captures,
 # this build's masks and reports for every run of bench/parity_manifest.json, and a folder that carries to a
-# GPU machine. usage: bench/parity_prepare.sh SPARGE_BIN WORK_DIR [SPARGEATTN_SOURCE]
+# GPU machine. usage: tools/gpu/parity_prepare.sh SPARGE_BIN WORK_DIR [SPARGEATTN_SOURCE]
 #   SPARGEATTN_SOURCE: a checkout of thu-ml/SpargeAttn@bfd980b; it is copied into WORK_DIR/SpargeAttn with
 #   setup.py's `-Xcompiler -include,cassert` removed and a README.md added (the build needs both).
 # Then on the GPU machine: bash WORK_DIR/device.sh   (writes parity.json / parity.txt to $OUT; SAMPLE=path of
@@ -12,10 +12,10 @@ set -euo pipefail
 sparge="$(realpath "$1")"; mkdir -p "$2"; work="$(realpath "$2")"; src="${3:-}"
 here="$(cd "$(dirname "$0")" && pwd)"
 mkdir -p "$work/parity"
-[ -f "$work/parity/whisper_enc_b.h5" ] || python3 "$here/make_whisper_captures.py" --out-dir "$work/parity"
-cp "$here/parity_spargeattn.py" "$here/parity_runs.py" "$here/parity_manifest.json" "$work/"
+[ -f "$work/parity/whisper_enc_b.h5" ] || python3 "$here/../../bench/make_whisper_captures.py" --out-dir "$work/parity"
+cp "$here/../../bench/parity_spargeattn.py" "$here/../../bench/parity_runs.py" "$here/../../bench/parity_manifest.json" "$work/"
 mv "$work/parity_manifest.json" "$work/manifest.json"
-python3 "$here/parity_runs.py" "$work/manifest.json" "$sparge" --engine cpu
+python3 "$here/../../bench/parity_runs.py" "$work/manifest.json" "$sparge" --engine cpu
 if [ -n "$src" ]; then
   rm -rf "$work/SpargeAttn" && mkdir -p "$work/SpargeAttn"
   (cd "$src" && git archive HEAD csrc spas_sage_attn setup.py LICENSE) | tar -x -C "$work/SpargeAttn"

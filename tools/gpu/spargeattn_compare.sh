@@ -2,7 +2,7 @@
 # On a GPU machine with PyTorch: builds SpargeAttn from a source folder (once; its code stays outside this
 # repository), runs `sparge bench` for the exact and the int8-fp8 whole call, and prints the side-by-side table
 # of bench/compare_spargeattn.py (ours / SpargeAttn / torch SDPA / cuDNN). Everything is logged to OUTDIR.
-# usage: bench/spargeattn_compare.sh SPARGE_BINARY SPARGEATTN_DIR OUTDIR [quick]
+# usage: tools/gpu/spargeattn_compare.sh SPARGE_BINARY SPARGEATTN_DIR OUTDIR [quick]
 #   SPARGEATTN_DIR: SpargeAttn's source tree (built in place here when spas_sage_attn/_qattn*.so is missing:
 #   about 4 minutes on 16 cores), or "" for no SpargeAttn column
 #   quick: N 8K, D 128, top-k 1.0 and 0.2 only (a shake-out run)
@@ -59,5 +59,5 @@ for quant in none int8-fp8; do
 done
 SA_ARGS=()
 [ -n "$SRC" ] && SA_ARGS=(--spargeattn "$SRC")
-PYTHONUNBUFFERED=1 python3 "$HERE/compare_spargeattn.py" "${FILES[@]}" "${SA_ARGS[@]}" --pause-ms "${PAUSE_MS:-0}" \
+PYTHONUNBUFFERED=1 python3 "$HERE/../../bench/compare_spargeattn.py" "${FILES[@]}" "${SA_ARGS[@]}" --pause-ms "${PAUSE_MS:-0}" \
   --warmup-ms "${WARMUP_MS:-200}" --json "$OUT/compare.json"

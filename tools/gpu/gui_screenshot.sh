@@ -2,7 +2,7 @@
 # Renders one screenshot of sparge-studio with the CUDA engine on a GPU machine with no display, through
 # the NVIDIA driver's EGL (device platform). From the repository root on that machine:
 #
-#   bash gui/gpu_screenshot.sh     (with .gl/ and, if prebuilt, the build folder copied alongside)
+#   bash tools/gpu/gui_screenshot.sh     (with .gl/ and, if prebuilt, the build folder copied alongside)
 #
 # It unpacks the GL loader packages (libglvnd, libegl, libgl .debs) found in .gl/, points glvnd at the
 # NVIDIA EGL vendor file, builds sparge-studio with CUDA unless
@@ -24,7 +24,7 @@ if [ ! -x "$BUILD_DIR/gui/sparge-studio" ]; then
   cmake --build "$BUILD_DIR" -j16 --target sparge-studio
 fi
 nvidia-smi --query-gpu=name,driver_version --format=csv,noheader || true
-# A view of the sample on the CUDA engine (the status bar names the GPU); scripts/gpu-session.sh (step gui) renders the README one.
+# A view of the sample on the CUDA engine (the status bar names the GPU); tools/gpu/session.sh (step gui) renders the README one.
 "$BUILD_DIR/gui/sparge-studio" captures/sample.h5 --engine cuda --backend egl --entry l15_s000 --head 2 \
   --set theta=0.3 --set tau=0.9 --set lambda=20 --size 1600x1000 --frames 6 --timeout 300 \
   --mouse 560,630 --screenshot "$OUT/gpu_screenshot.png"

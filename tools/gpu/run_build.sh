@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Runs the CUDA engine's GPU checks and benchmarks on a GPU machine, from a build folder made elsewhere
 # (default build-cuda). Everything printed goes to $OUT/log (or ./gpu-out/log).
-# usage: bench/run_device.sh [build-dir] [steps: tests,memcheck,racecheck,bench,torch]
+# usage: tools/gpu/run_build.sh [build-dir] [steps: tests,memcheck,racecheck,bench,torch]
 set -uo pipefail
 BUILD=${1:-build-cuda}
 STEPS=${2:-tests,bench,torch,memcheck,racecheck}

@@ -2,7 +2,7 @@
 # Scaling of `sparge tune` over GPUs on one multi-GPU machine: a synthetic 28 layers x 32 heads x 16K x
 # D 128 capture tuned on 1 GPU (one process) and with mpirun on 4 and 2 GPUs; wall times, speedups, and
 # whether every parameter file equals the one-GPU file byte for byte. Runs from the pack made by
-# scripts/mpi-pack.sh (gpu-pack/mpi, copied to the GPU machine). Results: $OUT/log.txt, $OUT/p*.json, and
+# tools/gpu/mpi_pack.sh (gpu-pack/mpi, copied to the GPU machine). Results: $OUT/log.txt, $OUT/p*.json, and
 # every run's unfiltered output with the progress lines in $OUT/raw*.txt.
 set -uo pipefail
 HERE="$(cd "$(dirname "$0")" && pwd)"
