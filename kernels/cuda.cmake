@@ -6,6 +6,10 @@
 add_library(sparge_attention STATIC
   ${CMAKE_CURRENT_LIST_DIR}/attention/sm80/attention_sm80.cu
   ${CMAKE_CURRENT_LIST_DIR}/attention/sm90/attention_sm90.cu
+  ${CMAKE_CURRENT_LIST_DIR}/attention/sm90/instantiations/attention_sm90_d64_exact.cu
+  ${CMAKE_CURRENT_LIST_DIR}/attention/sm90/instantiations/attention_sm90_d64_int8fp8.cu
+  ${CMAKE_CURRENT_LIST_DIR}/attention/sm90/instantiations/attention_sm90_d128_exact.cu
+  ${CMAKE_CURRENT_LIST_DIR}/attention/sm90/instantiations/attention_sm90_d128_int8fp8.cu
   ${CMAKE_CURRENT_LIST_DIR}/stages/quantize.cu
   ${CMAKE_CURRENT_LIST_DIR}/attention/sm90/tma_map.cpp
   ${CMAKE_CURRENT_LIST_DIR}/common/cuda_util.cpp)
