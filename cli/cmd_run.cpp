@@ -21,7 +21,7 @@
 #include "sparge/core/error.h"
 #include "sparge/core/exports.h"
 #include "sparge/core/names.h"
-#include "sparge/dist/codec.h"
+#include "sparge/scaleout/codec.h"
 #include "sparge/profiler/profile_entry.h"
 #include "sparge/profiler/profiler.h"
 
