@@ -9,7 +9,6 @@ parameter file does not cover runs dense, untouched. A summary says which module
 
 from __future__ import annotations
 
-import math
 import threading
 from dataclasses import dataclass, field
 from typing import Dict, List, Optional, Tuple, Union
@@ -18,7 +17,7 @@ import torch
 
 from . import masks
 from .engines import Call, EngineUnavailable, make_engine
-from .hooks import AttentionHooks, bind_hf, bind_sdpa
+from .hooks import AttentionHooks, bind_hf, bind_sdpa, hf_mask_info, sdpa_mask_info
 from .identity import CallTracker, EntryNames, Identity
 from .matching import GroupIndex
 from .params import Group, HeadParams, ParamsFile, read_params
@@ -215,11 +214,7 @@ class SpargeApply:
     def _on_sdpa(self, original, args, kwargs):
         b = bind_sdpa(args, kwargs)
         q, k, v = b["query"], b["key"], b["value"]
-        nq, nkv = q.shape[-2], k.shape[-2]
-        info = masks.describe_mask(b.get("attn_mask"), nq, nkv)
-        if b.get("is_causal", False):
-            info = masks.from_rule(True, None, None) if info.kind == "none" else masks.MaskInfo(
-                "other", description="is_causal together with an explicit mask")
+        info = sdpa_mask_info(b, q.shape[-2], k.shape[-2])
         ident = self._tracker.identify(None, info.causal)
         dropout = float(b.get("dropout_p") or 0.0)
         gqa = bool(kwargs.get("enable_gqa", False))
@@ -232,12 +227,7 @@ class SpargeApply:
     def _on_hf(self, original, module, query, key, value, attention_mask, args, kwargs):
         dropout, scaling, is_causal = bind_hf(args, kwargs)
         nq, nkv = query.shape[-2], key.shape[-2]
-        info = masks.describe_mask(attention_mask, nq, nkv)
-        if kwargs.get("position_bias") is not None:
-            info = masks.MaskInfo("other", description="a T5-style position bias added to the scores")
-        if info.kind == "none" and attention_mask is None:
-            causal = getattr(module, "is_causal", True) if is_causal is None else bool(is_causal)
-            info = masks.from_rule(bool(causal) and nq > 1, None, None)
+        info = hf_mask_info(module, attention_mask, nq, nkv, is_causal, kwargs)
         ident = self._tracker.identify(module, info.causal)
         if info.causal and attention_mask is None and nkv > nq:
             key, value = key[:, :, :nq], value[:, :, :nq]  # prefill into a static cache, as transformers crops

@@ -14,7 +14,7 @@ import numpy as np
 import torch
 
 from . import masks, storage
-from .hooks import AttentionHooks, bind_hf, bind_sdpa
+from .hooks import AttentionHooks, bind_hf, bind_sdpa, hf_mask_info, sdpa_mask_info
 from .identity import CallTracker, EntryNames, Identity
 
 CAPTURE_VERSION = 1
@@ -180,14 +180,7 @@ class SpargeCapture:
         call_index = self._next_call_in_step()
         nq, nkv = query.shape[-2], key.shape[-2]
         dropout, scaling, is_causal = bind_hf(args, kwargs)
-        info = masks.describe_mask(attention_mask, nq, nkv)
-        if kwargs.get("position_bias") is not None:
-            info = masks.MaskInfo("other", description="a T5-style position bias added to the scores")
-        if info.kind == "none" and attention_mask is None:
-            # Mirrors transformers' sdpa_attention_forward: causal when the module says so and more than
-            # one query token is processed without an explicit mask.
-            causal = getattr(module, "is_causal", True) if is_causal is None else bool(is_causal)
-            info = masks.from_rule(bool(causal) and nq > 1, None, None)
+        info = hf_mask_info(module, attention_mask, nq, nkv, is_causal, kwargs)
         module_causal = bool(getattr(module, "is_causal", False)) and nq > 1
         ident = self._tracker.identify(module, info.causal if info.expressible else module_causal)
         if not self._wanted(ident.layer if ident.layer is not None else call_index):
@@ -207,15 +200,10 @@ class SpargeCapture:
     def _record_sdpa(self, args, kwargs) -> None:
         bound = bind_sdpa(args, kwargs)
         query, key, value = bound["query"], bound["key"], bound["value"]
-        attn_mask, is_causal = bound.get("attn_mask"), bool(bound.get("is_causal", False))
+        is_causal = bool(bound.get("is_causal", False))
         self.calls_seen += 1
         call_index = self._next_call_in_step()
-        nq, nkv = query.shape[-2], key.shape[-2]
-        info = masks.describe_mask(attn_mask, nq, nkv)
-        if is_causal:
-            # SDPA's is_causal is top-left aligned; with an explicit mask as well SDPA refuses the call.
-            info = masks.from_rule(True, None, None) if info.kind == "none" else masks.MaskInfo(
-                "other", description="is_causal together with an explicit mask")
+        info = sdpa_mask_info(bound, query.shape[-2], key.shape[-2])
         ident = self._tracker.identify(None, info.causal)
         if not self._wanted(ident.layer if ident.layer is not None else call_index):
             return

@@ -11,6 +11,7 @@ from typing import Any, Callable, Dict, Optional, Tuple
 
 import torch.nn.functional as F
 
+from . import masks
 from .identity import CallTracker
 
 _active_lock = threading.Lock()
@@ -142,3 +143,26 @@ def bind_hf(args, kwargs) -> Tuple[Any, Any, Optional[bool]]:
     scaling = kwargs.get("scaling", args[1] if len(args) > 1 else None)
     is_causal = kwargs.get("is_causal", args[2] if len(args) > 2 else None)
     return dropout, scaling, is_causal
+
+
+def sdpa_mask_info(bound: Dict[str, Any], nq: int, nkv: int) -> masks.MaskInfo:
+    """The mask of an SDPA call: its attn_mask, or its is_causal (top-left aligned, as SDPA's)."""
+    info = masks.describe_mask(bound.get("attn_mask"), nq, nkv)
+    if bound.get("is_causal", False):
+        # With an explicit mask as well SDPA refuses the call.
+        info = masks.from_rule(True, None, None) if info.kind == "none" else masks.MaskInfo(
+            "other", description="is_causal together with an explicit mask")
+    return info
+
+
+def hf_mask_info(module, attention_mask, nq: int, nkv: int, is_causal: Optional[bool], kwargs) -> masks.MaskInfo:
+    """The mask of a transformers attention-function call."""
+    info = masks.describe_mask(attention_mask, nq, nkv)
+    if kwargs.get("position_bias") is not None:
+        info = masks.MaskInfo("other", description="a T5-style position bias added to the scores")
+    if info.kind == "none" and attention_mask is None:
+        # Mirrors transformers' sdpa_attention_forward: causal when the module says so and more than
+        # one query token is processed without an explicit mask.
+        causal = getattr(module, "is_causal", True) if is_causal is None else bool(is_causal)
+        info = masks.from_rule(bool(causal) and nq > 1, None, None)
+    return info
