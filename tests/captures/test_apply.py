@@ -20,11 +20,11 @@ from sparge_capture.evaluate import evaluate  # noqa: E402
 HQ, HKV, D, LAYERS, TOKENS = 4, 2, 32, 3, 160
 
 
-def tiny_llama(impl="sdpa"):
+def tiny_llama(impl="sdpa", head_dim=D):
     from transformers import LlamaConfig, LlamaForCausalLM
     torch.manual_seed(5)
-    cfg = LlamaConfig(vocab_size=61, hidden_size=HQ * D, intermediate_size=64, num_hidden_layers=LAYERS,
-                      num_attention_heads=HQ, num_key_value_heads=HKV, head_dim=D, max_position_embeddings=512)
+    cfg = LlamaConfig(vocab_size=61, hidden_size=HQ * head_dim, intermediate_size=64, num_hidden_layers=LAYERS,
+                      num_attention_heads=HQ, num_key_value_heads=HKV, head_dim=head_dim, max_position_embeddings=512)
     cfg._attn_implementation = impl
     return LlamaForCausalLM(cfg).eval()
 
@@ -217,3 +217,55 @@ def test_evaluate_diffusion_lightly(tmp_path):
     # steps 1 and 2 use step 0's parameters (the nearest tuned step), for both prompts
     assert [(c["entry"], c["calls"]) for c in r["calls"]["sparse"]] == [("c000_s000", 2)] * 3
     assert not r["calls"]["dense"]
+
+
+def fake_spargeattn(monkeypatch, capability):
+    """SpargeAttn's API stood in by the reference engine on the CPU, recording what it was called with."""
+    import sys
+    import types
+    calls = []
+
+    def meansim(q, k, v, **kw):
+        calls.append(dict(kw, q=q, k=k))
+        return reference.attention(q, k, v, simthreshd1=kw["simthreshd1"].double(),
+                                   cdfthreshd=kw["cdfthreshd"].double(), pvthreshd=kw["pvthreshd"].double(),
+                                   numerics="int8-fp16", causal=kw["is_causal"], scale=kw["scale"],
+                                   smooth_k=kw["smooth_k"], sink=kw["attention_sink"]).output.half()
+
+    fake = types.ModuleType("spas_sage_attn")
+    fake.spas_sage_attn_meansim_cuda = fake.spas_sage2_attn_meansim_cuda = meansim
+    monkeypatch.setitem(sys.modules, "spas_sage_attn", fake)
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(torch.cuda, "get_device_capability", lambda device=None: capability)
+    return calls
+
+
+def test_spargeattn_engine_passes_per_head_tensors(tmp_path, monkeypatch):
+    calls = fake_spargeattn(monkeypatch, (9, 0))
+    p = params_file(tmp_path / "p.json", numerics="int8-fp16")
+    model = tiny_llama(head_dim=64)  # SpargeAttn's head dims: 64 and 128
+    with torch.no_grad(), SpargeApply(model, p, engine="spargeattn", device="cpu", measure=True) as sa:
+        model(ids())
+    assert len(calls) == 2 and set(sa.summary.sparse) == {"l00_s000", "l02_s000"}
+    kw = calls[0]
+    assert kw["k"].shape[1] == HQ  # K and V repeated to the query heads: upstream's Stage 1 has no GQA
+    assert kw["simthreshd1"].dtype == torch.float32 and kw["simthreshd1"].tolist() == pytest.approx(
+        [-0.1, -0.1, -0.1, 1.0])  # head 3 is dense: θ = τ = 1, PV skip off
+    assert kw["cdfthreshd"].tolist() == pytest.approx([0.6, 0.7, 0.8, 1.0])
+    assert kw["pvthreshd"].tolist() == pytest.approx([2.0, 2.0, 2.0, 1e30])
+    assert kw["is_causal"] is True and kw["attention_sink"] is True and kw["tensor_layout"] == "HND"
+
+
+def test_spargeattn_engine_refuses_what_it_cannot_run(tmp_path, monkeypatch):
+    fake_spargeattn(monkeypatch, (9, 0))
+    with pytest.raises(EngineUnavailable, match="tuned with 128x64 tiles.*use 64x128 on this GPU"):
+        SpargeApply(None, params_file(tmp_path / "p.json"), engine="spargeattn", device="cpu")
+    p = json.load(open(params_file(tmp_path / "p.json")))
+    p["geometry"] = "64x128"
+    with open(tmp_path / "q.json", "w") as f:
+        json.dump(p, f)
+    with pytest.raises(SpargeApplyError, match="causal call with int8-fp8 parameters.*--target sm80"):
+        with torch.no_grad(), SpargeApply(None, str(tmp_path / "q.json"), engine="spargeattn", device="cpu"):
+            tiny_llama(head_dim=64)(ids())
+    with pytest.raises(EngineUnavailable, match="always quantized"):
+        SpargeApply(None, params_file(tmp_path / "n.json", numerics="none"), engine="spargeattn", device="cpu")
