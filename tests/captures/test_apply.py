@@ -24,7 +24,8 @@ def tiny_llama(impl="sdpa", head_dim=D):
     from transformers import LlamaConfig, LlamaForCausalLM
     torch.manual_seed(5)
     cfg = LlamaConfig(vocab_size=61, hidden_size=HQ * head_dim, intermediate_size=64, num_hidden_layers=LAYERS,
-                      num_attention_heads=HQ, num_key_value_heads=HKV, head_dim=head_dim, max_position_embeddings=512)
+                      num_attention_heads=HQ, num_key_value_heads=HKV, head_dim=head_dim,
+                      max_position_embeddings=512)
     cfg._attn_implementation = impl
     return LlamaForCausalLM(cfg).eval()
 
