@@ -57,11 +57,11 @@ def row(report, l1, tuned_line):
             "mean_head_sparsity": mean_sparsity, "summary": report["summary"]}
 
 
-def smollm2(sparge, work, tokens):
+def smollm2(sparge, work, tokens, layers):
     model, tok = models.load_smollm2()
     text = lambda name: open(LICENSES + name, encoding="utf-8").read()  # noqa: E731
     cap = os.path.join(work, "smollm2_tune.h5")
-    with torch.no_grad(), SpargeCapture(cap):
+    with torch.no_grad(), SpargeCapture(cap, layers=layers):
         model(torch.tensor([tok(text(LLM_TEXTS["tune"])).input_ids[:tokens]]))
     inputs = [{"name": n, "text": text(n)} for n in LLM_TEXTS["held_out"]]
     rows = []
@@ -127,6 +127,8 @@ def main():
     ap.add_argument("work")
     ap.add_argument("--models", default="smollm2,whisper")
     ap.add_argument("--tokens", type=int, default=512)
+    ap.add_argument("--layers", default="0,3,6,9,12,15,18,21,24,27",
+                    help="SmolLM2 layers tuned and run sparse (default every third; the others run dense)")
     a = ap.parse_args()
     os.makedirs(a.work, exist_ok=True)
     cpu = next((l.split(":", 1)[1].strip() for l in open("/proc/cpuinfo") if l.startswith("model name")), "?")
@@ -135,7 +137,8 @@ def main():
               "date": time.strftime("%Y-%m-%d"), "models": {}}
     t0 = time.time()
     if "smollm2" in a.models:
-        result["models"]["smollm2"] = smollm2(a.sparge, a.work, a.tokens)
+        result["models"]["smollm2"] = smollm2(a.sparge, a.work, a.tokens, [int(x) for x in a.layers.split(",")])
+        result["smollm2_layers"] = a.layers
     if "whisper" in a.models:
         result["models"]["whisper"] = whisper(a.sparge, a.work)
     result["seconds"] = time.time() - t0

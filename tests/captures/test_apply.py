@@ -6,6 +6,7 @@ the wrong tile geometry."""
 
 import json
 import os
+import re
 
 import pytest
 
@@ -34,9 +35,10 @@ def params_file(path, entries=("l00_s000", "l02_s000"), heads=HQ, complete=True,
                 numerics="int8-fp8"):
     groups = []
     for e in entries:
-        hs = [{"head": h, "is_sparse": h != 3, "simthreshd1": -0.1, "cdfthreshd": round(0.6 + 0.1 * (h % 4), 2), "pvthreshd": 2.0,
-               **({"numerics": "none"} if h == 1 else {})} for h in range(heads) if h != drop_head]
-        groups.append({"name": e, "entries": [e], "layer": int(e[1:3]), "heads_q": heads,
+        hs = [{"head": h, "is_sparse": h != 3, "simthreshd1": -0.1, "cdfthreshd": round(0.6 + 0.1 * (h % 4), 2),
+               "pvthreshd": 2.0, **({"numerics": "none"} if h == 1 else {})} for h in range(heads) if h != drop_head]
+        layer = re.search(r"l(\d+)_", e)
+        groups.append({"name": e, "entries": [e], "layer": int(layer.group(1)) if layer else None, "heads_q": heads,
                        "complete": drop_head is None, "heads": hs})
     p = {"sparge_params_version": 1, "generator": "sparge tune", "complete": complete, "capture": capture,
          "mode": "cdf", "l1": 0.05, "l2": 0.06, "geometry": "128x64", "numerics": numerics, "smooth_k": True,
@@ -270,3 +272,32 @@ def test_spargeattn_engine_refuses_what_it_cannot_run(tmp_path, monkeypatch):
             tiny_llama(head_dim=64)(ids())
     with pytest.raises(EngineUnavailable, match="always quantized"):
         SpargeApply(None, params_file(tmp_path / "n.json", numerics="none"), engine="spargeattn", device="cpu")
+
+
+class Chars:
+    def decode(self, ids):
+        return " ".join(f"w{i % 7}" for i in ids)
+
+
+def test_evaluate_speech_lightly(tmp_path):
+    """A small random Whisper (2 encoder layers over 1500 frames): the encoder runs sparse, the decoder's
+    one-query steps dense; transcripts, WER and token agreement are reported."""
+    from transformers import WhisperConfig, WhisperFeatureExtractor, WhisperForConditionalGeneration
+    torch.manual_seed(2)
+    cfg = WhisperConfig(vocab_size=64, num_mel_bins=80, d_model=64, encoder_layers=2, decoder_layers=1,
+                        encoder_attention_heads=2, decoder_attention_heads=2, encoder_ffn_dim=64,
+                        decoder_ffn_dim=64, max_source_positions=1500, max_target_positions=64,
+                        decoder_start_token_id=1, eos_token_id=2, pad_token_id=2, bos_token_id=2)
+    model = WhisperForConditionalGeneration(cfg).eval()
+    model.config._attn_implementation = "sdpa"
+    p = params_file(tmp_path / "p.json", entries=("enc_l00_s000", "enc_l01_s000"), heads=2)
+    audio = [torch.randn(16000, generator=torch.Generator().manual_seed(i)).numpy() * 0.1 for i in range(2)]
+    r = evaluate(model, (WhisperFeatureExtractor(feature_size=80), Chars()), p,
+                 [{"name": "a", "audio": audio[0], "text": "w1 w2 w3"}, audio[1]], max_new_tokens=6)
+    s = r["summary"]
+    assert r["model"]["kind"] == "speech-seq2seq" and s["metric"] == "wer" and s["inputs"] == 2
+    assert 0 <= s["wer_vs_dense"] and 0 <= s["token_agreement"] <= 1
+    assert {c["entry"] for c in r["calls"]["sparse"]} == {"enc_l00_s000", "enc_l01_s000"}
+    assert any("queries (SpargeAttn needs at least 128" in c["why"] for c in r["calls"]["dense"])
+    assert "wer_dense" in r["inputs"][0]["metrics"] and "wer_dense" not in r["inputs"][1]["metrics"]
+    assert {h["entry"] for h in r["heads"]} == {"enc_l00_s000", "enc_l01_s000"} and len(r["heads"]) == 4
