@@ -280,19 +280,19 @@ class Chars:
 
 
 def test_evaluate_speech_lightly(tmp_path):
-    """A small random Whisper (2 encoder layers over 1500 frames): the encoder runs sparse, the decoder's
-    one-query steps dense; transcripts, WER and token agreement are reported."""
+    """A small random Whisper (2 encoder layers over 3 s of audio: 150 frames): the encoder runs sparse, the
+    decoder's one-query steps dense; transcripts, WER and token agreement are reported."""
     from transformers import WhisperConfig, WhisperFeatureExtractor, WhisperForConditionalGeneration
     torch.manual_seed(2)
     cfg = WhisperConfig(vocab_size=64, num_mel_bins=80, d_model=64, encoder_layers=2, decoder_layers=1,
                         encoder_attention_heads=2, decoder_attention_heads=2, encoder_ffn_dim=64,
-                        decoder_ffn_dim=64, max_source_positions=1500, max_target_positions=64,
+                        decoder_ffn_dim=64, max_source_positions=150, max_target_positions=64,
                         decoder_start_token_id=1, eos_token_id=2, pad_token_id=2, bos_token_id=2)
     model = WhisperForConditionalGeneration(cfg).eval()
     model.config._attn_implementation = "sdpa"
     p = params_file(tmp_path / "p.json", entries=("enc_l00_s000", "enc_l01_s000"), heads=2)
     audio = [torch.randn(16000, generator=torch.Generator().manual_seed(i)).numpy() * 0.1 for i in range(2)]
-    r = evaluate(model, (WhisperFeatureExtractor(feature_size=80), Chars()), p,
+    r = evaluate(model, (WhisperFeatureExtractor(feature_size=80, chunk_length=3), Chars()), p,
                  [{"name": "a", "audio": audio[0], "text": "w1 w2 w3"}, audio[1]], max_new_tokens=6)
     s = r["summary"]
     assert r["model"]["kind"] == "speech-seq2seq" and s["metric"] == "wer" and s["inputs"] == 2
