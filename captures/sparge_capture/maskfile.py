@@ -120,11 +120,16 @@ def params_attrs(mode: str, theta, tau, topk, lam, sparse) -> dict:
     return out
 
 
-def load_mask_id(path: str, entry: str, block: Tuple[int, int], device="cuda") -> torch.Tensor:
+def load_mask_id(path: str, entry: str, block: Optional[Tuple[int, int]] = None, device="cuda") -> torch.Tensor:
     """The block mask of `entry` in a masks v1 file as the `mask_id` tensor of SpargeAttn's
     block_sparse_sage2_attn_cuda: int32 [B, H, q_blocks, k_blocks], contiguous, on `device`. `block` is the
-    (query, key) tile of the GPU that will run it (128x64; 64x128 on sm90); a file made at another geometry
-    is refused, since its blocks would cover other tokens."""
+    (query, key) tile of the GPU that will run it (128x64; 64x128 on sm90; default: that of the current CUDA
+    device); a file made at another geometry is refused, since its blocks would cover other tokens."""
+    if block is None:
+        if not torch.cuda.is_available():
+            raise ValueError("load_mask_id: no CUDA device to take the tile geometry from; pass block=(128, 64) "
+                             "or block=(64, 128) (sm90)")
+        block = (64, 128) if torch.cuda.get_device_capability()[0] == 9 else (128, 64)
     with h5py.File(path, "r") as f:
         if int(f.attrs.get("sparge_masks_version", -1)) != MASKS_VERSION:
             raise ValueError(f"{path}: not a masks v1 file (root attribute sparge_masks_version)")
