@@ -69,6 +69,15 @@ static sparge_attn_problem baseProblem(void) {
   return p;
 }
 
+/* The struct layouts the Python bindings (sparge_attn/_capi.py) mirror; test_sparge_attn.py checks the same
+ * numbers against ctypes. x86-64 / aarch64 (LP64). */
+static void testStructSizes(void) {
+  CHECK(sizeof(sparge_attn_problem) == 200, "sizeof(sparge_attn_problem) = %zu", sizeof(sparge_attn_problem));
+  CHECK(sizeof(sparge_attn_head_params) == 64, "sizeof(sparge_attn_head_params) = %zu",
+        sizeof(sparge_attn_head_params));
+  CHECK(sizeof(sparge_attn_outputs) == 48, "sizeof(sparge_attn_outputs) = %zu", sizeof(sparge_attn_outputs));
+}
+
 static void testVersion(void) {
   CHECK(sparge_attn_version() == SPARGE_ATTN_VERSION, "runtime version %d, header %d", sparge_attn_version(),
         SPARGE_ATTN_VERSION);
@@ -260,6 +269,7 @@ static void testAgainstOracle(sparge_attn_backend backend, int causal, int Nq, i
 }
 
 int main(void) {
+  testStructSizes();
   testVersion();
   testProblemChecks();
   testRunChecks();
