@@ -9,6 +9,7 @@ from typing import Optional
 import torch
 
 from ._capi import SpargeAttnError, version
+from . import _op
 from ._op import attention_op
 
 __version__ = "1.0.0"
@@ -189,9 +190,11 @@ def attention(q, k, v, *, simthreshd1, cdfthreshd=None, topk=None, pvthreshd=50,
         scale = 0.0
     elif not (float(scale) > 0 and math.isfinite(float(scale))):
         raise ValueError(f"scale must be a finite number > 0; got {scale}")
-    o, counts, mask = attention_op(q, k, v, theta, select, lam, dense, exact, topk is not None, bool(is_causal), left, right,
-                             family, float(scale), bool(smooth_k), bool(attention_sink), bool(diagonal), block_q,
-                             block_k, bool(return_sparsity or return_mask), bool(return_mask))
+    args = (q, k, v, theta, select, lam, dense, exact, topk is not None, bool(is_causal), left, right, family,
+            float(scale), bool(smooth_k), bool(attention_sink), bool(diagonal), block_q, block_k,
+            bool(return_sparsity or return_mask), bool(return_mask))
+    # The registered op where torch.compile traces; its implementation straight away in eager calls.
+    o, counts, mask = attention_op(*args) if torch.compiler.is_compiling() else _op.run(*args)
     if tensor_layout == "NHD":
         o = o.transpose(1, 2)
     if return_sparsity or return_mask:

@@ -100,6 +100,58 @@ def _extras(q, k, block_q, block_k, want_stats, want_mask):
     return stats, mask
 
 
+_params_kept = collections.OrderedDict()  # the C structs of recent per-head parameters (models reuse them)
+
+
+def _head_params(theta, select, lam, dense, exact, topk_mode):
+    key = (topk_mode, tuple(theta), tuple(select), tuple(lam), tuple(dense), tuple(exact))
+    kept = _params_kept.get(key)
+    if kept is not None:
+        return kept[0]
+    hp = _capi.HeadParams()
+    hp.struct_size, hp.heads = ctypes.sizeof(hp), len(theta)
+    hp.select = _capi.SELECT_TOPK if topk_mode else _capi.SELECT_CDF
+    arrays = [_doubles(theta), _doubles(select), _doubles(lam), _bytes(dense), _bytes(exact)]
+    hp.simthreshd1, hp.pvthreshd, hp.dense, hp.exact = arrays[0], arrays[2], arrays[3], arrays[4]
+    if topk_mode:
+        hp.topk = arrays[1]
+    else:
+        hp.cdfthreshd = arrays[1]
+    _params_kept[key] = (hp, arrays)  # the arrays live as long as the struct that points at them
+    while len(_params_kept) > 256:
+        _params_kept.popitem(last=False)
+    return hp
+
+
+def run(q, k, v, theta, select, lam, dense, exact, topk_mode, causal, window_left, window_right, numerics, scale,
+        smooth_k, sink, diagonal, block_q, block_k, want_stats, want_mask):
+    """The op's implementation (attention_op's arguments and results); sparge_attn.attention calls it directly
+    outside torch.compile, which saves the dispatcher's cost on every eager call."""
+    q, k, v = _usable(q), _usable(k), _usable(v)
+    plan = _plan(q, k, v, causal, window_left, window_right, numerics, scale, smooth_k, sink, diagonal, block_q,
+                 block_k)
+    B, Hq, Nq, D = q.shape
+    o = torch.empty((B, Hq, Nq, D), dtype=q.dtype, device=q.device)
+    stats, mask = _extras(q, k, block_q, block_k, want_stats, want_mask)
+    hp = _head_params(theta, select, lam, dense, exact, topk_mode)
+    out = None
+    if want_stats or want_mask:
+        out = _capi.Outputs()
+        out.struct_size = ctypes.sizeof(out)
+        out.head_stats = stats.data_ptr() if want_stats else None
+        out.block_mask = mask.data_ptr() if want_mask else None
+        out = ctypes.byref(out)
+    workspace, stream = None, None
+    if q.is_cuda:
+        workspace = torch.empty(max(plan.workspace_bytes, 1), dtype=torch.uint8, device=q.device)
+        stream = torch.cuda.current_stream(q.device).cuda_stream
+    _capi.check(_capi.library().sparge_attn_run(plan.handle, q.data_ptr(), k.data_ptr(), v.data_ptr(), o.data_ptr(),
+                                                ctypes.byref(hp), out,
+                                                workspace.data_ptr() if workspace is not None else None,
+                                                plan.workspace_bytes, stream))
+    return o, stats, mask
+
+
 @torch.library.custom_op("sparge_attn::attention", mutates_args=())
 def attention_op(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, theta: List[float], select: List[float],
                  lam: List[float], dense: List[bool], exact: List[bool], topk_mode: bool, causal: bool,
@@ -109,37 +161,8 @@ def attention_op(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, theta: List[
     """O [B, Hq, Nq, D] (contiguous, q's dtype); with want_stats the per-head counters [B, Hq, 5] (valid,
     selected, P·V computed, P·V skipped blocks, empty rows), with want_mask the block mask [B, Hq, nq, nk]
     (uint8); each an empty tensor when not wanted. block_q, block_k: the geometry, never 0 here."""
-    q, k, v = _usable(q), _usable(k), _usable(v)
-    plan = _plan(q, k, v, causal, window_left, window_right, numerics, scale, smooth_k, sink, diagonal, block_q,
-                 block_k)
-    B, Hq, Nq, D = q.shape
-    o = torch.empty((B, Hq, Nq, D), dtype=q.dtype, device=q.device)
-    stats, mask = _extras(q, k, block_q, block_k, want_stats, want_mask)
-    hp = _capi.HeadParams()
-    hp.struct_size, hp.heads = ctypes.sizeof(hp), Hq
-    hp.select = _capi.SELECT_TOPK if topk_mode else _capi.SELECT_CDF
-    keep = [_doubles(theta), _doubles(select), _doubles(lam), _bytes(dense), _bytes(exact)]
-    hp.simthreshd1, hp.pvthreshd, hp.dense, hp.exact = keep[0], keep[2], keep[3], keep[4]
-    if topk_mode:
-        hp.topk = keep[1]
-    else:
-        hp.cdfthreshd = keep[1]
-    out = _capi.Outputs()
-    out.struct_size = ctypes.sizeof(out)
-    if want_stats:
-        out.head_stats = stats.data_ptr()
-    if want_mask:
-        out.block_mask = mask.data_ptr()
-    workspace, stream = None, None
-    if q.is_cuda:
-        workspace = torch.empty(max(plan.workspace_bytes, 1), dtype=torch.uint8, device=q.device)
-        stream = torch.cuda.current_stream(q.device).cuda_stream
-    lib = _capi.library()
-    _capi.check(lib.sparge_attn_run(plan.handle, q.data_ptr(), k.data_ptr(), v.data_ptr(), o.data_ptr(),
-                                    ctypes.byref(hp), ctypes.byref(out),
-                                    workspace.data_ptr() if workspace is not None else None,
-                                    plan.workspace_bytes, stream))
-    return o, stats, mask
+    return run(q, k, v, theta, select, lam, dense, exact, topk_mode, causal, window_left, window_right, numerics,
+               scale, smooth_k, sink, diagonal, block_q, block_k, want_stats, want_mask)
 
 
 @attention_op.register_fake
