@@ -34,8 +34,7 @@ JobHandlers JobRunner::handlers() {
   return h;
 }
 
-void JobRunner::schedule(const Plan& plan, size_t unitCount,
-                         const std::function<int64_t(const Piece&)>& workOf) {
+void JobRunner::plan(const Plan& plan, size_t unitCount, const std::function<int64_t(const Piece&)>& workOf) {
   schedule_ = scheduleOf(plan);
   int64_t work = 0;
   for (const Piece& p : schedule_.pieces) work += workOf ? workOf(p) : 1;

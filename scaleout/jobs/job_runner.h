@@ -38,12 +38,12 @@ class JobRunner {
   // Who runs which of `plan`'s pieces (scheduleOf) for a job of `unitCount` units, the job's progress scale
   // (the pieces' summed cost and work units: `workOf` each piece, 1 when empty) and this rank's feed; on
   // rank 0 also the queue's hand-out and the collector.
-  void schedule(const Plan& plan, size_t unitCount, const std::function<int64_t(const Piece&)>& workOf = {});
-  const Schedule& plan() const { return schedule_; }
+  void plan(const Plan& plan, size_t unitCount, const std::function<int64_t(const Piece&)>& workOf = {});
+  const Schedule& schedule() const { return schedule_; }
   PieceFeed& feed() { return *feed_; }
-  bool scheduled() const { return collector_ != nullptr; }
-  UnitCollector& collector() { return *collector_; }  // after schedule()
-  // The piece this rank starts with, if any (before work(): its data may load meanwhile).
+  bool scheduled() const { return collector_ != nullptr; }  // plan() done
+  UnitCollector& collector() { return *collector_; }        // after plan()
+  // The piece this rank starts with, if any (known before work(): its data may load meanwhile).
   const Piece* firstPiece() const;
 
   // Takes pieces until none is left for this rank or the job stops: between pieces the job's messages are

@@ -64,7 +64,7 @@ class PieceJobRunner {
     try {
       PlanOptions po;
       po.splitHeads = spec_.splitHeads;
-      runner_.schedule(planWork(spec_.units, job.size(), po), spec_.units.size());
+      runner_.plan(planWork(spec_.units, job.size(), po), spec_.units.size());
       if (const Piece* p = runner_.firstPiece(); hooks_.first && p)
         hooks_.first(size_t(p->unit), p->heads, p->heads == spec_.units[size_t(p->unit)].heads);
       job.hello(hooks_.start());
@@ -103,7 +103,7 @@ class PieceJobRunner {
     double done = 0;
     int64_t count = 0;
     runner_.work([&](int pi) {
-      const Piece& piece = runner_.plan().pieces[size_t(pi)];
+      const Piece& piece = runner_.schedule().pieces[size_t(pi)];
       const WorkUnit& unit = spec_.units[size_t(piece.unit)];
       current_ = spec_.names[size_t(piece.unit)];
       runner_.job().submit(pi, hooks_.run(size_t(piece.unit), piece.heads, piece.heads == unit.heads));

@@ -107,7 +107,7 @@ class TuneJobRunner {
  private:
   Job& job() { return runner_.job(); }
   const Job& job() const { return runner_.job(); }
-  const Schedule& schedule() const { return runner_.plan(); }
+  const Schedule& schedule() const { return runner_.schedule(); }
 
   // Called while runner_ is being built: only the lambdas may use it.
   JobEvents events() {
@@ -156,7 +156,8 @@ class TuneJobRunner {
           u.heads.push_back(h);
       units.push_back(std::move(u));
     }
-    runner_.schedule(planWork(units, job().size()), units.size(), [this](const Piece& p) { return unitsOf(p); });
+    runner_.plan(planWork(units, job().size()), units.size(),
+                 [this](const Piece& p) { return unitsOf(p); });
   }
 
   // Work units of a piece: entry × head pairs.
