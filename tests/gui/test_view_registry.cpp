@@ -33,7 +33,9 @@ TEST(ViewRegistry, DefaultPanelsHoldEveryViewOnce) {
   std::map<std::string, int> seen;
   for (const PanelTabs& p : panels) {
     for (const std::string& v : p.views) ++seen[v];
-    if (!p.views.empty()) EXPECT_EQ(std::count(p.views.begin(), p.views.end(), p.active), 1) << p.active;
+    if (!p.views.empty()) {
+      EXPECT_EQ(std::count(p.views.begin(), p.views.end(), p.active), 1) << p.active;
+    }
   }
   for (const ViewInfo& r : viewRegistry()) EXPECT_EQ(seen[r.id], 1) << r.id;
   // The layout a first start shows (hand-written: heads and overview share the centre top).
