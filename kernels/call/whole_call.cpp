@@ -152,6 +152,7 @@ void WholeCall::stage1(const CallArgs& a, const Ptrs& x, const Groups& g, QuantO
   sel.prob = x.at<float>(at_.prob);
   sel.lut = a.out.lut ? a.out.lut : x.at<int32_t>(at_.lut);
   sel.validCount = a.out.lutCount ? a.out.lutCount : x.at<int32_t>(at_.validCount);
+  sel.ctaPerRow = s.switches.selectCtaPerRow;
   launchSelect(s.et, all, sel, a.stream);
   if (quantize) launchQuantizeV(s.et, p_, s.numerics, x.v, x.ws + at_.quant, *ops, a.stream);
 }
@@ -175,6 +176,8 @@ void WholeCall::stage2(const CallArgs& a, const Ptrs& x, const Groups& g, const 
   base.params = x.at<HeadParamsDev>(at_.upload);
   base.pvSkipped = skipped;
   base.emptyRows = empty;
+  base.family = s.switches.family;
+  base.sm90SplitBelow = s.switches.sm90SplitBelow;
   const int* lists = x.at<int>(at_.upload + s.Hq * sizeof(HeadParamsDev));
   Problem group = p_;
   if (g.quantized) {

@@ -26,6 +26,7 @@ struct CallShape {
   double scale = 0;  // softmax scale of Stage 2
   bool smoothK = true, sink = false, diagonal = false;
   Strides4 q, k, v, o;  // of [B][H][N][D] tensors; contiguous ones are read and written in place
+  KernelSwitches switches;  // kernel variants (defaults for the C API, which reads no environment)
 };
 
 // Optional outputs on the device (null: not wanted).
