@@ -15,21 +15,15 @@ SA="${2:-}"
 MODE="${3:-full}"
 OUT="${OUT:-$PWD/gpu-out}"
 WORK=/tmp/capi-check
+HERE="$(cd "$(dirname "$0")" && pwd)"
 mkdir -p "$OUT" "$WORK"
 tar -xJf "$PACK/capi-pack.tar.xz" -C "$WORK"
 export LD_LIBRARY_PATH="$WORK/lib:${LD_LIBRARY_PATH:-}"
 export SPARGE_ATTN_LIBRARY="$WORK/lib/libsparge_attn.so.1" SPARGE_BIN="$WORK/bin/sparge"
 export PYTHONPATH="$PWD/python:${PYTHONPATH:-}" PYTHONUNBUFFERED=1 PYTHONDONTWRITEBYTECODE=1
 B="$WORK/bin"
-SRC=""
-if [ -n "$SA" ]; then
-  SRC="$WORK/SpargeAttn"
-  mkdir -p "$SRC"
-  tar -xJf "$SA/spargeattn-py.tar.xz" -C "$SRC" && tar -xJf "$SA/spargeattn-so.tar.xz" -C "$SRC"
-  python3 -c "import einops" 2>/dev/null ||
-    python3 -m pip install -q --no-index --no-deps --target "$WORK/site" "$SA"/einops-*.whl
-  export PYTHONPATH="$WORK/site:$PYTHONPATH"
-fi
+. "$HERE/spargeattn_env.sh"
+spargeattn_env "$SA" "$WORK"
 SA_ARGS=()
 [ -n "$SRC" ] && SA_ARGS=(--spargeattn "$SRC")
 {
