@@ -268,6 +268,76 @@ static void testAgainstOracle(sparge_attn_backend backend, int causal, int Nq, i
   sparge_attn_plan_destroy(plan);
 }
 
+/* [H][N][D] -> [N][H][D] (batch 1). */
+static uint16_t* toNhd(const uint16_t* x, int H, int N, int D) {
+  uint16_t* t = (uint16_t*)malloc((size_t)H * N * D * 2);
+  for (int h = 0; h < H; ++h)
+    for (int n = 0; n < N; ++n) memcpy(&t[((size_t)n * H + h) * D], &x[((size_t)h * N + n) * D], (size_t)D * 2);
+  return t;
+}
+
+/* The optional outputs against each other and against counts made here (causal 150 x 150 at 128x64: 2 x 3
+ * blocks, 5 of them valid), and an NHD run against the HND one, bit for bit. */
+static void testOutputsAndLayouts(void) {
+  sparge_attn_problem p = baseProblem();
+  p.causal = 1;
+  sparge_attn_plan *plan = NULL, *nhdPlan = NULL;
+  CHECK(sparge_attn_plan_create(&p, &plan) == SPARGE_ATTN_OK, "plan: %s", sparge_attn_last_error());
+  p.layout = SPARGE_ATTN_LAYOUT_NHD;
+  CHECK(sparge_attn_plan_create(&p, &nhdPlan) == SPARGE_ATTN_OK, "NHD plan: %s", sparge_attn_last_error());
+  int32_t nq = 0, nk = 0;
+  sparge_attn_plan_grid(plan, &nq, &nk, NULL, NULL);
+  CHECK(nq == 2 && nk == 3, "grid %dx%d, expected 2x3", nq, nk);
+  uint16_t *q = randomHalves(4 * 150 * 64), *k = randomHalves(2 * 150 * 64), *v = randomHalves(2 * 150 * 64);
+  uint16_t *o = (uint16_t*)calloc(4 * 150 * 64, 2), *oNhd = (uint16_t*)calloc(4 * 150 * 64, 2);
+  uint8_t mask[4 * 6], skipped[4 * 6], maskNhd[4 * 6];
+  int32_t lut[4 * 6], count[4 * 2];
+  int64_t stats[4 * SPARGE_ATTN_STATS];
+  sparge_attn_outputs out;
+  memset(&out, 0, sizeof out);
+  out.struct_size = sizeof out;
+  out.block_mask = mask, out.lut = lut, out.lut_count = count, out.pv_skipped = skipped, out.head_stats = stats;
+  Heads h;
+  initHeads(&h, 4, SPARGE_ATTN_SELECT_CDF, 0.6, 0);
+  CHECK(sparge_attn_run(plan, q, k, v, o, &h.hp, &out, NULL, 0, NULL) == SPARGE_ATTN_OK, "run: %s",
+        sparge_attn_last_error());
+  for (int head = 0; head < 4; ++head) {
+    int64_t selected = 0, skips = 0;
+    for (int i = 0; i < 2; ++i) {
+      const uint8_t* row = mask + (head * 2 + i) * 3;
+      const int32_t* l = lut + (head * 2 + i) * 3;
+      int j = -1, n = 0;
+      for (int t = 0; t < count[head * 2 + i]; ++t) {
+        j = t == 0 ? l[0] : j + l[t];
+        CHECK(j < 3 && row[j], "head %d row %d: LUT entry %d (block %d) is not in the mask", head, i, t, j);
+      }
+      for (int x = 0; x < 3; ++x) n += row[x], skips += skipped[(head * 2 + i) * 3 + x];
+      CHECK(n == count[head * 2 + i], "head %d row %d: %d mask blocks, LUT count %d", head, i, n, count[head * 2 + i]);
+      selected += n;
+      CHECK(!row[2] || i == 1, "head %d: block (0, 2) holds no visible pair but is on", head);
+    }
+    const int64_t* s = stats + head * SPARGE_ATTN_STATS;
+    CHECK(s[SPARGE_ATTN_STAT_VALID_BLOCKS] == 5, "head %d: %lld valid blocks, expected 5", head,
+          (long long)s[SPARGE_ATTN_STAT_VALID_BLOCKS]);
+    CHECK(s[SPARGE_ATTN_STAT_SELECTED_BLOCKS] == selected && s[SPARGE_ATTN_STAT_SKIPPED_PV] == skips &&
+              s[SPARGE_ATTN_STAT_COMPUTED_PV] == selected - skips,
+          "head %d: counters disagree with the mask and the PV-skip map", head);
+  }
+  uint16_t *qn = toNhd(q, 4, 150, 64), *kn = toNhd(k, 2, 150, 64), *vn = toNhd(v, 2, 150, 64);
+  sparge_attn_outputs outNhd;
+  memset(&outNhd, 0, sizeof outNhd);
+  outNhd.struct_size = sizeof outNhd;
+  outNhd.block_mask = maskNhd;
+  CHECK(sparge_attn_run(nhdPlan, qn, kn, vn, oNhd, &h.hp, &outNhd, NULL, 0, NULL) == SPARGE_ATTN_OK, "NHD run: %s",
+        sparge_attn_last_error());
+  uint16_t* back = toNhd(o, 4, 150, 64); /* HND output as NHD */
+  CHECK(memcmp(back, oNhd, (size_t)4 * 150 * 64 * 2) == 0, "NHD output differs from the HND one");
+  CHECK(memcmp(mask, maskNhd, sizeof mask) == 0, "NHD mask differs from the HND one");
+  free(q), free(k), free(v), free(o), free(oNhd), free(qn), free(kn), free(vn), free(back);
+  sparge_attn_plan_destroy(plan);
+  sparge_attn_plan_destroy(nhdPlan);
+}
+
 int main(void) {
   testStructSizes();
   testVersion();
@@ -275,6 +345,7 @@ int main(void) {
   testRunChecks();
   testAgainstOracle(SPARGE_ATTN_BACKEND_CPU, 1, 150, 150);
   testAgainstOracle(SPARGE_ATTN_BACKEND_CPU, 0, 100, 300);
+  testOutputsAndLayouts();
   if (failures) fprintf(stderr, "%d check(s) failed\n", failures);
   else printf("all C API checks passed (CUDA devices: %d)\n", sparge_attn_cuda_device_count());
   return failures ? 1 : 0;

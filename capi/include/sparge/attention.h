@@ -8,9 +8,8 @@
  * wrong, in words, for the calling thread.
  *
  * ABI rules: functions take plain C types and opaque handles; every struct starts with `struct_size`, which
- * the caller sets to sizeof(the struct) as its header declares it (`sparge_attn_outputs out = {sizeof out};`
- * zeroes the rest; sparge_attn_problem_init sets a problem's defaults), so that later versions can append
- * fields. The library accepts a struct from an older header (its missing fields take
+ * the caller sets to sizeof(the struct) as its header declares it (zero the struct, then set struct_size;
+ * sparge_attn_problem_init sets a problem's defaults), so that later versions can append fields. The library accepts a struct from an older header (its missing fields take
  * their defaults) and refuses one from a newer header whose unknown fields are not zero. */
 #ifndef SPARGE_ATTENTION_H
 #define SPARGE_ATTENTION_H
