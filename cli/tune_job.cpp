@@ -468,6 +468,7 @@ class TuneJobRunner {
   size_t write(const core::TuneResult& r, bool complete) const {
     core::ParamsFile file = core::toParamsFile(r, spec_.capturePath);
     file.complete = complete;
+    core::recordPermutation(file, spec_.permute, spec_.infos);
     if (!spec_.trace) {
       core::writeParams(spec_.output, file);
       return file.groups.size();
