@@ -3,6 +3,7 @@
 #include "sparge/core/permutation.h"
 
 #include <algorithm>
+#include <cmath>
 
 #include "sparge/core/error.h"
 
@@ -119,8 +120,23 @@ void restoreOutputOrder(EntryResult& result, const TokenPermutation& perm) {
   for (HeadResult& h : result.heads) restoreRowOrder(h.output, result.info.headDimV, perm.q);
 }
 
+TokenPermutation appliedPermutation(const EntryInfo& info) {
+  EntryInfo captured = info;
+  captured.permutation = Permutation::None;
+  return tokenPermutation(captured, info.permutation, "token order");
+}
+
 std::vector<float> blockMapInCaptureOrder(const std::vector<uint8_t>& map, int nq, int nk, const Geometry& g,
                                           int64_t tokensQ, int64_t tokensKV, const TokenPermutation& perm) {
+  std::vector<float> values(map.begin(), map.end());
+  std::vector<float> out = blockValuesInCaptureOrder(values, nq, nk, g, tokensQ, tokensKV, perm);
+  for (float& v : out) v = std::min(1.0f, v);  // rounding of the shares must not pass 1
+  return out;
+}
+
+std::vector<float> blockValuesInCaptureOrder(const std::vector<float>& map, int nq, int nk, const Geometry& g,
+                                             int64_t tokensQ, int64_t tokensKV,
+                                             const TokenPermutation& perm) {
   if (map.size() != size_t(nq) * size_t(nk) || ceilDiv(tokensQ, g.blockQ) != nq ||
       ceilDiv(tokensKV, g.blockK) != nk)
     throw Error("block map", "the map does not match the entry's tokens and tile geometry");
@@ -134,14 +150,15 @@ std::vector<float> blockMapInCaptureOrder(const std::vector<uint8_t>& map, int n
       const float s = sq[size_t(r) * nq + i];
       if (s == 0.0f) continue;
       for (int j = 0; j < nk; ++j)
-        if (map[size_t(i) * nk + j]) rowsMapped[size_t(r) * nk + j] += s;
+        if (const float m = map[size_t(i) * nk + j]; std::isfinite(m))
+          rowsMapped[size_t(r) * nk + j] += s * m;
     }
   std::vector<float> out(size_t(nq) * size_t(nk), 0.0f);
   for (int r = 0; r < nq; ++r)
     for (int c = 0; c < nk; ++c) {
       float v = 0.0f;
       for (int j = 0; j < nk; ++j) v += rowsMapped[size_t(r) * nk + j] * sk[size_t(c) * nk + j];
-      out[size_t(r) * nk + c] = std::min(1.0f, v);
+      out[size_t(r) * nk + c] = v;
     }
   return out;
 }

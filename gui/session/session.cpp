@@ -184,11 +184,10 @@ void Session::openEntryData(std::shared_ptr<const core::EntryData> entry) {
   reset(ResetScope::Capture);
   auto backend = core_.backend;
   uint64_t epoch = core_.epoch;
-  core_.submit(JobKind::Load, [this, backend, entry, epoch](const core::CancelFlag&) {
+  core_.submit(JobKind::Load, [this, backend, entry, epoch, order = permutation_](const core::CancelFlag&) {
     backend->reader.reset();
-    backend->entry = entry;
-    backend->ensureEngine().setEntry(entry);
-    core_.post([this, info = entry->info, epoch] { onEntryLoaded(info, {}, epoch); });
+    adoptOrder(entry, order);
+    core_.post([this, info = backend->entry->info, epoch] { onEntryLoaded(info, {}, epoch); });
   });
 }
 
@@ -213,19 +212,18 @@ void Session::selectEntry(const std::string& name) {
 void Session::submitLoad(const std::string& name) {
   auto backend = core_.backend;
   uint64_t epoch = core_.epoch;
-  core_.submit(JobKind::Load, [this, backend, name, epoch](const core::CancelFlag&) {
+  core_.submit(JobKind::Load, [this, backend, name, epoch, order = permutation_](const core::CancelFlag&) {
     if (!backend->reader) throw Error("load", "no capture open");
     std::vector<core::NonFiniteReport> nonFinite;
     auto entry = std::make_shared<core::EntryData>(core::loadEntry(*backend->reader, name, &nonFinite));
-    backend->entry = entry;
-    backend->ensureEngine().setEntry(entry);
+    adoptOrder(entry, order);
     std::vector<std::string> warnings;
     for (const auto& nf : nonFinite) {
       warnings.push_back(name + ": " + core::toString(nf.tensor) + " batch " + std::to_string(nf.batch) +
                          " head " + std::to_string(nf.head) + " holds " + std::to_string(nf.count) +
                          " NaN/Inf values");
     }
-    core_.post([this, info = entry->info, warnings, epoch] { onEntryLoaded(info, warnings, epoch); });
+    core_.post([this, info = backend->entry->info, warnings, epoch] { onEntryLoaded(info, warnings, epoch); });
   });
 }
 

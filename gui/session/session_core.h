@@ -14,6 +14,7 @@
 
 #include "sparge/core/capture.h"
 #include "sparge/core/engine.h"
+#include "sparge/core/permutation.h"
 #include "sparge/kernels/engine_factory.h"
 #include "worker.h"
 
@@ -96,7 +97,8 @@ struct Backend {
   std::unique_ptr<core::Engine> engine;
   std::unique_ptr<core::Engine> overviewEngine;  // walks the entries without evicting `engine`'s caches
   std::unique_ptr<core::CaptureReader> reader;
-  std::shared_ptr<const core::EntryData> entry;
+  std::shared_ptr<const core::EntryData> entry;  // what the engine holds: the entry in the chosen token order
+  std::unique_ptr<core::PermutedEntries> orders;  // the loaded entry's token orders, each built once
 
   core::Engine& ensureEngine();
   core::Engine& ensureOverviewEngine();

@@ -32,6 +32,9 @@ std::string permutationProblem(const EntryInfo& info, Permutation p);
 // The permutation of `info`'s tokens. Throws sparge::Error(where, permutationProblem) when it cannot apply.
 TokenPermutation tokenPermutation(const EntryInfo& info, Permutation p, const std::string& where);
 
+// The permutation that made an entry with this info (info.permutation; empty vectors for None).
+TokenPermutation appliedPermutation(const EntryInfo& info);
+
 // `entry` with its Q, K, V rows in the order of `p` (info.permutation records it); the same object for None.
 // Throws sparge::Error like tokenPermutation.
 std::shared_ptr<const EntryData> permuteEntry(std::shared_ptr<const EntryData> entry, Permutation p,
@@ -62,5 +65,10 @@ void restoreOutputOrder(EntryResult& result, const TokenPermutation& perm);
 // why the result is a fraction, computed at token granularity.
 std::vector<float> blockMapInCaptureOrder(const std::vector<uint8_t>& map, int nq, int nk, const Geometry& g,
                                           int64_t tokensQ, int64_t tokensKV, const TokenPermutation& perm);
+// The same for per-block values (a heat map): each capture-order cell holds the mean over its token pairs of
+// the value of the permuted block each pair lies in (non-finite values count as 0).
+std::vector<float> blockValuesInCaptureOrder(const std::vector<float>& values, int nq, int nk,
+                                             const Geometry& g, int64_t tokensQ, int64_t tokensKV,
+                                             const TokenPermutation& perm);
 
 }  // namespace sparge::core
