@@ -18,6 +18,7 @@ Session::Session(EngineFactory factory)
       profiling_(core_, runs_),
       overview_(core_, runs_, tuning_),
       curves_(core_, runs_),
+      orderCurves_(core_, runs_),
       files_(core_, runs_, tuning_) {
   core_.backend->factory = std::move(factory);
   worker_.setErrorSink([this](const std::string& key, const std::string& message) {
@@ -25,6 +26,7 @@ Session::Session(EngineFactory factory)
       // Tuning and profiling own the progress bar; a failed sweep stops showing as running.
       if (kind == JobKind::Tune || kind == JobKind::Profile) core_.progress = Progress{};
       if (kind == JobKind::Curves) curves_.cancel();
+      if (kind == JobKind::OrderCurves) orderCurves_.cancel();
       core_.messages.pushError(message);
     });
   });
@@ -96,6 +98,8 @@ std::string Session::activity() const {
       return "filling the overview";
     case JobKind::Curves:
       return "sweeping curves";
+    case JobKind::OrderCurves:
+      return "sweeping curves in each token order";
   }
   return {};
 }
@@ -145,6 +149,7 @@ void Session::reset(ResetScope scope) {
   profiling_.reset(scope);
   overview_.reset(scope);
   curves_.reset(scope);
+  orderCurves_.reset(scope);
   if (scope == ResetScope::Capture) core_.messages.setWarnings({});
 }
 

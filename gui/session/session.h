@@ -11,6 +11,7 @@
 #include "curves.h"
 #include "file_controller.h"
 #include "metrics.h"
+#include "order_curves.h"
 #include "overview.h"
 #include "profile_controller.h"
 #include "run_controller.h"
@@ -66,6 +67,8 @@ class Session {
   const OverviewController& overview() const { return overview_; }
   CurveController& curves() { return curves_; }
   const CurveController& curves() const { return curves_; }
+  OrderCurveController& orderCurves() { return orderCurves_; }
+  const OrderCurveController& orderCurves() const { return orderCurves_; }
   FileController& files() { return files_; }
 
   // ---- per frame (UI thread) ----
@@ -103,6 +106,7 @@ class Session {
   ProfileController profiling_;
   OverviewController overview_;
   CurveController curves_;
+  OrderCurveController orderCurves_;
   FileController files_;
   bool followDeviceTarget_ = false;
   core::Permutation permutation_ = core::Permutation::None;

@@ -8,7 +8,7 @@
 namespace sparge::gui {
 
 namespace {
-constexpr std::array<std::pair<JobKind, const char*>, 9> kJobKeys = {{{JobKind::Engine, "engine"},
+constexpr std::array<std::pair<JobKind, const char*>, 10> kJobKeys = {{{JobKind::Engine, "engine"},
                                                                       {JobKind::Open, "open"},
                                                                       {JobKind::Load, "load"},
                                                                       {JobKind::Run, "run"},
@@ -16,7 +16,8 @@ constexpr std::array<std::pair<JobKind, const char*>, 9> kJobKeys = {{{JobKind::
                                                                       {JobKind::Profile, "profile"},
                                                                       {JobKind::Export, "export"},
                                                                       {JobKind::Overview, "overview"},
-                                                                      {JobKind::Curves, "curves"}}};
+                                                                      {JobKind::Curves, "curves"},
+                                                                      {JobKind::OrderCurves, "order-curves"}}};
 }  // namespace
 
 std::string jobKey(JobKind kind, const std::string& tag) {

@@ -8,6 +8,7 @@
 
 #include "sparge/core/parallel.h"
 #include "sparge/core/stage1.h"
+#include "capture_order.h"
 #include "views/capture_browser.h"
 #include "widgets/colorbar.h"
 #include "widgets/ui_util.h"
@@ -54,19 +55,29 @@ void rowStrip(const char* id, const HeatmapHover& ref, const std::vector<float>&
 }
 }  // namespace
 
-void HeadDetail::sync(const core::HeadResult& h, uint64_t generation) {
+void HeadDetail::sync(const core::HeadResult& h, uint64_t generation, const core::EntryResult& r,
+                      const core::TokenPermutation* captureOrder) {
   HeadRef ref{h.batch, h.head};
-  if (generation == syncedGeneration_ && ref == syncedHead_) return;
+  const bool mapped = captureOrder != nullptr;
+  if (generation == syncedGeneration_ && ref == syncedHead_ && mapped == syncedCaptureOrder_) return;
+  syncedCaptureOrder_ = mapped;
   if (!(ref == syncedHead_) && (h.nq != tex_[0].rows() || h.nk != tex_[0].cols())) zoom_.reset();
   syncedGeneration_ = generation;
   syncedHead_ = ref;
   // The layers are coloured on several threads; GL uploads stay on this one.
   core::parallelFor(kPanels, colouringThreads(),
-                    [&](int64_t k) { renderHeadLayer(h, kLayers[k], scratch_[k], &vmin_[k], &vmax_[k]); });
+                    [&](int64_t k) {
+                      if (mapped)
+                        renderHeadLayerInCaptureOrder(h, kLayers[k], r.info, r.config.geometry, *captureOrder,
+                                                      scratch_[k], &vmin_[k], &vmax_[k]);
+                      else
+                        renderHeadLayer(h, kLayers[k], scratch_[k], &vmin_[k], &vmax_[k]);
+                    });
   for (int k = 0; k < kPanels; ++k) {
-    // Versions only need to differ between uploads; the generation and head identify the data.
+    // Versions only need to differ between uploads; the generation, head and order identify the data.
     tex_[k].update(
-        (generation << 20) ^ (static_cast<uint64_t>(h.batch) << 12) ^ static_cast<uint64_t>(h.head),
+        (generation << 20) ^ (static_cast<uint64_t>(h.batch) << 12) ^ static_cast<uint64_t>(h.head) ^
+            (mapped ? uint64_t(1) << 11 : 0),
         scratch_[k].data(), h.nk, h.nq);
   }
 }
@@ -210,7 +221,14 @@ void HeadDetail::draw(Session& s, UiState& ui) {
     ImGui::TextDisabled(s.busy() ? "Running..." : "No result for this head yet.");
     return;
   }
-  sync(*h, s.runs().mapsGeneration());
+  // A permuted run's maps in the capture's order (the toggle in the Controls); its permutation is cached
+  // per run.
+  const bool mapped = ui.captureOrder && r->info.permutation != core::Permutation::None;
+  if (mapped && capturePermOf_ != r) {
+    capturePerm_ = core::appliedPermutation(r->info);
+    capturePermOf_ = r;
+  }
+  sync(*h, s.runs().mapsGeneration(), *r, mapped ? &capturePerm_ : nullptr);
 
   drawHeadline(s, *h);
   if (zoom_.zoom > 1.001f) {
@@ -240,7 +258,11 @@ void HeadDetail::draw(Session& s, UiState& ui) {
       int k = row * 2 + c;
       ImGui::SetCursorPos(ImVec2(rowStart.x + c * (colW + style.ItemSpacing.x), rowStart.y));
       ImGui::BeginGroup();
-      ImGui::TextUnformatted(headLayerLabel(kLayers[k]));
+      if (mapped)
+        ImGui::Text("%s, capture order: %s", headLayerLabel(kLayers[k]),
+                    k < 2 ? "fraction of token pairs" : "mean over token pairs");
+      else
+        ImGui::TextUnformatted(headLayerLabel(kLayers[k]));
       char id[16];
       std::snprintf(id, sizeof id, "##panel%d", k);
       HeatmapHover hv =
@@ -251,7 +273,10 @@ void HeadDetail::draw(Session& s, UiState& ui) {
         newHoverCol = hv.col;
         tooltip(s, *h, hv.row, hv.col);
       }
-      if (headLayerIsContinuous(kLayers[k])) {
+      if (mapped) {
+        drawColorbar(kLayers[k] == HeadLayer::DroppedMass ? Colormap::Inferno : Colormap::Viridis, vmin_[k],
+                     vmax_[k], std::min(colW, ImGui::GetFontSize() * 22));
+      } else if (headLayerIsContinuous(kLayers[k])) {
         drawColorbar(kLayers[k] == HeadLayer::DroppedMass ? Colormap::Inferno : Colormap::Viridis, vmin_[k],
                      vmax_[k], std::min(colW, ImGui::GetFontSize() * 22));
       }
@@ -276,7 +301,6 @@ void HeadDetail::draw(Session& s, UiState& ui) {
   }
   hoverRow_ = newHoverRow;
   hoverCol_ = newHoverCol;
-  (void)ui;
 }
 
 }  // namespace sparge::gui
