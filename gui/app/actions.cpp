@@ -73,7 +73,8 @@ void validateArgument(const Action& a) {
       if (!parseScope(a.arg)) throw Error(where, "expected head, entry or all");
       break;
     case CommandId::SweepHead:
-      if (a.arg != "head" && a.arg != "all" && a.arg != "orders") throw Error(where, "expected head, all or orders");
+      if (a.arg != "head" && a.arg != "all" && a.arg != "orders")
+        throw Error(where, "expected head, all or orders");
       break;
     case CommandId::Permute:
       try {
@@ -373,7 +374,8 @@ void ActionRunner::checkView(const Action& a) {
 void ActionRunner::checkSweep(const Action& a) {
   if (a.arg == "orders") {
     auto o = session_.orderCurves().data();
-    if (!o || o->done != o->total || session_.orderCurves().running()) return fail(a, "the sweep did not finish");
+    if (!o || o->done != o->total || session_.orderCurves().running())
+      return fail(a, "the sweep did not finish");
     if (o->orders.empty()) return fail(a, "no token order applies to the entry");
     return;
   }

@@ -35,7 +35,8 @@ void renderHeadLayerInCaptureOrder(const core::HeadResult& h, HeadLayer layer, c
   }
   const std::vector<float> mapped =
       core::blockValuesInCaptureOrder(values, h.nq, h.nk, g, info.tokensQ, info.tokensKV, perm);
-  const bool fraction = layer == HeadLayer::Mask || layer == HeadLayer::PvSkipped || layer == HeadLayer::Combined;
+  const bool fraction =
+      layer == HeadLayer::Mask || layer == HeadLayer::PvSkipped || layer == HeadLayer::Combined;
   if (!fraction) {
     *vmax = 0;
     for (float v : mapped) *vmax = std::max(*vmax, std::isfinite(v) ? v : 0.0f);

@@ -30,7 +30,8 @@ void OrderCurveController::sweep(int points) {
   const core::HeadParams& own = set->config.forHead(set->head);
   set->grid = defaultGrid(own.mode, own.theta, points);
   const size_t n = set->grid.thetas.size() * set->grid.sels.size();
-  for (core::Permutation p : {core::Permutation::None, core::Permutation::TimeMajor, core::Permutation::Hilbert})
+  for (core::Permutation p :
+       {core::Permutation::None, core::Permutation::TimeMajor, core::Permutation::Hilbert})
     if (core::permutationProblem(*captured, p).empty())
       set->orders.push_back(OrderCurves{p, std::vector<CurvePoint>(n), {}});
   set->total = n * set->orders.size();
@@ -49,7 +50,8 @@ void OrderCurveController::sweep(int points) {
   // Order-major, so that the second engine changes its entry once per order.
   job->work = [backend, base = set->config, grid = set->grid, orders, head = set->head, name = set->entry, n](
                   size_t k, const core::CancelFlag& cancel) {
-    if (!backend->orders || backend->orders->base()->info.name != name) throw Error("curves", "the entry changed");
+    if (!backend->orders || backend->orders->base()->info.name != name)
+      throw Error("curves", "the entry changed");
     const std::shared_ptr<const core::EntryData> entry = backend->orders->get(orders[k / n], "token order");
     core::Engine& engine = backend->ensureOverviewEngine();
     if (engine.entry() != entry) engine.setEntry(entry);

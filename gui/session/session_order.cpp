@@ -1,5 +1,6 @@
 // The session's token order (docs/permutation.md): choosing it, and putting the loaded entry in it.
 #include "session.h"
+#include "sparge/core/error.h"
 
 namespace sparge::gui {
 
@@ -38,7 +39,7 @@ void Session::setPermutation(core::Permutation p) {
   auto backend = core_.backend;
   const uint64_t epoch = core_.epoch;
   core_.submit(JobKind::Load, [this, backend, p, epoch](const core::CancelFlag&) {
-    if (!backend->orders) throw Error("token order", "no entry loaded");
+    if (!backend->orders) throw sparge::Error("token order", "no entry loaded");
     adoptOrder(backend->orders->base(), p);
     core_.post([this, info = backend->entry->info, epoch] { onEntryLoaded(info, {}, epoch); });
   });

@@ -16,8 +16,8 @@ void ControlsView::drawTokenOrder(Session& s, UiState& ui) {
   ImGui::SetNextItemWidth(ImGui::GetFontSize() * 8);
   const core::Permutation current = s.permutation();
   if (ImGui::BeginCombo("token order", core::toString(current))) {
-    for (core::Permutation p : {core::Permutation::None, core::Permutation::RowMajor, core::Permutation::TimeMajor,
-                                core::Permutation::Hilbert}) {
+    for (core::Permutation p : {core::Permutation::None, core::Permutation::RowMajor,
+                                core::Permutation::TimeMajor, core::Permutation::Hilbert}) {
       const std::string problem = s.permutationProblem(p);
       ImGui::BeginDisabled(!problem.empty());
       if (ImGui::Selectable(core::toString(p), p == current)) s.setPermutation(p);
@@ -34,14 +34,16 @@ void ControlsView::drawTokenOrder(Session& s, UiState& ui) {
                  "that a block holds neighbouring patches.")
                     .c_str());
   else
-    itemTooltip("Only entries with a token grid (image / video tokens; sparge annotate --grid) can be permuted.");
-  ImGui::SameLine();
+    itemTooltip(
+        "Only entries with a token grid (image / video tokens; sparge annotate --grid) can be permuted.");
   ImGui::BeginDisabled(!info || info->permutation == core::Permutation::None);
-  ImGui::Checkbox("capture order", &ui.captureOrder);
+  ImGui::Checkbox("head detail in the capture's token order", &ui.captureOrder);
   ImGui::EndDisabled();
   itemTooltip(
-      "Head detail in the capture's token order instead of the permuted order the kernel walks. A permuted block "
-      "does not map onto one block of the capture, so each cell shows the fraction of its token pairs that lie "
+      "Head detail in the capture's token order instead of the permuted order the kernel walks. A permuted "
+      "block "
+      "does not map onto one block of the capture, so each cell shows the fraction of its token pairs that "
+      "lie "
       "in computed blocks (or their mean value), computed token by token.");
 }
 

@@ -48,20 +48,25 @@ void CurvesView::drawOrderPlot(Session& s, ImVec2 size) {
     return;
   }
   const double l1 = s.tuning().budget().l1;
-  ImGui::Text("Head %lld of %s, in each token order: the Pareto front over \xce\xb8 of deployed L1 against total "
-              "sparsity (%zu/%zu points%s)",
-              (long long)d->head, d->entry.c_str(), d->done, d->total, s.orderCurves().running() ? ", sweeping" : "");
+  ImGui::Text(
+      "Head %lld of %s, each token order's front over \xce\xb8 (%zu/%zu points%s). Sparsest within l1:",
+      (long long)d->head, d->entry.c_str(), d->done, d->total, s.orderCurves().running() ? ", sweeping" : "");
+  bool first = true;
   for (const OrderCurves& o : d->orders) {
     const double best = sparsestWithin(o, l1);
     char text[64] = "-";
     if (best >= 0) std::snprintf(text, sizeof text, "%.1f %%", 100 * best);
-    ImGui::SameLine();
-    ImGui::TextColored(ImGui::ColorConvertU32ToFloat4(orderColor(o.order)), "  %s: %s", core::toString(o.order), text);
+    if (!first) ImGui::SameLine();
+    first = false;
+    ImGui::TextColored(ImGui::ColorConvertU32ToFloat4(orderColor(o.order)), "  %s: %s",
+                       core::toString(o.order), text);
   }
   itemTooltip("The sparsest point of each order whose L1 is below the budget l1.");
-  double yHi = l1 * 2;
+  // Up to four budgets high: the fronts' ends at high sparsity leave the plot rather than flatten it.
+  double yHi = 0;
   for (const OrderCurves& o : d->orders)
     for (size_t i : o.pareto) yHi = std::max(yHi, o.points[i].figures.error.l1());
+  yHi = std::clamp(yHi, l1 * 1.5, l1 * 4);
   PlotLabels labels;
   labels.x = "total sparsity";
   labels.y = "L1 (deployed)";

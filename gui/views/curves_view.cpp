@@ -106,8 +106,9 @@ void CurvesView::drawToolbar(Session& s) {
   ImGui::BeginDisabled(!captured || !captured->grid);
   ImGui::RadioButton("token orders", &multiples_, 2);
   ImGui::EndDisabled();
-  itemTooltip("The selected head's Pareto front in each token order its grid allows (none, timemajor, "
-              "hilbert), overlaid; entries with a token grid only.");
+  itemTooltip(
+      "The selected head's Pareto front in each token order its grid allows (none, timemajor, "
+      "hilbert), overlaid; entries with a token grid only.");
   ImGui::SameLine();
   ImGui::SetNextItemWidth(ImGui::GetFontSize() * 6);
   ImGui::SliderInt("##points", &points_, 6, 200, "%d per \xce\xb8");

@@ -5,10 +5,11 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <string>
 
+#include "capture_order.h"
 #include "sparge/core/parallel.h"
 #include "sparge/core/stage1.h"
-#include "capture_order.h"
 #include "views/capture_browser.h"
 #include "widgets/colorbar.h"
 #include "widgets/ui_util.h"
@@ -65,20 +66,18 @@ void HeadDetail::sync(const core::HeadResult& h, uint64_t generation, const core
   syncedGeneration_ = generation;
   syncedHead_ = ref;
   // The layers are coloured on several threads; GL uploads stay on this one.
-  core::parallelFor(kPanels, colouringThreads(),
-                    [&](int64_t k) {
-                      if (mapped)
-                        renderHeadLayerInCaptureOrder(h, kLayers[k], r.info, r.config.geometry, *captureOrder,
-                                                      scratch_[k], &vmin_[k], &vmax_[k]);
-                      else
-                        renderHeadLayer(h, kLayers[k], scratch_[k], &vmin_[k], &vmax_[k]);
-                    });
+  core::parallelFor(kPanels, colouringThreads(), [&](int64_t k) {
+    if (mapped)
+      renderHeadLayerInCaptureOrder(h, kLayers[k], r.info, r.config.geometry, *captureOrder, scratch_[k],
+                                    &vmin_[k], &vmax_[k]);
+    else
+      renderHeadLayer(h, kLayers[k], scratch_[k], &vmin_[k], &vmax_[k]);
+  });
   for (int k = 0; k < kPanels; ++k) {
     // Versions only need to differ between uploads; the generation, head and order identify the data.
-    tex_[k].update(
-        (generation << 20) ^ (static_cast<uint64_t>(h.batch) << 12) ^ static_cast<uint64_t>(h.head) ^
-            (mapped ? uint64_t(1) << 11 : 0),
-        scratch_[k].data(), h.nk, h.nq);
+    tex_[k].update((generation << 20) ^ (static_cast<uint64_t>(h.batch) << 12) ^
+                       static_cast<uint64_t>(h.head) ^ (mapped ? uint64_t(1) << 11 : 0),
+                   scratch_[k].data(), h.nk, h.nq);
   }
 }
 
@@ -208,10 +207,15 @@ void HeadDetail::draw(Session& s, UiState& ui) {
   char right[200] = "";
   if (h) {
     bool topk = h->params.mode == core::SelectMode::TopK;
-    std::snprintf(right, sizeof right, "%s\xce\xb8 %.3f  %s %.3f  \xce\xbb %g%s",
+    const core::Permutation order = r->info.permutation;
+    const std::string walked = order == core::Permutation::None ? std::string()
+                               : ui.captureOrder
+                                   ? std::string("  ") + core::toString(order) + " run, capture order"
+                                   : std::string("  tokens in ") + core::toString(order) + " order";
+    std::snprintf(right, sizeof right, "%s\xce\xb8 %.3f  %s %.3f  \xce\xbb %g%s%s",
                   h->params.dense ? "DENSE  " : "", h->params.theta, topk ? "top-k" : "\xcf\x84",
                   topk ? h->params.topk : h->params.tau, h->params.lambda,
-                  s.runs().hasOverride(h->head) ? "  (override)" : "");
+                  s.runs().hasOverride(h->head) ? "  (override)" : "", walked.c_str());
   }
   char title[96];
   std::snprintf(title, sizeof title, "Head detail: batch %lld, head %lld", (long long)sel.batch,
@@ -239,7 +243,14 @@ void HeadDetail::draw(Session& s, UiState& ui) {
   static const MaskCell legend[] = {MaskCell::Selected, MaskCell::ForcedRow, MaskCell::ForcedCol,
                                     MaskCell::Sink,     MaskCell::Diagonal,  MaskCell::PvSkipped,
                                     MaskCell::Off,      MaskCell::Invalid};
-  drawMaskLegend(legend, int(std::size(legend)));
+  if (mapped)
+    ImGui::TextWrapped(
+        "In the capture's token order: a block of the %s order is not a block of the capture, so each cell "
+        "(the same tiling) shows the fraction of its token pairs that lie in selected / PV-computed blocks, "
+        "or the mean over its pairs, counted token by token.",
+        core::toString(r->info.permutation));
+  else
+    drawMaskLegend(legend, int(std::size(legend)));
   ImVec2 avail = ImGui::GetContentRegionAvail();
   avail.y -= 2;
   const ImGuiStyle& style = ImGui::GetStyle();
@@ -259,8 +270,7 @@ void HeadDetail::draw(Session& s, UiState& ui) {
       ImGui::SetCursorPos(ImVec2(rowStart.x + c * (colW + style.ItemSpacing.x), rowStart.y));
       ImGui::BeginGroup();
       if (mapped)
-        ImGui::Text("%s, capture order: %s", headLayerLabel(kLayers[k]),
-                    k < 2 ? "fraction of token pairs" : "mean over token pairs");
+        ImGui::Text("%s, capture order", headLayerLabel(kLayers[k]));
       else
         ImGui::TextUnformatted(headLayerLabel(kLayers[k]));
       char id[16];
@@ -275,7 +285,8 @@ void HeadDetail::draw(Session& s, UiState& ui) {
       }
       if (mapped) {
         drawColorbar(kLayers[k] == HeadLayer::DroppedMass ? Colormap::Inferno : Colormap::Viridis, vmin_[k],
-                     vmax_[k], std::min(colW, ImGui::GetFontSize() * 22));
+                     vmax_[k], std::min(colW, ImGui::GetFontSize() * 22), k < 2 ? "of pairs" : nullptr,
+                     false);
       } else if (headLayerIsContinuous(kLayers[k])) {
         drawColorbar(kLayers[k] == HeadLayer::DroppedMass ? Colormap::Inferno : Colormap::Viridis, vmin_[k],
                      vmax_[k], std::min(colW, ImGui::GetFontSize() * 22));
