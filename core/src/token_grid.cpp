@@ -5,20 +5,11 @@
 #include <initializer_list>
 #include <limits>
 
+#include "enum_names.h"
 #include "sparge/core/error.h"
 
 namespace sparge::core {
 namespace {
-
-template <class Enum>
-Enum byName(const std::string& text, std::initializer_list<Enum> values, const char* what) {
-  std::string names;
-  for (Enum v : values) {
-    if (text == toString(v)) return v;
-    names += (names.empty() ? "" : ", ") + std::string(toString(v));
-  }
-  throw Error(what, "'" + text + "' is not known — use one of " + names);
-}
 
 // Grids beyond this many tokens cannot be a real sequence (and T·H·W would overflow before that).
 constexpr int64_t kMaxGridSide = int64_t(1) << 20;
@@ -38,7 +29,7 @@ const char* toString(GridTokens t) {
 }
 
 GridTokens parseGridTokens(const std::string& text) {
-  return byName(text, {GridTokens::QKV, GridTokens::Q, GridTokens::KV}, "grid tokens");
+  return parseByName(text, {GridTokens::QKV, GridTokens::Q, GridTokens::KV}, "grid tokens");
 }
 
 std::string TokenGrid::shape() const {
@@ -119,7 +110,7 @@ const char* toString(Permutation p) {
 }
 
 Permutation parsePermutation(const std::string& text) {
-  return byName(text,
+  return parseByName(text,
                 {Permutation::None, Permutation::RowMajor, Permutation::TimeMajor, Permutation::Hilbert},
                 "permutation");
 }
