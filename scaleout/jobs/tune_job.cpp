@@ -131,6 +131,11 @@ class TuneJobRunner {
     if (!spec_.resumePath.empty()) {
       resume = core::readParams(spec_.resumePath);
       dist::checkResumable(*resume, spec_.resumePath, spec_.options);
+      if (resume->permute != spec_.permute)  // its heads were tuned on other blocks
+        throw Error(spec_.resumePath, std::string("was tuned in ") + core::toString(resume->permute) +
+                                          " token order, this run uses " + core::toString(spec_.permute) +
+                                          " — pass --permute " + core::toString(resume->permute) +
+                                          " or tune anew");
       others_ = dist::otherGroups(*resume, spec_.groups);
       for (const core::TunedGroup& g : others_)
         for (const core::TunedHead& h : g.heads) resumedKeys_.insert({g.name, h.head});

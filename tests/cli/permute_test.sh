@@ -64,6 +64,8 @@ PYEOF
 assert p['groups'][0]['grid']=={'shape':[3,9,11],'offset':13,'tokens':'qkv'}, p['groups'][0].get('grid')" \
     "$WORK/p.json" || fail "params.json records the order"
   expect_exit 0 "tokens in hilbert order" -- "$SPARGE" run "$WORK/g.h5" --params "$WORK/p.json" --engine cpu --summary-only
+  expect_exit 1 "was tuned in hilbert token order" -- "$SPARGE" tune "$WORK/g.h5" --l1 0.05 --l2 0.06 --quant none \
+    --engine cpu --resume "$WORK/p.json"
   "$SPARGE" annotate "$WORK/g.h5" --entry l00 --grid 3,11,9 --grid-offset 13 >/dev/null || fail "re-annotate"
   expect_exit 1 "its blocks would hold other tokens" -- "$SPARGE" run "$WORK/g.h5" --params "$WORK/p.json" --engine cpu
   ;;
