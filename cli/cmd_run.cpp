@@ -22,9 +22,9 @@
 #include "sparge/core/exports.h"
 #include "sparge/core/names.h"
 #include "sparge/core/permutation.h"
-#include "sparge/scaleout/codec.h"
 #include "sparge/profiler/profile_entry.h"
 #include "sparge/profiler/profiler.h"
+#include "sparge/scaleout/codec.h"
 
 namespace sparge::cli {
 namespace {
@@ -220,7 +220,7 @@ struct EntryRun {
     const std::vector<int64_t>& runHeads = whole ? o.heads : heads;
     std::vector<std::string> configWarnings;
     core::RunConfig config = makeRunConfig(o, reader.entry(name), path, &configWarnings);
-    runPermutation(o, reader.entry(name), &configWarnings);  // only its notes here
+    runPermutation(o, reader.entry(name), &configWarnings);        // only its notes here
     const bool loading = firstUnit == unit && prefetched.valid();  // start() began loading it
     const LoadedEntry loaded = loading ? prefetched.get() : load(unit, runHeads, config.geometry);
     for (const auto& nf : loaded.nonFinite)

@@ -60,9 +60,10 @@ void addMethodOptions(CLI::App& cmd, RunCommandOptions& o) {
 }
 
 void addPermuteOption(CLI::App& cmd, std::string& permute) {
-  cmd.add_option("--permute", permute,
-                 "Token order of image/video entries (their `grid`) before Stage 1: none | rowmajor | timemajor | "
-                 "hilbert; undone on the output, so errors stay against the same dense reference")
+  cmd.add_option(
+         "--permute", permute,
+         "Token order of image/video entries (their `grid`) before Stage 1: none | rowmajor | timemajor | "
+         "hilbert; undone on the output, so errors stay against the same dense reference")
       ->capture_default_str();
 }
 

@@ -89,7 +89,8 @@ std::string masksImage(const std::string& path, const std::vector<EntryResult>& 
     h5::writeInteger(g.get(), "causal", r.info.causal);
     writeEntryExtras(g.get(), r.info);  // window, module, kind, stack, grid, as in the capture
     // The masks are in the permuted token order Stage 1 walked (docs/permutation.md).
-    if (r.info.permutation != Permutation::None) h5::writeString(g.get(), "permute", toString(r.info.permutation));
+    if (r.info.permutation != Permutation::None)
+      h5::writeString(g.get(), "permute", toString(r.info.permutation));
     h5::writeString(g.get(), "engine", r.engine);
     writeDoubleArray(g.get(), "heads_present", present);
     if (sameParamsForAllHeads(r)) {

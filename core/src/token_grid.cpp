@@ -111,8 +111,8 @@ const char* toString(Permutation p) {
 
 Permutation parsePermutation(const std::string& text) {
   return parseByName(text,
-                {Permutation::None, Permutation::RowMajor, Permutation::TimeMajor, Permutation::Hilbert},
-                "permutation");
+                     {Permutation::None, Permutation::RowMajor, Permutation::TimeMajor, Permutation::Hilbert},
+                     "permutation");
 }
 
 std::vector<Permutation> parsePermutationList(const std::string& text, const std::string& where) {

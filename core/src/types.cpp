@@ -5,8 +5,8 @@
 #include <cctype>
 #include <initializer_list>
 
-#include "sparge/core/capture.h"
 #include "enum_names.h"
+#include "sparge/core/capture.h"
 #include "sparge/core/error.h"
 
 namespace sparge::core {

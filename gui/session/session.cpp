@@ -228,7 +228,8 @@ void Session::submitLoad(const std::string& name) {
                          " head " + std::to_string(nf.head) + " holds " + std::to_string(nf.count) +
                          " NaN/Inf values");
     }
-    core_.post([this, info = backend->entry->info, warnings, epoch] { onEntryLoaded(info, warnings, epoch); });
+    core_.post(
+        [this, info = backend->entry->info, warnings, epoch] { onEntryLoaded(info, warnings, epoch); });
   });
 }
 
