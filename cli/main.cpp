@@ -41,6 +41,8 @@ int runCommand(int argc, char** argv, int rank, bool& escaped) {
   registerSynth(app, action);
   registerTune(app, action);
   registerBench(app, action);
+  registerAnnotate(app, action);
+  registerCompare(app, action);
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp& e) {

@@ -19,6 +19,7 @@ class ControlsView final : public View {
   void drawParameters(Session& s, UiState& ui);
   void drawPresets(Session& s);
   void drawRunSettings(Session& s);
+  void drawTokenOrder(Session& s, UiState& ui);  // controls_order.cpp
   void drawOverrides(Session& s);
   void drawBudget(Session& s);
   void drawTuning(Session& s);

@@ -18,6 +18,7 @@ struct UiState {
   int profileRuns = 5;          // from the saved settings (AppSettings::profileRuns), saved back on exit
   int profileWarmupMs = 0;      // warm-up by time before the profiled runs; 0: one warm-up round (saved too)
   bool screenshotMode = false;  // automation: hide volatile bits
+  bool captureOrder = false;    // head detail: maps of a permuted run shown in the capture's token order
 };
 
 // A view's id and title come from its row in the registry (views/registry.cpp), which makes every view.

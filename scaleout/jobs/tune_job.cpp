@@ -135,6 +135,11 @@ class TuneJobRunner {
     if (!spec_.resumePath.empty()) {
       resume = core::readParams(spec_.resumePath);
       checkResumable(*resume, spec_.resumePath, spec_.options);
+      if (resume->permute != spec_.permute)  // its heads were tuned on other blocks
+        throw Error(spec_.resumePath, std::string("was tuned in ") + core::toString(resume->permute) +
+                                          " token order, this run uses " + core::toString(spec_.permute) +
+                                          " — pass --permute " + core::toString(resume->permute) +
+                                          " or tune anew");
       others_ = otherGroups(*resume, spec_.groups);
       for (const core::TunedGroup& g : others_)
         for (const core::TunedHead& h : g.heads) resumedKeys_.insert({g.name, h.head});
@@ -454,6 +459,7 @@ class TuneJobRunner {
   size_t write(const core::TuneResult& r, bool complete) const {
     core::ParamsFile file = core::toParamsFile(r, spec_.capturePath);
     file.complete = complete;
+    core::recordPermutation(file, spec_.permute, spec_.infos);
     if (!spec_.trace) {
       core::writeParams(spec_.output, file);
       return file.groups.size();

@@ -30,6 +30,7 @@ struct TuneJobSpec {
   int threads = 0;
   const std::atomic<bool>* interrupt = nullptr;  // set by Ctrl-C or SIGTERM
   std::function<void()> checkOutputs;            // rank 0, before any work: throws when -o is unusable
+  core::Permutation permute = core::Permutation::None;  // recorded in the file with the groups' grids
 };
 
 // Rank 0's terminal output; the command keeps its own formatting.

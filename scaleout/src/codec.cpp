@@ -9,7 +9,7 @@ namespace sparge::scaleout {
 // A field added to one of these records must be added to its WireFields below, or ranks would drop it
 // silently; these sizes make the build fail until that is done (then update the size here). A small field
 // can hide in padding (RunConfig::diagonal did): check the lists when a record changes.
-static_assert(sizeof(core::EntryInfo) == 264,
+static_assert(sizeof(core::EntryInfo) == 320,
               "EntryInfo changed: update its WireFields in scaleout/src/codec.cpp");
 static_assert(sizeof(core::HeadParams) == 48, "HeadParams changed: update WireFields in scaleout/src/codec.cpp");
 static_assert(sizeof(core::RunConfig) == 88, "RunConfig changed: update WireFields in scaleout/src/codec.cpp");
@@ -17,7 +17,7 @@ static_assert(sizeof(core::HeadResult) == 576, "HeadResult changed: update WireF
 static_assert(sizeof(core::SparsityCounts) == 56, "SparsityCounts changed: update scaleout/src/codec.cpp");
 static_assert(sizeof(core::ErrorSums) == 56, "ErrorSums changed: update WireFields in scaleout/src/codec.cpp");
 static_assert(sizeof(core::StageTimes) == 136, "StageTimes changed: update WireFields in scaleout/src/codec.cpp");
-static_assert(sizeof(core::EntryResult) == 800,
+static_assert(sizeof(core::EntryResult) == 856,
               "EntryResult changed: update WireFields in scaleout/src/codec.cpp");
 static_assert(sizeof(core::TunedGroup) == 120, "TunedGroup changed: update WireFields in scaleout/src/codec.cpp");
 static_assert(sizeof(core::TunedHead) == 312, "TunedHead changed: update WireFields in scaleout/src/codec.cpp");
@@ -43,11 +43,20 @@ struct WireFields<core::Geometry> {
 };
 
 template <>
+struct WireFields<core::TokenGrid> {
+  template <class S, class F>
+  static void visit(S& v, F&& f) {
+    f(v.frames, v.height, v.width, v.offset, v.tokens);
+  }
+};
+
+template <>
 struct WireFields<core::EntryInfo> {
   template <class S, class F>
   static void visit(S& v, F&& f) {
     f(v.name, v.batch, v.headsQ, v.headsKV, v.tokensQ, v.tokensKV, v.headDim, v.headDimV, v.dtype, v.layout,
-      v.causal, v.window, v.scale, v.scaleFromFile, v.layer, v.step, v.module, v.kind, v.stack);
+      v.causal, v.window, v.scale, v.scaleFromFile, v.layer, v.step, v.module, v.kind, v.stack, v.grid,
+      v.permutation);
   }
 };
 
