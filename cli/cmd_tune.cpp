@@ -24,10 +24,16 @@
 #include "sparge/core/error.h"
 #include "sparge/core/names.h"
 #include "sparge/core/params_io.h"
+#include "sparge/core/permutation.h"
 #include "sparge/core/tuner.h"
 #include "tune_job.h"
 
 namespace sparge::cli {
+
+using scaleout::TuneJobOutput;
+using scaleout::TuneJobSpec;
+using scaleout::jobTransport;
+using scaleout::runTuneJob;
 namespace {
 
 core::CancelFlag gCancel{false};
@@ -173,6 +179,7 @@ struct TuneCliOptions {
   std::string resume;
   bool trace = false;
   std::string maxMemory;
+  std::string permute = "none";
 };
 
 void addTuneOptions(CLI::App& cmd, TuneCliOptions& o) {
@@ -201,6 +208,7 @@ void addTuneOptions(CLI::App& cmd, TuneCliOptions& o) {
                  "only the missing ones")
       ->check(CLI::ExistingFile);
   cmd.add_flag("--trace", o.trace, "Also store every head's θ points and probe trace in the output");
+  addPermuteOption(cmd, o.permute);
 }
 
 // The tuner's options from the command line; nullopt (after a message) when a required option is missing.
@@ -231,7 +239,8 @@ std::optional<core::TuneOptions> tuneOptionsFrom(const TuneCliOptions& o, const 
 // One tuner input per entry, loading its data lazily (the job checks the memory first) and warning once
 // per entry about NaN/Inf values.
 std::vector<core::TuneInput> tuneInputs(core::CaptureReader& reader, const std::vector<std::string>& names,
-                                        const std::vector<int64_t>& heads, const std::string& path) {
+                                        const std::vector<int64_t>& heads, const std::string& path,
+                                        core::Permutation permute) {
   std::vector<core::TuneInput> inputs;
   // Loaders may run on a prefetching thread beside the main one: the set of warned entries is shared.
   struct Warned {
@@ -241,6 +250,8 @@ std::vector<core::TuneInput> tuneInputs(core::CaptureReader& reader, const std::
   auto warned = std::make_shared<Warned>();
   for (const auto& n : names) {
     const core::EntryInfo& info = reader.entry(n);  // fails early on a misspelt entry
+    if (std::string problem = core::permutationProblem(info, permute); !problem.empty())
+      throw Error("--permute", problem);
     for (int64_t h : heads)
       if (h < 0 || h >= info.headsQ)
         throw Error("--heads", "head " + std::to_string(h) + " out of range for entry " + n + " (" +
@@ -249,7 +260,7 @@ std::vector<core::TuneInput> tuneInputs(core::CaptureReader& reader, const std::
     in.name = n;
     in.layer = info.layer;
     in.headsQ = info.headsQ;
-    in.load = [&reader, n, path, warned] {
+    in.load = [&reader, n, path, warned, permute] {
       std::vector<core::NonFiniteReport> nonFinite;
       auto data = std::make_shared<core::EntryData>(core::loadEntry(reader, n, &nonFinite));
       std::lock_guard lock(warned->mutex);
@@ -259,7 +270,7 @@ std::vector<core::TuneInput> tuneInputs(core::CaptureReader& reader, const std::
                        "\nwarning: %s:/entries/%s/%s batch %lld head %lld holds %lld NaN/Inf values\n",
                        core::printable(path).c_str(), core::printable(n).c_str(), core::toString(nf.tensor),
                        (long long)nf.batch, (long long)nf.head, (long long)nf.count);
-      return std::shared_ptr<const core::EntryData>(data);
+      return core::permuteEntry(data, permute, "--permute");  // before the engine sees it
     };
     inputs.push_back(std::move(in));
   }
@@ -279,7 +290,14 @@ int runTuneCommand(const TuneCliOptions& o, const CLI::App& cmd) {
 
   TuneJobSpec spec;
   spec.capturePath = path;
-  spec.groups = core::makeGroups(tuneInputs(reader, names, o.heads, path), o.groupByLayer);
+  core::Permutation permute;
+  try {
+    permute = core::parsePermutation(o.permute);
+  } catch (const Error& e) {
+    throw Error("--permute", e.problem());
+  }
+  spec.groups = core::makeGroups(tuneInputs(reader, names, o.heads, path, permute), o.groupByLayer);
+  spec.permute = permute;
   for (const auto& n : names) spec.infos[n] = reader.entry(n);
   spec.options = opt;
   spec.output = o.out.empty() ? o.resume : o.out;
@@ -297,12 +315,15 @@ int runTuneCommand(const TuneCliOptions& o, const CLI::App& cmd) {
   ProgressPrinter progress;
   TuneJobOutput out;
   out.started = [&](const std::string& engine) {
-    std::fprintf(stderr, "tuning %zu group%s of %s with %s: deployed l1 < %g%s, %s, %s%s%s%s\n",
+    std::fprintf(stderr, "tuning %zu group%s of %s with %s: deployed l1 < %g%s, %s, %s%s%s%s%s\n",
                  spec.groups.size(), spec.groups.size() == 1 ? "" : "s", path.c_str(), engine.c_str(), opt.l1,
                  opt.tunePv ? (", l2 < " + fmtNum(opt.l2, 4)).c_str() : " (λ fixed)",
                  opt.mode == core::SelectMode::Cdf ? "τ search" : "top-k search",
                  numericsHeader(opt.geometry, opt.numerics).c_str(), opt.smoothK ? "" : ", no smooth-k",
-                 opt.sink ? ", sink" : "", opt.diagonal ? ", +diagonal blocks (extension)" : "");
+                 opt.sink ? ", sink" : "", opt.diagonal ? ", +diagonal blocks (extension)" : "",
+                 permute != core::Permutation::None
+                     ? (std::string(", tokens in ") + core::toString(permute) + " order").c_str()
+                     : "");
   };
   out.progress = [&](const core::TuneProgress& p) { progress.update(p); };
   out.clearProgress = [&] { progress.clear(); };

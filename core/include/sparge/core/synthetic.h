@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 
 #include "sparge/core/capture.h"
@@ -25,6 +26,13 @@ struct SynthSpec {
   int64_t sinkTokens = 16;  // the first tokens carry a direction every query shares
   double sharpness = 1.0;   // scales the logit gap; head h gets sharpness * (0.3 + 0.7 h / (H - 1))
   uint64_t seed = 1;
+  // With a grid (sparge synth --grid T,H,W): an image / video entry instead. Its tokens are grid.offset
+  // prompt tokens, then the grid in row-major (t, h, w) order; Q and K are smooth functions of the position
+  // plus noise, so attention is local on the grid (tokensQ, tokensKV, segment and sinkTokens are not used).
+  std::optional<TokenGrid> grid;
+  double lengthScale = 2.0;       // cells over which Q and K stay alike along h and w
+  double frameLengthScale = 1.5;  // the same along t
+  double noise = 0.5;             // noise relative to the smooth part
 };
 
 // Builds the entry in memory (values rounded to `dtype`, so writing and re-reading is exact).
