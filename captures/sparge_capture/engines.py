@@ -169,8 +169,8 @@ class SpargeAttnEngine:
 
 
 class SpargeEngine:
-    """This project's CUDA kernels, through the package sparge_attn (its PyTorch op), called like
-    reference.attention."""
+    """This project's kernels through its package sparge_attn (the C API behind a PyTorch op; CUDA, or the CPU
+    engine without a GPU), with the same per-head values as the reference engine."""
     name = "sparge"
 
     def __init__(self, device=None) -> None:
@@ -178,8 +178,8 @@ class SpargeEngine:
             import sparge_attn
         except ImportError:
             raise EngineUnavailable(
-                "engine 'sparge' runs Sparge Studio's CUDA kernels through the Python package sparge_attn, which "
-                "is not installed (it is not built yet); use engine='reference' (the same method in PyTorch) or "
+                "engine 'sparge' runs Sparge Studio's kernels through the Python package sparge_attn, which is not "
+                "installed (pip install ./python); use engine='reference' (the same method in PyTorch) or "
                 "engine='spargeattn'") from None
         self.api = sparge_attn
         self.device = device
@@ -191,11 +191,12 @@ class SpargeEngine:
         return None
 
     def run(self, call: Call, hp: HeadParams, pf: ParamsFile, measure: bool) -> EngineRun:
-        r = self.api.attention(call.q, call.k, call.v, simthreshd1=hp.theta, pvthreshd=hp.lam,
-                               is_sparse=hp.sparse, numerics=hp.numerics, geometry=pf.geometry, causal=call.causal,
-                               window=call.window, scale=call.scale, smooth_k=pf.smooth_k, sink=pf.sink,
-                               diagonal=pf.diagonal, **_selection(hp))
-        out = getattr(r, "output", r)
+        sel = {"topk": hp.topk.float()} if hp.mode == "topk" else {"cdfthreshd": hp.tau.float()}
+        out = self.api.attention(call.q, call.k, call.v, simthreshd1=hp.theta.float(),
+                                 pvthreshd=hp.lam.clamp(max=1e30).float(), is_sparse=hp.sparse.tolist(),
+                                 numerics=list(hp.numerics), geometry=pf.geometry, is_causal=call.causal,
+                                 window=call.window, scale=call.scale, smooth_k=pf.smooth_k,
+                                 attention_sink=pf.sink, diagonal=pf.diagonal, **sel)
         run = EngineRun(out.to(call.q.dtype), _predicted_counts(call, hp, pf))
         if measure:
             scale = call.scale if call.scale is not None else 1.0 / math.sqrt(call.q.shape[-1])
