@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cmath>
 #include <fstream>
+#include <map>
 #include <nlohmann/json.hpp>
 #include <set>
 #include <sstream>
@@ -12,8 +13,8 @@
 #include "input_file.h"
 #include "sparge/core/atomic_file.h"
 #include "sparge/core/error.h"
-#include "sparge/core/quant.h"
 #include "sparge/core/names.h"
+#include "sparge/core/quant.h"
 
 namespace sparge::core {
 namespace {
@@ -24,10 +25,11 @@ const char* modeName(SelectMode m) {
   return m == SelectMode::Cdf ? "cdf" : "topk";
 }
 
-json headJson(const ParamsHead& h, SelectMode mode) {
+json headJson(const ParamsHead& h, SelectMode mode, Numerics fileNumerics) {
   json j;
   j["head"] = h.head;
   j["is_sparse"] = h.isSparse;
+  if (h.numerics != fileNumerics) j["numerics"] = toString(h.numerics);
   j["simthreshd1"] = h.params.theta;
   if (mode == SelectMode::Cdf)
     j["cdfthreshd"] = h.params.tau;
@@ -40,6 +42,12 @@ json headJson(const ParamsHead& h, SelectMode mode) {
   // Not measured (a head whose final verification fell back to an earlier probe): left out.
   if (std::isfinite(h.l1Sparse)) j["l1_sparse"] = h.l1Sparse;
   if (std::isfinite(h.l1Quant)) j["l1_quant"] = h.l1Quant;
+  if (std::isfinite(h.l1QuantQk)) j["l1_quant_qk"] = h.l1QuantQk;
+  if (h.heldOut)
+    j["held_out"] = {{"inputs", h.heldOut->inputs},
+                     {"violations", h.heldOut->violations},
+                     {"max_l1", h.heldOut->maxL1},
+                     {"max_l1_entry", utf8Safe(h.heldOut->maxL1Entry)}};
   return j;
 }
 
@@ -138,12 +146,14 @@ ParamsFile toParamsFile(const TuneResult& r, const std::string& capturePath) {
   f.smoothK = r.options.smoothK;
   f.sink = r.options.sink;
   f.diagonal = r.options.diagonal;
+  f.exactFallback = r.options.exactFallback;
   f.complete = !r.cancelled;
   for (const TunedGroup& g : r.groups) {
     if (g.heads.empty()) continue;
     ParamsGroup pg;
     pg.name = g.name;
     pg.entries = g.entries;
+    pg.tunedOn = g.tunedOn;
     pg.layer = g.layer;
     pg.headsQ = g.headsQ;
     pg.complete = g.complete && int64_t(g.heads.size()) == g.headsQ;
@@ -152,11 +162,13 @@ ParamsFile toParamsFile(const TuneResult& r, const std::string& capturePath) {
       ph.head = th.head;
       ph.params = th.params;
       ph.isSparse = th.isSparse;
+      ph.numerics = th.numerics;
       ph.stage1Sparsity = th.stage1Sparsity;
       ph.totalSparsity = th.totalSparsity;
       ph.l1 = th.l1;
       ph.l1Sparse = th.l1Sparse;
       ph.l1Quant = th.l1Quant;
+      ph.l1QuantQk = th.l1QuantQk;
       pg.heads.push_back(ph);
     }
     f.groups.push_back(std::move(pg));
@@ -181,6 +193,7 @@ std::string paramsToJson(const ParamsFile& f, const TuneResult* traceSource) {
   root["smooth_k"] = f.smoothK;
   root["sink"] = f.sink;
   root["diagonal"] = f.diagonal;
+  if (f.exactFallback) root["exact_fallback"] = toString(*f.exactFallback);
   json groups = json::array();
   for (const ParamsGroup& g : f.groups) {
     json jg;
@@ -188,6 +201,12 @@ std::string paramsToJson(const ParamsFile& f, const TuneResult* traceSource) {
     jg["name"] = utf8Safe(g.name);
     jg["entries"] = json::array();
     for (const std::string& e : g.entries) jg["entries"].push_back(utf8Safe(e));
+    if (!g.tunedOn.empty()) {
+      jg["tuned_on"] = json::array();
+      for (const TunedOn& t : g.tunedOn)
+        jg["tuned_on"].push_back(
+            {{"capture", utf8Safe(t.capture)}, {"entry", utf8Safe(t.entry)}, {"digest", t.digest}});
+    }
     jg["layer"] = g.layer ? json(*g.layer) : json(nullptr);
     jg["heads_q"] = g.headsQ;
     jg["complete"] = g.complete;
@@ -197,7 +216,7 @@ std::string paramsToJson(const ParamsFile& f, const TuneResult* traceSource) {
       for (const TunedGroup& c : traceSource->groups)
         if (c.name == g.name) tg = &c;
     for (const ParamsHead& h : g.heads) {
-      json jh = headJson(h, f.mode);
+      json jh = headJson(h, f.mode, f.numerics);
       if (tg)
         if (const TunedHead* th = tg->find(h.head)) jh["trace"] = traceJson(*th);
       heads.push_back(jh);
@@ -267,14 +286,59 @@ void parseFileFields(const Reader& rd, const json& root, ParamsFile& f) {
   f.smoothK = rd.boolean(root, "", "smooth_k");
   f.sink = rd.boolean(root, "", "sink");
   if (rd.optional(root, "diagonal")) f.diagonal = rd.boolean(root, "", "diagonal");
+  if (const json* x = rd.optional(root, "exact_fallback")) {
+    try {
+      f.exactFallback = parseExactFallback(rd.string(*x, "/exact_fallback"));
+    } catch (const Error& e) {
+      rd.fail("/exact_fallback", e.problem());
+    }
+  }
+}
+
+HeldOut parseHeldOut(const Reader& rd, const json& j, const std::string& p) {
+  HeldOut h;
+  h.inputs = rd.integer(j, p, "inputs");
+  h.violations = rd.integer(j, p, "violations");
+  if (h.inputs < 0) rd.fail(p + "/inputs", "must be >= 0");
+  if (h.violations < 0 || h.violations > h.inputs) rd.fail(p + "/violations", "must be in [0, inputs]");
+  h.maxL1 = rd.number(j, p, "max_l1");
+  if (h.maxL1 < 0) rd.fail(p + "/max_l1", "must be >= 0");
+  h.maxL1Entry = rd.string(j, p, "max_l1_entry");
+  return h;
+}
+
+std::vector<TunedOn> parseTunedOn(const Reader& rd, const json& j, const std::string& p) {
+  if (!j.is_array() || j.empty()) rd.fail(p, "expected a non-empty array of {capture, entry, digest}");
+  std::vector<TunedOn> out;
+  for (size_t i = 0; i < j.size(); ++i) {
+    const std::string ip = p + "/" + std::to_string(i);
+    TunedOn t{rd.string(j[i], ip, "capture"), rd.string(j[i], ip, "entry"), rd.string(j[i], ip, "digest")};
+    if (t.entry.empty()) rd.fail(ip + "/entry", "must not be empty");
+    if (t.digest.empty()) rd.fail(ip + "/digest", "must not be empty");
+    out.push_back(std::move(t));
+  }
+  return out;
 }
 
 // One head of a group at JSON path hp; its index is checked against the group's head count.
 ParamsHead parseHead(const Reader& rd, const json& jh, const std::string& hp, const ParamsGroup& g,
-                     SelectMode mode, const std::string& source) {
+                     const ParamsFile& f, const std::string& source) {
+  const SelectMode mode = f.mode;
   if (!jh.is_object()) rd.fail(hp, "expected a JSON object");
   ParamsHead h;
   h.head = rd.integer(jh, hp, "head");
+  h.numerics = f.numerics;
+  if (const json* n = rd.optional(jh, "numerics")) {
+    try {
+      h.numerics = parseNumerics(rd.string(*n, hp + "/numerics"));
+    } catch (const Error& e) {
+      rd.fail(hp + "/numerics", e.problem());
+    }
+    // A head can only fall back from the file's numerics to exact ones.
+    if (h.numerics != f.numerics && h.numerics != Numerics::None)
+      rd.fail(hp + "/numerics", std::string("\"") + toString(h.numerics) + "\" in a file tuned in \"" +
+                                    toString(f.numerics) + "\" (a head may only differ by being \"none\")");
+  }
   if (h.head < 0 || h.head >= g.headsQ)
     rd.fail(hp + "/head",
             "head " + std::to_string(h.head) + " out of range [0, " + std::to_string(g.headsQ) + ")");
@@ -305,11 +369,13 @@ ParamsHead parseHead(const Reader& rd, const json& jh, const std::string& hp, co
   figure("l1", 0.0, 1e300, h.l1);
   figure("l1_sparse", 0.0, 1e300, h.l1Sparse);
   figure("l1_quant", 0.0, 1e300, h.l1Quant);
+  figure("l1_quant_qk", 0.0, 1e300, h.l1QuantQk);
+  if (const json* ho = rd.optional(jh, "held_out")) h.heldOut = parseHeldOut(rd, *ho, hp + "/held_out");
   validate(h.params, source + ":" + hp);
   return h;
 }
 
-ParamsGroup parseGroup(const Reader& rd, const json& jg, const std::string& gp, SelectMode mode,
+ParamsGroup parseGroup(const Reader& rd, const json& jg, const std::string& gp, const ParamsFile& f,
                        const std::string& source) {
   if (!jg.is_object()) rd.fail(gp, "expected a JSON object");
   ParamsGroup g;
@@ -320,6 +386,7 @@ ParamsGroup parseGroup(const Reader& rd, const json& jg, const std::string& gp, 
     rd.fail(gp + "/entries", "expected a non-empty array of entry names");
   for (size_t i = 0; i < entries.size(); ++i)
     g.entries.push_back(rd.string(entries[i], gp + "/entries/" + std::to_string(i)));
+  if (const json* t = rd.optional(jg, "tuned_on")) g.tunedOn = parseTunedOn(rd, *t, gp + "/tuned_on");
   if (const json* l = rd.optional(jg, "layer"); l && !l->is_null()) g.layer = rd.integer(jg, gp, "layer");
   g.headsQ = rd.integer(jg, gp, "heads_q");
   if (g.headsQ <= 0) rd.fail(gp + "/heads_q", "must be positive");
@@ -329,7 +396,7 @@ ParamsGroup parseGroup(const Reader& rd, const json& jg, const std::string& gp, 
   std::set<int64_t> seen;
   for (size_t hi = 0; hi < heads.size(); ++hi) {
     const std::string hp = gp + "/heads/" + std::to_string(hi);
-    ParamsHead h = parseHead(rd, heads[hi], hp, g, mode, source);
+    ParamsHead h = parseHead(rd, heads[hi], hp, g, f, source);
     if (!seen.insert(h.head).second) rd.fail(hp + "/head", "duplicate head " + std::to_string(h.head));
     g.heads.push_back(h);
   }
@@ -352,10 +419,21 @@ ParamsFile parseParams(const std::string& text, const std::string& source) {
   const json& groups = rd.member(root, "", "groups");
   if (!groups.is_array()) rd.fail("/groups", "expected an array");
   std::set<std::string> names;
+  std::map<std::string, std::string> groupOf;  // entry -> the group that lists it
   for (size_t gi = 0; gi < groups.size(); ++gi) {
     const std::string gp = "/groups/" + std::to_string(gi);
-    ParamsGroup g = parseGroup(rd, groups[gi], gp, f.mode, source);
+    ParamsGroup g = parseGroup(rd, groups[gi], gp, f, source);
     if (!names.insert(g.name).second) rd.fail(gp + "/name", "duplicate group name \"" + g.name + "\"");
+    // An entry in two groups would get whichever group comes first, and --resume would keep both.
+    for (size_t i = 0; i < g.entries.size(); ++i) {
+      const auto [it, fresh] = groupOf.emplace(g.entries[i], g.name);
+      if (!fresh && it->second == g.name)
+        rd.fail(gp + "/entries/" + std::to_string(i), "entry \"" + g.entries[i] + "\" is listed twice");
+      if (!fresh)
+        rd.fail(gp + "/entries/" + std::to_string(i),
+                "entry \"" + g.entries[i] + "\" is listed in group \"" + it->second + "\" and in group \"" +
+                    g.name + "\": each entry must have one set of parameters — remove one of the groups");
+    }
     f.groups.push_back(std::move(g));
   }
   return f;
@@ -418,6 +496,14 @@ std::vector<HeadParams> headParamsFor(const ParamsFile& f, const std::string& so
 void applyParams(const ParamsFile& f, const std::string& source, const EntryInfo& info, RunConfig& config,
                  std::vector<std::string>* warnings) {
   config.perHead = headParamsFor(f, source, info.name, info.layer, info.headsQ, config.defaults, warnings);
+  // headParamsFor found the group; heads it lacks run in the file's numerics like the rest.
+  config.perHeadNumerics.clear();
+  const ParamsGroup* g = findGroup(f, info.name, info.layer);
+  if (g && std::any_of(g->heads.begin(), g->heads.end(),
+                       [&](const ParamsHead& h) { return h.numerics != f.numerics; })) {
+    config.perHeadNumerics.assign(size_t(info.headsQ), f.numerics);
+    for (const ParamsHead& h : g->heads) config.perHeadNumerics[size_t(h.head)] = h.numerics;
+  }
   if (warnings) {
     if (!(config.geometry == f.geometry))
       warnings->push_back(source + ": using block geometry " + f.geometry.label() +

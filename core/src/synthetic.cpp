@@ -3,6 +3,7 @@
 // sharpness varies by head, from diffuse heads to very sparse ones.
 #include "sparge/core/synthetic.h"
 
+#include <algorithm>
 #include <cmath>
 #include <random>
 
@@ -56,12 +57,32 @@ std::vector<double> unitVector(Normal& n, int64_t d) {
   return v;
 }
 
+// K channel 0 of KV head hk becomes ±outlierValue and Q channel 0 of its query heads 0 (see SynthSpec). The
+// signs come from their own generator, so the other values are those of a capture without outliers.
+void plantOutliers(EntryData& e, const SynthSpec& s, int64_t b, int64_t hk) {
+  std::mt19937_64 signs(s.seed * 0x9E3779B97F4A7C15ull + uint64_t(b * s.headsKV + hk));
+  const int64_t d = s.headDim, group = s.headsQ / s.headsKV;
+  float* k = e.k.data() + ((b * s.headsKV + hk) * s.tokensKV) * d;
+  for (int64_t t = 0; t < s.tokensKV; ++t)
+    k[t * d] = roundTo(float((signs() & 1) ? s.outlierValue : -s.outlierValue), s.dtype);
+  for (int64_t hq = hk * group; hq < (hk + 1) * group; ++hq) {
+    float* q = e.q.data() + ((b * s.headsQ + hq) * s.tokensQ) * d;
+    for (int64_t t = 0; t < s.tokensQ; ++t) q[t * d] = 0.0f;
+  }
+}
+
 }  // namespace
 
 EntryData makeSyntheticEntry(const SynthSpec& s) {
   if (s.batch <= 0 || s.headsQ <= 0 || s.headsKV <= 0 || s.tokensQ <= 0 || s.tokensKV <= 0 ||
       s.headDim <= 0 || s.headDimV <= 0 || s.segment <= 0)
     throw Error("synthetic capture", "every dimension must be positive");
+  for (int64_t h : s.outlierKvHeads)
+    if (h < 0 || h >= s.headsKV)
+      throw Error("--outlier-heads",
+                  "KV head " + std::to_string(h) + " out of range [0, " + std::to_string(s.headsKV) + ")");
+  if (!std::isfinite(s.outlierValue) || std::fabs(s.outlierValue) > 60000)
+    throw Error("--outlier-value", "must be a finite number of magnitude <= 60000 (float16 range)");
   if (s.headsQ % s.headsKV != 0)
     throw Error("synthetic capture", "query heads (" + std::to_string(s.headsQ) +
                                          ") must be a multiple of KV heads (" + std::to_string(s.headsKV) +
@@ -112,6 +133,8 @@ EntryData makeSyntheticEntry(const SynthSpec& s) {
               float((sink ? kAmp * sinkDir[c] : kAmp * topics[t / s.segment][c]) + 0.25 * n.next()), s.dtype);
         for (int64_t c = 0; c < s.headDimV; ++c) v[t * s.headDimV + c] = roundTo(float(n.next()), s.dtype);
       }
+      if (std::find(s.outlierKvHeads.begin(), s.outlierKvHeads.end(), hk) != s.outlierKvHeads.end())
+        plantOutliers(e, s, b, hk);
     }
   return e;
 }
