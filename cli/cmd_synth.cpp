@@ -40,6 +40,13 @@ void registerSynth(CLI::App& app, Action& action) {
   cmd->add_option("--segment", o->spec.segment, "Tokens per attention segment")->capture_default_str();
   cmd->add_option("--sharpness", o->spec.sharpness, "Logit gap multiplier")->capture_default_str();
   cmd->add_option("--seed", o->spec.seed, "Random seed")->capture_default_str();
+  cmd->add_option(
+         "--outlier-heads", o->spec.outlierKvHeads,
+         "KV heads with outlier keys: K channel 0 = ±--outlier-value, Q channel 0 = 0 (exact attention "
+         "unchanged, INT8 Q·Kᵀ much worse); comma separated")
+      ->delimiter(',');
+  cmd->add_option("--outlier-value", o->spec.outlierValue, "Magnitude of the outlier keys")
+      ->capture_default_str();
   cmd->add_flag("--compress", o->compress,
                 "Gzip the tensors (random data hardly compresses; off, writing and every later read are "
                 "several times faster)");

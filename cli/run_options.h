@@ -40,6 +40,7 @@ struct RunCommandOptions {
   int threads = 0;
   std::vector<int64_t> heads;
   std::string paramsPath;
+  bool paramsAnyCapture = false;  // apply --params to inputs it was not tuned on (held-out validation)
   std::string masksPath;
   std::string reportPath;
   bool summaryOnly = false;

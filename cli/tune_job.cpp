@@ -131,6 +131,7 @@ class TuneJobRunner {
     if (!spec_.resumePath.empty()) {
       resume = core::readParams(spec_.resumePath);
       dist::checkResumable(*resume, spec_.resumePath, spec_.options);
+      if (job_.root()) checkResumeIdentity(*resume);
       others_ = dist::otherGroups(*resume, spec_.groups);
       for (const core::TunedGroup& g : others_)
         for (const core::TunedHead& h : g.heads) resumedKeys_.insert({g.name, h.head});
@@ -142,10 +143,14 @@ class TuneJobRunner {
       std::string note;
       resumed_.push_back(resume ? dist::finishedHeads(*resume, g, headsQ, &note)
                                 : std::vector<core::TunedHead>{});
+      resumedTunedOn_.push_back({});
+      if (resume && !resumed_.back().empty())
+        for (const core::ParamsGroup& pg : resume->groups)
+          if (pg.name == g.name) resumedTunedOn_.back() = pg.tunedOn;
       if (!note.empty() && job_.root()) std::fprintf(stderr, "note: %s\n", core::printable(note).c_str());
       for (const core::TunedHead& h : resumed_.back()) resumedKeys_.insert({g.name, h.head});
       dist::WorkUnit u;
-      for (const core::TuneInput& e : g.entries) u.costPerHead += dist::headCost(spec_.infos.at(e.name));
+      for (const core::TuneInput& e : g.entries) u.costPerHead += dist::headCost(spec_.infos.at(inputKey(e)));
       for (int64_t h : wanted)
         if (std::none_of(resumed_.back().begin(), resumed_.back().end(),
                          [h](const core::TunedHead& t) { return t.head == h; }))
@@ -157,6 +162,37 @@ class TuneJobRunner {
     for (const dist::Piece& p : schedule_.pieces) work += unitsOf(p);
     feed_ = startFeed(job_, schedule_, work);
     collector_ = std::make_unique<dist::UnitCollector>(schedule_.pieces, units.size());
+  }
+
+  // Heads kept from --resume must have been tuned on this run's inputs: a file tuned on another capture of
+  // the same shape would otherwise be taken whole ("2 heads kept, 0 to tune") and its budgets broken here.
+  void checkResumeIdentity(const core::ParamsFile& file) {
+    bool unrecorded = false;
+    for (const core::TuneGroupInput& g : spec_.groups) {
+      const auto pg = std::find_if(file.groups.begin(), file.groups.end(),
+                                   [&](const core::ParamsGroup& p) { return p.name == g.name; });
+      if (pg == file.groups.end() || pg->heads.empty()) continue;
+      if (pg->tunedOn.empty()) {
+        unrecorded = true;
+        continue;
+      }
+      for (const core::TuneInput& e : g.entries) {
+        const std::string digest = spec_.digestOf ? spec_.digestOf(e) : std::string();
+        if (core::identityOf(*pg, digest) == core::ParamsIdentity::Matches) continue;
+        throw Error(
+            spec_.resumePath,
+            "group \"" + core::printable(g.name) + "\" was tuned on " + core::describeTunedOn(pg->tunedOn) +
+                ", not on " + core::printable(e.capture) + ":" + core::printable(e.name) +
+                " (content digest " + digest +
+                ") — its heads cannot be kept for this input: resume with the captures it was tuned on, "
+                "or tune into a new file without --resume");
+      }
+    }
+    if (unrecorded)
+      std::fprintf(stderr,
+                   "warning: %s does not record the inputs its groups were tuned on (a file from before "
+                   "\"tuned_on\"): the heads it holds are kept unchecked\n",
+                   core::printable(spec_.resumePath).c_str());
   }
 
   // Work units of a piece: entry × head pairs.
@@ -188,17 +224,17 @@ class TuneJobRunner {
   core::TuneGroupInput traced(const core::TuneGroupInput& g, size_t heads) {
     core::TuneGroupInput copy = g;
     for (core::TuneInput& e : copy.entries)
-      e.load = [this, load = e.load, name = e.name, heads] {
+      e.load = [this, load = e.load, name = e.name, capture = e.capture, key = inputKey(e), heads] {
         currentEntry_ = name;
         const auto t0 = Clock::now();
-        std::shared_ptr<const core::EntryData> data = takePrefetched(name);
-        if (!data) data = stillLoaded(name);
+        std::shared_ptr<const core::EntryData> data = takePrefetched(key);
+        if (!data) data = stillLoaded(key);
         if (!data) {
-          checkRunMemory(spec_.capturePath, spec_.infos.at(name), spec_.options.geometry, heads);
+          checkRunMemory(capture, spec_.infos.at(key), spec_.options.geometry, heads);
           data = load();
         }
         times_.loadSeconds += secondsSince(t0);
-        lastName_ = name;
+        lastName_ = key;
         lastData_ = data;
         entryLoaded_ = true;
         prefetchNext();
@@ -234,11 +270,11 @@ class TuneJobRunner {
     const dist::Piece& first = schedule_.pieces[size_t(mine.front())];
     const core::TuneInput& in = spec_.groups[size_t(first.unit)].entries.front();
     const size_t heads = first.heads.size();
-    prefetch_ = Prefetched{in.name, std::async(std::launch::async, [this, &in, heads] {
-                             checkRunMemory(spec_.capturePath, spec_.infos.at(in.name),
-                                            spec_.options.geometry, heads);
-                             return in.load();
-                           })};
+    prefetch_ =
+        Prefetched{inputKey(in), std::async(std::launch::async, [this, &in, heads] {
+                     checkRunMemory(in.capture, spec_.infos.at(inputKey(in)), spec_.options.geometry, heads);
+                     return in.load();
+                   })};
   }
 
   // Loading takes a large share of tuning on a GPU (HDF5 reads and conversion), so the next piece's first
@@ -248,7 +284,7 @@ class TuneJobRunner {
     const core::TuneInput& in = *next_;
     next_ = nullptr;
     core::MemoryEstimate twice =
-        core::estimateRunMemory(spec_.infos.at(in.name), spec_.options.geometry, int64_t(nextHeads_));
+        core::estimateRunMemory(spec_.infos.at(inputKey(in)), spec_.options.geometry, int64_t(nextHeads_));
     twice.entryBytes *= 2;
     twice.engineBytes *= 2;
     twice.referenceBytes *= 2;
@@ -257,7 +293,7 @@ class TuneJobRunner {
     } catch (const Error&) {
       return;  // loaded when its turn comes, with the memory check that says why if it fails then
     }
-    prefetch_ = Prefetched{in.name, std::async(std::launch::async, in.load)};
+    prefetch_ = Prefetched{inputKey(in), std::async(std::launch::async, in.load)};
   }
 
   // Once the piece after `current` is known (at the start of `current`, or when rank 0's answer arrives
@@ -280,7 +316,7 @@ class TuneJobRunner {
     const core::TuneInput& in = spec_.groups[size_t(piece.unit)].entries.front();
     const std::vector<core::TuneInput>& now =
         spec_.groups[size_t(schedule_.pieces[size_t(current)].unit)].entries;
-    if (now.size() == 1 && now.front().name == in.name) return;
+    if (now.size() == 1 && inputKey(now.front()) == inputKey(in)) return;
     next_ = &in;
     nextHeads_ = piece.heads.size();
   }
@@ -418,12 +454,16 @@ class TuneJobRunner {
     core::TunedGroup g;
     g.name = in.name;
     g.layer = in.layer;
-    for (const core::TuneInput& e : in.entries) g.entries.push_back(e.name);
+    for (const core::TuneInput& e : in.entries)
+      if (std::find(g.entries.begin(), g.entries.end(), e.name) == g.entries.end())
+        g.entries.push_back(e.name);
     g.headsQ = in.entries.front().headsQ;
     g.heads = resumed_[unit];
+    g.tunedOn = resumedTunedOn_[unit];
     g.complete = whole;
     for (const std::string& p : payloads) {
       core::TunedGroup part = dist::decodeGroup(p, "tuned group " + in.name);
+      if (!part.tunedOn.empty()) g.tunedOn = part.tunedOn;
       g.heads.insert(g.heads.end(), part.heads.begin(), part.heads.end());
       g.complete = g.complete && part.complete;
       g.elapsedSeconds = std::max(g.elapsedSeconds, part.elapsedSeconds);
@@ -587,6 +627,7 @@ class TuneJobRunner {
   std::unique_ptr<dist::PieceFeed> feed_;  // this rank's pieces
   std::unique_ptr<dist::UnitCollector> collector_;
   std::vector<std::vector<core::TunedHead>> resumed_;  // per group: heads kept from --resume
+  std::vector<std::vector<core::TunedOn>> resumedTunedOn_;  // per group: the inputs of those heads
   std::vector<core::TunedGroup> others_;               // groups of the resumed file this run does not tune
   std::set<std::pair<std::string, int64_t>> resumedKeys_;  // (group, head) kept from --resume
   std::vector<core::TunedGroup> done_;                     // rank 0: handed-over groups, in order
