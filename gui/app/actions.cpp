@@ -195,6 +195,9 @@ void ActionRunner::start(const Action& a) {
     case CommandId::LoadParams:
       session_.files().importParams(a.arg);
       break;
+    case CommandId::LoadEval:
+      session_.files().loadEval(a.arg);
+      break;
     case CommandId::TuneHead:
     case CommandId::TuneCancel:
       session_.tuning().autoTune(*parseScope(a.arg));
@@ -384,6 +387,10 @@ void ActionRunner::finish(const Action& a) {
       break;
     case CommandId::LoadParams:
       checkLoadedParams(a);
+      break;
+    case CommandId::LoadEval:
+      if (!session_.checks().eval() || session_.checks().evalPath() != a.arg)
+        fail(a, "the evaluation report was not loaded");
       break;
     case CommandId::TuneHead:
       checkTune(a);

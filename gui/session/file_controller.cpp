@@ -148,10 +148,30 @@ void FileController::importParams(const std::string& path) {
     core::RunConfig config = runs_.config();
     std::vector<std::string> warnings;
     core::applyParams(file, path, *info, config, &warnings);
+    // Exploring transfer is what the GUI is for: foreign parameters are applied, and said to be.
+    const std::string identity =
+        core::checkParamsIdentity(file, path, *info, core_.capture.path, core_.capture.entryDigest, true);
+    if (!identity.empty()) warnings.push_back(identity);
     for (auto& w : warnings) core_.messages.addNotice(w);
     runs_.applyConfig(config);
-    tuning_.store(info->name, runs_.config().perHead);
+    tuning_.store(info->name, runs_.config().perHead, exactHeadsOf(runs_.config()));
+    core_.checks.setParams(path, std::move(file));
     core_.messages.addNotice("loaded parameters from " + path);
+  } catch (const std::exception& e) {
+    core_.messages.pushError(e.what());
+    return;
+  }
+  const std::string beside = evalReportBeside(path);
+  std::error_code ec;
+  if (std::filesystem::is_regular_file(beside, ec)) loadEval(beside);
+}
+
+void FileController::loadEval(const std::string& path) {
+  try {
+    EvalReport report = readEvalReport(path);
+    const std::string line = report.summary.line;
+    core_.checks.setEval(path, std::move(report));
+    core_.messages.addNotice("evaluation " + path + ": " + line);
   } catch (const std::exception& e) {
     core_.messages.pushError(e.what());
   }

@@ -60,6 +60,8 @@ class Session {
   CurveController& curves() { return curves_; }
   const CurveController& curves() const { return curves_; }
   FileController& files() { return files_; }
+  // The loaded parameter file and evaluation report, as marks per head.
+  const ChecksModel& checks() const { return core_.checks; }
 
   // ---- per frame (UI thread) ----
   // Applies what the worker finished since the last call. Returns true when anything changed.
@@ -81,7 +83,8 @@ class Session {
   void startEngine();
   void adoptDeviceTarget();
   void submitLoad(const std::string& name);
-  void onEntryLoaded(const core::EntryInfo& info, std::vector<std::string> warnings, uint64_t epoch);
+  void onEntryLoaded(const core::EntryInfo& info, const std::string& digest,
+                     std::vector<std::string> warnings, uint64_t epoch);
   // The one reset: what a new capture (or a new entry) invalidates, in every controller.
   void reset(ResetScope scope);
 
