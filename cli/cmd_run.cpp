@@ -23,7 +23,7 @@
 #include "sparge/core/exports.h"
 #include "sparge/core/names.h"
 #include "sparge/core/params_io.h"
-#include "sparge/dist/codec.h"
+#include "sparge/scaleout/codec.h"
 #include "sparge/profiler/profile_entry.h"
 #include "sparge/profiler/profiler.h"
 
