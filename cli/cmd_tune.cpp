@@ -134,7 +134,7 @@ void printQuantNotes(const core::TunedGroup& g, const core::TuneOptions& o) {
     std::string item = std::to_string(h.head) + " (" + fmtNum(h.l1Quant, 3);
     if (std::isfinite(h.l1QuantQk)) item += ", INT8 Q·Kᵀ alone " + fmtNum(h.l1QuantQk, 3);
     item += ")";
-    std::string& list = h.numerics == core::Numerics::None ? exact : over;
+    std::string& list = h.exact ? exact : over;
     list += (list.empty() ? "" : ", ") + item;
   }
   const char* numerics = core::toString(o.numerics);
@@ -171,9 +171,9 @@ void printGroup(const core::TunedGroup& g, const core::TuneOptions& o) {
     const auto& p = h.params;
     const std::string lambda = p.lambda >= core::kNoPvSkipLambda ? "off" : fmtNum(p.lambda, 2);
     t.row({std::to_string(h.head), fmtNum(p.theta, 4), fmtNum(cdf ? p.tau : p.topk, 4), lambda,
-           h.isSparse ? "yes" : "dense", core::toString(h.numerics), fmtPct(h.stage1Sparsity),
-           fmtPct(h.totalSparsity), fmtNum(h.l1, 5), split(h.l1Sparse), split(h.l1Quant), split(h.l1QuantQk),
-           std::to_string(h.probes)});
+           h.isSparse ? "yes" : "dense", core::toString(h.exact ? core::Numerics::None : o.numerics),
+           fmtPct(h.stage1Sparsity), fmtPct(h.totalSparsity), fmtNum(h.l1, 5), split(h.l1Sparse),
+           split(h.l1Quant), split(h.l1QuantQk), std::to_string(h.probes)});
   }
   t.print(std::cout);
   // Why each head got its values: the tuner's decision, rendered here.

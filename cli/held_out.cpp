@@ -58,7 +58,7 @@ void printHeldOut(const core::ParamsFile& file) {
       ++heads;
       violating += h.heldOut->violations > 0 ? 1 : 0;
       t.row({std::to_string(h.head) + (h.heldOut->violations > 0 ? " (over!)" : ""),
-             core::toString(h.numerics), fmtNum(h.l1, 5), std::to_string(h.heldOut->inputs),
+             core::toString(core::numericsOf(file, h)), fmtNum(h.l1, 5), std::to_string(h.heldOut->inputs),
              std::to_string(h.heldOut->violations), fmtNum(h.heldOut->maxL1, 5),
              core::printable(h.heldOut->maxL1Entry)});
     }

@@ -231,8 +231,7 @@ std::optional<DenseHint> denseTuneHint(const TuneResult& result, bool causal) {
   for (const auto& g : result.groups)
     for (const auto& h : g.heads) {
       ++finished;
-      if (o.numerics != Numerics::None && h.numerics != Numerics::None && std::isfinite(h.l1Quant) &&
-          h.l1Quant >= o.l1) {
+      if (o.numerics != Numerics::None && !h.exact && std::isfinite(h.l1Quant) && h.l1Quant >= o.l1) {
         over.push_back({g.name, h.head, h.l1Quant});
         continue;
       }
@@ -279,7 +278,7 @@ std::string exactFallbackNote(const TuneResult& result) {
   for (const auto& g : result.groups)
     for (const auto& h : g.heads) {
       ++finished;
-      if (o.numerics == Numerics::None || h.numerics != Numerics::None) continue;
+      if (o.numerics == Numerics::None || !h.exact) continue;
       ++exact;
       // Heads kept by --resume have no decision: their own dense L1 says whether it was theirs.
       const auto cause = h.decision.exactCause;

@@ -26,10 +26,12 @@ const char* modeName(SelectMode m) {
 }
 
 json headJson(const ParamsHead& h, SelectMode mode, Numerics fileNumerics) {
+  // Exact numerics in an exact file are no exception.
+  const bool exact = h.exact && fileNumerics != Numerics::None;
   json j;
   j["head"] = h.head;
   j["is_sparse"] = h.isSparse;
-  if (h.numerics != fileNumerics) j["numerics"] = toString(h.numerics);
+  if (exact) j["numerics"] = toString(Numerics::None);
   j["simthreshd1"] = h.params.theta;
   if (mode == SelectMode::Cdf)
     j["cdfthreshd"] = h.params.tau;
@@ -133,6 +135,10 @@ class Reader {
 
 }  // namespace
 
+Numerics numericsOf(const ParamsFile& f, const ParamsHead& h) {
+  return h.exact ? Numerics::None : f.numerics;
+}
+
 ParamsFile toParamsFile(const TuneResult& r, const std::string& capturePath) {
   ParamsFile f;
   f.capture = capturePath;
@@ -162,7 +168,7 @@ ParamsFile toParamsFile(const TuneResult& r, const std::string& capturePath) {
       ph.head = th.head;
       ph.params = th.params;
       ph.isSparse = th.isSparse;
-      ph.numerics = th.numerics;
+      ph.exact = th.exact && r.options.numerics != Numerics::None;
       ph.stage1Sparsity = th.stage1Sparsity;
       ph.totalSparsity = th.totalSparsity;
       ph.l1 = th.l1;
@@ -327,17 +333,18 @@ ParamsHead parseHead(const Reader& rd, const json& jh, const std::string& hp, co
   if (!jh.is_object()) rd.fail(hp, "expected a JSON object");
   ParamsHead h;
   h.head = rd.integer(jh, hp, "head");
-  h.numerics = f.numerics;
   if (const json* n = rd.optional(jh, "numerics")) {
+    Numerics numerics = f.numerics;
     try {
-      h.numerics = parseNumerics(rd.string(*n, hp + "/numerics"));
+      numerics = parseNumerics(rd.string(*n, hp + "/numerics"));
     } catch (const Error& e) {
       rd.fail(hp + "/numerics", e.problem());
     }
     // A head can only fall back from the file's numerics to exact ones.
-    if (h.numerics != f.numerics && h.numerics != Numerics::None)
-      rd.fail(hp + "/numerics", std::string("\"") + toString(h.numerics) + "\" in a file tuned in \"" +
+    if (numerics != f.numerics && numerics != Numerics::None)
+      rd.fail(hp + "/numerics", std::string("\"") + toString(numerics) + "\" in a file tuned in \"" +
                                     toString(f.numerics) + "\" (a head may only differ by being \"none\")");
+    h.exact = numerics != f.numerics;
   }
   if (h.head < 0 || h.head >= g.headsQ)
     rd.fail(hp + "/head",
@@ -500,9 +507,9 @@ void applyParams(const ParamsFile& f, const std::string& source, const EntryInfo
   config.perHeadNumerics.clear();
   const ParamsGroup* g = findGroup(f, info.name, info.layer);
   if (g && std::any_of(g->heads.begin(), g->heads.end(),
-                       [&](const ParamsHead& h) { return h.numerics != f.numerics; })) {
+                       [&](const ParamsHead& h) { return numericsOf(f, h) != f.numerics; })) {
     config.perHeadNumerics.assign(size_t(info.headsQ), f.numerics);
-    for (const ParamsHead& h : g->heads) config.perHeadNumerics[size_t(h.head)] = h.numerics;
+    for (const ParamsHead& h : g->heads) config.perHeadNumerics[size_t(h.head)] = numericsOf(f, h);
   }
   if (warnings) {
     if (!(config.geometry == f.geometry))

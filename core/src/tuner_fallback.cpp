@@ -95,7 +95,7 @@ void GroupRunner::chooseExactHeads(const std::vector<uint8_t>& ownHit, bool entr
 // reason for the fallback) and the fallback in its decision.
 void GroupRunner::recordExact(TunedHead& th) const {
   const size_t h = size_t(th.head);
-  th.numerics = exact_[h] ? Numerics::None : o_.numerics;
+  th.exact = exact_[h] != 0;
   if (o_.numerics == Numerics::None) return;
   th.l1Quant = quantL1_[h];
   th.l1QuantQk = quantQkL1_[h];

@@ -390,7 +390,8 @@ void ActionRunner::finish(const Action& a) {
       break;
     case CommandId::LoadEval:
       if (!session_.checks().eval() || session_.checks().evalPath() != a.arg)
-        fail(a, "the evaluation report was not loaded");
+        fail(a, session_.messages().hasError() ? session_.messages().frontError()
+                                               : std::string("the evaluation report was not loaded"));
       break;
     case CommandId::TuneHead:
       checkTune(a);

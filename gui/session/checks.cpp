@@ -58,7 +58,7 @@ std::vector<uint8_t> ChecksModel::exactHeads(const std::string& entry, std::opti
   std::vector<uint8_t> exact(size_t(headsQ), 0);
   bool any = false;
   for (const core::ParamsHead& h : g->heads)
-    if (h.numerics != params_->numerics) {
+    if (core::numericsOf(*params_, h) != params_->numerics) {
       exact[size_t(h.head)] = 1;
       any = true;
     }
@@ -72,7 +72,7 @@ HeadMarks ChecksModel::marks(const std::string& entry, std::optional<int64_t> la
   if (g)
     for (const core::ParamsHead& h : g->heads)
       if (h.head == head) ph = &h;
-  if (ph && ph->numerics != params_->numerics) {
+  if (ph && core::numericsOf(*params_, *ph) != params_->numerics) {
     m.exact = true;
     m.lines.push_back("exact numerics: its dense L1 in " + std::string(core::toString(params_->numerics)) +
                       (std::isfinite(ph->l1Quant) ? fmt(" (%.3g)", ph->l1Quant) : std::string()) +

@@ -125,9 +125,16 @@ void FileController::exportParams(const std::string& path) {
   std::vector<core::HeadParams> current(static_cast<size_t>(info->headsQ));
   for (int64_t h = 0; h < info->headsQ; ++h) current[h] = config.forHead(h);
   addGroup(*info, current);
+  // The current entry's heads that run exact (loaded with the exact fallback) stay exact in the file.
+  for (core::ParamsHead& ph : file.groups.front().heads)
+    ph.exact = config.numerics != core::Numerics::None && config.numericsFor(ph.head) == core::Numerics::None;
   for (const auto& [name, ps] : tuning_.allStored()) {
     const core::EntryInfo* e = core_.capture.find(name);
-    if (name != info->name && e) addGroup(*e, ps);
+    if (name == info->name || !e) continue;
+    addGroup(*e, ps);
+    if (const auto* exact = tuning_.storedExact(name); exact && config.numerics != core::Numerics::None)
+      for (core::ParamsHead& ph : file.groups.back().heads)
+        ph.exact = size_t(ph.head) < exact->size() && (*exact)[size_t(ph.head)];
   }
   try {
     core::writeParams(path, file);

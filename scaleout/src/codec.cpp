@@ -153,8 +153,8 @@ template <>
 struct WireFields<core::TunedHead> {
   template <class S, class F>
   static void visit(S& v, F&& f) {
-    f(v.head, v.params, v.isSparse, v.numerics, v.stage1Sparsity, v.totalSparsity, v.l1, v.l1Sparse,
-      v.l1Quant, v.l1QuantQk, v.perEntry, v.probes, v.thetaPoints, v.trace, v.decision);
+    f(v.head, v.params, v.isSparse, v.exact, v.stage1Sparsity, v.totalSparsity, v.l1, v.l1Sparse, v.l1Quant,
+      v.l1QuantQk, v.perEntry, v.probes, v.thetaPoints, v.trace, v.decision);
   }
 };
 

@@ -14,7 +14,7 @@ core::TunedHead tunedHeadOf(const core::ParamsHead& h) {
   t.head = h.head;
   t.params = h.params;
   t.isSparse = h.isSparse;
-  t.numerics = h.numerics;
+  t.exact = h.exact;
   t.stage1Sparsity = h.stage1Sparsity;
   t.totalSparsity = h.totalSparsity;
   t.l1 = h.l1;

@@ -72,7 +72,7 @@ TEST(ExactFallback, OutlierHeadsRunExactTheOthersQuantized) {
   ASSERT_EQ(g.heads.size(), 4u);
   for (const TunedHead& h : g.heads) {
     const bool outlier = h.head == 1 || h.head == 3;
-    EXPECT_EQ(h.numerics, outlier ? Numerics::None : Numerics::Int8Fp8) << "head " << h.head;
+    EXPECT_EQ(h.exact, outlier) << "head " << h.head;
     // l1_quant stays the chosen numerics' figure: the reason for the fallback.
     if (outlier) {
       EXPECT_GE(h.l1Quant, 0.05) << "head " << h.head;
@@ -100,7 +100,7 @@ TEST(ExactFallback, OffNamesQuantizationAsTheCause) {
   CpuEngine engine(2);
   const TuneResult r = tuneEntry(engine, entry, quantOptions(ExactFallback::Off));
   const TunedGroup& g = onlyGroup(r);
-  for (const TunedHead& h : g.heads) EXPECT_EQ(h.numerics, Numerics::Int8Fp8);
+  for (const TunedHead& h : g.heads) EXPECT_FALSE(h.exact);
   EXPECT_FALSE(g.heads[1].isSparse);
   EXPECT_EQ(exactFallbackNote(r), "");
   const auto hint = denseTuneHint(r, false);
@@ -116,7 +116,7 @@ TEST(ExactFallback, EntryGranularityTakesTheWholeEntry) {
   CpuEngine engine(2);
   const TuneResult r = tuneEntry(engine, entry, quantOptions(ExactFallback::Entry));
   for (const TunedHead& h : onlyGroup(r).heads) {
-    EXPECT_EQ(h.numerics, Numerics::None) << "head " << h.head;
+    EXPECT_TRUE(h.exact) << "head " << h.head;
     EXPECT_EQ(h.decision.exactCause,
               h.head == 2 ? TuneDecision::ExactCause::OwnQuantization : TuneDecision::ExactCause::SameEntry);
   }
@@ -136,11 +136,10 @@ TEST(ExactFallback, LayerGranularityReachesTheOtherEntriesOfTheLayer) {
   const TuneResult r = tune(engine, groups, o);
   ASSERT_EQ(r.groups.size(), 3u);
   for (const TunedHead& h : r.groups[1].heads) {
-    EXPECT_EQ(h.numerics, Numerics::None) << "b head " << h.head;
+    EXPECT_TRUE(h.exact) << "b head " << h.head;
     EXPECT_EQ(h.decision.exactCause, TuneDecision::ExactCause::SameLayer);
   }
-  for (const TunedHead& h : r.groups[2].heads)
-    EXPECT_EQ(h.numerics, Numerics::Int8Fp8) << "c head " << h.head;
+  for (const TunedHead& h : r.groups[2].heads) EXPECT_FALSE(h.exact) << "c head " << h.head;
 }
 
 }  // namespace

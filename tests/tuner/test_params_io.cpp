@@ -237,19 +237,19 @@ TEST(ParamsIo, RoundTripOfNumericsIdentityAndHeldOut) {
   f.numerics = Numerics::Int8Fp8;
   f.exactFallback = ExactFallback::Layer;
   f.groups[0].tunedOn = {{"a.h5", "l00", "0123456789abcdef"}, {"b.h5", "l00", "fedcba9876543210"}};
-  for (ParamsHead& h : f.groups[0].heads) h.numerics = Numerics::Int8Fp8;
-  f.groups[0].heads[1].numerics = Numerics::None;
+  f.groups[0].heads[1].exact = true;
   f.groups[0].heads[1].l1Quant = 0.25;
   f.groups[0].heads[1].l1QuantQk = 0.125;
   f.groups[0].heads[2].heldOut = HeldOut{3, 1, 0.0625, "c.h5:l00"};
-  f.groups[1].heads[0].numerics = Numerics::Int8Fp8;
   const ParamsFile r = parseParams(paramsToJson(f), "mem.json");
   ASSERT_TRUE(r.exactFallback.has_value());
   EXPECT_EQ(*r.exactFallback, ExactFallback::Layer);
   EXPECT_EQ(r.groups[0].tunedOn, f.groups[0].tunedOn);
   EXPECT_TRUE(r.groups[1].tunedOn.empty());
-  EXPECT_EQ(r.groups[0].heads[0].numerics, Numerics::Int8Fp8);
-  EXPECT_EQ(r.groups[0].heads[1].numerics, Numerics::None);
+  EXPECT_FALSE(r.groups[0].heads[0].exact);
+  EXPECT_TRUE(r.groups[0].heads[1].exact);
+  EXPECT_EQ(numericsOf(r, r.groups[0].heads[1]), Numerics::None);
+  EXPECT_EQ(numericsOf(r, r.groups[0].heads[0]), Numerics::Int8Fp8);
   EXPECT_DOUBLE_EQ(r.groups[0].heads[1].l1Quant, 0.25);
   EXPECT_DOUBLE_EQ(r.groups[0].heads[1].l1QuantQk, 0.125);
   ASSERT_TRUE(r.groups[0].heads[2].heldOut.has_value());
@@ -259,7 +259,7 @@ TEST(ParamsIo, RoundTripOfNumericsIdentityAndHeldOut) {
   const ParamsFile old = parseParams(paramsToJson(sampleFile()), "old.json");
   EXPECT_FALSE(old.exactFallback.has_value());
   EXPECT_TRUE(old.groups[0].tunedOn.empty());
-  EXPECT_EQ(old.groups[0].heads[0].numerics, old.numerics);
+  EXPECT_FALSE(old.groups[0].heads[0].exact);
 }
 
 TEST(ParamsIo, RefusesAnEntryInTwoGroupsAndBadAdditions) {

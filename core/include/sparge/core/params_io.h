@@ -31,9 +31,9 @@ struct ParamsHead {
   int64_t head = 0;
   HeadParams params;  // θ, τ or top-k, λ; dense = !is_sparse
   bool isSparse = true;
-  // The numerics it was tuned in and must be deployed in: the file's, or none (exact fallback); the key
-  // "numerics" is written only when it differs from the file's.
-  Numerics numerics = Numerics::None;
+  // Tuned in and to be deployed in exact numerics although the file's are quantized (the exact fallback):
+  // the key "numerics": "none"; written only for such heads.
+  bool exact = false;
   double stage1Sparsity = 0;  // achieved, as measured by the tuner
   double totalSparsity = 0;
   double l1 = 0;  // deployed: sparse, in the file's numerics
@@ -54,6 +54,10 @@ struct ParamsGroup {
   bool complete = true;           // false: tuning was interrupted, only `heads` were finished
   std::vector<ParamsHead> heads;  // ordered by head, unique
 };
+
+struct ParamsFile;
+// The numerics a head of `file` runs in: none for an exact head, else the file's.
+Numerics numericsOf(const ParamsFile& file, const ParamsHead& head);
 
 struct ParamsFile {
   int version = kParamsVersion;

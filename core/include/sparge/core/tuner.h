@@ -105,7 +105,7 @@ struct TunedHead {
   int64_t head = 0;   // query head
   HeadParams params;  // exported: θ, τ or top-k, λ, dense (= !isSparse)
   bool isSparse = true;
-  Numerics numerics = Numerics::None;  // tuned and to be deployed in: the options' or, fallen back, none
+  bool exact = false;  // tuned and to be deployed in exact numerics (ExactFallback), not the options'
   // Measured with exactly `params` (single entry: the chosen probe; group: mean sparsity, max L1).
   double stage1Sparsity = 0;
   double totalSparsity = 0;
@@ -156,10 +156,10 @@ struct TuneResult {
 // beyond the engine's current entry is kept in memory).
 struct TuneInput {
   std::string name;
-  std::string capture;  // the capture it comes from, as given (tuned_on; empty for an entry in memory)
   std::optional<int64_t> layer;
   int64_t headsQ = 0;
   std::function<std::shared_ptr<const EntryData>()> load;
+  std::string capture;  // the capture it comes from, as given (tuned_on; empty for an entry in memory)
 
   static TuneInput fromData(std::shared_ptr<const EntryData> data);
 };
