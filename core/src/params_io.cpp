@@ -13,6 +13,7 @@
 #include "input_file.h"
 #include "sparge/core/atomic_file.h"
 #include "sparge/core/error.h"
+#include "sparge/core/json_reader.h"
 #include "sparge/core/names.h"
 #include "sparge/core/quant.h"
 
@@ -80,58 +81,7 @@ json traceJson(const TunedHead& th) {
   return t;
 }
 
-// Reader helpers: every failure names the source file and the JSON pointer of the offending value.
-class Reader {
- public:
-  explicit Reader(std::string source) : source_(std::move(source)) {}
-
-  [[noreturn]] void fail(const std::string& path, const std::string& problem) const {
-    throw Error(source_ + ":" + (path.empty() ? "/" : path), problem);
-  }
-
-  const json& member(const json& obj, const std::string& path, const std::string& key) const {
-    if (!obj.is_object()) fail(path, "expected a JSON object");
-    auto it = obj.find(key);
-    if (it == obj.end()) fail(path + "/" + key, "missing key \"" + key + "\"");
-    return *it;
-  }
-  const json* optional(const json& obj, const std::string& key) const {
-    auto it = obj.find(key);
-    return it == obj.end() ? nullptr : &*it;
-  }
-  double number(const json& v, const std::string& path) const {
-    if (!v.is_number()) fail(path, "expected a number, got " + std::string(v.type_name()));
-    const double d = v.get<double>();
-    if (!std::isfinite(d)) fail(path, "expected a finite number");
-    return d;
-  }
-  double number(const json& obj, const std::string& path, const std::string& key) const {
-    return number(member(obj, path, key), path + "/" + key);
-  }
-  int64_t integer(const json& obj, const std::string& path, const std::string& key) const {
-    const json& v = member(obj, path, key);
-    if (!v.is_number_integer())
-      fail(path + "/" + key, "expected an integer, got " + std::string(v.type_name()));
-    if (v.is_number_unsigned() && v.get<uint64_t>() > uint64_t(INT64_MAX))
-      fail(path + "/" + key, "integer out of range");
-    return v.get<int64_t>();
-  }
-  bool boolean(const json& obj, const std::string& path, const std::string& key) const {
-    const json& v = member(obj, path, key);
-    if (!v.is_boolean()) fail(path + "/" + key, "expected true or false, got " + std::string(v.type_name()));
-    return v.get<bool>();
-  }
-  std::string string(const json& v, const std::string& path) const {
-    if (!v.is_string()) fail(path, "expected a string, got " + std::string(v.type_name()));
-    return v.get<std::string>();
-  }
-  std::string string(const json& obj, const std::string& path, const std::string& key) const {
-    return string(member(obj, path, key), path + "/" + key);
-  }
-
- private:
-  std::string source_;
-};
+using Reader = JsonReader;
 
 }  // namespace
 

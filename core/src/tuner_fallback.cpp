@@ -38,12 +38,10 @@ void GroupRunner::scanQuantization() {
       std::vector<int64_t> all;
       for (int64_t h = 0; h < data->info.headsQ; ++h) all.push_back(h);
       useEntry(std::move(data));
-      RunConfig cfg;
-      cfg.geometry = o_.geometry;
-      cfg.numerics = o_.numerics;
-      cfg.smoothK = o_.smoothK;
-      cfg.sink = o_.sink;
-      cfg.diagonal = o_.diagonal;
+      // The group's settings, every head of the peer dense (its head count may differ from the group's).
+      RunConfig cfg = probeConfig();
+      cfg.perHead.clear();
+      cfg.perHeadNumerics.clear();
       cfg.defaults = denseParams(o_);
       for (const auto& [h, m] : evaluate(cfg, all, true)) layerHit = layerHit || !(m.l1Quant < o_.l1);
     }

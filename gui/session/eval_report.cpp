@@ -8,67 +8,30 @@
 #include <sstream>
 
 #include "sparge/core/error.h"
+#include "sparge/core/json_reader.h"
 
 namespace sparge::gui {
 namespace {
 
 using nlohmann::json;
 
-class Reader {
+// JsonReader with the optional keys of the format: absent or null mean "not given".
+class Reader : public core::JsonReader {
  public:
-  explicit Reader(std::string source) : source_(std::move(source)) {}
+  using JsonReader::JsonReader;
 
-  [[noreturn]] void fail(const std::string& path, const std::string& problem) const {
-    throw Error(source_ + ":" + (path.empty() ? "/" : path), problem);
-  }
-  const json& member(const json& obj, const std::string& path, const std::string& key) const {
-    if (!obj.is_object()) fail(path, "expected a JSON object");
-    const auto it = obj.find(key);
-    if (it == obj.end()) fail(path + "/" + key, "missing key \"" + key + "\"");
-    return *it;
-  }
-  const json* optional(const json& obj, const std::string& key) const {
-    const auto it = obj.find(key);
-    return it == obj.end() || it->is_null() ? nullptr : &*it;
-  }
-  double number(const json& v, const std::string& path) const {
-    if (!v.is_number()) fail(path, "expected a number, got " + std::string(v.type_name()));
-    const double d = v.get<double>();
-    if (!std::isfinite(d)) fail(path, "expected a finite number");
-    return d;
-  }
-  double number(const json& obj, const std::string& path, const std::string& key) const {
-    return number(member(obj, path, key), path + "/" + key);
+  const json* given(const json& obj, const std::string& key) const {
+    const json* v = optional(obj, key);
+    return v && !v->is_null() ? v : nullptr;
   }
   std::optional<double> optionalNumber(const json& obj, const std::string& path,
                                        const std::string& key) const {
-    const json* v = optional(obj, key);
+    const json* v = given(obj, key);
     return v ? std::optional<double>(number(*v, path + "/" + key)) : std::nullopt;
   }
-  int64_t integer(const json& obj, const std::string& path, const std::string& key) const {
-    const json& v = member(obj, path, key);
-    if (!v.is_number_integer())
-      fail(path + "/" + key, "expected an integer, got " + std::string(v.type_name()));
-    if (v.is_number_unsigned() && v.get<uint64_t>() > uint64_t(INT64_MAX))
-      fail(path + "/" + key, "out of range");
-    return v.get<int64_t>();
-  }
-  bool boolean(const json& obj, const std::string& path, const std::string& key) const {
-    const json& v = member(obj, path, key);
-    if (!v.is_boolean()) fail(path + "/" + key, "expected true or false, got " + std::string(v.type_name()));
-    return v.get<bool>();
-  }
-  std::string string(const json& obj, const std::string& path, const std::string& key) const {
-    const json& v = member(obj, path, key);
-    if (!v.is_string()) fail(path + "/" + key, "expected a string, got " + std::string(v.type_name()));
-    return v.get<std::string>();
-  }
   std::string optionalString(const json& obj, const std::string& path, const std::string& key) const {
-    return optional(obj, key) ? string(obj, path, key) : std::string();
+    return given(obj, key) ? string(obj, path, key) : std::string();
   }
-
- private:
-  std::string source_;
 };
 
 EvalSummary parseSummary(const Reader& rd, const json& s, const std::string& p) {
@@ -91,7 +54,7 @@ EvalHead parseHead(const Reader& rd, const json& h, const std::string& p) {
   EvalHead out;
   out.entry = rd.string(h, p, "entry");
   out.module = rd.optionalString(h, p, "module");
-  if (rd.optional(h, "layer")) out.layer = rd.integer(h, p, "layer");
+  if (rd.given(h, "layer")) out.layer = rd.integer(h, p, "layer");
   out.head = rd.integer(h, p, "head");
   if (out.head < 0) rd.fail(p + "/head", "must be >= 0");
   out.numerics = rd.optionalString(h, p, "numerics");
@@ -100,7 +63,7 @@ EvalHead parseHead(const Reader& rd, const json& h, const std::string& p) {
   out.l1Max = rd.optionalNumber(h, p, "l1_max").value_or(out.l1);
   out.budgetL1 = rd.number(h, p, "budget_l1");
   out.overBudget = rd.boolean(h, p, "over_budget");
-  out.inputs = rd.optional(h, "inputs") ? rd.integer(h, p, "inputs") : 0;
+  out.inputs = rd.given(h, "inputs") ? rd.integer(h, p, "inputs") : 0;
   return out;
 }
 
@@ -120,7 +83,7 @@ EvalReport parseEvalReport(const std::string& text, const std::string& source) {
   r.engine = rd.optionalString(root, "", "engine");
   r.numerics = rd.optionalString(root, "", "numerics");
   r.device = rd.optionalString(root, "", "device");
-  if (const json* m = rd.optional(root, "model")) {
+  if (const json* m = rd.given(root, "model")) {
     r.modelName = rd.optionalString(*m, "/model", "name");
     r.modelKind = rd.optionalString(*m, "/model", "kind");
   }

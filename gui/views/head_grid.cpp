@@ -164,9 +164,14 @@ void HeadGrid::drawCell(Session& s, const core::EntryResult& r, const core::Head
   }
   std::snprintf(l2, sizeof l2, "%.1f%%  %.3f", 100 * h.sparsity.total(), h.error.l1());
   float ty = imgPos.y + th + 3;
-  dl->AddText(ImVec2(p.x, ty), isSel ? IM_COL32(255, 255, 255, 255) : IM_COL32(200, 204, 212, 255), l1);
+  // An exact head's label in the exact colour: the corner alone is small on small thumbnails.
+  const ImU32 labelColor = marks.exact ? colors::kExact
+                           : isSel     ? IM_COL32(255, 255, 255, 255)
+                                       : IM_COL32(200, 204, 212, 255);
+  dl->AddText(ImVec2(p.x, ty), labelColor, l1);
   float l1w = ImGui::CalcTextSize(l1).x;
-  dl->AddText(ImVec2(p.x + l1w + 6, ty), over ? colors::kBad : IM_COL32(150, 156, 168, 255), l2);
+  dl->AddText(ImVec2(p.x + l1w + 6, ty), over || marks.bad() ? colors::kBad : IM_COL32(150, 156, 168, 255),
+              l2);
   if (hovered) headTooltip(s, h, over, marks);
   ImGui::PopID();
 }

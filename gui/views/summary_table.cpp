@@ -177,7 +177,7 @@ void SummaryTable::drawChecks(const Session& s, const core::EntryResult& r) cons
   if (bad > 0) {
     if (exact > 0) ImGui::SameLine();
     ImGui::TextColored(ImGui::ColorConvertU32ToFloat4(colors::kBad),
-                       "%d head%s over budget on held-out inputs", bad, bad == 1 ? "" : "s");
+                       "%d head%s over budget (held-out / evaluation)", bad, bad == 1 ? "" : "s");
     itemTooltip(
         "From the parameter file's held-out validation or the evaluation report; marked red in the head "
         "grid and the overview (hover a head for the input and the figure).");

@@ -17,14 +17,7 @@ using core::DType;
 using fixture::makeConfig;
 using fixture::makeEntry;
 using fixture::Shape;
-
-core::HeadParams sparseParams() {
-  core::HeadParams p;
-  p.theta = 0.3;
-  p.tau = 0.9;
-  p.lambda = 6;
-  return p;
-}
+using fixture::sparseParams;
 
 void expectSameHead(const core::HeadResult& a, const core::HeadResult& b, const std::string& what) {
   EXPECT_EQ(a.blockMask, b.blockMask) << what;
