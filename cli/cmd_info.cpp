@@ -36,9 +36,10 @@ std::string groupValue(const core::EntryInfo& e, const std::string& key) {
 
 // Which optional columns carry information in this file (old captures have none of them).
 struct Columns {
-  bool identity = false, window = false, module = false;
+  bool identity = false, window = false, module = false, grid = false;
   explicit Columns(const std::vector<core::EntryInfo>& entries) {
     for (const core::EntryInfo& e : entries) {
+      grid = grid || e.grid.has_value();
       identity = identity || !e.stack.empty() || !e.kind.empty();
       window = window || e.window.bounded();
       module = module || !e.module.empty();
@@ -52,6 +53,7 @@ void printEntries(const std::vector<const core::EntryInfo*>& entries, const Colu
   header.insert(header.end(), {"layer", "step", "B", "Hq", "Hkv", "GQA", "Nq", "Nkv", "D", "Dv", "dtype",
                                "layout", "causal"});
   if (c.window) header.push_back("window");
+  if (c.grid) header.push_back("grid T×H×W (offset, tokens)");
   header.insert(header.end(), {"scale", "size"});
   if (c.module) header.push_back("module");
   Table t(header);
@@ -65,6 +67,10 @@ void printEntries(const std::vector<const core::EntryInfo*>& entries, const Colu
                            std::to_string(e.tokensKV), std::to_string(e.headDim), std::to_string(e.headDimV),
                            core::toString(e.dtype), core::toString(e.layout), e.causal ? "yes" : "no"});
     if (c.window) row.push_back(windowCell(e));
+    if (c.grid)
+      row.push_back(e.grid ? e.grid->shape() + " (" + std::to_string(e.grid->offset) + ", " +
+                                 core::toString(e.grid->tokens) + ")"
+                           : "-");
     row.insert(row.end(),
                {fmtNum(e.scale, 5) + (e.scaleFromFile ? "" : " (1/√D)"), fmtBytes(e.bytesOnDisk())});
     if (c.module) row.push_back(orDash(e.module));

@@ -10,24 +10,37 @@
 #include <set>
 
 #include "commands.h"
-#include "dist_timings.h"
 #include "entry_pieces.h"
 #include "format.h"
 #include "guards.h"
 #include "job_support.h"
 #include "piece_job.h"
+#include "rank_timings.h"
 #include "run_options.h"
 #include "sparge/core/capture.h"
 #include "sparge/core/dense_hint.h"
 #include "sparge/core/error.h"
 #include "sparge/core/exports.h"
+#include "sparge/core/memory_guard.h"
 #include "sparge/core/names.h"
 #include "sparge/core/params_io.h"
-#include "sparge/scaleout/codec.h"
+#include "sparge/core/permutation.h"
 #include "sparge/profiler/profile_entry.h"
 #include "sparge/profiler/profiler.h"
+#include "sparge/scaleout/codec.h"
 
 namespace sparge::cli {
+
+using scaleout::encodeTimings;
+using scaleout::entryJobSpec;
+using scaleout::jobTransport;
+using scaleout::makeRankEngine;
+using scaleout::mergeEntryPieces;
+using scaleout::mergeTimings;
+using scaleout::PieceJobHooks;
+using scaleout::placeThisRank;
+using scaleout::RankEngine;
+using scaleout::runPieceJob;
 namespace {
 
 bool endsWith(const std::string& s, const std::string& suffix) {
@@ -61,12 +74,18 @@ void markNonFiniteInputs(core::EntryResult& r, const std::vector<core::NonFinite
 void printEntry(const core::EntryResult& r, bool perHead, std::optional<double> budget) {
   const auto& e = r.info;
   const bool quant = r.config.numerics != core::Numerics::None;
-  std::printf("\nentry %s  [B=%lld Hq=%lld Hkv=%lld Nq=%lld Nkv=%lld D=%lld%s%s]  %s%s  engine %s\n",
+  const std::string grid = e.grid ? " grid " + e.grid->shape() : "";
+  std::printf("\nentry %s  [B=%lld Hq=%lld Hkv=%lld Nq=%lld Nkv=%lld D=%lld%s%s%s]  %s%s  engine %s\n",
               core::printable(e.name).c_str(), (long long)e.batch, (long long)e.headsQ, (long long)e.headsKV,
               (long long)e.tokensQ, (long long)e.tokensKV, (long long)e.headDim, e.causal ? " causal" : "",
-              e.window.bounded() ? (" window " + core::toString(e.window)).c_str() : "",
+              e.window.bounded() ? (" window " + core::toString(e.window)).c_str() : "", grid.c_str(),
               numericsHeader(r.config.geometry, r.config.numerics).c_str(),
-              r.config.diagonal ? "  +diagonal blocks (extension)" : "", r.engine.c_str());
+              (std::string(r.config.diagonal ? "  +diagonal blocks (extension)" : "") +
+               (e.permutation != core::Permutation::None
+                    ? std::string("  tokens in ") + core::toString(e.permutation) + " order"
+                    : ""))
+                  .c_str(),
+              r.engine.c_str());
   // Without quantization the sparse-only error is the deployed one and the quantization error is 0; a part
   // the engine did not measure (an exact head's, or the Q·Kᵀ part on the CUDA engine) is "-".
   auto cell = [&](const core::ErrorSums& s, double v, int digits) {
@@ -181,7 +200,8 @@ struct EntryRun {
     names = uniqueEntries(o.entries);
     if (names.empty())
       for (const auto& e : reader.entries()) names.push_back(e.name);
-    for (const auto& n : names) reader.entry(n);  // fail early on a misspelt entry
+    // Fail early on a misspelt entry, and on a permutation that cannot apply (before any rank computes).
+    for (const auto& n : names) runPermutation(o, reader.entry(n));
     if (!o.paramsPath.empty()) params = core::readParams(o.paramsPath);
   }
 
@@ -194,7 +214,7 @@ struct EntryRun {
   // Loads entry `unit` for a run of `heads` with `geometry`, after checking that the run fits in memory.
   LoadedEntry load(size_t unit, const std::vector<int64_t>& heads, const core::Geometry& geometry) const {
     const core::EntryInfo& info = reader.entry(names[unit]);
-    checkRunMemory(path, info, geometry, std::set<int64_t>(heads.begin(), heads.end()).size());
+    core::checkRunMemory(path, info, geometry, std::set<int64_t>(heads.begin(), heads.end()).size());
     LoadedEntry l;
     l.data = std::make_shared<core::EntryData>(core::loadEntry(reader, names[unit], &l.nonFinite));
     return l;
@@ -210,11 +230,11 @@ struct EntryRun {
   // costs a whole run; then the rank is placed, its first entry starts loading on another thread, and its
   // engine (CUDA's start-up) and profiler are created meanwhile. Errors of the load (its memory check
   // included) are thrown when runEntry takes the entry, as a direct load's would be.
-  dist::RankInfo start() {
+  scaleout::RankInfo start() {
     if (jobTransport().rank() == 0)
       checkOutputs({{"--masks", o.masksPath}, {"--report", o.reportPath}, {"--timings", o.timingsPath}},
                    {{"capture", path}, {"--params", o.paramsPath}});
-    const dist::Placement placement = placeThisRank(jobTransport(), o.threads);
+    const scaleout::Placement placement = placeThisRank(jobTransport(), o.threads);
     if (firstUnit)
       prefetched = std::async(std::launch::async, [this, unit = *firstUnit] {
         return load(unit, firstHeads, makeRunConfig(o, reader.entry(names[unit]), path, nullptr).geometry);
@@ -239,6 +259,7 @@ struct EntryRun {
     const std::vector<int64_t>& runHeads = whole ? o.heads : heads;
     std::vector<std::string> configWarnings;
     core::RunConfig config = makeRunConfig(o, reader.entry(name), path, &configWarnings);
+    runPermutation(o, reader.entry(name), &configWarnings);        // only its notes here
     const bool loading = firstUnit == unit && prefetched.valid();  // start() began loading it
     const LoadedEntry loaded = loading ? prefetched.get() : load(unit, runHeads, config.geometry);
     for (const auto& nf : loaded.nonFinite)
@@ -252,7 +273,8 @@ struct EntryRun {
         params ? core::checkParamsIdentity(*params, o.paramsPath, loaded.data->info, path,
                                            loaded.data->digest, o.paramsAnyCapture)
                : std::string();
-    engine.setEntry(loaded.data);
+    // Permuted once here, before either engine sees the entry (docs/permutation.md).
+    engine.setEntry(core::permuteEntry(loaded.data, runPermutation(o, reader.entry(name)), "--permute"));
     core::RunOptions ro;
     ro.heads = runHeads;
     ro.quantBreakdown = true;
@@ -272,7 +294,7 @@ struct EntryRun {
     }
     markNonFiniteInputs(r, loaded.nonFinite);
     if (!identity.empty()) r.warnings.push_back(identity);
-    return dist::encodeResult(r);
+    return scaleout::encodeResult(r);
   }
 
   PieceJobHooks hooks() {

@@ -23,6 +23,8 @@ void registerSynth(CLI::App& app, Action& action) {
     std::string layout = "HND";
     int threads = 0;
     bool compress = false;
+    std::string grid;  // "T,H,W": an image / video entry
+    int64_t gridOffset = 0;
   };
   auto o = std::make_shared<Opts>();
   cmd->add_option("out", o->out, "Output capture (.h5)")->required();
@@ -46,6 +48,20 @@ void registerSynth(CLI::App& app, Action& action) {
          "unchanged, INT8 Q·Kᵀ much worse); comma separated")
       ->delimiter(',');
   cmd->add_option("--outlier-value", o->spec.outlierValue, "Magnitude of the outlier keys")
+      ->capture_default_str();
+  cmd->add_option(
+      "--grid", o->grid,
+      "An image / video entry on a T,H,W token grid (after --grid-offset prompt tokens): Q and K smooth "
+      "in the position plus noise, stored in row-major (t, h, w) order; --tokens is then T·H·W + offset");
+  cmd->add_option("--grid-offset", o->gridOffset, "Prompt tokens before the grid (with --grid)")
+      ->capture_default_str();
+  cmd->add_option("--length-scale", o->spec.lengthScale,
+                  "With --grid: cells along h and w over which Q and K stay alike")
+      ->capture_default_str();
+  cmd->add_option("--frame-length-scale", o->spec.frameLengthScale,
+                  "With --grid: frames over which Q and K stay alike")
+      ->capture_default_str();
+  cmd->add_option("--noise", o->spec.noise, "With --grid: noise relative to the smooth part")
       ->capture_default_str();
   cmd->add_flag("--compress", o->compress,
                 "Gzip the tensors (random data hardly compresses; off, writing and every later read are "
@@ -74,6 +90,16 @@ void registerSynth(CLI::App& app, Action& action) {
       else
         throw Error("--layout", "unknown layout '" + o->layout + "': use HND or NHD");
       if (o->entries < 1) throw Error("--entries", "must be at least 1");
+      if (!o->grid.empty()) {
+        spec.grid = core::parseGridShape(o->grid, "--grid");
+        if (o->gridOffset < 0) throw Error("--grid-offset", "must be at least 0");
+        spec.grid->offset = o->gridOffset;
+        if (!(spec.lengthScale > 0) || !(spec.frameLengthScale > 0) || !(spec.noise >= 0))
+          throw Error("--length-scale/--frame-length-scale/--noise",
+                      "length scales must be > 0 and noise >= 0");
+      } else if (cmd->count("--grid-offset")) {
+        throw Error("--grid-offset", "needs --grid");
+      }
       auto make = [spec](int i) {
         core::SynthSpec s = spec;
         s.seed = spec.seed + uint64_t(i) * 7919;

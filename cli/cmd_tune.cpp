@@ -27,10 +27,16 @@
 #include "sparge/core/error.h"
 #include "sparge/core/names.h"
 #include "sparge/core/params_io.h"
+#include "sparge/core/permutation.h"
 #include "sparge/core/tuner.h"
 #include "tune_job.h"
 
 namespace sparge::cli {
+
+using scaleout::jobTransport;
+using scaleout::runTuneJob;
+using scaleout::TuneJobOutput;
+using scaleout::TuneJobSpec;
 namespace {
 
 core::CancelFlag gCancel{false};
@@ -204,6 +210,7 @@ struct TuneCliOptions {
   std::string resume;
   bool trace = false;
   std::string maxMemory;
+  std::string permute = "none";
 };
 
 void addTuneOptions(CLI::App& cmd, TuneCliOptions& o) {
@@ -246,6 +253,7 @@ void addTuneOptions(CLI::App& cmd, TuneCliOptions& o) {
                  "only the missing ones")
       ->check(CLI::ExistingFile);
   cmd.add_flag("--trace", o.trace, "Also store every head's θ points and probe trace in the output");
+  addPermuteOption(cmd, o.permute);
 }
 
 // The tuner's options from the command line; nullopt (after a message) when a required option is missing.
@@ -277,7 +285,8 @@ std::optional<core::TuneOptions> tuneOptionsFrom(const TuneCliOptions& o, const 
 // One tuner input per entry, loading its data lazily (the job checks the memory first) and warning once
 // per entry about NaN/Inf values.
 std::vector<core::TuneInput> tuneInputs(core::CaptureReader& reader, const std::vector<std::string>& names,
-                                        const std::vector<int64_t>& heads, const std::string& path) {
+                                        const std::vector<int64_t>& heads, const std::string& path,
+                                        core::Permutation permute) {
   std::vector<core::TuneInput> inputs;
   // Loaders may run on a prefetching thread beside the main one: the set of warned entries is shared.
   struct Warned {
@@ -287,6 +296,8 @@ std::vector<core::TuneInput> tuneInputs(core::CaptureReader& reader, const std::
   auto warned = std::make_shared<Warned>();
   for (const auto& n : names) {
     const core::EntryInfo& info = reader.entry(n);  // fails early on a misspelt entry
+    if (std::string problem = core::permutationProblem(info, permute); !problem.empty())
+      throw Error("--permute", problem);
     for (int64_t h : heads)
       if (h < 0 || h >= info.headsQ)
         throw Error("--heads", "head " + std::to_string(h) + " out of range for entry " + n + " (" +
@@ -296,7 +307,7 @@ std::vector<core::TuneInput> tuneInputs(core::CaptureReader& reader, const std::
     in.capture = path;
     in.layer = info.layer;
     in.headsQ = info.headsQ;
-    in.load = [&reader, n, path, warned] {
+    in.load = [&reader, n, path, warned, permute] {
       std::vector<core::NonFiniteReport> nonFinite;
       auto data = std::make_shared<core::EntryData>(core::loadEntry(reader, n, &nonFinite));
       std::lock_guard lock(warned->mutex);
@@ -306,7 +317,7 @@ std::vector<core::TuneInput> tuneInputs(core::CaptureReader& reader, const std::
                        "\nwarning: %s:/entries/%s/%s batch %lld head %lld holds %lld NaN/Inf values\n",
                        core::printable(path).c_str(), core::printable(n).c_str(), core::toString(nf.tensor),
                        (long long)nf.batch, (long long)nf.head, (long long)nf.count);
-      return std::shared_ptr<const core::EntryData>(data);
+      return core::permuteEntry(data, permute, "--permute");  // before the engine sees it
     };
     inputs.push_back(std::move(in));
   }
@@ -320,8 +331,14 @@ struct TuneCaptures {
   std::vector<std::unique_ptr<core::CaptureReader>> readers;
   std::vector<core::TuneInput> inputs;
   std::map<std::string, core::EntryInfo> infos;  // by inputKey
+  core::Permutation permute = core::Permutation::None;
 
-  TuneCaptures(const TuneCliOptions& o) {
+  explicit TuneCaptures(const TuneCliOptions& o) {
+    try {
+      permute = core::parsePermutation(o.permute);
+    } catch (const Error& e) {
+      throw Error("--permute", e.problem());
+    }
     paths = o.files.empty() ? std::vector<std::string>{defaultCapturePath()} : o.files;
     for (size_t i = 0; i < paths.size(); ++i)
       for (size_t j = 0; j < i; ++j)
@@ -336,8 +353,8 @@ struct TuneCaptures {
         if (wanted.empty() || std::find(wanted.begin(), wanted.end(), e.name) != wanted.end())
           names.push_back(e.name);
       for (const std::string& n : names) ++seen[n];
-      for (core::TuneInput& in : tuneInputs(*readers.back(), names, o.heads, path)) {
-        infos[inputKey(in)] = reader.entry(in.name);
+      for (core::TuneInput& in : tuneInputs(*readers.back(), names, o.heads, path, permute)) {
+        infos[scaleout::inputKey(in)] = reader.entry(in.name);
         inputs.push_back(std::move(in));
       }
     }
@@ -368,6 +385,7 @@ int runTuneCommand(const TuneCliOptions& o, const CLI::App& cmd) {
   TuneJobSpec spec;
   spec.capturePath = path;
   spec.groups = core::makeGroups(captures.inputs, o.groupByLayer);
+  spec.permute = captures.permute;
   spec.infos = captures.infos;
   spec.digestOf = [&](const core::TuneInput& in) { return captures.digestOf(in); };
   spec.options = opt;
@@ -391,7 +409,7 @@ int runTuneCommand(const TuneCliOptions& o, const CLI::App& cmd) {
   out.started = [&](const std::string& engine) {
     const std::string what =
         captures.paths.size() == 1 ? path : std::to_string(captures.paths.size()) + " captures";
-    std::fprintf(stderr, "tuning %zu group%s of %s with %s: deployed l1 < %g%s, %s, %s%s%s%s%s\n",
+    std::fprintf(stderr, "tuning %zu group%s of %s with %s: deployed l1 < %g%s, %s, %s%s%s%s%s%s\n",
                  spec.groups.size(), spec.groups.size() == 1 ? "" : "s", what.c_str(), engine.c_str(), opt.l1,
                  opt.tunePv ? (", l2 < " + fmtNum(opt.l2, 4)).c_str() : " (λ fixed)",
                  opt.mode == core::SelectMode::Cdf ? "τ search" : "top-k search",
@@ -399,7 +417,10 @@ int runTuneCommand(const TuneCliOptions& o, const CLI::App& cmd) {
                  opt.sink ? ", sink" : "", opt.diagonal ? ", +diagonal blocks (extension)" : "",
                  opt.numerics == core::Numerics::None
                      ? ""
-                     : (std::string(", exact fallback ") + core::toString(opt.exactFallback)).c_str());
+                     : (std::string(", exact fallback ") + core::toString(opt.exactFallback)).c_str(),
+                 spec.permute != core::Permutation::None
+                     ? (std::string(", tokens in ") + core::toString(spec.permute) + " order").c_str()
+                     : "");
   };
   out.progress = [&](const core::TuneProgress& p) { progress.update(p); };
   out.clearProgress = [&] { progress.clear(); };

@@ -16,6 +16,8 @@ void registerRun(CLI::App& app, Action& action);
 void registerSynth(CLI::App& app, Action& action);
 void registerTune(CLI::App& app, Action& action);
 void registerBench(CLI::App& app, Action& action);  // without CUDA: explains that it needs a GPU build
+void registerAnnotate(CLI::App& app, Action& action);
+void registerCompare(CLI::App& app, Action& action);
 
 // The capture opened when a command gets no file: the bundled real sample (see core/data_dir.h).
 std::string defaultCapturePath();

@@ -11,6 +11,7 @@
 #include "format.h"
 #include "guards.h"
 #include "sparge/core/capture.h"
+#include "sparge/core/memory_guard.h"
 #include "sparge/core/names.h"
 #include "sparge/core/params_io.h"
 #include "sparge/kernels/engine_factory.h"
@@ -30,7 +31,7 @@ int validateCapture(core::ParamsFile& file, const std::string& paramsPath, const
                   core::printable(info.name).c_str());
       continue;
     }
-    checkRunMemory(capture, info, file.geometry, 0);
+    core::checkRunMemory(capture, info, file.geometry, 0);
     auto data = std::make_shared<core::EntryData>(core::loadEntry(reader, info.name));
     if (core::identityOf(*g, data->digest) == core::ParamsIdentity::Matches) {
       std::printf("  %s:%s: group \"%s\" was tuned on it (not held out), skipped\n",

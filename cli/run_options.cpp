@@ -2,6 +2,7 @@
 
 #include "sparge/core/error.h"
 #include "sparge/core/params_io.h"
+#include "sparge/core/permutation.h"
 
 namespace sparge::cli {
 
@@ -59,6 +60,35 @@ void addMethodOptions(CLI::App& cmd, RunCommandOptions& o) {
       "Apply --params to entries it was not tuned on (its tuned_on digests do not match): a deliberate "
       "transfer, e.g. held-out validation; the output marks those entries held-out");
   cmd.add_option("--heads", o.heads, "Only these query heads (comma separated)")->delimiter(',');
+  addPermuteOption(cmd, o.permute);
+}
+
+void addPermuteOption(CLI::App& cmd, std::string& permute) {
+  cmd.add_option(
+         "--permute", permute,
+         "Token order of image/video entries (their `grid`) before Stage 1: none | rowmajor | timemajor | "
+         "hilbert; undone on the output, so errors stay against the same dense reference")
+      ->capture_default_str();
+}
+
+core::Permutation runPermutation(const RunCommandOptions& o, const core::EntryInfo& entry,
+                                 std::vector<std::string>* warnings) {
+  core::Permutation p;
+  try {
+    p = core::parsePermutation(o.permute);
+  } catch (const Error& e) {
+    throw Error("--permute", e.problem());
+  }
+  if (!o.paramsPath.empty()) {
+    const core::Permutation tuned = core::permutationFor(core::readParams(o.paramsPath), o.paramsPath, entry);
+    if (tuned != p && warnings)
+      warnings->push_back(o.paramsPath + ": using token order " + core::toString(tuned) +
+                          " (the parameters were tuned in it)");
+    p = tuned;
+  }
+  if (std::string problem = core::permutationProblem(entry, p); !problem.empty())
+    throw Error(o.paramsPath.empty() ? "--permute" : o.paramsPath, problem);
+  return p;
 }
 
 core::RunConfig makeRunConfig(const RunCommandOptions& o, const core::EntryInfo& entry, const std::string&,

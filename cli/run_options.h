@@ -41,6 +41,7 @@ struct RunCommandOptions {
   std::vector<int64_t> heads;
   std::string paramsPath;
   bool paramsAnyCapture = false;  // apply --params to inputs it was not tuned on (held-out validation)
+  std::string permute = "none";   // token order of grid entries (docs/permutation.md)
   std::string masksPath;
   std::string reportPath;
   bool summaryOnly = false;
@@ -52,6 +53,13 @@ struct RunCommandOptions {
 };
 
 void addMethodOptions(CLI::App& cmd, RunCommandOptions& o);
+
+// --permute: registered by addMethodOptions for run; tune and compare register it themselves.
+void addPermuteOption(CLI::App& cmd, std::string& permute);
+// The token order for a run of `entry`: --permute, or the parameter file's when --params is given (a note in
+// `warnings` when the two differ). Throws sparge::Error when it cannot apply to the entry.
+core::Permutation runPermutation(const RunCommandOptions& o, const core::EntryInfo& entry,
+                                 std::vector<std::string>* warnings = nullptr);
 
 // The run configuration for one entry: command-line values, then per-head values from --params.
 // Warnings (for example settings overridden by the params file) are appended to `warnings`.

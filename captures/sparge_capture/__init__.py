@@ -39,9 +39,11 @@ Requires Python >= 3.9, torch, h5py and numpy (transformers is optional).
 import math
 
 from .capture import CAPTURE_VERSION, SpargeCapture, __version__
+from .grid import TokenGrid, grid_for_latents, grid_from_pipeline
 from .masks import MaskInfo, describe_mask
 
-__all__ = ["SpargeCapture", "CAPTURE_VERSION", "MaskInfo", "describe_mask", "scale_of", "__version__"]
+__all__ = ["SpargeCapture", "CAPTURE_VERSION", "MaskInfo", "describe_mask", "scale_of", "__version__", "TokenGrid",
+           "grid_for_latents", "grid_from_pipeline"]
 
 
 def scale_of(head_dim: int) -> float:

@@ -15,6 +15,7 @@ import torch
 import torch.nn.functional as F
 
 from . import masks, storage
+from .grid import call_grid_attrs
 from .identity import CallTracker, EntryNames, Identity
 
 CAPTURE_VERSION = 1
@@ -54,6 +55,8 @@ class SpargeCapture:
       hf_implementations: names in transformers' attention registry to wrap.
       strict: re-raise errors from writing, and masks the format cannot describe, instead of warning.
       compression: h5py compression filter ("gzip" by default, None to disable).
+      grid: the token grid of image / video calls (a ``TokenGrid``, see ``grid.py``), recorded on every call
+        it fits; or a callable ``grid(identity, tokens_q, tokens_kv)`` returning a TokenGrid or None.
     """
 
     def __init__(
@@ -68,6 +71,7 @@ class SpargeCapture:
         strict: bool = False,
         compression: Optional[str] = "gzip",
         compression_opts: Optional[int] = 4,
+        grid: Any = None,
     ) -> None:
         if dtype not in storage.DTYPES:
             raise ValueError(f"dtype must be one of {storage.DTYPES}, got {dtype!r}")
@@ -83,6 +87,7 @@ class SpargeCapture:
         self.strict = strict
         self.compression = compression
         self.compression_opts = compression_opts if compression == "gzip" else None
+        self.grid = grid
 
         self.step = 0
         self.entries: List[str] = []  # names written, in call order
@@ -378,6 +383,7 @@ class SpargeCapture:
                 attrs.update(orig_tokens_q=orig_nq, orig_tokens_kv=orig_nkv)
             if problem is not None:
                 attrs["attn_mask"] = "other: " + problem
+            attrs.update(call_grid_attrs(self.grid, ident, q.shape[2], k.shape[2]))
             attrs.update(extra)
             for key_, val in attrs.items():
                 g.attrs[key_] = _attr_value(val)

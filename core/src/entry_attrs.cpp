@@ -75,7 +75,8 @@ std::string readEntryExtras(hid_t group, EntryInfo& info) {
     if (!s) return std::string("attribute ") + f.name + " is not a string — store it as a str";
     *f.out = *s;
   }
-  return kindProblem(info.kind);
+  if (std::string p = kindProblem(info.kind); !p.empty()) return p;
+  return readGridAttributes(group, info);
 }
 
 bool writeEntryExtras(hid_t group, const EntryInfo& info) {
@@ -93,6 +94,7 @@ bool writeEntryExtras(hid_t group, const EntryInfo& info) {
   if (!info.module.empty()) ok = ok && h5::writeString(group, "module", info.module);
   if (!info.kind.empty()) ok = ok && h5::writeString(group, "kind", info.kind);
   if (!info.stack.empty()) ok = ok && h5::writeString(group, "stack", info.stack);
+  if (info.grid) ok = ok && writeGridAttributes(group, info.grid);
   return ok;
 }
 

@@ -4,6 +4,7 @@
 
 #include <hdf5.h>
 
+#include <optional>
 #include <string>
 
 #include "sparge/core/types.h"
@@ -20,6 +21,12 @@ std::string kindProblem(const std::string& kind);
 // Returns the first problem found ("" when the attributes are absent or valid), for the reader to report
 // with the group's path.
 std::string readEntryExtras(hid_t group, EntryInfo& info);
+
+// The token grid (grid, grid_offset, grid_tokens; info.tokensQ / tokensKV must be set): "" when absent or
+// valid (then info.grid is set), otherwise the first problem (core/src/grid_attrs.cpp).
+std::string readGridAttributes(hid_t group, EntryInfo& info);
+// Replaces the grid attributes of the entry group by `grid` (removes them when it is empty).
+bool writeGridAttributes(hid_t group, const std::optional<TokenGrid>& grid);
 
 // Writes the attributes that carry information (a bounded window, non-empty strings). False when HDF5
 // fails.

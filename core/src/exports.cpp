@@ -10,6 +10,7 @@
 
 #include "entry_attrs.h"
 #include "hdf5_util.h"
+#include "params_grid.h"
 #include "sparge/core/atomic_file.h"
 #include "sparge/core/error.h"
 #include "sparge/core/names.h"
@@ -87,7 +88,10 @@ std::string masksImage(const std::string& path, const std::vector<EntryResult>& 
     h5::writeInteger(g.get(), "sink", r.config.sink);
     h5::writeInteger(g.get(), "diagonal", r.config.diagonal);  // extension, not SpargeAttn's
     h5::writeInteger(g.get(), "causal", r.info.causal);
-    writeEntryExtras(g.get(), r.info);  // window, module, kind, stack, as in the capture
+    writeEntryExtras(g.get(), r.info);  // window, module, kind, stack, grid, as in the capture
+    // The masks are in the permuted token order Stage 1 walked (docs/permutation.md).
+    if (r.info.permutation != Permutation::None)
+      h5::writeString(g.get(), "permute", toString(r.info.permutation));
     h5::writeString(g.get(), "engine", r.engine);
     writeDoubleArray(g.get(), "heads_present", present);
     if (sameParamsForAllHeads(r)) {
@@ -227,6 +231,9 @@ std::string markdownEntry(const EntryResult& r, const MarkdownExtras& extras, co
                  (long long)e.batch, (long long)e.headsQ, (long long)e.headsKV, (long long)e.tokensQ,
                  (long long)e.tokensKV, (long long)e.headDim, toString(e.dtype), e.causal ? ", causal" : "",
                  e.window.bounded() ? (", window " + toString(e.window)).c_str() : "");
+  if (e.grid)
+    s += "- Token grid " + toString(*e.grid) + "; Stage 1 walked the tokens in " + toString(e.permutation) +
+         " order\n";
   s += formatted("- Numerics %s, target %s, geometry %s, smooth_k %s, sink %s%s; engine %s\n",
                  toString(c.numerics), targetLabel(c.geometry, c.numerics).c_str(),
                  c.geometry.label().c_str(), c.smoothK ? "on" : "off", c.sink ? "on" : "off",
@@ -316,6 +323,8 @@ nlohmann::json reportJson(const std::vector<EntryResult>& results, const std::st
     e["window"] =
         r.info.window.bounded() ? nlohmann::json{r.info.window.left, r.info.window.right} : nlohmann::json();
     e.update(numericsJson(r.config));
+    if (r.info.grid) e["grid"] = gridJson(*r.info.grid);
+    if (r.info.permutation != Permutation::None) e["permute"] = toString(r.info.permutation);
     e["smooth_k"] = r.config.smoothK;
     e["sink"] = r.config.sink;
     e["diagonal_extension"] = r.config.diagonal;  // Sparge Studio's option, not SpargeAttn's

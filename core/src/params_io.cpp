@@ -11,6 +11,7 @@
 #include <sstream>
 
 #include "input_file.h"
+#include "params_grid.h"
 #include "sparge/core/atomic_file.h"
 #include "sparge/core/error.h"
 #include "sparge/core/json_reader.h"
@@ -150,6 +151,7 @@ std::string paramsToJson(const ParamsFile& f, const TuneResult* traceSource) {
   root["sink"] = f.sink;
   root["diagonal"] = f.diagonal;
   if (f.exactFallback) root["exact_fallback"] = toString(*f.exactFallback);
+  if (f.permute != Permutation::None) root["permute"] = toString(f.permute);
   json groups = json::array();
   for (const ParamsGroup& g : f.groups) {
     json jg;
@@ -166,6 +168,7 @@ std::string paramsToJson(const ParamsFile& f, const TuneResult* traceSource) {
     jg["layer"] = g.layer ? json(*g.layer) : json(nullptr);
     jg["heads_q"] = g.headsQ;
     jg["complete"] = g.complete;
+    if (g.grid) jg["grid"] = gridJson(*g.grid);
     json heads = json::array();
     const TunedGroup* tg = nullptr;
     if (traceSource)
@@ -247,6 +250,13 @@ void parseFileFields(const Reader& rd, const json& root, ParamsFile& f) {
       f.exactFallback = parseExactFallback(rd.string(*x, "/exact_fallback"));
     } catch (const Error& e) {
       rd.fail("/exact_fallback", e.problem());
+    }
+  }
+  if (const json* p = rd.optional(root, "permute")) {
+    try {
+      f.permute = parsePermutation(rd.string(*p, "/permute"));
+    } catch (const Error& e) {
+      rd.fail("/permute", e.problem());
     }
   }
 }
@@ -348,6 +358,7 @@ ParamsGroup parseGroup(const Reader& rd, const json& jg, const std::string& gp, 
   g.headsQ = rd.integer(jg, gp, "heads_q");
   if (g.headsQ <= 0) rd.fail(gp + "/heads_q", "must be positive");
   if (rd.optional(jg, "complete")) g.complete = rd.boolean(jg, gp, "complete");
+  if (const json* grid = rd.optional(jg, "grid")) g.grid = parseGridJson(*grid, gp + "/grid", source);
   const json& heads = rd.member(jg, gp, "heads");
   if (!heads.is_array()) rd.fail(gp + "/heads", "expected an array");
   std::set<int64_t> seen;

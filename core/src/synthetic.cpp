@@ -62,12 +62,86 @@ std::vector<double> unitVector(Normal& n, int64_t d) {
 void plantOutliers(EntryData& e, const SynthSpec& s, int64_t b, int64_t hk) {
   std::mt19937_64 signs(s.seed * 0x9E3779B97F4A7C15ull + uint64_t(b * s.headsKV + hk));
   const int64_t d = s.headDim, group = s.headsQ / s.headsKV;
-  float* k = e.k.data() + ((b * s.headsKV + hk) * s.tokensKV) * d;
-  for (int64_t t = 0; t < s.tokensKV; ++t)
+  const int64_t nQ = e.info.tokensQ, nKv = e.info.tokensKV;
+  float* k = e.k.data() + ((b * s.headsKV + hk) * nKv) * d;
+  for (int64_t t = 0; t < nKv; ++t)
     k[t * d] = roundTo(float((signs() & 1) ? s.outlierValue : -s.outlierValue), s.dtype);
   for (int64_t hq = hk * group; hq < (hk + 1) * group; ++hq) {
-    float* q = e.q.data() + ((b * s.headsQ + hq) * s.tokensQ) * d;
-    for (int64_t t = 0; t < s.tokensQ; ++t) q[t * d] = 0.0f;
+    float* q = e.q.data() + ((b * s.headsQ + hq) * nQ) * d;
+    for (int64_t t = 0; t < nQ; ++t) q[t * d] = 0.0f;
+  }
+}
+
+// Random Fourier features of an RBF kernel over (t, h, w): φ(p) = √(2/d) · cos(Ω p + β) with Ω's rows drawn
+// from N(0, diag(1/ℓt², 1/ℓ², 1/ℓ²)), so that φ(p)·φ(p') ≈ exp(−|Δt|²/2ℓt² − |Δh, Δw|²/2ℓ²): Q and K built
+// from φ give logits that fall with the distance on the grid, smooth in the position.
+class GridFeatures {
+ public:
+  GridFeatures(Normal& n, int64_t d, double ls, double lsT) : d_(d), omega_(size_t(d) * 3), beta_(size_t(d)) {
+    for (int64_t c = 0; c < d; ++c) {
+      omega_[size_t(c) * 3 + 0] = n.next() / lsT;
+      omega_[size_t(c) * 3 + 1] = n.next() / ls;
+      omega_[size_t(c) * 3 + 2] = n.next() / ls;
+      beta_[size_t(c)] = 2.0 * M_PI * (n.next() * 0.5 + 0.5);
+    }
+  }
+  double at(int64_t c, int64_t t, int64_t h, int64_t w) const {
+    const double* o = &omega_[size_t(c) * 3];
+    return std::sqrt(2.0 / double(d_)) *
+           std::cos(o[0] * double(t) + o[1] * double(h) + o[2] * double(w) + beta_[size_t(c)]);
+  }
+
+ private:
+  int64_t d_;
+  std::vector<double> omega_, beta_;
+};
+
+EntryInfo entryInfoOf(const SynthSpec& s) {
+  EntryInfo info;
+  info.name = s.name;
+  info.batch = s.batch;
+  info.headsQ = s.headsQ;
+  info.headsKV = s.headsKV;
+  info.tokensQ = s.grid ? s.grid->offset + s.grid->count() : s.tokensQ;
+  info.tokensKV = s.grid ? info.tokensQ : s.tokensKV;
+  info.headDim = s.headDim;
+  info.headDimV = s.headDimV;
+  info.dtype = s.dtype;
+  info.layout = s.layout;
+  info.causal = s.causal;
+  info.scale = 1.0 / std::sqrt(double(s.headDim));
+  info.grid = s.grid;
+  return info;
+}
+
+// One (batch, KV head) of a grid entry: K and V, and Q of the query heads that share them. Head h scales the
+// smooth part by its own amplitude (diffuse to sharp heads); prompt tokens are random.
+void fillGridHead(EntryData& e, const SynthSpec& s, Normal& n, int64_t b, int64_t hk) {
+  const EntryInfo& in = e.info;
+  const TokenGrid& g = *s.grid;
+  const int64_t d = s.headDim, dv = s.headDimV, group = s.headsQ / s.headsKV;
+  const GridFeatures phi(n, d, s.lengthScale, s.frameLengthScale);
+  const double noise = s.noise / std::sqrt(double(d));
+  auto value = [&](int64_t token, int64_t c, double amp) {
+    const int64_t i = token - g.offset;
+    if (i < 0) return amp * n.next() / std::sqrt(double(d));  // a prompt token
+    const double smooth = phi.at(c, i / (g.height * g.width), (i / g.width) % g.height, i % g.width);
+    return amp * (smooth + noise * n.next());
+  };
+  const double kAmp = std::sqrt(std::sqrt(double(d)) * 6.0 * s.sharpness);
+  float* k = e.k.data() + ((b * s.headsKV + hk) * in.tokensKV) * d;
+  float* v = e.v.data() + ((b * s.headsKV + hk) * in.tokensKV) * dv;
+  for (int64_t t = 0; t < in.tokensKV; ++t) {
+    for (int64_t c = 0; c < d; ++c) k[t * d + c] = roundTo(float(value(t, c, kAmp)), s.dtype);
+    for (int64_t c = 0; c < dv; ++c) v[t * dv + c] = roundTo(float(n.next()), s.dtype);
+  }
+  for (int64_t j = 0; j < group; ++j) {
+    const int64_t hq = hk * group + j;
+    const double frac = s.headsQ > 1 ? double(hq) / double(s.headsQ - 1) : 1.0;
+    const double amp = std::sqrt(std::sqrt(double(d)) * 6.0 * s.sharpness * (0.3 + 0.7 * frac));
+    float* q = e.q.data() + ((b * s.headsQ + hq) * in.tokensQ) * d;
+    for (int64_t t = 0; t < in.tokensQ; ++t)
+      for (int64_t c = 0; c < d; ++c) q[t * d + c] = roundTo(float(value(t, c, amp)), s.dtype);
   }
 }
 
@@ -87,25 +161,32 @@ EntryData makeSyntheticEntry(const SynthSpec& s) {
     throw Error("synthetic capture", "query heads (" + std::to_string(s.headsQ) +
                                          ") must be a multiple of KV heads (" + std::to_string(s.headsKV) +
                                          ")");
+  if (s.grid && s.causal) throw Error("synthetic capture", "a grid entry is bidirectional: drop --causal");
+  if (s.grid)
+    if (std::string p =
+            gridProblem(*s.grid, s.grid->offset + s.grid->count(), s.grid->offset + s.grid->count());
+        !p.empty())
+      throw Error("synthetic capture", p);
   EntryData e;
-  EntryInfo& info = e.info;
-  info.name = s.name;
-  info.batch = s.batch;
-  info.headsQ = s.headsQ;
-  info.headsKV = s.headsKV;
-  info.tokensQ = s.tokensQ;
-  info.tokensKV = s.tokensKV;
-  info.headDim = s.headDim;
-  info.headDimV = s.headDimV;
-  info.dtype = s.dtype;
-  info.layout = s.layout;
-  info.causal = s.causal;
-  info.scale = 1.0 / std::sqrt(double(s.headDim));
-  e.q.resize(size_t(s.batch * s.headsQ * s.tokensQ * s.headDim));
-  e.k.resize(size_t(s.batch * s.headsKV * s.tokensKV * s.headDim));
-  e.v.resize(size_t(s.batch * s.headsKV * s.tokensKV * s.headDimV));
+  e.info = entryInfoOf(s);
+  const EntryInfo& info = e.info;
+  e.q.resize(size_t(s.batch * s.headsQ * info.tokensQ * s.headDim));
+  e.k.resize(size_t(s.batch * s.headsKV * info.tokensKV * s.headDim));
+  e.v.resize(size_t(s.batch * s.headsKV * info.tokensKV * s.headDimV));
   const int64_t d = s.headDim;
   Normal n(s.seed);
+  auto outliers = [&](int64_t b, int64_t hk) {
+    if (std::find(s.outlierKvHeads.begin(), s.outlierKvHeads.end(), hk) != s.outlierKvHeads.end())
+      plantOutliers(e, s, b, hk);
+  };
+  if (s.grid) {
+    for (int64_t b = 0; b < s.batch; ++b)
+      for (int64_t hk = 0; hk < s.headsKV; ++hk) {
+        fillGridHead(e, s, n, b, hk);
+        outliers(b, hk);
+      }
+    return e;
+  }
   const int64_t segments = (std::max(s.tokensQ, s.tokensKV) + s.segment - 1) / s.segment;
   for (int64_t b = 0; b < s.batch; ++b)
     for (int64_t hk = 0; hk < s.headsKV; ++hk) {
@@ -133,8 +214,7 @@ EntryData makeSyntheticEntry(const SynthSpec& s) {
               float((sink ? kAmp * sinkDir[c] : kAmp * topics[t / s.segment][c]) + 0.25 * n.next()), s.dtype);
         for (int64_t c = 0; c < s.headDimV; ++c) v[t * s.headDimV + c] = roundTo(float(n.next()), s.dtype);
       }
-      if (std::find(s.outlierKvHeads.begin(), s.outlierKvHeads.end(), hk) != s.outlierKvHeads.end())
-        plantOutliers(e, s, b, hk);
+      outliers(b, hk);
     }
   return e;
 }

@@ -5,24 +5,11 @@
 #include <cctype>
 #include <initializer_list>
 
+#include "enum_names.h"
 #include "sparge/core/capture.h"
 #include "sparge/core/error.h"
 
 namespace sparge::core {
-namespace {
-
-// The value whose toString() is `text`; otherwise an error naming `what` and every accepted name.
-template <class Enum>
-Enum parseByName(const std::string& text, std::initializer_list<Enum> values, const char* what) {
-  std::string names;
-  for (Enum v : values) {
-    if (text == toString(v)) return v;
-    names += (names.empty() ? "" : ", ") + std::string(toString(v));
-  }
-  throw Error(what, "'" + text + "' is not known — use one of " + names);
-}
-
-}  // namespace
 
 const char* toString(DType d) {
   switch (d) {

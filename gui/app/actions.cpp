@@ -73,7 +73,18 @@ void validateArgument(const Action& a) {
       if (!parseScope(a.arg)) throw Error(where, "expected head, entry or all");
       break;
     case CommandId::SweepHead:
-      if (a.arg != "head" && a.arg != "all") throw Error(where, "expected head or all");
+      if (a.arg != "head" && a.arg != "all" && a.arg != "orders")
+        throw Error(where, "expected head, all or orders");
+      break;
+    case CommandId::Permute:
+      try {
+        core::parsePermutation(a.arg);
+      } catch (const Error& e) {
+        throw Error(where, e.problem());
+      }
+      break;
+    case CommandId::CaptureOrder:
+      if (a.arg != "0" && a.arg != "1") throw Error(where, "expected 0 or 1");
       break;
     case CommandId::Profile:
       if (!parseProfileArg(a.arg))
@@ -210,7 +221,18 @@ void ActionRunner::start(const Action& a) {
     }
     case CommandId::SweepHead:
       app_.showView("curves");
-      session_.curves().sweep(a.arg == "all" ? SweepScope::AllHeads : SweepScope::SelectedHead);
+      if (a.arg == "orders")
+        session_.orderCurves().sweep();
+      else
+        session_.curves().sweep(a.arg == "all" ? SweepScope::AllHeads : SweepScope::SelectedHead);
+      break;
+    case CommandId::Permute:
+      if (std::string problem = session_.permutationProblem(core::parsePermutation(a.arg)); !problem.empty())
+        return fail(a, problem);
+      session_.setPermutation(core::parsePermutation(a.arg));
+      break;
+    case CommandId::CaptureOrder:
+      app_.ui().captureOrder = a.arg == "1";
       break;
     case CommandId::PresetCdf:
       session_.applyPreset(*parsePreset(a.arg));
@@ -353,6 +375,13 @@ void ActionRunner::checkView(const Action& a) {
 }
 
 void ActionRunner::checkSweep(const Action& a) {
+  if (a.arg == "orders") {
+    auto o = session_.orderCurves().data();
+    if (!o || o->done != o->total || session_.orderCurves().running())
+      return fail(a, "the sweep did not finish");
+    if (o->orders.empty()) return fail(a, "no token order applies to the entry");
+    return;
+  }
   auto d = session_.curves().data();
   if (!d || d->done != d->total || session_.curves().running()) return fail(a, "the sweep did not finish");
   size_t expected = a.arg == "all" ? static_cast<size_t>(session_.capture().headsQ()) : 1;
@@ -430,6 +459,11 @@ void ActionRunner::finish(const Action& a) {
       auto r = session_.runs().result();
       if (session_.capture().entryName != a.arg || !r || r->info.name != a.arg)
         fail(a, "entry " + a.arg + " is not shown");
+      break;
+    }
+    case CommandId::Permute: {
+      auto r = session_.runs().result();
+      if (!r || r->info.permutation != core::parsePermutation(a.arg)) fail(a, "the run is not in that order");
       break;
     }
     case CommandId::SelectHead:

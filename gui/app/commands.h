@@ -39,6 +39,8 @@ enum class CommandId {
   PresetStored,
   Set,
   Follow,
+  Permute,       // automation: the token order of entries with a grid
+  CaptureOrder,  // automation: the head detail of a permuted run in the capture's order
   // Selection
   SelectEntry,
   SelectHead,

@@ -136,6 +136,10 @@ void FileController::exportParams(const std::string& path) {
       for (core::ParamsHead& ph : file.groups.back().heads)
         ph.exact = size_t(ph.head) < exact->size() && (*exact)[size_t(ph.head)];
   }
+  // The current entry's values belong to the token order it runs in; the other groups record no grid, so
+  // `sparge run --params` refuses them in that order rather than run them in another.
+  if (info->permutation != core::Permutation::None)
+    core::recordPermutation(file, info->permutation, {{info->name, *info}});
   try {
     core::writeParams(path, file);
     core_.messages.addNotice("exported parameters to " + path);

@@ -19,6 +19,7 @@ Session::Session(EngineFactory factory)
       profiling_(core_, runs_),
       overview_(core_, runs_, tuning_),
       curves_(core_, runs_),
+      orderCurves_(core_, runs_),
       files_(core_, runs_, tuning_) {
   core_.backend->factory = std::move(factory);
   worker_.setErrorSink([this](const std::string& key, const std::string& message) {
@@ -26,6 +27,7 @@ Session::Session(EngineFactory factory)
       // Tuning and profiling own the progress bar; a failed sweep stops showing as running.
       if (kind == JobKind::Tune || kind == JobKind::Profile) core_.progress = Progress{};
       if (kind == JobKind::Curves) curves_.cancel();
+      if (kind == JobKind::OrderCurves) orderCurves_.cancel();
       core_.messages.pushError(message);
     });
   });
@@ -97,6 +99,8 @@ std::string Session::activity() const {
       return "filling the overview";
     case JobKind::Curves:
       return "sweeping curves";
+    case JobKind::OrderCurves:
+      return "sweeping curves in each token order";
   }
   return {};
 }
@@ -146,6 +150,7 @@ void Session::reset(ResetScope scope) {
   profiling_.reset(scope);
   overview_.reset(scope);
   curves_.reset(scope);
+  orderCurves_.reset(scope);
   if (scope == ResetScope::Capture) core_.messages.setWarnings({});
 }
 
@@ -185,11 +190,10 @@ void Session::openEntryData(std::shared_ptr<const core::EntryData> entry) {
   reset(ResetScope::Capture);
   auto backend = core_.backend;
   uint64_t epoch = core_.epoch;
-  core_.submit(JobKind::Load, [this, backend, entry, epoch](const core::CancelFlag&) {
+  core_.submit(JobKind::Load, [this, backend, entry, epoch, order = permutation_](const core::CancelFlag&) {
     backend->reader.reset();
-    backend->entry = entry;
-    backend->ensureEngine().setEntry(entry);
-    core_.post([this, info = entry->info,
+    adoptOrder(entry, order);
+    core_.post([this, info = backend->entry->info,
                 digest = entry->digest.empty() ? core::entryDigest(*entry) : entry->digest,
                 epoch] { onEntryLoaded(info, digest, {}, epoch); });
   });
@@ -216,19 +220,18 @@ void Session::selectEntry(const std::string& name) {
 void Session::submitLoad(const std::string& name) {
   auto backend = core_.backend;
   uint64_t epoch = core_.epoch;
-  core_.submit(JobKind::Load, [this, backend, name, epoch](const core::CancelFlag&) {
+  core_.submit(JobKind::Load, [this, backend, name, epoch, order = permutation_](const core::CancelFlag&) {
     if (!backend->reader) throw Error("load", "no capture open");
     std::vector<core::NonFiniteReport> nonFinite;
     auto entry = std::make_shared<core::EntryData>(core::loadEntry(*backend->reader, name, &nonFinite));
-    backend->entry = entry;
-    backend->ensureEngine().setEntry(entry);
+    adoptOrder(entry, order);
     std::vector<std::string> warnings;
     for (const auto& nf : nonFinite) {
       warnings.push_back(name + ": " + core::toString(nf.tensor) + " batch " + std::to_string(nf.batch) +
                          " head " + std::to_string(nf.head) + " holds " + std::to_string(nf.count) +
                          " NaN/Inf values");
     }
-    core_.post([this, info = entry->info, digest = entry->digest, warnings, epoch] {
+    core_.post([this, info = backend->entry->info, digest = entry->digest, warnings, epoch] {
       onEntryLoaded(info, digest, warnings, epoch);
     });
   });

@@ -11,6 +11,7 @@
 #include "curves.h"
 #include "file_controller.h"
 #include "metrics.h"
+#include "order_curves.h"
 #include "overview.h"
 #include "profile_controller.h"
 #include "run_controller.h"
@@ -42,6 +43,13 @@ class Session {
   // When on, the engine's GPU picks the target once it has started (sm90 on Hopper, sm80 on Ampere): the
   // tiles and numerics SpargeAttn runs there, with a notice. Off when the user chose a target.
   void followDeviceTarget(bool on) { followDeviceTarget_ = on; }
+  // The token order Stage 1 walks on entries with a grid (docs/permutation.md). The loaded entry is put in
+  // that order on the worker (each order built once per entry) and re-run; entries it cannot apply to (no
+  // grid, causal, windowed) run in the capture's order, with a notice. gui/session/session_order.cpp.
+  void setPermutation(core::Permutation p);
+  core::Permutation permutation() const { return permutation_; }
+  // Why `p` cannot apply to the selected entry ("" when it can, or no entry is selected).
+  std::string permutationProblem(core::Permutation p) const;
 
   const CaptureModel& capture() const { return core_.capture; }
   const EngineStatus& engine() const { return core_.engine; }
@@ -59,6 +67,8 @@ class Session {
   const OverviewController& overview() const { return overview_; }
   CurveController& curves() { return curves_; }
   const CurveController& curves() const { return curves_; }
+  OrderCurveController& orderCurves() { return orderCurves_; }
+  const OrderCurveController& orderCurves() const { return orderCurves_; }
   FileController& files() { return files_; }
   // The loaded parameter file and evaluation report, as marks per head.
   const ChecksModel& checks() const { return core_.checks; }
@@ -83,6 +93,8 @@ class Session {
   void startEngine();
   void adoptDeviceTarget();
   void submitLoad(const std::string& name);
+  // Worker thread: makes the engine's entry `base` in the token order `p` (None where it cannot apply).
+  void adoptOrder(const std::shared_ptr<const core::EntryData>& base, core::Permutation p);
   void onEntryLoaded(const core::EntryInfo& info, const std::string& digest,
                      std::vector<std::string> warnings, uint64_t epoch);
   // The one reset: what a new capture (or a new entry) invalidates, in every controller.
@@ -97,8 +109,10 @@ class Session {
   ProfileController profiling_;
   OverviewController overview_;
   CurveController curves_;
+  OrderCurveController orderCurves_;
   FileController files_;
   bool followDeviceTarget_ = false;
+  core::Permutation permutation_ = core::Permutation::None;
 };
 
 }  // namespace sparge::gui

@@ -15,13 +15,14 @@
 #include "checks.h"
 #include "sparge/core/capture.h"
 #include "sparge/core/engine.h"
+#include "sparge/core/permutation.h"
 #include "sparge/kernels/engine_factory.h"
 #include "worker.h"
 
 namespace sparge::gui {
 
 // Every kind of background job. The worker coalesces pending jobs of one kind (latest wins).
-enum class JobKind { Engine, Open, Load, Run, Tune, Profile, Export, Overview, Curves };
+enum class JobKind { Engine, Open, Load, Run, Tune, Profile, Export, Overview, Curves, OrderCurves };
 // The worker key of a job; `tag` separates jobs of one kind that must not coalesce (exports by path).
 std::string jobKey(JobKind kind, const std::string& tag = {});
 std::optional<JobKind> jobKindOf(const std::string& key);
@@ -98,7 +99,8 @@ struct Backend {
   std::unique_ptr<core::Engine> engine;
   std::unique_ptr<core::Engine> overviewEngine;  // walks the entries without evicting `engine`'s caches
   std::unique_ptr<core::CaptureReader> reader;
-  std::shared_ptr<const core::EntryData> entry;
+  std::shared_ptr<const core::EntryData> entry;  // what the engine holds: the entry in the chosen token order
+  std::unique_ptr<core::PermutedEntries> orders;  // the loaded entry's token orders, each built once
 
   core::Engine& ensureEngine();
   core::Engine& ensureOverviewEngine();

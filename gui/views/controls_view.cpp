@@ -257,6 +257,7 @@ void ControlsView::draw(Session& s, UiState& ui) {
   drawParameters(s, ui);
   drawPresets(s);
   drawRunSettings(s);
+  drawTokenOrder(s, ui);
   drawOverrides(s);
   ImGui::Separator();
   drawBudget(s);

@@ -11,8 +11,6 @@ namespace sparge::gui {
 
 class ControlsView final : public View {
  public:
-  const char* id() const override { return "controls"; }
-  const char* title() const override { return "Controls"; }
   void draw(Session& session, UiState& ui) override;
 
  private:
@@ -21,6 +19,7 @@ class ControlsView final : public View {
   void drawParameters(Session& s, UiState& ui);
   void drawPresets(Session& s);
   void drawRunSettings(Session& s);
+  void drawTokenOrder(Session& s, UiState& ui);  // controls_order.cpp
   void drawOverrides(Session& s);
   void drawBudget(Session& s);
   void drawTuning(Session& s);

@@ -102,13 +102,25 @@ void CurvesView::drawToolbar(Session& s) {
   ImGui::SameLine();
   ImGui::RadioButton("all heads", &multiples_, 1);
   ImGui::SameLine();
+  const core::EntryInfo* captured = s.capture().find(s.capture().entryName);
+  ImGui::BeginDisabled(!captured || !captured->grid);
+  ImGui::RadioButton("token orders", &multiples_, 2);
+  ImGui::EndDisabled();
+  itemTooltip(
+      "The selected head's Pareto front in each token order its grid allows (none, timemajor, "
+      "hilbert), overlaid; entries with a token grid only.");
+  ImGui::SameLine();
   ImGui::SetNextItemWidth(ImGui::GetFontSize() * 6);
   ImGui::SliderInt("##points", &points_, 6, 200, "%d per \xce\xb8");
   itemTooltip("Values of tau (or top-k) evaluated for each theta.");
   ImGui::SameLine();
   ImGui::BeginDisabled(!s.capture().info());
-  if (ImGui::Button("Sweep"))
-    s.curves().sweep(multiples_ ? SweepScope::AllHeads : SweepScope::SelectedHead, points_);
+  if (ImGui::Button("Sweep")) {
+    if (multiples_ == 2)
+      s.orderCurves().sweep(points_);
+    else
+      s.curves().sweep(multiples_ ? SweepScope::AllHeads : SweepScope::SelectedHead, points_);
+  }
   ImGui::EndDisabled();
   itemTooltip(
       "Ctrl+W: the selected head; Ctrl+Shift+W: every head. Runs in the background, points appear as "
@@ -124,6 +136,13 @@ void CurvesView::drawToolbar(Session& s) {
 
 // Single-head mode keeps its sweep current on its own; all-heads sweeps start only on request.
 void CurvesView::sweepIfNeeded(Session& s) {
+  if (multiples_ == 2) {
+    auto o = s.orderCurves().data();
+    if (!s.orderCurves().running() && s.capture().info() &&
+        (!o || o->entry != s.capture().entryName || o->head != s.capture().selected.head))
+      s.orderCurves().sweep(points_);
+    return;
+  }
   if (multiples_ || s.curves().running() || !s.capture().info() || !s.runs().result()) return;
   auto d = s.curves().data();
   bool haveHead = d && std::any_of(d->heads.begin(), d->heads.end(),
@@ -262,8 +281,16 @@ void CurvesView::draw(Session& s, UiState& ui) {
     shownSweep_ = d;
     multiples_ = d->heads.size() > 1 ? 1 : 0;
   }
+  if (auto o = s.orderCurves().data(); o && o != shownOrderSweep_) {
+    shownOrderSweep_ = o;
+    multiples_ = 2;
+  }
   drawToolbar(s);
   sweepIfNeeded(s);
+  if (multiples_ == 2) {
+    drawOrderPlot(s, ImGui::GetContentRegionAvail());
+    return;
+  }
   auto d = s.curves().data();
   if (!d) {
     ImGui::TextDisabled(s.capture().info() ? "Sweeping..." : "Open a capture to sweep its curves.");

@@ -6,6 +6,7 @@
 
 #include <memory>
 
+#include "order_curves.h"
 #include "view.h"
 #include "widgets/plot.h"
 
@@ -13,8 +14,6 @@ namespace sparge::gui {
 
 class CurvesView final : public View {
  public:
-  const char* id() const override { return "curves"; }
-  const char* title() const override { return "Curves"; }
   void draw(Session& session, UiState& ui) override;
 
  private:
@@ -25,8 +24,11 @@ class CurvesView final : public View {
                     bool compact);
   void drawLegend(const CurveSet& set);
   void drawSmallMultiples(Session& s, UiState& ui, const CurveSet& set);
+  // Token orders (curves_orders.cpp): the selected head's front in each order the entry allows, overlaid.
+  void drawOrderPlot(Session& s, ImVec2 size);
 
-  int multiples_ = 0;  // 0: the selected head, 1: every head as small multiples
+  int multiples_ = 0;  // 0: the selected head, 1: every head as small multiples, 2: token orders
+  std::shared_ptr<const OrderCurveSet> shownOrderSweep_;
   int points_ = 16;
   int focusTheta_ = -1;
   std::shared_ptr<const CurveSet>

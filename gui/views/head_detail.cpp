@@ -5,7 +5,9 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <string>
 
+#include "capture_order.h"
 #include "sparge/core/parallel.h"
 #include "sparge/core/stage1.h"
 #include "views/capture_browser.h"
@@ -54,20 +56,28 @@ void rowStrip(const char* id, const HeatmapHover& ref, const std::vector<float>&
 }
 }  // namespace
 
-void HeadDetail::sync(const core::HeadResult& h, uint64_t generation) {
+void HeadDetail::sync(const core::HeadResult& h, uint64_t generation, const core::EntryResult& r,
+                      const core::TokenPermutation* captureOrder) {
   HeadRef ref{h.batch, h.head};
-  if (generation == syncedGeneration_ && ref == syncedHead_) return;
+  const bool mapped = captureOrder != nullptr;
+  if (generation == syncedGeneration_ && ref == syncedHead_ && mapped == syncedCaptureOrder_) return;
+  syncedCaptureOrder_ = mapped;
   if (!(ref == syncedHead_) && (h.nq != tex_[0].rows() || h.nk != tex_[0].cols())) zoom_.reset();
   syncedGeneration_ = generation;
   syncedHead_ = ref;
   // The layers are coloured on several threads; GL uploads stay on this one.
-  core::parallelFor(kPanels, colouringThreads(),
-                    [&](int64_t k) { renderHeadLayer(h, kLayers[k], scratch_[k], &vmin_[k], &vmax_[k]); });
+  core::parallelFor(kPanels, colouringThreads(), [&](int64_t k) {
+    if (mapped)
+      renderHeadLayerInCaptureOrder(h, kLayers[k], r.info, r.config.geometry, *captureOrder, scratch_[k],
+                                    &vmin_[k], &vmax_[k]);
+    else
+      renderHeadLayer(h, kLayers[k], scratch_[k], &vmin_[k], &vmax_[k]);
+  });
   for (int k = 0; k < kPanels; ++k) {
-    // Versions only need to differ between uploads; the generation and head identify the data.
-    tex_[k].update(
-        (generation << 20) ^ (static_cast<uint64_t>(h.batch) << 12) ^ static_cast<uint64_t>(h.head),
-        scratch_[k].data(), h.nk, h.nq);
+    // Versions only need to differ between uploads; the generation, head and order identify the data.
+    tex_[k].update((generation << 20) ^ (static_cast<uint64_t>(h.batch) << 12) ^
+                       static_cast<uint64_t>(h.head) ^ (mapped ? uint64_t(1) << 11 : 0),
+                   scratch_[k].data(), h.nk, h.nq);
   }
 }
 
@@ -197,10 +207,15 @@ void HeadDetail::draw(Session& s, UiState& ui) {
   char right[200] = "";
   if (h) {
     bool topk = h->params.mode == core::SelectMode::TopK;
-    std::snprintf(right, sizeof right, "%s\xce\xb8 %.3f  %s %.3f  \xce\xbb %g%s",
+    const core::Permutation order = r->info.permutation;
+    const std::string walked = order == core::Permutation::None ? std::string()
+                               : ui.captureOrder
+                                   ? std::string("  ") + core::toString(order) + " run, capture order"
+                                   : std::string("  tokens in ") + core::toString(order) + " order";
+    std::snprintf(right, sizeof right, "%s\xce\xb8 %.3f  %s %.3f  \xce\xbb %g%s%s",
                   h->params.dense ? "DENSE  " : "", h->params.theta, topk ? "top-k" : "\xcf\x84",
                   topk ? h->params.topk : h->params.tau, h->params.lambda,
-                  s.runs().hasOverride(h->head) ? "  (override)" : "");
+                  s.runs().hasOverride(h->head) ? "  (override)" : "", walked.c_str());
   }
   char title[96];
   std::snprintf(title, sizeof title, "Head detail: batch %lld, head %lld", (long long)sel.batch,
@@ -210,7 +225,14 @@ void HeadDetail::draw(Session& s, UiState& ui) {
     ImGui::TextDisabled(s.busy() ? "Running..." : "No result for this head yet.");
     return;
   }
-  sync(*h, s.runs().mapsGeneration());
+  // A permuted run's maps in the capture's order (the toggle in the Controls); its permutation is cached
+  // per run.
+  const bool mapped = ui.captureOrder && r->info.permutation != core::Permutation::None;
+  if (mapped && capturePermOf_ != r) {
+    capturePerm_ = core::appliedPermutation(r->info);
+    capturePermOf_ = r;
+  }
+  sync(*h, s.runs().mapsGeneration(), *r, mapped ? &capturePerm_ : nullptr);
 
   drawHeadline(s, *h);
   if (zoom_.zoom > 1.001f) {
@@ -221,7 +243,14 @@ void HeadDetail::draw(Session& s, UiState& ui) {
   static const MaskCell legend[] = {MaskCell::Selected, MaskCell::ForcedRow, MaskCell::ForcedCol,
                                     MaskCell::Sink,     MaskCell::Diagonal,  MaskCell::PvSkipped,
                                     MaskCell::Off,      MaskCell::Invalid};
-  drawMaskLegend(legend, int(std::size(legend)));
+  if (mapped)
+    ImGui::TextWrapped(
+        "In the capture's token order: a block of the %s order is not a block of the capture, so each cell "
+        "(the same tiling) shows the fraction of its token pairs that lie in selected / PV-computed blocks, "
+        "or the mean over its pairs, counted token by token.",
+        core::toString(r->info.permutation));
+  else
+    drawMaskLegend(legend, int(std::size(legend)));
   ImVec2 avail = ImGui::GetContentRegionAvail();
   avail.y -= 2;
   const ImGuiStyle& style = ImGui::GetStyle();
@@ -240,7 +269,10 @@ void HeadDetail::draw(Session& s, UiState& ui) {
       int k = row * 2 + c;
       ImGui::SetCursorPos(ImVec2(rowStart.x + c * (colW + style.ItemSpacing.x), rowStart.y));
       ImGui::BeginGroup();
-      ImGui::TextUnformatted(headLayerLabel(kLayers[k]));
+      if (mapped)
+        ImGui::Text("%s, capture order", headLayerLabel(kLayers[k]));
+      else
+        ImGui::TextUnformatted(headLayerLabel(kLayers[k]));
       char id[16];
       std::snprintf(id, sizeof id, "##panel%d", k);
       HeatmapHover hv =
@@ -251,7 +283,11 @@ void HeadDetail::draw(Session& s, UiState& ui) {
         newHoverCol = hv.col;
         tooltip(s, *h, hv.row, hv.col);
       }
-      if (headLayerIsContinuous(kLayers[k])) {
+      if (mapped) {
+        drawColorbar(kLayers[k] == HeadLayer::DroppedMass ? Colormap::Inferno : Colormap::Viridis, vmin_[k],
+                     vmax_[k], std::min(colW, ImGui::GetFontSize() * 22), k < 2 ? "of pairs" : nullptr,
+                     false);
+      } else if (headLayerIsContinuous(kLayers[k])) {
         drawColorbar(kLayers[k] == HeadLayer::DroppedMass ? Colormap::Inferno : Colormap::Viridis, vmin_[k],
                      vmax_[k], std::min(colW, ImGui::GetFontSize() * 22));
       }
@@ -276,7 +312,6 @@ void HeadDetail::draw(Session& s, UiState& ui) {
   }
   hoverRow_ = newHoverRow;
   hoverCol_ = newHoverCol;
-  (void)ui;
 }
 
 }  // namespace sparge::gui

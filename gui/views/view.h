@@ -1,7 +1,9 @@
 // Base class of the views (ImHex's View idea): each view draws itself from the Session and sends commands.
 #pragma once
 
+#include <memory>
 #include <string>
+#include <vector>
 
 #include "session.h"
 
@@ -16,15 +18,22 @@ struct UiState {
   int profileRuns = 5;          // from the saved settings (AppSettings::profileRuns), saved back on exit
   int profileWarmupMs = 0;      // warm-up by time before the profiled runs; 0: one warm-up round (saved too)
   bool screenshotMode = false;  // automation: hide volatile bits
+  bool captureOrder = false;    // head detail: maps of a permuted run shown in the capture's token order
 };
 
+// A view's id and title come from its row in the registry (views/registry.cpp), which makes every view.
 class View {
  public:
   virtual ~View() = default;
-  virtual const char* id() const = 0;     // stable name: settings, `--action view=ID`
-  virtual const char* title() const = 0;  // tab label
+  const char* id() const { return id_; }        // stable name: settings, `--action view=ID`
+  const char* title() const { return title_; }  // tab label and View-menu entry
   // Draws the view's contents into the current child window.
   virtual void draw(Session& session, UiState& ui) = 0;
+
+ private:
+  friend std::vector<std::unique_ptr<View>> makeViews();
+  const char* id_ = "";
+  const char* title_ = "";
 };
 
 }  // namespace sparge::gui

@@ -7,12 +7,14 @@
 #include <chrono>
 #include <cmath>
 #include <functional>
+#include <memory>
 #include <thread>
 #include <vector>
 
+#include "call/whole_call.h"
+#include "common/head_dim.h"
 #include "engine/cudnn_sdpa.h"
 #include "engine/device_stages.h"
-#include "common/head_dim.h"
 #include "sparge/core/error.h"
 #include "sparge/profiler/event_timer.h"
 #include "sparge/profiler/warm_up.h"
@@ -71,6 +73,11 @@ struct BenchData {
   const QuantOperands* ops = nullptr;
   double scale = 0;
   bool smoothK = true;
+  KernelSwitches switches;
+  // The deployed whole call as the C API runs it (Stage 1 fused with Q/K quantization, one workspace).
+  std::unique_ptr<WholeCall> call;
+  DeviceBuffer callWorkspace;
+  std::vector<HeadParamsDev> hostParams;
 
   explicit BenchData(const BenchCase& c);
   size_t bh() const { return (size_t)p.B * p.Hq; }
@@ -78,14 +85,36 @@ struct BenchData {
   void stage1(bool fresh) {
     if (fresh) keyMean.refresh();
     if (fresh) stats.compute(qkv, p, keyMean.get(qkv, p, smoothK, 0), 0);
-    sel.select(qkv, p, stats, params.as<HeadParamsDev>(), ForcedOn{}, 0);
+    sel.select(qkv, p, stats, params.as<HeadParamsDev>(), ForcedOn{}, switches, 0);
   }
   void quantizeOperands(core::Numerics n) {
     ops = n == core::Numerics::None ? nullptr : &quant.run(qkv, p, n, keyMean.get(qkv, p, smoothK, 0), 0);
   }
+  void wholeCall(core::Numerics n) {
+    if (!call || call->shape().numerics != n) {
+      CallShape shape;
+      shape.B = p.B, shape.Hq = p.Hq, shape.Hkv = p.Hkv, shape.Nq = p.Nq, shape.Nkv = p.Nkv, shape.D = p.D;
+      shape.et = qkv.et;
+      shape.geometry = core::Geometry{p.BQ, p.BK};
+      shape.causal = p.causal;
+      shape.numerics = n;
+      shape.scale = scale;
+      shape.smoothK = smoothK;
+      shape.switches = switches;
+      shape.q = shape.o = {int64_t(p.Hq) * p.Nq * p.D, int64_t(p.Nq) * p.D, p.D};
+      shape.k = shape.v = {int64_t(p.Hkv) * p.Nkv * p.D, int64_t(p.Nkv) * p.D, p.D};
+      call = std::make_unique<WholeCall>(shape);
+      callWorkspace.reserve(call->workspaceBytes(), "whole-call workspace");
+    }
+    CallArgs a;
+    a.q = qkv.q, a.k = qkv.k, a.v = qkv.v, a.o = o.get();
+    a.params = hostParams.data();
+    a.workspace = callWorkspace.get();
+    call->run(a);
+  }
   void attention(core::Numerics n, bool dense) {
     const AttnArgs a = makeAttnArgs(qkv, scale, sel, params.as<HeadParamsDev>(), o.get(), skip.as<uint8_t>(),
-                                    empty.as<int>(), n, ops);
+                                    empty.as<int>(), n, ops, switches);
     launchAttention(qkv.et, p, a, dense, 0);
   }
 };
@@ -94,6 +123,8 @@ BenchData::BenchData(const BenchCase& c) {
   const int H = (int)c.heads, N = (int)c.tokens, D = (int)c.headDim;
   p = makeProblem((int)c.batch, H, H, N, N, D, c.geometry, c.causal, core::Window{});
   p.nHeads = H;
+  switches = KernelSwitches::fromEnvironment();
+  switches.family = c.mmaSyncOnly ? AttnFamily::Sm80 : AttnFamily::Auto;  // the case decides the family
   scale = 1.0 / std::sqrt((double)D);
   qkv.et = c.dtype == core::DType::BFloat16 ? ElemType::BF16 : ElemType::F16;
   const size_t elems = bh() * N * D;
@@ -129,6 +160,7 @@ void BenchData::setTopk(const BenchCase& c, double topk) {
   }
   check(cudaMemcpy(params.get(), hp.data(), sizeof(HeadParamsDev) * hp.size(), cudaMemcpyHostToDevice),
         "params");
+  hostParams = hp;
 }
 
 // Block counts of the selection just made, and the PV skips of one attention over it.
@@ -169,7 +201,7 @@ BenchResult runBench(const BenchCase& c) {
   requireHeadDim(c.headDim, "bench");
   BenchData d(c);
   // Stage 2 of D 256 (and of 128x64 tiles) runs the mma.sync family even on Hopper: say which one is timed.
-  res.attentionKernel = attentionSm90Selected(d.p, c.numerics) ? "sm90" : "sm80";
+  res.attentionKernel = attentionSm90Selected(d.p, c.numerics, d.switches.family) ? "sm90" : "sm80";
 
   d.setTopk(c, c.topks.empty() ? 0.5 : c.topks.front());
   settle(c);
@@ -195,13 +227,7 @@ BenchResult runBench(const BenchCase& c) {
     sp.topk = tk;
     settle(c);
     sp.stage2 = timeIt([&] { d.attention(c.numerics, false); }, c);
-    sp.call = timeIt(
-        [&] {
-          d.stage1(true);
-          d.quantizeOperands(c.numerics);
-          d.attention(c.numerics, false);
-        },
-        c);
+    sp.call = timeIt([&] { d.wholeCall(c.numerics); }, c);
     countBlocks(d, c, sp);
     res.sparse.push_back(sp);
   }

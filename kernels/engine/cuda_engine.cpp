@@ -72,17 +72,6 @@ void upload(CudaEngine::State& st, const core::EntryData& entry) {
   st.uploaded = true;
 }
 
-HeadParamsDev deviceParams(const core::HeadParams& x) {
-  HeadParamsDev d;
-  d.theta = x.theta;
-  d.mode = x.mode == core::SelectMode::TopK ? 1 : 0;
-  d.tau = (float)x.tau;
-  d.topk = (float)x.topk;
-  d.lambda = x.dense ? INFINITY : (float)x.lambda;
-  d.dense = x.dense ? 1 : 0;
-  return d;
-}
-
 // Heads, problem and device-side parameters of one run.
 RunPlan makePlan(CudaEngine::State& st, const core::EntryInfo& info, const core::RunConfig& config,
                  const core::RunOptions& options) {
@@ -95,7 +84,7 @@ RunPlan makePlan(CudaEngine::State& st, const core::EntryInfo& info, const core:
   for (int h : plan.heads) plan.allDense = plan.allDense && config.forHead(h).dense;
 
   std::vector<HeadParamsDev> hp(st.Hq);
-  for (int h = 0; h < st.Hq; ++h) hp[h] = deviceParams(config.forHead(h));
+  for (int h = 0; h < st.Hq; ++h) hp[h] = toDeviceParams(config.forHead(h));
   uploadHeads(st.heads, plan.heads);
   st.params.reserve(sizeof(HeadParamsDev) * hp.size(), "head params");
   check(cudaMemcpy(st.params.get(), hp.data(), sizeof(HeadParamsDev) * hp.size(), cudaMemcpyHostToDevice),
@@ -130,7 +119,8 @@ void predict(CudaEngine::State& st, const core::EntryInfo& info, const RunPlan& 
     stats = std::move(fresh);  // cached only with its host copy
   }
   st.selection.setBlocks(blockFlagsOf(st, info, c.geometry), c.geometry);
-  st.selection.select(st.qkv, plan.p, *stats, st.params.as<HeadParamsDev>(), ForcedOn{c.sink, c.diagonal}, 0);
+  st.selection.select(st.qkv, plan.p, *stats, st.params.as<HeadParamsDev>(), ForcedOn{c.sink, c.diagonal},
+                      st.switches, 0);
 }
 
 // The operands of the chosen numerics, quantized on every call (a deployed call pays for it too).
@@ -150,9 +140,9 @@ void sparse(CudaEngine::State& st, const core::EntryInfo& info, const RunPlan& p
   st.emptyRows.reserve(plan.BH * sizeof(int), "empty-row counters");
   check(cudaMemsetAsync(st.pvSkipped.get(), 0, plan.BH * plan.grid), "memset");
   check(cudaMemsetAsync(st.emptyRows.get(), 0, plan.BH * sizeof(int)), "memset");
-  const AttnArgs a =
-      makeAttnArgs(st.qkv, info.scale, st.selection, st.params.as<HeadParamsDev>(), st.o.get(),
-                   st.pvSkipped.as<uint8_t>(), st.emptyRows.as<int>(), plan.config.numerics, quant);
+  const AttnArgs a = makeAttnArgs(st.qkv, info.scale, st.selection, st.params.as<HeadParamsDev>(), st.o.get(),
+                                  st.pvSkipped.as<uint8_t>(), st.emptyRows.as<int>(), plan.config.numerics,
+                                  quant, st.switches);
   launchAttention(st.qkv.et, plan.p, a, plan.allDense, 0);
 }
 
@@ -235,6 +225,7 @@ CudaEngine::CudaEngine()
     : deviceName_(deviceNameOrThrow()),
       computeCapability_(deviceComputeCapability()),
       state_(std::make_unique<State>()) {
+  state_->switches = KernelSwitches::fromEnvironment();
   // The device's context (0.1-1 s, longer while other processes start theirs) is made here rather than by
   // the first run's first allocation: callers create the engine while the first entry loads (a tuning rank
   // does), so the two overlap.
@@ -263,6 +254,7 @@ void CudaEngine::setEntry(std::shared_ptr<const core::EntryData> entry) {
   entry_ = std::move(entry);
   // A fresh state: no cache of the previous entry survives; the rest of its buffers are freed with it.
   auto fresh = std::make_unique<State>();
+  fresh->switches = state_->switches;
   fresh->keepBuffersOf(*state_, alike);
   state_ = std::move(fresh);
 }

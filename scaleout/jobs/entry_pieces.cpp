@@ -7,15 +7,15 @@
 #include "sparge/scaleout/codec.h"
 #include "sparge/scaleout/partition.h"
 
-namespace sparge::cli {
+namespace sparge::scaleout {
 
 PieceJobSpec entryJobSpec(const core::CaptureReader& reader, const std::vector<std::string>& names,
                           const std::vector<int64_t>& heads) {
   PieceJobSpec spec;
   for (const std::string& n : names) {
     const core::EntryInfo& info = reader.entry(n);
-    dist::WorkUnit u;
-    u.costPerHead = dist::headCost(info);
+    WorkUnit u;
+    u.costPerHead = headCost(info);
     u.heads = heads;
     if (u.heads.empty())
       for (int64_t h = 0; h < info.headsQ; ++h) u.heads.push_back(h);
@@ -29,13 +29,13 @@ PieceJobSpec entryJobSpec(const core::CaptureReader& reader, const std::vector<s
 
 core::EntryResult mergeEntryPieces(std::vector<std::string>& payloads, const std::string& entry) {
   if (payloads.empty()) throw Error("entry " + entry, "no rank returned a result");
-  core::EntryResult out = dist::decodeResult(payloads[0], "result of entry " + entry);
+  core::EntryResult out = decodeResult(payloads[0], "result of entry " + entry);
   if (out.info.name != entry) throw Error("entry " + entry, "a rank returned entry " + out.info.name);
   if (payloads.size() == 1) return out;
   std::vector<core::EntryResult> parts;
   parts.push_back(std::move(out));
   for (size_t i = 1; i < payloads.size(); ++i) {
-    parts.push_back(dist::decodeResult(payloads[i], "result of entry " + entry));
+    parts.push_back(decodeResult(payloads[i], "result of entry " + entry));
     if (parts.back().info.name != entry)
       throw Error("entry " + entry, "a rank returned entry " + parts.back().info.name);
   }
@@ -45,4 +45,4 @@ core::EntryResult mergeEntryPieces(std::vector<std::string>& payloads, const std
   return out;
 }
 
-}  // namespace sparge::cli
+}  // namespace sparge::scaleout

@@ -4,28 +4,37 @@
 
 #include "sparge/scaleout/wire.h"
 
-namespace sparge::dist {
+namespace sparge::scaleout {
 
 // A field added to one of these records must be added to its WireFields below, or ranks would drop it
 // silently; these sizes make the build fail until that is done (then update the size here). A small field
 // can hide in padding (RunConfig::diagonal did): check the lists when a record changes.
-static_assert(sizeof(core::EntryInfo) == 264,
-              "EntryInfo changed: update its WireFields in dist/src/codec.cpp");
-static_assert(sizeof(core::HeadParams) == 48, "HeadParams changed: update WireFields in dist/src/codec.cpp");
-static_assert(sizeof(core::RunConfig) == 112, "RunConfig changed: update WireFields in dist/src/codec.cpp");
-static_assert(sizeof(core::HeadResult) == 632, "HeadResult changed: update WireFields in dist/src/codec.cpp");
-static_assert(sizeof(core::SparsityCounts) == 56, "SparsityCounts changed: update dist/src/codec.cpp");
-static_assert(sizeof(core::ErrorSums) == 56, "ErrorSums changed: update WireFields in dist/src/codec.cpp");
-static_assert(sizeof(core::StageTimes) == 136, "StageTimes changed: update WireFields in dist/src/codec.cpp");
-static_assert(sizeof(core::EntryResult) == 880,
-              "EntryResult changed: update WireFields in dist/src/codec.cpp");
-static_assert(sizeof(core::TunedGroup) == 144, "TunedGroup changed: update WireFields in dist/src/codec.cpp");
-static_assert(sizeof(core::TunedHead) == 328, "TunedHead changed: update WireFields in dist/src/codec.cpp");
-static_assert(sizeof(core::EntryAchieved) == 56, "EntryAchieved changed: update dist/src/codec.cpp");
-static_assert(sizeof(core::ThetaPoint) == 64, "ThetaPoint changed: update WireFields in dist/src/codec.cpp");
-static_assert(sizeof(core::TuneProbe) == 36, "TuneProbe changed: update WireFields in dist/src/codec.cpp");
-static_assert(sizeof(core::TuneDecision) == 136, "TuneDecision changed: update dist/src/codec.cpp");
-static_assert(sizeof(core::TunedOn) == 96, "TunedOn changed: update WireFields in dist/src/codec.cpp");
+static_assert(sizeof(core::EntryInfo) == 320,
+              "EntryInfo changed: update its WireFields in scaleout/src/codec.cpp");
+static_assert(sizeof(core::HeadParams) == 48,
+              "HeadParams changed: update WireFields in scaleout/src/codec.cpp");
+static_assert(sizeof(core::RunConfig) == 112,
+              "RunConfig changed: update WireFields in scaleout/src/codec.cpp");
+static_assert(sizeof(core::HeadResult) == 632,
+              "HeadResult changed: update WireFields in scaleout/src/codec.cpp");
+static_assert(sizeof(core::SparsityCounts) == 56, "SparsityCounts changed: update scaleout/src/codec.cpp");
+static_assert(sizeof(core::ErrorSums) == 56,
+              "ErrorSums changed: update WireFields in scaleout/src/codec.cpp");
+static_assert(sizeof(core::StageTimes) == 136,
+              "StageTimes changed: update WireFields in scaleout/src/codec.cpp");
+static_assert(sizeof(core::EntryResult) == 936,
+              "EntryResult changed: update WireFields in scaleout/src/codec.cpp");
+static_assert(sizeof(core::TunedGroup) == 144,
+              "TunedGroup changed: update WireFields in scaleout/src/codec.cpp");
+static_assert(sizeof(core::TunedHead) == 328,
+              "TunedHead changed: update WireFields in scaleout/src/codec.cpp");
+static_assert(sizeof(core::EntryAchieved) == 56, "EntryAchieved changed: update scaleout/src/codec.cpp");
+static_assert(sizeof(core::ThetaPoint) == 64,
+              "ThetaPoint changed: update WireFields in scaleout/src/codec.cpp");
+static_assert(sizeof(core::TuneProbe) == 36,
+              "TuneProbe changed: update WireFields in scaleout/src/codec.cpp");
+static_assert(sizeof(core::TuneDecision) == 136, "TuneDecision changed: update scaleout/src/codec.cpp");
+static_assert(sizeof(core::TunedOn) == 96, "TunedOn changed: update WireFields in scaleout/src/codec.cpp");
 
 template <>
 struct WireFields<core::Window> {
@@ -44,11 +53,20 @@ struct WireFields<core::Geometry> {
 };
 
 template <>
+struct WireFields<core::TokenGrid> {
+  template <class S, class F>
+  static void visit(S& v, F&& f) {
+    f(v.frames, v.height, v.width, v.offset, v.tokens);
+  }
+};
+
+template <>
 struct WireFields<core::EntryInfo> {
   template <class S, class F>
   static void visit(S& v, F&& f) {
     f(v.name, v.batch, v.headsQ, v.headsKV, v.tokensQ, v.tokensKV, v.headDim, v.headDimV, v.dtype, v.layout,
-      v.causal, v.window, v.scale, v.scaleFromFile, v.layer, v.step, v.module, v.kind, v.stack);
+      v.causal, v.window, v.scale, v.scaleFromFile, v.layer, v.step, v.module, v.kind, v.stack, v.grid,
+      v.permutation);
   }
 };
 
@@ -187,4 +205,4 @@ core::TunedGroup decodeGroup(const std::string& data, const std::string& source)
   return decode<core::TunedGroup>(data, source);
 }
 
-}  // namespace sparge::dist
+}  // namespace sparge::scaleout

@@ -9,4 +9,4 @@ if [ ! -x "$VPY" ]; then
   exit 77
 fi
 cd "$(mktemp -d)"  # the installed package, not the source tree, is what the tests import
-exec "$VPY" -m pytest -q -rsx -p no:cacheprovider "$HERE/test_capture_hook.py" "$HERE/test_window_model.py"
+exec "$VPY" -m pytest -q -rsx -p no:cacheprovider "$HERE/test_capture_hook.py" "$HERE/test_window_model.py" "$HERE/test_grid_hook.py"

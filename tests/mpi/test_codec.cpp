@@ -13,7 +13,7 @@
 #include "sparge/scaleout/codec.h"
 #include "sparge/scaleout/wire.h"
 
-namespace sparge::dist {
+namespace sparge::scaleout {
 namespace {
 
 std::shared_ptr<const core::EntryData> entry(int64_t heads, int64_t tokens, uint64_t seed) {
@@ -86,12 +86,16 @@ TEST(Codec, RunResultRoundTripsFieldForField) {
   core::EntryResult a = runResult();
   a.times.hostWaitMs = 1.25;  // the host's side, as the CUDA engine fills it in
   a.times.copyBytes = 123456789012;
+  a.info.grid = core::TokenGrid{3, 7, 11, 5, core::GridTokens::Q};  // a result's entry as rank 0 gets it
+  a.info.permutation = core::Permutation::Hilbert;
   ASSERT_FALSE(a.heads[0].blockMask.empty());
   ASSERT_FALSE(a.heads[0].output.empty());
   const core::EntryResult b = decodeResult(encodeResult(a), "test");
   EXPECT_EQ(a.info.name, b.info.name);
   EXPECT_EQ(a.info.layer, b.info.layer);
   EXPECT_EQ(a.info.module, b.info.module);
+  EXPECT_EQ(a.info.grid, b.info.grid);
+  EXPECT_EQ(a.info.permutation, b.info.permutation);
   EXPECT_EQ(a.info.causal, b.info.causal);
   EXPECT_EQ(a.info.scale, b.info.scale);
   EXPECT_EQ(a.config.geometry, b.config.geometry);
@@ -150,4 +154,4 @@ TEST(Codec, DamagedMessagesAreRefused) {
 }
 
 }  // namespace
-}  // namespace sparge::dist
+}  // namespace sparge::scaleout

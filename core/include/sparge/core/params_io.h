@@ -5,6 +5,7 @@
 
 #include <cstdint>
 #include <limits>
+#include <map>
 #include <optional>
 #include <string>
 #include <vector>
@@ -53,6 +54,7 @@ struct ParamsGroup {
   int64_t headsQ = 0;
   bool complete = true;           // false: tuning was interrupted, only `heads` were finished
   std::vector<ParamsHead> heads;  // ordered by head, unique
+  std::optional<TokenGrid> grid;  // with a permutation: the grid of the entries it was tuned on
 };
 
 struct ParamsFile;
@@ -75,6 +77,8 @@ struct ParamsFile {
   // Top-level "complete": false while tuning runs (checkpoints) and after it was interrupted; unset
   // for files written before the key existed.
   std::optional<bool> complete;
+  // The token order the parameters were tuned in ("permute"; absent = none); docs/permutation.md.
+  Permutation permute = Permutation::None;
   std::vector<ParamsGroup> groups;
 };
 
@@ -143,5 +147,11 @@ void writeHeldOut(const std::string& path, const ParamsFile& file);
 
 // "A.h5:l00, B.h5:l00" (at most three, then "and N more").
 std::string describeTunedOn(const std::vector<TunedOn>& inputs);
+
+// With a permutation: each group records the grid of its first entry (core/src/params_permutation.cpp).
+void recordPermutation(ParamsFile& file, Permutation permute, const std::map<std::string, EntryInfo>& infos);
+// The token order a run of `info` with this file must use: the file's. Throws sparge::Error (naming `source`)
+// when the file is permuted and the entry's grid is absent or differs from the one the group was tuned on.
+Permutation permutationFor(const ParamsFile& file, const std::string& source, const EntryInfo& info);
 
 }  // namespace sparge::core

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -32,6 +33,13 @@ struct SynthSpec {
   // their precision: INT8 Q·Kᵀ alone then breaks an L1 budget of a few percent.
   std::vector<int64_t> outlierKvHeads;
   double outlierValue = 150.0;
+  // With a grid (sparge synth --grid T,H,W): an image / video entry instead. Its tokens are grid.offset
+  // prompt tokens, then the grid in row-major (t, h, w) order; Q and K are smooth functions of the position
+  // plus noise, so attention is local on the grid (tokensQ, tokensKV, segment and sinkTokens are not used).
+  std::optional<TokenGrid> grid;
+  double lengthScale = 2.0;       // cells over which Q and K stay alike along h and w
+  double frameLengthScale = 1.5;  // the same along t
+  double noise = 0.5;             // noise relative to the smooth part
 };
 
 // Builds the entry in memory (values rounded to `dtype`, so writing and re-reading is exact).

@@ -5,6 +5,8 @@
 #include <optional>
 #include <string>
 
+#include "sparge/core/token_grid.h"
+
 namespace sparge::core {
 
 enum class DType { Float16, BFloat16, Float32 };
@@ -95,6 +97,9 @@ struct EntryInfo {
   std::string module;  // attribute `module`: the model's module path, e.g. model.layers.3.self_attn
   std::string kind;    // attribute `kind`: "self" | "cross" (empty when not recorded)
   std::string stack;   // attribute `stack`: "encoder" | "decoder" | ... (empty when not recorded)
+  std::optional<TokenGrid> grid;  // attributes `grid`, `grid_offset`, `grid_tokens` (image / video tokens)
+  // The order of the tokens in memory: None as captured; otherwise permuteEntry() reordered them.
+  Permutation permutation = Permutation::None;
 
   int64_t groupSize() const { return headsKV > 0 ? headsQ / headsKV : 0; }  // GQA query heads per KV head
   bool isGqa() const { return headsQ != headsKV; }

@@ -1,0 +1,75 @@
+// Comparing variants of the method on one entry (`sparge compare`): each variant is tuned per head against
+// the same budget and re-run with its tuned parameters; per head the blocks' mean self-similarity and the
+// sparsity reached, per entry the totals and the winner. Today a variant is a token permutation; the
+// variant list is the product of its axes, so another axis (other sparse-attention predictors) adds a field.
+#pragma once
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "sparge/core/engine.h"
+#include "sparge/core/token_grid.h"
+#include "sparge/core/tuner.h"
+
+namespace sparge::core {
+
+struct CompareVariant {
+  std::string label;  // "hilbert"
+  Permutation permute = Permutation::None;
+};
+// One variant per value of each axis, in the order given (today: the permutations).
+std::vector<CompareVariant> compareVariants(const std::vector<Permutation>& permutes);
+
+// Mean self-similarity of blocks (the s of Stage 1: Q blocks as they are, K blocks after smoothing), over the
+// blocks where it is defined (not the partial last block, not a block with an all-zero row).
+struct SelfSimilarity {
+  double sumQ = 0, sumK = 0;
+  int64_t blocksQ = 0, blocksK = 0;
+  double meanQ() const;  // NaN without blocks
+  double meanK() const;
+  void add(const HeadResult& h);
+};
+
+// One query head under one variant (summed over batch items).
+struct VariantHead {
+  SelfSimilarity similarity;
+  TunedHead tuned;         // the tuner's parameters and achieved figures
+  SparsityCounts reached;  // the re-run with exactly the tuned parameters
+  ErrorSums error;         // its deployed error
+};
+
+struct CompareHead {
+  int64_t head = 0;
+  std::vector<VariantHead> variants;  // one per CompareVariant
+  int winner = -1;                    // largest total sparsity reached (ties: the first), -1 if none ran
+  bool tie = false;                   // another variant reached the same
+};
+
+struct CompareEntry {
+  EntryInfo info;                          // as captured (the grid, no permutation)
+  std::vector<CompareHead> heads;          // ordered by head
+  std::vector<EntryResult> runs;           // per variant: the re-run with the tuned parameters, every head
+  std::vector<SelfSimilarity> similarity;  // per variant, over every head
+  int winner = -1;                         // largest total sparsity over the heads (ties: the first)
+  bool tie = false;
+};
+
+// Tunes and re-runs every variant on `entry` (as loaded from the capture) with `engine`. Throws
+// sparge::Error when a variant cannot apply (an entry without a grid, a causal entry) before any tuning.
+CompareEntry compareEntry(Engine& engine, std::shared_ptr<const EntryData> entry,
+                          const std::vector<CompareVariant>& variants, const TuneOptions& options,
+                          const TuneCallbacks& callbacks = {});
+
+// Reports over several entries, written atomically: JSON (machine) holding per variant the run report of
+// the re-runs (reportJson), and Markdown (people).
+std::string compareJson(const std::vector<CompareEntry>& entries, const std::vector<CompareVariant>& variants,
+                        const TuneOptions& options, const std::string& capturePath);
+std::string compareMarkdown(const std::vector<CompareEntry>& entries,
+                            const std::vector<CompareVariant>& variants, const TuneOptions& options,
+                            const std::string& capturePath);
+void writeCompareReport(const std::string& path, const std::vector<CompareEntry>& entries,
+                        const std::vector<CompareVariant>& variants, const TuneOptions& options,
+                        const std::string& capturePath);
+
+}  // namespace sparge::core
