@@ -10,14 +10,14 @@
 #include <vector>
 
 #include "commands.h"
+#include "rank_timings.h"
 #include "format.h"
 #include "guards.h"
 #include "job_support.h"
 #include "piece_job.h"
-#include "rank_timings.h"
-#include "sparge/build_info.h"
 #include "sparge/core/atomic_file.h"
 #include "sparge/core/error.h"
+#include "sparge/build_info.h"
 #include "sparge/profiler/profiler.h"
 #include "sparge/profiler/report.h"
 
@@ -27,11 +27,11 @@
 
 namespace sparge::cli {
 
+using scaleout::PieceJobHooks;
+using scaleout::PieceJobSpec;
 using scaleout::encodeTimings;
 using scaleout::jobTransport;
 using scaleout::mergeTimings;
-using scaleout::PieceJobHooks;
-using scaleout::PieceJobSpec;
 using scaleout::placeThisRank;
 using scaleout::runPieceJob;
 
@@ -64,9 +64,7 @@ struct BenchOptions {
 // records it; tools/gpu scripts log nvidia-smi's driver version and clocks beside the file).
 nlohmann::json machineJson() {
   const prof::DeviceInfo d = prof::queryDevice(0);
-  const auto version = [](int v) {
-    return v > 0 ? std::to_string(v / 1000) + "." + std::to_string(v % 1000 / 10) : "";
-  };
+  const auto version = [](int v) { return v > 0 ? std::to_string(v / 1000) + "." + std::to_string(v % 1000 / 10) : ""; };
   nlohmann::json m;
   m["gpu"] = d.name;
   m["compute_capability"] = std::to_string(d.ccMajor) + "." + std::to_string(d.ccMinor);

@@ -25,7 +25,7 @@ struct CallShape {
   core::Numerics numerics = core::Numerics::Int8Fp8;
   double scale = 0;  // softmax scale of Stage 2
   bool smoothK = true, sink = false, diagonal = false;
-  Strides4 q, k, v, o;      // of [B][H][N][D] tensors; contiguous ones are read and written in place
+  Strides4 q, k, v, o;  // of [B][H][N][D] tensors; contiguous ones are read and written in place
   KernelSwitches switches;  // kernel variants (defaults for the C API, which reads no environment)
 };
 

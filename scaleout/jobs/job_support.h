@@ -22,7 +22,7 @@ void setJobTransport(Transport* transport);
 
 struct RankEngine {
   engines::EngineSelection selection;
-  RankInfo info;        // engine name and device, for the rank summary
+  RankInfo info;  // engine name and device, for the rank summary
   std::string note;     // placement remark (ranks sharing a GPU), empty when none
 };
 

@@ -15,11 +15,9 @@ static_assert(sizeof(prof::DeviceInfo) == 160, "DeviceInfo changed: update scale
 static_assert(sizeof(prof::RunRecord) == 216, "RunRecord changed: update scaleout/jobs/rank_timings.cpp");
 static_assert(sizeof(prof::RunInfo) == 136, "RunInfo changed: update scaleout/jobs/rank_timings.cpp");
 static_assert(sizeof(prof::StageSample) == 24, "StageSample changed: update scaleout/jobs/rank_timings.cpp");
-static_assert(sizeof(prof::KernelSample) == 152,
-              "KernelSample changed: update scaleout/jobs/rank_timings.cpp");
+static_assert(sizeof(prof::KernelSample) == 152, "KernelSample changed: update scaleout/jobs/rank_timings.cpp");
 static_assert(sizeof(prof::Workload) == 80, "Workload changed: update scaleout/jobs/rank_timings.cpp");
-static_assert(sizeof(prof::LaunchConfig) == 36,
-              "LaunchConfig changed: update scaleout/jobs/rank_timings.cpp");
+static_assert(sizeof(prof::LaunchConfig) == 36, "LaunchConfig changed: update scaleout/jobs/rank_timings.cpp");
 
 template <>
 struct WireFields<prof::DeviceInfo> {
@@ -89,6 +87,8 @@ struct WireFields<prof::ReportInput> {
       v.smClockMissing, v.smClockSampleUs, v.notes);
   }
 };
+
+
 
 std::string encodeTimings(const prof::ReportInput& input) {
   return encode(input);

@@ -150,7 +150,8 @@ class TuneJobRunner {
       const int64_t headsQ = g.entries.front().headsQ;
       const std::vector<int64_t> wanted = wantedHeads(spec_.options, headsQ);
       std::string note;
-      resumed_.push_back(resume ? finishedHeads(*resume, g, headsQ, &note) : std::vector<core::TunedHead>{});
+      resumed_.push_back(resume ? finishedHeads(*resume, g, headsQ, &note)
+                                : std::vector<core::TunedHead>{});
       resumedTunedOn_.push_back({});
       if (resume && !resumed_.back().empty())
         for (const core::ParamsGroup& pg : resume->groups)
@@ -165,7 +166,8 @@ class TuneJobRunner {
           u.heads.push_back(h);
       units.push_back(std::move(u));
     }
-    runner_.plan(planWork(units, job().size()), units.size(), [this](const Piece& p) { return unitsOf(p); });
+    runner_.plan(planWork(units, job().size()), units.size(),
+                 [this](const Piece& p) { return unitsOf(p); });
   }
 
   // Heads kept from --resume must have been tuned on this run's inputs: a file tuned on another capture of

@@ -9,9 +9,8 @@
  *
  * ABI rules: functions take plain C types and opaque handles; every struct starts with `struct_size`, which
  * the caller sets to sizeof(the struct) as its header declares it (zero the struct, then set struct_size;
- * sparge_attn_problem_init sets a problem's defaults), so that later versions can append fields. The library
- * accepts a struct from an older header (its missing fields take their defaults) and refuses one from a newer
- * header whose unknown fields are not zero. */
+ * sparge_attn_problem_init sets a problem's defaults), so that later versions can append fields. The library accepts a struct from an older header (its missing fields take
+ * their defaults) and refuses one from a newer header whose unknown fields are not zero. */
 #ifndef SPARGE_ATTENTION_H
 #define SPARGE_ATTENTION_H
 
@@ -46,11 +45,14 @@ typedef enum sparge_attn_status {
   SPARGE_ATTN_ERROR_INTERNAL = 7          /* anything else (out of host memory, ...) */
 } sparge_attn_status;
 
-typedef enum sparge_attn_dtype { SPARGE_ATTN_FLOAT16 = 0, SPARGE_ATTN_BFLOAT16 = 1 } sparge_attn_dtype;
+typedef enum sparge_attn_dtype {
+  SPARGE_ATTN_FLOAT16 = 0,
+  SPARGE_ATTN_BFLOAT16 = 1
+} sparge_attn_dtype;
 
 /* Stage 2's arithmetic (docs/numerics.md). */
 typedef enum sparge_attn_numerics {
-  SPARGE_ATTN_NUMERICS_INT8_FP8 = 0,  /* INT8 Q·Kᵀ, FP8 e4m3 P·V (SpargeAttn on sm89/sm90) */
+  SPARGE_ATTN_NUMERICS_INT8_FP8 = 0, /* INT8 Q·Kᵀ, FP8 e4m3 P·V (SpargeAttn on sm89/sm90) */
   SPARGE_ATTN_NUMERICS_INT8_FP16 = 1, /* INT8 Q·Kᵀ, fp16 P·V (SpargeAttn on sm80) */
   SPARGE_ATTN_NUMERICS_NONE = 2       /* exact: fp16/bf16 inputs, fp32 accumulation */
 } sparge_attn_numerics;
@@ -62,9 +64,9 @@ typedef enum sparge_attn_backend {
 } sparge_attn_backend;
 
 typedef enum sparge_attn_layout {
-  SPARGE_ATTN_LAYOUT_HND = 0,    /* [B, H, N, D] contiguous */
-  SPARGE_ATTN_LAYOUT_NHD = 1,    /* [B, N, H, D] contiguous */
-  SPARGE_ATTN_LAYOUT_STRIDED = 2 /* the strides given in sparge_attn_problem */
+  SPARGE_ATTN_LAYOUT_HND = 0,     /* [B, H, N, D] contiguous */
+  SPARGE_ATTN_LAYOUT_NHD = 1,     /* [B, N, H, D] contiguous */
+  SPARGE_ATTN_LAYOUT_STRIDED = 2  /* the strides given in sparge_attn_problem */
 } sparge_attn_layout;
 
 typedef enum sparge_attn_select {
@@ -80,25 +82,25 @@ typedef struct sparge_attn_strides {
 /* Everything about a call but its data and per-head parameters; a plan is made from it. */
 typedef struct sparge_attn_problem {
   uint32_t struct_size;
-  int32_t batch;           /* B >= 1 */
-  int32_t heads_q;         /* Hq >= 1 */
-  int32_t heads_kv;        /* Hkv >= 1, divides Hq (GQA: query head h reads KV head h / (Hq / Hkv)) */
-  int32_t tokens_q;        /* Nq >= 1 */
-  int32_t tokens_kv;       /* Nkv >= 1 (cross-attention: Nq != Nkv) */
-  int32_t head_dim;        /* D of Q, K, V and O: 64, 128 or 256 */
+  int32_t batch;      /* B >= 1 */
+  int32_t heads_q;    /* Hq >= 1 */
+  int32_t heads_kv;   /* Hkv >= 1, divides Hq (GQA: query head h reads KV head h / (Hq / Hkv)) */
+  int32_t tokens_q;   /* Nq >= 1 */
+  int32_t tokens_kv;  /* Nkv >= 1 (cross-attention: Nq != Nkv) */
+  int32_t head_dim;   /* D of Q, K, V and O: 64, 128 or 256 */
   sparge_attn_dtype dtype; /* of Q, K, V and O */
   sparge_attn_numerics numerics;
   sparge_attn_backend backend;
-  int32_t device; /* CUDA device ordinal (CUDA backend); -1: the current device when the plan is made */
-  int32_t causal; /* 1: query t sees keys <= t (top-left aligned), exactly, in every block */
+  int32_t device;     /* CUDA device ordinal (CUDA backend); -1: the current device when the plan is made */
+  int32_t causal;     /* 1: query t sees keys <= t (top-left aligned), exactly, in every block */
   int64_t window_left, window_right; /* local window [t - left, t + right]; -1 = unbounded (both -1: none).
                                         Set both to -1 when unused (zero means a window of width 0). */
-  int32_t block_q, block_k;          /* tile geometry 128x64 or 64x128; 0, 0: 64x128 on Hopper, else 128x64 */
-  double scale;     /* softmax scale; 0: 1/sqrt(D) (Stage 1 always uses D^-1/2, as SpargeAttn) */
-  int32_t smooth_k; /* 1: subtract K's token mean before pooling and quantizing K (SpargeAttn's default) */
-  int32_t attention_sink;    /* 1: key block 0 always on */
-  int32_t diagonal;          /* 1: blocks holding key == query always on (an extension of Sparge Studio) */
-  int32_t cpu_threads;       /* CPU backend: threads, 0 = every core */
+  int32_t block_q, block_k; /* tile geometry 128x64 or 64x128; 0, 0: 64x128 on Hopper, else 128x64 */
+  double scale;       /* softmax scale; 0: 1/sqrt(D) (Stage 1 always uses D^-1/2, as SpargeAttn) */
+  int32_t smooth_k;   /* 1: subtract K's token mean before pooling and quantizing K (SpargeAttn's default) */
+  int32_t attention_sink; /* 1: key block 0 always on */
+  int32_t diagonal;   /* 1: blocks holding key == query always on (an extension of Sparge Studio) */
+  int32_t cpu_threads;/* CPU backend: threads, 0 = every core */
   sparge_attn_layout layout; /* of Q, K, V and O; STRIDED: the four strides below */
   sparge_attn_strides q_strides, k_strides, v_strides, o_strides;
 } sparge_attn_problem;
@@ -134,11 +136,11 @@ enum {
  * nq, nk: the plan's block grid (sparge_attn_plan_grid). */
 typedef struct sparge_attn_outputs {
   uint32_t struct_size;
-  uint8_t* block_mask; /* [B][Hq][nq][nk]: 1 = block computed */
-  int32_t* lut;        /* [B][Hq][nq][nk]: SpargeAttn's delta-encoded block list per row, zero padded */
-  int32_t* lut_count;  /* [B][Hq][nq]: blocks per row */
-  uint8_t* pv_skipped; /* [B][Hq][nq][nk]: 1 = Q·Kᵀ computed, P·V skipped */
-  int64_t* head_stats; /* [B][Hq][SPARGE_ATTN_STATS] */
+  uint8_t* block_mask;  /* [B][Hq][nq][nk]: 1 = block computed */
+  int32_t* lut;         /* [B][Hq][nq][nk]: SpargeAttn's delta-encoded block list per row, zero padded */
+  int32_t* lut_count;   /* [B][Hq][nq]: blocks per row */
+  uint8_t* pv_skipped;  /* [B][Hq][nq][nk]: 1 = Q·Kᵀ computed, P·V skipped */
+  int64_t* head_stats;  /* [B][Hq][SPARGE_ATTN_STATS] */
 } sparge_attn_outputs;
 
 typedef struct sparge_attn_plan sparge_attn_plan;
@@ -173,8 +175,7 @@ SPARGE_ATTN_API sparge_attn_status sparge_attn_plan_backend(const sparge_attn_pl
  * default stream); the call only queues work on it. CPU: host pointers; `workspace` and `stream` are
  * ignored, and the call returns when o is written. */
 SPARGE_ATTN_API sparge_attn_status sparge_attn_run(const sparge_attn_plan* plan, const void* q, const void* k,
-                                                   const void* v, void* o,
-                                                   const sparge_attn_head_params* params,
+                                                   const void* v, void* o, const sparge_attn_head_params* params,
                                                    const sparge_attn_outputs* outputs, void* workspace,
                                                    size_t workspace_bytes, void* stream);
 
