@@ -14,8 +14,8 @@ PKGS=(torch==2.15.0 transformers==5.24.0 gguf==0.19.0 accelerate==1.15.0 h5py==3
       pytest==9.2.0 setuptools==84.2.1)
 STAMP="$VENV/.sparge-py-deps"
 WANT="$(printf '%s\n' "${PKGS[@]}" | cat - "$ROOT/scripts/py-weights.txt" "$ROOT/captures/pyproject.toml" \
-        "$ROOT"/captures/sparge_capture/*.py "$ROOT/python/pyproject.toml" "$ROOT"/python/sparge_attn/*.py |
-        sha256sum | cut -d' ' -f1)"
+        $(find "$ROOT/captures/sparge_capture" -name '*.py' | sort) "$ROOT/python/pyproject.toml" \
+        "$ROOT"/python/sparge_attn/*.py | sha256sum | cut -d' ' -f1)"
 if [ -f "$STAMP" ] && [ "$(cat "$STAMP")" = "$WANT" ]; then exit 0; fi
 
 start=$(date +%s)
