@@ -37,9 +37,9 @@ class Reader : public core::JsonReader {
 EvalSummary parseSummary(const Reader& rd, const json& s, const std::string& p) {
   EvalSummary out;
   out.metric = rd.string(s, p, "metric");
-  out.dense = rd.number(s, p, "dense");
-  out.sparse = rd.number(s, p, "sparse");
-  out.relativeChange = rd.number(s, p, "relative_change");
+  out.dense = rd.optionalNumber(s, p, "dense");
+  out.sparse = rd.optionalNumber(s, p, "sparse");
+  out.relativeChange = rd.optionalNumber(s, p, "relative_change");
   for (const char* key : {"top1_agreement", "token_agreement", "ssim"})
     if (auto v = rd.optionalNumber(s, p, key)) out.agreement = v;
   out.meanKl = rd.optionalNumber(s, p, "mean_kl");
@@ -59,10 +59,11 @@ EvalHead parseHead(const Reader& rd, const json& h, const std::string& p) {
   if (out.head < 0) rd.fail(p + "/head", "must be >= 0");
   out.numerics = rd.optionalString(h, p, "numerics");
   if (auto v = rd.optionalNumber(h, p, "sparsity")) out.sparsity = *v;
-  out.l1 = rd.number(h, p, "l1");
+  // A head whose error was not measured has no l1, l1_max or over_budget.
+  if (auto v = rd.optionalNumber(h, p, "l1")) out.l1 = *v;
   out.l1Max = rd.optionalNumber(h, p, "l1_max").value_or(out.l1);
   out.budgetL1 = rd.number(h, p, "budget_l1");
-  out.overBudget = rd.boolean(h, p, "over_budget");
+  if (rd.given(h, "over_budget")) out.overBudget = rd.boolean(h, p, "over_budget");
   out.inputs = rd.given(h, "inputs") ? rd.integer(h, p, "inputs") : 0;
   return out;
 }

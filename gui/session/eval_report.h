@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstdint>
+#include <limits>
 #include <optional>
 #include <string>
 #include <vector>
@@ -19,16 +20,19 @@ struct EvalHead {
   int64_t head = 0;
   std::string numerics;
   double sparsity = 0;
-  double l1 = 0;     // mean over the inputs
-  double l1Max = 0;  // max over the inputs
+  // Mean and max over the inputs; NaN when the evaluation did not measure the head's error.
+  double l1 = std::numeric_limits<double>::quiet_NaN();
+  double l1Max = std::numeric_limits<double>::quiet_NaN();
   double budgetL1 = 0;
-  bool overBudget = false;
+  bool overBudget = false;  // absent (not measured): false
   int64_t inputs = 0;
 };
 
 struct EvalSummary {
   std::string metric;  // perplexity | wer | psnr
-  double dense = 0, sparse = 0, relativeChange = 0;
+  // Null in the file where the metric has none (PSNR has no dense value; WER against the dense transcript
+  // has no relative change).
+  std::optional<double> dense, sparse, relativeChange;
   std::optional<double> agreement;  // top1_agreement, token_agreement or ssim (whichever the model kind has)
   std::optional<double> meanKl;
   int64_t inputs = 0;

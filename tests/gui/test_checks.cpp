@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <cmath>
 #include <filesystem>
 #include <fstream>
 
@@ -60,7 +61,8 @@ TEST(EvalReport, ParsesTheAgreedFormat) {
   const EvalReport r = parseEvalReport(kGoodEval, "e.json");
   EXPECT_EQ(r.summary.line, "perplexity 12.31 → 12.45 (+1.1 %), top-1 agreement 98.7 %, 3 held-out inputs");
   EXPECT_EQ(r.summary.metric, "perplexity");
-  EXPECT_DOUBLE_EQ(r.summary.dense, 12.31);
+  ASSERT_TRUE(r.summary.dense.has_value());
+  EXPECT_DOUBLE_EQ(*r.summary.dense, 12.31);
   ASSERT_TRUE(r.summary.agreement.has_value());
   EXPECT_DOUBLE_EQ(*r.summary.agreement, 0.987);
   EXPECT_EQ(r.summary.inputs, 3);
@@ -75,6 +77,23 @@ TEST(EvalReport, ParsesTheAgreedFormat) {
   EXPECT_EQ(evalReportBeside("p.json"), "p.eval.json");
 }
 
+// What sparge-eval writes where a metric has no value: PSNR has no dense figure, WER against the dense
+// transcript no relative change, and a head whose error was not measured no l1 or over_budget.
+TEST(EvalReport, NullsAndUnmeasuredHeadsAreNotErrors) {
+  std::string text = replaced(kGoodEval, "\"dense\": 12.31, \"sparse\": 12.45, \"relative_change\": 0.0114",
+                              "\"dense\": null, \"sparse\": 31.2, \"relative_change\": null");
+  text = replaced(text, "\"l1\": 0.01, \"l1_max\": 0.02, \"budget_l1\": 0.06, \"over_budget\": false",
+                  "\"budget_l1\": 0.06, \"dense\": true");
+  const EvalReport r = parseEvalReport(text, "e.json");
+  EXPECT_FALSE(r.summary.dense.has_value());
+  EXPECT_FALSE(r.summary.relativeChange.has_value());
+  ASSERT_TRUE(r.summary.sparse.has_value());
+  EXPECT_DOUBLE_EQ(*r.summary.sparse, 31.2);
+  ASSERT_EQ(r.heads.size(), 2u);
+  EXPECT_TRUE(std::isnan(r.heads[1].l1));
+  EXPECT_FALSE(r.heads[1].overBudget);
+}
+
 TEST(EvalReport, MalformedFilesAreErrorsAtTheirPath) {
   expectEvalError("{ not json", "e.json:/", "not valid JSON");
   expectEvalError("[]", "e.json:/", "JSON object");
@@ -86,6 +105,8 @@ TEST(EvalReport, MalformedFilesAreErrorsAtTheirPath) {
                   "e.json:/summary/line", "missing key");
   expectEvalError(replaced(kGoodEval, "\"dense\": 12.31,", "\"dense\": \"12.31\","), "e.json:/summary/dense",
                   "expected a number");
+  expectEvalError(replaced(kGoodEval, "\"budget_l1\": 0.06, \"over_budget\": true", "\"over_budget\": true"),
+                  "e.json:/heads/0/budget_l1", "missing key");
   expectEvalError(replaced(kGoodEval, "\"over_budget\": true", "\"over_budget\": \"yes\""),
                   "e.json:/heads/0/over_budget", "true or false");
   expectEvalError(replaced(kGoodEval, "\"head\": 2,", "\"head\": -2,"), "e.json:/heads/1/head", ">= 0");
