@@ -5,16 +5,17 @@
 #include <cstdio>
 #include <future>
 #include <iostream>
+#include <map>
 #include <optional>
 #include <set>
 
 #include "commands.h"
-#include "rank_timings.h"
 #include "entry_pieces.h"
 #include "format.h"
 #include "guards.h"
 #include "job_support.h"
 #include "piece_job.h"
+#include "rank_timings.h"
 #include "run_options.h"
 #include "sparge/core/capture.h"
 #include "sparge/core/dense_hint.h"
@@ -22,6 +23,7 @@
 #include "sparge/core/exports.h"
 #include "sparge/core/memory_guard.h"
 #include "sparge/core/names.h"
+#include "sparge/core/params_io.h"
 #include "sparge/core/permutation.h"
 #include "sparge/profiler/profile_entry.h"
 #include "sparge/profiler/profiler.h"
@@ -29,15 +31,15 @@
 
 namespace sparge::cli {
 
-using scaleout::PieceJobHooks;
-using scaleout::RankEngine;
 using scaleout::encodeTimings;
 using scaleout::entryJobSpec;
 using scaleout::jobTransport;
 using scaleout::makeRankEngine;
 using scaleout::mergeEntryPieces;
 using scaleout::mergeTimings;
+using scaleout::PieceJobHooks;
 using scaleout::placeThisRank;
+using scaleout::RankEngine;
 using scaleout::runPieceJob;
 namespace {
 
@@ -68,7 +70,8 @@ void markNonFiniteInputs(core::EntryResult& r, const std::vector<core::NonFinite
     }
 }
 
-void printEntry(const core::EntryResult& r, bool perHead) {
+// With a budget (the parameter file's), each head's L1 over its batch items is judged against it.
+void printEntry(const core::EntryResult& r, bool perHead, std::optional<double> budget) {
   const auto& e = r.info;
   const bool quant = r.config.numerics != core::Numerics::None;
   const std::string grid = e.grid ? " grid " + e.grid->shape() : "";
@@ -83,20 +86,43 @@ void printEntry(const core::EntryResult& r, bool perHead) {
                     : ""))
                   .c_str(),
               r.engine.c_str());
-  // Without quantization the sparse-only error is the deployed one and the quantization error is 0.
-  auto quantCell = [&](double v, int digits) { return quant ? fmtNum(v, digits) : std::string("-"); };
+  // Without quantization the sparse-only error is the deployed one and the quantization error is 0; a part
+  // the engine did not measure (an exact head's, or the Q·Kᵀ part on the CUDA engine) is "-".
+  auto cell = [&](const core::ErrorSums& s, double v, int digits) {
+    return quant && s.count > 0 ? fmtNum(v, digits) : std::string("-");
+  };
+  std::map<int64_t, bool> over;
+  if (budget)
+    for (const auto& [h, err] : core::headErrors(r)) over[h] = core::overBudget(err.l1(), *budget);
   if (perHead) {
-    Table t({"head", "θ", "τ/topk", "λ", "stage1", "pv-skip", "total", "total(area)", "L1", "L1 sparse",
-             "L1 quant", "cos", "cos sparse", "cos quant"});
+    std::vector<std::string> cols = {"head", "θ", "τ/topk", "λ", "stage1", "pv-skip", "total", "total(area)"};
+    if (quant || r.config.mixedNumerics()) cols.push_back("numerics");
+    for (const char* c : {"L1", "L1 sparse", "L1 quant", "L1 quant Q·Kᵀ", "cos", "cos sparse", "cos quant"})
+      cols.push_back(c);
+    if (budget) cols.push_back("budget");
+    Table t(cols);
     for (const core::HeadResult& h : r.heads) {
       const auto& p = h.params;
       std::string sel = p.mode == core::SelectMode::Cdf ? "τ " + fmtNum(p.tau, 3) : "k " + fmtNum(p.topk, 3);
       std::string head = (e.batch > 1 ? "b" + std::to_string(h.batch) + " " : "") + std::to_string(h.head);
-      t.row({head + (p.dense ? " (dense)" : "") + (h.hasNonFinite ? " (NaN/Inf!)" : ""), fmtNum(p.theta, 3),
-             sel, fmtNum(p.lambda, 1), fmtPct(h.sparsity.stage1()), fmtPct(h.sparsity.pvSkipRate()),
-             fmtPct(h.sparsity.total()), fmtPct(h.sparsity.totalArea()), fmtNum(h.error.l1(), 5),
-             quantCell(h.errorSparse.l1(), 5), quantCell(h.errorQuant.l1(), 5), fmtNum(h.error.cosSim(), 6),
-             quantCell(h.errorSparse.cosSim(), 6), quantCell(h.errorQuant.cosSim(), 6)});
+      std::vector<std::string> row = {
+          head + (p.dense ? " (dense)" : "") + (h.hasNonFinite ? " (NaN/Inf!)" : ""),
+          fmtNum(p.theta, 3),
+          sel,
+          fmtNum(p.lambda, 1),
+          fmtPct(h.sparsity.stage1()),
+          fmtPct(h.sparsity.pvSkipRate()),
+          fmtPct(h.sparsity.total()),
+          fmtPct(h.sparsity.totalArea())};
+      if (quant || r.config.mixedNumerics()) row.push_back(core::toString(r.config.numericsFor(h.head)));
+      for (std::string c :
+           {fmtNum(h.error.l1(), 5), cell(h.errorSparse, h.errorSparse.l1(), 5),
+            cell(h.errorQuant, h.errorQuant.l1(), 5), cell(h.errorQuantQk, h.errorQuantQk.l1(), 5),
+            fmtNum(h.error.cosSim(), 6), cell(h.errorSparse, h.errorSparse.cosSim(), 6),
+            cell(h.errorQuant, h.errorQuant.cosSim(), 6)})
+        row.push_back(c);
+      if (budget) row.push_back(over[h.head] ? "OVER" : "ok");
+      t.row(row);
     }
     t.print(std::cout);
   }
@@ -176,6 +202,7 @@ struct EntryRun {
       for (const auto& e : reader.entries()) names.push_back(e.name);
     // Fail early on a misspelt entry, and on a permutation that cannot apply (before any rank computes).
     for (const auto& n : names) runPermutation(o, reader.entry(n));
+    if (!o.paramsPath.empty()) params = core::readParams(o.paramsPath);
   }
 
   // An entry in memory with its NaN/Inf reports.
@@ -241,10 +268,16 @@ struct EntryRun {
                    (long long)nf.batch, (long long)nf.head, (long long)nf.count);
     for (const auto& w : configWarnings)
       std::fprintf(stderr, "note: entry %s: %s\n", core::printable(name).c_str(), core::printable(w).c_str());
+    // Parameters tuned on other inputs are refused unless asked for (--params-any-capture).
+    const std::string identity =
+        params ? core::checkParamsIdentity(*params, o.paramsPath, loaded.data->info, path,
+                                           loaded.data->digest, o.paramsAnyCapture)
+               : std::string();
     // Permuted once here, before either engine sees the entry (docs/permutation.md).
     engine.setEntry(core::permuteEntry(loaded.data, runPermutation(o, reader.entry(name)), "--permute"));
     core::RunOptions ro;
     ro.heads = runHeads;
+    ro.quantBreakdown = true;
     core::EntryResult r;
     if (profiling) {
       prof::ProfileRequest req;
@@ -260,6 +293,7 @@ struct EntryRun {
       r = engine.run(config, ro);
     }
     markNonFiniteInputs(r, loaded.nonFinite);
+    if (!identity.empty()) r.warnings.push_back(identity);
     return scaleout::encodeResult(r);
   }
 
@@ -275,7 +309,7 @@ struct EntryRun {
     h.final = [this] { return profiler ? encodeTimings(profiler->collect()) : std::string(); };
     h.unitDone = [this](size_t unit, std::vector<std::string>& parts) {
       results.push_back(mergeEntryPieces(parts, names[unit]));
-      printEntry(results.back(), !o.summaryOnly);
+      printEntry(results.back(), !o.summaryOnly, params ? std::optional<double>(params->l2) : std::nullopt);
     };
     h.finals = [this](std::vector<std::string>& payloads) {
       if (profiling) timings = mergeTimings(payloads);
@@ -287,6 +321,7 @@ struct EntryRun {
   std::string path;
   core::CaptureReader reader;
   std::vector<std::string> names;
+  std::optional<core::ParamsFile> params;  // --params
   bool profiling = false;
   std::optional<size_t> firstUnit;  // the first piece's entry and heads, see first()
   std::vector<int64_t> firstHeads;
@@ -296,6 +331,32 @@ struct EntryRun {
   std::vector<core::EntryResult> results;  // rank 0
   prof::ReportInput timings;               // rank 0: every rank's runs
 };
+
+// The heads above the parameter file's budget, over all entries (those the file was not tuned on counted
+// apart: held-out violations, as `sparge tune --validate` records them).
+void printBudgetSummary(const std::vector<core::EntryResult>& results, const core::ReportBudget& budget) {
+  int64_t heads = 0, over = 0, heldOutHeads = 0, heldOutOver = 0;
+  std::string list;
+  for (const core::EntryResult& r : results) {
+    const bool heldOut = budget.heldOut.count(r.info.name) > 0;
+    for (const auto& [h, err] : core::headErrors(r)) {
+      const bool o = core::overBudget(err.l1(), budget.l1);
+      ++heads;
+      over += o;
+      heldOutHeads += heldOut;
+      heldOutOver += heldOut && o;
+      if (o)
+        list += (list.empty() ? "" : ", ") + core::printable(r.info.name) + " head " + std::to_string(h) +
+                " " + fmtNum(err.l1(), 4);
+    }
+  }
+  std::printf("budget (the parameter file's deployed L1 %g): %lld of %lld heads over", budget.l1,
+              (long long)over, (long long)heads);
+  if (heldOutHeads > 0)
+    std::printf("; on held-out inputs (not tuned on) %lld of %lld", (long long)heldOutOver,
+                (long long)heldOutHeads);
+  std::printf("%s%s\n", list.empty() ? "" : ": ", list.c_str());
+}
 
 // Rank 0, after the job: totals, timings, why the run came out dense (when it did), masks and the report.
 void writeOutputs(const EntryRun& run, double seconds) {
@@ -309,19 +370,29 @@ void writeOutputs(const EntryRun& run, double seconds) {
       std::printf("timings written to %s\n", o.timingsPath.c_str());
     }
   }
-  if (const auto hint = core::denseRunHint(run.results))
-    std::printf("%s\n", hintLine("nearly all dense: ", *hint).c_str());
+  std::optional<core::ReportBudget> budget;
+  if (run.params) {
+    budget = core::ReportBudget{run.params->l2, {}};
+    for (const core::EntryResult& r : run.results)
+      for (const std::string& w : r.warnings)
+        if (w.rfind(core::kHeldOutNote, 0) == 0) budget->heldOut.insert(r.info.name);
+    printBudgetSummary(run.results, *budget);
+  }
+  if (const auto hint =
+          core::denseRunHint(run.results, budget ? std::optional<double>(budget->l1) : std::nullopt))
+    std::printf("%s\n", hintLine(hint->quantization ? "" : "nearly all dense: ", *hint).c_str());
   if (!o.masksPath.empty()) {
     core::writeMasks(o.masksPath, run.results);
     std::printf("masks written to %s\n", o.masksPath.c_str());
   }
   if (!o.reportPath.empty()) {
+    const core::ReportBudget* b = budget ? &*budget : nullptr;
     if (endsWith(o.reportPath, ".csv"))
-      core::writeReportCsv(o.reportPath, run.results);
+      core::writeReportCsv(o.reportPath, run.results, b);
     else if (endsWith(o.reportPath, ".md"))
-      core::writeReportMarkdown(o.reportPath, run.results, run.path);
+      core::writeReportMarkdown(o.reportPath, run.results, run.path, {}, b);
     else
-      core::writeReportJson(o.reportPath, run.results, run.path);
+      core::writeReportJson(o.reportPath, run.results, run.path, b);
     std::printf("report written to %s\n", o.reportPath.c_str());
   }
 }

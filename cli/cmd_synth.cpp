@@ -43,6 +43,13 @@ void registerSynth(CLI::App& app, Action& action) {
   cmd->add_option("--sharpness", o->spec.sharpness, "Logit gap multiplier")->capture_default_str();
   cmd->add_option("--seed", o->spec.seed, "Random seed")->capture_default_str();
   cmd->add_option(
+         "--outlier-heads", o->spec.outlierKvHeads,
+         "KV heads with outlier keys: K channel 0 = ±--outlier-value, Q channel 0 = 0 (exact attention "
+         "unchanged, INT8 Q·Kᵀ much worse); comma separated")
+      ->delimiter(',');
+  cmd->add_option("--outlier-value", o->spec.outlierValue, "Magnitude of the outlier keys")
+      ->capture_default_str();
+  cmd->add_option(
       "--grid", o->grid,
       "An image / video entry on a T,H,W token grid (after --grid-offset prompt tokens): Q and K smooth "
       "in the position plus noise, stored in row-major (t, h, w) order; --tokens is then T·H·W + offset");

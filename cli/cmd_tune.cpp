@@ -9,18 +9,21 @@
 #include <csignal>
 #include <cstdio>
 #include <iostream>
+#include <map>
 #include <memory>
-#include <optional>
 #include <mutex>
+#include <optional>
 #include <set>
 
 #include "commands.h"
 #include "format.h"
 #include "guards.h"
+#include "held_out.h"
 #include "job_support.h"
 #include "run_options.h"
 #include "sparge/core/capture.h"
 #include "sparge/core/dense_hint.h"
+#include "sparge/core/digest.h"
 #include "sparge/core/error.h"
 #include "sparge/core/names.h"
 #include "sparge/core/params_io.h"
@@ -30,10 +33,10 @@
 
 namespace sparge::cli {
 
-using scaleout::TuneJobOutput;
-using scaleout::TuneJobSpec;
 using scaleout::jobTransport;
 using scaleout::runTuneJob;
+using scaleout::TuneJobOutput;
+using scaleout::TuneJobSpec;
 namespace {
 
 core::CancelFlag gCancel{false};
@@ -127,41 +130,67 @@ class ProgressPrinter {
   std::chrono::steady_clock::time_point last_{};
 };
 
+// Per group, the heads whose quantization alone reaches l1, with which part of the quantization costs what:
+// when the INT8 Q·Kᵀ part alone stays below l1, the P·V numerics are the cause and the sm80 path (fp16 P·V)
+// may keep such a head quantized.
+void printQuantNotes(const core::TunedGroup& g, const core::TuneOptions& o) {
+  std::string exact, over;
+  for (const core::TunedHead& h : g.heads) {
+    if (!std::isfinite(h.l1Quant) || h.l1Quant < o.l1) continue;
+    std::string item = std::to_string(h.head) + " (" + fmtNum(h.l1Quant, 3);
+    if (std::isfinite(h.l1QuantQk)) item += ", INT8 Q·Kᵀ alone " + fmtNum(h.l1QuantQk, 3);
+    item += ")";
+    std::string& list = h.exact ? exact : over;
+    list += (list.empty() ? "" : ", ") + item;
+  }
+  const char* numerics = core::toString(o.numerics);
+  if (!exact.empty())
+    std::printf("exact fallback: head(s) %s: dense L1 in %s reaches l1 %g, tuned in exact numerics\n",
+                exact.c_str(), numerics, o.l1);
+  if (!over.empty())
+    std::printf(
+        "note: head(s) %s cannot meet l1 < %g in %s: quantization alone (dense L1) already costs that much "
+        "(--exact-fallback head tunes them in exact numerics)\n",
+        over.c_str(), o.l1, numerics);
+  std::string pvOnly;
+  for (const core::TunedHead& h : g.heads)
+    if (std::isfinite(h.l1Quant) && h.l1Quant >= o.l1 && std::isfinite(h.l1QuantQk) && h.l1QuantQk < o.l1)
+      pvOnly += (pvOnly.empty() ? "" : ", ") + std::to_string(h.head);
+  if (!pvOnly.empty() && o.numerics == core::Numerics::Int8Fp8)
+    std::printf(
+        "note: head(s) %s: INT8 Q·Kᵀ alone stays below l1, so FP8 P·V is what breaks it; the sm80 path "
+        "(--target sm80: INT8 Q·Kᵀ, fp16 P·V) may keep them quantized\n",
+        pvOnly.c_str());
+}
+
 void printGroup(const core::TunedGroup& g, const core::TuneOptions& o) {
-  std::printf("\n%s  (%zu entr%s, %zu/%lld heads, %.1f s)\n", core::printable(g.name).c_str(),
-              g.entries.size(), g.entries.size() == 1 ? "y" : "ies", g.heads.size(), (long long)g.headsQ,
-              g.elapsedSeconds);
+  std::printf("\n%s  (%zu entr%s, %zu input%s, %zu/%lld heads, %.1f s)\n", core::printable(g.name).c_str(),
+              g.entries.size(), g.entries.size() == 1 ? "y" : "ies", g.tunedOn.size(),
+              g.tunedOn.size() == 1 ? "" : "s", g.heads.size(), (long long)g.headsQ, g.elapsedSeconds);
   const bool cdf = o.mode == core::SelectMode::Cdf;
   const bool quant = o.numerics != core::Numerics::None;
   // L1 is the budgeted, deployed figure; without quantization the sparse-only L1 equals it.
   auto split = [&](double v) { return quant && std::isfinite(v) ? fmtNum(v, 5) : std::string("-"); };
-  Table t({"head", "θ", cdf ? "τ" : "topk", "λ", "sparse?", "stage1", "sparsity", "L1", "L1 sparse",
-           "L1 quant", "probes"});
+  Table t({"head", "θ", cdf ? "τ" : "topk", "λ", "sparse?", "numerics", "stage1", "sparsity", "L1",
+           "L1 sparse", "L1 quant", "L1 quant Q·Kᵀ", "probes"});
   for (const core::TunedHead& h : g.heads) {
     const auto& p = h.params;
     const std::string lambda = p.lambda >= core::kNoPvSkipLambda ? "off" : fmtNum(p.lambda, 2);
     t.row({std::to_string(h.head), fmtNum(p.theta, 4), fmtNum(cdf ? p.tau : p.topk, 4), lambda,
-           h.isSparse ? "yes" : "dense", fmtPct(h.stage1Sparsity), fmtPct(h.totalSparsity), fmtNum(h.l1, 5),
-           split(h.l1Sparse), split(h.l1Quant), std::to_string(h.probes)});
+           h.isSparse ? "yes" : "dense", core::toString(h.exact ? core::Numerics::None : o.numerics),
+           fmtPct(h.stage1Sparsity), fmtPct(h.totalSparsity), fmtNum(h.l1, 5), split(h.l1Sparse),
+           split(h.l1Quant), split(h.l1QuantQk), std::to_string(h.probes)});
   }
   t.print(std::cout);
   // Why each head got its values: the tuner's decision, rendered here.
   for (const core::TunedHead& h : g.heads)
     std::printf("  head %lld: %s\n", (long long)h.head, core::describe(h.decision).c_str());
-  // With quantized numerics a budget can lie below what quantization alone costs: no θ, τ, λ meets it.
-  std::string floor;
-  for (const core::TunedHead& h : g.heads)
-    if (quant && std::isfinite(h.l1Quant) && h.l1Quant >= o.l1)
-      floor += (floor.empty() ? "" : ", ") + std::to_string(h.head);
-  if (!floor.empty())
-    std::printf(
-        "note: head(s) %s cannot meet l1 < %g in %s: quantization alone (L1 quant) already costs that much\n",
-        floor.c_str(), o.l1, core::toString(o.numerics));
+  if (quant) printQuantNotes(g, o);
   std::fflush(stdout);
 }
 
 struct TuneCliOptions {
-  std::string file;
+  std::vector<std::string> files;
   std::vector<std::string> entries;
   double l1 = 0;
   double l2 = 0;
@@ -174,6 +203,8 @@ struct TuneCliOptions {
   bool diagonal = false;
   bool groupByLayer = false;
   bool noTunePv = false;
+  std::string exactFallback = "head";
+  std::vector<std::string> validate;
   std::vector<int64_t> heads;
   std::string out;
   std::string resume;
@@ -184,7 +215,10 @@ struct TuneCliOptions {
 
 void addTuneOptions(CLI::App& cmd, TuneCliOptions& o) {
   addMaxMemoryOption(cmd, o.maxMemory);
-  cmd.add_option("file", o.file, "Capture file (.h5); default: the bundled sample capture");
+  cmd.add_option(
+      "files", o.files,
+      "Capture file(s) (.h5); several: each head's parameters meet the budget on all of them (entries "
+      "matched by name); default: the bundled sample capture");
   cmd.add_option("--l1", o.l1, "L1 budget for θ and τ / top-k (PV skip off), e.g. 0.05")->required();
   cmd.add_option("--l2", o.l2, "L1 budget for λ (PV skip on), > l1, e.g. 0.06");
   cmd.add_option("--entry", o.entries, "Entry to tune (repeatable); default: all entries");
@@ -201,6 +235,17 @@ void addTuneOptions(CLI::App& cmd, TuneCliOptions& o) {
   cmd.add_flag("--group-by-layer", o.groupByLayer,
                "Tune entries sharing a `layer` attribute together (bin rule, one parameter set per layer)");
   cmd.add_flag("--no-tune-pv", o.noTunePv, "Do not search λ; export λ = 50 verified against --l1");
+  cmd.add_option(
+         "--exact-fallback", o.exactFallback,
+         "Heads whose dense L1 in the chosen numerics (quantization alone) reaches --l1 are tuned and "
+         "recorded in exact numerics: off | head | entry (every head of such an entry) | layer (every "
+         "head of such a layer)")
+      ->capture_default_str();
+  cmd.add_option(
+         "--validate", o.validate,
+         "Held-out capture (repeatable): after tuning, run the parameters on it and record per head the "
+         "budget violations (\"held_out\" in the parameter file)")
+      ->check(CLI::ExistingFile);
   cmd.add_option("--heads", o.heads, "Query heads to tune (default: all)");
   cmd.add_option("-o,--output", o.out, "Output parameter file (.json); default with --resume: that file");
   cmd.add_option("--resume", o.resume,
@@ -227,6 +272,7 @@ std::optional<core::TuneOptions> tuneOptionsFrom(const TuneCliOptions& o, const 
   opt.smoothK = !o.noSmoothK;
   opt.sink = o.sink;
   opt.diagonal = o.diagonal;
+  opt.exactFallback = core::parseExactFallback(o.exactFallback);
   opt.heads = o.heads;
   opt.validate("sparge tune");
   if (o.out.empty() && o.resume.empty()) {
@@ -258,6 +304,7 @@ std::vector<core::TuneInput> tuneInputs(core::CaptureReader& reader, const std::
                                    std::to_string(info.headsQ) + " query heads)");
     core::TuneInput in;
     in.name = n;
+    in.capture = path;
     in.layer = info.layer;
     in.headsQ = info.headsQ;
     in.load = [&reader, n, path, warned, permute] {
@@ -277,28 +324,70 @@ std::vector<core::TuneInput> tuneInputs(core::CaptureReader& reader, const std::
   return inputs;
 }
 
+// The captures of one tune command, open for the whole job (their loaders refer to them), and their inputs:
+// every entry (or the --entry ones) of each capture; entries of the same name are tuned together.
+struct TuneCaptures {
+  std::vector<std::string> paths;
+  std::vector<std::unique_ptr<core::CaptureReader>> readers;
+  std::vector<core::TuneInput> inputs;
+  std::map<std::string, core::EntryInfo> infos;  // by inputKey
+  core::Permutation permute = core::Permutation::None;
+
+  explicit TuneCaptures(const TuneCliOptions& o) {
+    try {
+      permute = core::parsePermutation(o.permute);
+    } catch (const Error& e) {
+      throw Error("--permute", e.problem());
+    }
+    paths = o.files.empty() ? std::vector<std::string>{defaultCapturePath()} : o.files;
+    for (size_t i = 0; i < paths.size(); ++i)
+      for (size_t j = 0; j < i; ++j)
+        if (paths[i] == paths[j]) throw Error(paths[i], "given twice: each capture counts once");
+    const std::vector<std::string> wanted = uniqueEntries(o.entries);
+    std::map<std::string, int> seen;  // entry -> captures that hold it
+    for (const std::string& path : paths) {
+      readers.push_back(std::make_unique<core::CaptureReader>(path));
+      const core::CaptureReader& reader = *readers.back();
+      std::vector<std::string> names;
+      for (const auto& e : reader.entries())
+        if (wanted.empty() || std::find(wanted.begin(), wanted.end(), e.name) != wanted.end())
+          names.push_back(e.name);
+      for (const std::string& n : names) ++seen[n];
+      for (core::TuneInput& in : tuneInputs(*readers.back(), names, o.heads, path, permute)) {
+        infos[scaleout::inputKey(in)] = reader.entry(in.name);
+        inputs.push_back(std::move(in));
+      }
+    }
+    for (const std::string& n : wanted)
+      if (!seen.count(n)) throw Error("--entry", "no capture holds entry \"" + core::printable(n) + "\"");
+    if (paths.size() > 1)
+      for (const auto& [name, count] : seen)
+        if (count < int(paths.size()))
+          std::fprintf(stderr, "note: entry %s is in %d of %zu captures: its parameters are tuned on those\n",
+                       core::printable(name).c_str(), count, paths.size());
+  }
+
+  std::string digestOf(const core::TuneInput& in) const {
+    for (size_t i = 0; i < paths.size(); ++i)
+      if (paths[i] == in.capture) return core::entryDigest(*readers[i], in.name);
+    throw Error(in.capture, "not a capture of this command");
+  }
+};
+
 int runTuneCommand(const TuneCliOptions& o, const CLI::App& cmd) {
   const std::optional<core::TuneOptions> parsed = tuneOptionsFrom(o, cmd);
   if (!parsed) return 2;
   const core::TuneOptions& opt = *parsed;
-  const std::string path = o.file.empty() ? defaultCapturePath() : o.file;
   applyMaxMemory(o.maxMemory);
-  core::CaptureReader reader(path);
-  std::vector<std::string> names = uniqueEntries(o.entries);
-  if (names.empty())
-    for (const auto& e : reader.entries()) names.push_back(e.name);
+  const TuneCaptures captures(o);
+  const std::string& path = captures.paths.front();
 
   TuneJobSpec spec;
   spec.capturePath = path;
-  core::Permutation permute;
-  try {
-    permute = core::parsePermutation(o.permute);
-  } catch (const Error& e) {
-    throw Error("--permute", e.problem());
-  }
-  spec.groups = core::makeGroups(tuneInputs(reader, names, o.heads, path, permute), o.groupByLayer);
-  spec.permute = permute;
-  for (const auto& n : names) spec.infos[n] = reader.entry(n);
+  spec.groups = core::makeGroups(captures.inputs, o.groupByLayer);
+  spec.permute = captures.permute;
+  spec.infos = captures.infos;
+  spec.digestOf = [&](const core::TuneInput& in) { return captures.digestOf(in); };
   spec.options = opt;
   spec.output = o.out.empty() ? o.resume : o.out;
   spec.trace = o.trace;
@@ -308,21 +397,29 @@ int runTuneCommand(const TuneCliOptions& o, const CLI::App& cmd) {
   spec.interrupt = &gCancel;
   // Before hours of tuning, not after; the output of --resume is that file, which it may replace.
   spec.checkOutputs = [&] {
-    checkOutputs({{o.out.empty() ? "--resume" : "-o", spec.output}}, {{"capture", path}});
+    std::vector<NamedPath> inputs;
+    for (const std::string& p : captures.paths) inputs.push_back({"capture", p});
+    for (const std::string& p : o.validate) inputs.push_back({"--validate", p});
+    checkOutputs({{o.out.empty() ? "--resume" : "-o", spec.output}}, inputs);
   };
 
   StopSignalGuard guard;
   ProgressPrinter progress;
   TuneJobOutput out;
   out.started = [&](const std::string& engine) {
-    std::fprintf(stderr, "tuning %zu group%s of %s with %s: deployed l1 < %g%s, %s, %s%s%s%s%s\n",
-                 spec.groups.size(), spec.groups.size() == 1 ? "" : "s", path.c_str(), engine.c_str(), opt.l1,
+    const std::string what =
+        captures.paths.size() == 1 ? path : std::to_string(captures.paths.size()) + " captures";
+    std::fprintf(stderr, "tuning %zu group%s of %s with %s: deployed l1 < %g%s, %s, %s%s%s%s%s%s\n",
+                 spec.groups.size(), spec.groups.size() == 1 ? "" : "s", what.c_str(), engine.c_str(), opt.l1,
                  opt.tunePv ? (", l2 < " + fmtNum(opt.l2, 4)).c_str() : " (λ fixed)",
                  opt.mode == core::SelectMode::Cdf ? "τ search" : "top-k search",
                  numericsHeader(opt.geometry, opt.numerics).c_str(), opt.smoothK ? "" : ", no smooth-k",
                  opt.sink ? ", sink" : "", opt.diagonal ? ", +diagonal blocks (extension)" : "",
-                 permute != core::Permutation::None
-                     ? (std::string(", tokens in ") + core::toString(permute) + " order").c_str()
+                 opt.numerics == core::Numerics::None
+                     ? ""
+                     : (std::string(", exact fallback ") + core::toString(opt.exactFallback)).c_str(),
+                 spec.permute != core::Permutation::None
+                     ? (std::string(", tokens in ") + core::toString(spec.permute) + " order").c_str()
                      : "");
   };
   out.progress = [&](const core::TuneProgress& p) { progress.update(p); };
@@ -331,9 +428,13 @@ int runTuneCommand(const TuneCliOptions& o, const CLI::App& cmd) {
   out.finished = [&](const core::TuneResult& r) {
     const bool causal =
         std::any_of(spec.infos.begin(), spec.infos.end(), [](const auto& e) { return e.second.causal; });
+    const std::string exact = core::exactFallbackNote(r);
+    if (!exact.empty()) std::printf("%s\n", exact.c_str());
     if (const auto hint = core::denseTuneHint(r, causal)) std::printf("%s\n", hintLine("", *hint).c_str());
   };
-  return runTuneJob(jobTransport(), spec, out);
+  const int code = runTuneJob(jobTransport(), spec, out);
+  if (code != 0 || o.validate.empty() || jobTransport().rank() != 0) return code;
+  return validateHeldOut(spec.output, o.validate, spec.engine, o.threads);
 }
 
 }  // namespace

@@ -55,6 +55,10 @@ void addMethodOptions(CLI::App& cmd, RunCommandOptions& o) {
                  "Per-head parameters from `sparge tune` (JSON); they also set geometry, numerics, smooth-k, "
                  "sink, diagonal")
       ->check(CLI::ExistingFile);
+  cmd.add_flag(
+      "--params-any-capture", o.paramsAnyCapture,
+      "Apply --params to entries it was not tuned on (its tuned_on digests do not match): a deliberate "
+      "transfer, e.g. held-out validation; the output marks those entries held-out");
   cmd.add_option("--heads", o.heads, "Only these query heads (comma separated)")->delimiter(',');
   addPermuteOption(cmd, o.permute);
 }

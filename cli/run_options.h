@@ -40,7 +40,8 @@ struct RunCommandOptions {
   int threads = 0;
   std::vector<int64_t> heads;
   std::string paramsPath;
-  std::string permute = "none";  // token order of grid entries (docs/permutation.md)
+  bool paramsAnyCapture = false;  // apply --params to inputs it was not tuned on (held-out validation)
+  std::string permute = "none";   // token order of grid entries (docs/permutation.md)
   std::string masksPath;
   std::string reportPath;
   bool summaryOnly = false;

@@ -28,6 +28,11 @@ bool quantized(Numerics n) {
   return n != Numerics::None;
 }
 
+// The numerics of a pass's P·V product and output (its scores follow PassSpec::numerics).
+Numerics pvNumerics(const PassSpec& p) {
+  return p.exactPv ? Numerics::None : p.numerics;
+}
+
 // 2^x for x < 128, exactly 0 below -126 (masked logits are -inf). Branch-free so that the compiler
 // vectorises the loops that call it; relative error ~2e-7 (degree-6 polynomial on [-0.5, 0.5]).
 inline float exp2Fast(float x) {
@@ -200,8 +205,8 @@ Operands prepareOperands(const HeadOperands& h, const Geometry& g, const std::ve
   for (const PassSpec& p : passes) {
     exact |= p.numerics == Numerics::None;
     int8 |= quantized(p.numerics);
-    fp16 |= p.numerics == Numerics::Int8Fp16;
-    fp8 |= p.numerics == Numerics::Int8Fp8;
+    fp16 |= pvNumerics(p) == Numerics::Int8Fp16;
+    fp8 |= pvNumerics(p) == Numerics::Int8Fp8;
   }
   if (exact) {
     const float c2 = float(h.scale * kLog2e);  // logits in base 2, as the kernels compute them
@@ -279,7 +284,7 @@ class TileRunner {
   BlockScores scores_[2];  // exact, int8
   std::vector<float> p_, offset_, rowSum_;
   std::vector<int> lo_, hi_, loBlock_, hiBlock_;  // visible keys per row: global, then block-local
-  BlockProduct shared_[3];                        // by numerics
+  BlockProduct shared_[4];                        // by numerics; [3]: INT8 scores, exact P·V
 };
 
 void TileRunner::startTile(int i) {
@@ -324,8 +329,8 @@ void TileRunner::scoreBlock(int j, bool int8) {
 }
 
 const BlockProduct& TileRunner::product(const PassState& p) {
-  const Numerics n = p.spec->numerics;
-  BlockProduct& bp = shared_[int(n)];
+  const Numerics n = pvNumerics(*p.spec);
+  BlockProduct& bp = shared_[p.spec->exactPv ? 3 : int(n)];
   if (bp.valid && std::equal(p.mNew.begin(), p.mNew.end(), bp.mNew.begin())) return bp;
   const int BK = g_.blockK;
   const int dv = int(h_.dv);
@@ -337,7 +342,7 @@ const BlockProduct& TileRunner::product(const PassState& p) {
                                  ? PRounding::E4m3
                                  : (n == Numerics::Int8Fp16 ? PRounding::Fp16 : PRounding::None);
   bp.rowSum.resize(rows_);
-  exponentiate(scoresOf(n).s.data(), BK, p_.data(), BK, rows_, cols_, offset_.data(), rounding,
+  exponentiate(scoresOf(p.spec->numerics).s.data(), BK, p_.data(), BK, rows_, cols_, offset_.data(), rounding,
                bp.rowSum.data());
   bp.g.resize(size_t(rows_) * dv);
   if (n == Numerics::Int8Fp16) {
@@ -397,7 +402,7 @@ void TileRunner::visit(PassState& p, int j) {
 }
 
 void TileRunner::finishTile(PassState& p, int i) {
-  const Numerics n = p.spec->numerics;
+  const Numerics n = pvNumerics(*p.spec);
   const int64_t dv = h_.dv;
   for (int r = 0; r < rows_; ++r) {
     float* dst = p.out->out.data() + (r0_ + r) * dv;
@@ -465,7 +470,7 @@ std::vector<AttentionOutput> stage2Passes(const HeadOperands& h, const Geometry&
   }
   const Operands ops = prepareOperands(h, g, passes);
   for (size_t p = 0; p < passes.size(); ++p)
-    if (passes[p].numerics == Numerics::Int8Fp8) outs[p].zeroVChannels = ops.v8.zeroChannels;
+    if (pvNumerics(passes[p]) == Numerics::Int8Fp8) outs[p].zeroVChannels = ops.v8.zeroChannels;
   TileRunner runner(h, g, ops, states);
   for (int i = 0; i < nq; ++i) runner.run(i);
   return outs;

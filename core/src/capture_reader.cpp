@@ -16,6 +16,7 @@
 #include "isolated.h"
 #include "sparge/core/atomic_file.h"
 #include "sparge/core/capture.h"
+#include "sparge/core/digest.h"
 #include "sparge/core/error.h"
 #include "sparge/core/half.h"
 #include "sparge/core/memory_guard.h"
@@ -592,7 +593,7 @@ const std::vector<std::pair<std::string, std::string>>& CaptureReader::rootAttri
 }
 
 void CaptureReader::readHeadInto(const std::string& entryName, Tensor tensor, int64_t batch, int64_t head,
-                                 float* out, int64_t* nonFinite) const {
+                                 float* out, int64_t* nonFinite, uint64_t* sliceHash) const {
   std::unique_lock lock(h5::mutex());
   h5::silenceErrors();  // a thread-safe HDF5 keeps this per thread, and loading threads read heads too
   const EntryInfo& info = entry(entryName);
@@ -638,6 +639,7 @@ void CaptureReader::readHeadInto(const std::string& entryName, Tensor tensor, in
     }
     lock.unlock();
     if (nonFinite) *nonFinite = countNonFinite(out, total);
+    if (sliceHash) *sliceHash = headSliceHash(out, total, DType::Float32);
     return;
   }
   // Raw 16-bit read: the memory type is the file type itself, so HDF5 converts nothing (its own
@@ -651,6 +653,11 @@ void CaptureReader::readHeadInto(const std::string& entryName, Tensor tensor, in
   lock.unlock();
   const int64_t bad = convertRaw(m.storage, m.bigEndian, raw, out, total);
   if (nonFinite) *nonFinite = bad;
+  // The stored values as little-endian words: the raw buffer itself unless the file is big-endian.
+  if (sliceHash) {
+    const DType stored = m.storage == Storage::Half ? DType::Float16 : DType::BFloat16;
+    *sliceHash = m.bigEndian ? headSliceHashOfFloats(out, total, stored) : headSliceHash(raw, total, stored);
+  }
 }
 
 std::vector<float> CaptureReader::readHead(const std::string& entryName, Tensor tensor, int64_t batch,
@@ -691,10 +698,13 @@ EntryData loadEntry(const CaptureReader& reader, const std::string& entryName,
   add(Tensor::V, data.v, in.headsKV, in.tokensKV * in.headDimV);
   // NaN/Inf are counted while each head is converted, not in a second pass over the entry.
   std::vector<int64_t> bad(slices.size(), 0);
+  std::vector<uint64_t> hashes(slices.size(), 0);  // the digest's, hashed while each head is read
   parallelFor(int64_t(slices.size()), threads > 0 ? threads : bulkThreads(), [&](int64_t i) {
     const Slice& s = slices[size_t(i)];
-    reader.readHeadInto(entryName, s.tensor, s.b, s.h, s.dst, nonFinite ? &bad[size_t(i)] : nullptr);
+    reader.readHeadInto(entryName, s.tensor, s.b, s.h, s.dst, nonFinite ? &bad[size_t(i)] : nullptr,
+                        &hashes[size_t(i)]);
   });
+  data.digest = entryDigest(in, hashes);
   for (size_t i = 0; i < slices.size(); ++i)
     if (bad[i] > 0 && nonFinite) nonFinite->push_back({slices[i].b, slices[i].h, slices[i].tensor, bad[i]});
   return data;

@@ -62,6 +62,7 @@ struct CpuEngine::HeadOutputs {
   std::vector<float> deployed, exactSparse;
   const DenseOutput* reference = nullptr;
   const DenseOutput* quantDense = nullptr;
+  const DenseOutput* quantQkDense = nullptr;  // INT8 scores, exact P·V
   bool referenceComputed = false;
   bool nonFinite = false;
   std::vector<int64_t> zeroVChannels;
@@ -149,27 +150,35 @@ HeadOperands CpuEngine::operands(int64_t b, int64_t h, bool smoothK, std::vector
 
 // One head's Stage 2: the deployed pass, plus (when errors are wanted) the same mask in exact numerics and
 // whichever dense outputs are not cached yet, all in one stage2Passes call so they share the key scores.
-CpuEngine::HeadOutputs CpuEngine::runStage2(HeadResult& hr, const RunConfig& config, bool computeError) {
+CpuEngine::HeadOutputs CpuEngine::runStage2(HeadResult& hr, const RunConfig& config,
+                                            const RunOptions& options) {
+  const bool computeError = options.computeError;
   const Geometry& g = config.geometry;
-  const bool quant = config.numerics != Numerics::None;
+  const Numerics numerics = config.numericsFor(hr.head);
+  const bool quant = numerics != Numerics::None;
   const ReferenceKey refKey{hr.batch, hr.head, g.blockQ, g.blockK};
-  const QuantDenseKey qdKey{hr.batch, hr.head, g.blockQ, g.blockK, config.numerics, config.smoothK};
+  const QuantDenseKey qdKey{hr.batch, hr.head, g.blockQ, g.blockK, numerics, config.smoothK, false};
+  const QuantDenseKey qkKey{hr.batch, hr.head, g.blockQ, g.blockK, numerics, config.smoothK, true};
   HeadOutputs o;
   if (computeError) {
     o.reference = cachedReference(refKey);
     if (quant) o.quantDense = cachedQuantDense(qdKey);
+    if (quant && options.quantBreakdown) o.quantQkDense = cachedQuantDense(qkKey);
   }
   const std::vector<uint8_t>& valid = blockValidity(g).valid;
   std::vector<PassSpec> passes;
   // A dense head never skips PV.
   const double lambda = hr.params.dense ? kNoSkip : hr.params.lambda;
-  passes.push_back({config.numerics, hr.blockMask.data(), lambda, false});
+  passes.push_back({numerics, hr.blockMask.data(), lambda, false});
   const int exactSparse = computeError && quant ? int(passes.size()) : -1;
   if (exactSparse >= 0) passes.push_back({Numerics::None, hr.blockMask.data(), lambda, false});
   const int reference = computeError && !o.reference ? int(passes.size()) : -1;
   if (reference >= 0) passes.push_back({Numerics::None, valid.data(), kNoSkip, true});
   const int quantDense = computeError && quant && !o.quantDense ? int(passes.size()) : -1;
-  if (quantDense >= 0) passes.push_back({config.numerics, valid.data(), kNoSkip, false});
+  if (quantDense >= 0) passes.push_back({numerics, valid.data(), kNoSkip, false});
+  const int quantQkDense =
+      computeError && quant && options.quantBreakdown && !o.quantQkDense ? int(passes.size()) : -1;
+  if (quantQkDense >= 0) passes.push_back({numerics, valid.data(), kNoSkip, false, true});
 
   std::vector<float> keyMean;
   std::vector<AttentionOutput> outs =
@@ -195,6 +204,7 @@ CpuEngine::HeadOutputs CpuEngine::runStage2(HeadResult& hr, const RunConfig& con
     o.referenceComputed = true;
   }
   if (quantDense >= 0) o.quantDense = store(quantDense_, qdKey, outs[size_t(quantDense)]);
+  if (quantQkDense >= 0) o.quantQkDense = store(quantDense_, qkKey, outs[size_t(quantQkDense)]);
   return o;
 }
 
@@ -204,7 +214,7 @@ void CpuEngine::computeErrors(HeadResult& hr, const HeadOutputs& o, const RunCon
   bool nonFinite = o.nonFinite || o.reference->nonFinite;
   hr.refBlockMass = o.reference->blockMass;
   hr.error = compare(o.deployed, o.reference->out, info.tokensQ, info.headDimV, bq, &nonFinite, &hr.qBlockL1);
-  if (config.numerics == Numerics::None) {
+  if (config.numericsFor(hr.head) == Numerics::None) {
     hr.errorSparse = hr.error;
     hr.errorQuant = ErrorSums{};
   } else {
@@ -213,11 +223,14 @@ void CpuEngine::computeErrors(HeadResult& hr, const HeadOutputs& o, const RunCon
         compare(o.exactSparse, o.reference->out, info.tokensQ, info.headDimV, bq, &nonFinite, nullptr);
     hr.errorQuant =
         compare(o.quantDense->out, o.reference->out, info.tokensQ, info.headDimV, bq, &nonFinite, nullptr);
+    if (o.quantQkDense)
+      hr.errorQuantQk = compare(o.quantQkDense->out, o.reference->out, info.tokensQ, info.headDimV, bq,
+                                &nonFinite, nullptr);
   }
   hr.hasNonFinite = hr.hasNonFinite || nonFinite;
   // Non-finite scores can leave both outputs at 0 (every score -inf): the figures must not read as perfect.
   if (hr.hasNonFinite)
-    for (ErrorSums* e : {&hr.error, &hr.errorSparse, &hr.errorQuant}) {
+    for (ErrorSums* e : {&hr.error, &hr.errorSparse, &hr.errorQuant, &hr.errorQuantQk}) {
       const int64_t count = e->count;
       *e = ErrorSums{};
       e->absDiff = e->absRef = e->dot = e->normO = e->normRef = e->sqDiff =
@@ -270,7 +283,7 @@ EntryResult CpuEngine::run(const RunConfig& config, const RunOptions& options) {
   parallelFor(tasks, threads_, [&](int64_t t) {
     checkCancel(options);
     HeadResult& hr = result.heads[t];
-    outputs[t] = runStage2(hr, config, options.computeError);
+    outputs[t] = runStage2(hr, config, options);
     // Exact denominators: only blocks holding a valid token pair count, by block and by token area.
     hr.sparsity = countSparsity(validity, hr.blockMask.data(), hr.pvSkipped.data());
   });

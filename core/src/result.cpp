@@ -1,6 +1,7 @@
 // Aggregation of per-head counts and error sums, parameter validation, small parsers.
 #include "sparge/core/result.h"
 
+#include <algorithm>
 #include <cmath>
 
 #include "sparge/core/engine.h"
@@ -68,12 +69,33 @@ void aggregate(EntryResult& r) {
   r.error = {};
   r.errorSparse = {};
   r.errorQuant = {};
+  r.errorQuantQk = {};
   for (const HeadResult& h : r.heads) {
     r.sparsity += h.sparsity;
     r.error += h.error;
     r.errorSparse += h.errorSparse;
     r.errorQuant += h.errorQuant;
+    r.errorQuantQk += h.errorQuantQk;
   }
+}
+
+EntryResult joinHeadRuns(std::vector<EntryResult> parts) {
+  if (parts.empty()) return {};
+  EntryResult out = std::move(parts[0]);
+  for (size_t i = 1; i < parts.size(); ++i) {
+    EntryResult& part = parts[i];
+    for (HeadResult& h : part.heads) out.heads.push_back(std::move(h));
+    for (std::string& w : part.warnings)
+      if (std::find(out.warnings.begin(), out.warnings.end(), w) == out.warnings.end())
+        out.warnings.push_back(std::move(w));
+    out.times += part.times;
+    out.splitPending = out.splitPending || part.splitPending;
+  }
+  std::sort(out.heads.begin(), out.heads.end(), [](const HeadResult& a, const HeadResult& b) {
+    return a.batch != b.batch ? a.batch < b.batch : a.head < b.head;
+  });
+  aggregate(out);
+  return out;
 }
 
 void validate(const HeadParams& p, const std::string& where) {

@@ -3,6 +3,7 @@
 // sharpness varies by head, from diffuse heads to very sparse ones.
 #include "sparge/core/synthetic.h"
 
+#include <algorithm>
 #include <cmath>
 #include <random>
 
@@ -54,6 +55,21 @@ std::vector<double> unitVector(Normal& n, int64_t d) {
   }
   for (auto& x : v) x /= std::sqrt(norm);
   return v;
+}
+
+// K channel 0 of KV head hk becomes ±outlierValue and Q channel 0 of its query heads 0 (see SynthSpec). The
+// signs come from their own generator, so the other values are those of a capture without outliers.
+void plantOutliers(EntryData& e, const SynthSpec& s, int64_t b, int64_t hk) {
+  std::mt19937_64 signs(s.seed * 0x9E3779B97F4A7C15ull + uint64_t(b * s.headsKV + hk));
+  const int64_t d = s.headDim, group = s.headsQ / s.headsKV;
+  const int64_t nQ = e.info.tokensQ, nKv = e.info.tokensKV;
+  float* k = e.k.data() + ((b * s.headsKV + hk) * nKv) * d;
+  for (int64_t t = 0; t < nKv; ++t)
+    k[t * d] = roundTo(float((signs() & 1) ? s.outlierValue : -s.outlierValue), s.dtype);
+  for (int64_t hq = hk * group; hq < (hk + 1) * group; ++hq) {
+    float* q = e.q.data() + ((b * s.headsQ + hq) * nQ) * d;
+    for (int64_t t = 0; t < nQ; ++t) q[t * d] = 0.0f;
+  }
 }
 
 // Random Fourier features of an RBF kernel over (t, h, w): φ(p) = √(2/d) · cos(Ω p + β) with Ω's rows drawn
@@ -135,6 +151,12 @@ EntryData makeSyntheticEntry(const SynthSpec& s) {
   if (s.batch <= 0 || s.headsQ <= 0 || s.headsKV <= 0 || s.tokensQ <= 0 || s.tokensKV <= 0 ||
       s.headDim <= 0 || s.headDimV <= 0 || s.segment <= 0)
     throw Error("synthetic capture", "every dimension must be positive");
+  for (int64_t h : s.outlierKvHeads)
+    if (h < 0 || h >= s.headsKV)
+      throw Error("--outlier-heads",
+                  "KV head " + std::to_string(h) + " out of range [0, " + std::to_string(s.headsKV) + ")");
+  if (!std::isfinite(s.outlierValue) || std::fabs(s.outlierValue) > 60000)
+    throw Error("--outlier-value", "must be a finite number of magnitude <= 60000 (float16 range)");
   if (s.headsQ % s.headsKV != 0)
     throw Error("synthetic capture", "query heads (" + std::to_string(s.headsQ) +
                                          ") must be a multiple of KV heads (" + std::to_string(s.headsKV) +
@@ -153,9 +175,16 @@ EntryData makeSyntheticEntry(const SynthSpec& s) {
   e.v.resize(size_t(s.batch * s.headsKV * info.tokensKV * s.headDimV));
   const int64_t d = s.headDim;
   Normal n(s.seed);
+  auto outliers = [&](int64_t b, int64_t hk) {
+    if (std::find(s.outlierKvHeads.begin(), s.outlierKvHeads.end(), hk) != s.outlierKvHeads.end())
+      plantOutliers(e, s, b, hk);
+  };
   if (s.grid) {
     for (int64_t b = 0; b < s.batch; ++b)
-      for (int64_t hk = 0; hk < s.headsKV; ++hk) fillGridHead(e, s, n, b, hk);
+      for (int64_t hk = 0; hk < s.headsKV; ++hk) {
+        fillGridHead(e, s, n, b, hk);
+        outliers(b, hk);
+      }
     return e;
   }
   const int64_t segments = (std::max(s.tokensQ, s.tokensKV) + s.segment - 1) / s.segment;
@@ -185,6 +214,7 @@ EntryData makeSyntheticEntry(const SynthSpec& s) {
               float((sink ? kAmp * sinkDir[c] : kAmp * topics[t / s.segment][c]) + 0.25 * n.next()), s.dtype);
         for (int64_t c = 0; c < s.headDimV; ++c) v[t * s.headDimV + c] = roundTo(float(n.next()), s.dtype);
       }
+      outliers(b, hk);
     }
   return e;
 }

@@ -206,6 +206,9 @@ void ActionRunner::start(const Action& a) {
     case CommandId::LoadParams:
       session_.files().importParams(a.arg);
       break;
+    case CommandId::LoadEval:
+      session_.files().loadEval(a.arg);
+      break;
     case CommandId::TuneHead:
     case CommandId::TuneCancel:
       session_.tuning().autoTune(*parseScope(a.arg));
@@ -413,6 +416,11 @@ void ActionRunner::finish(const Action& a) {
       break;
     case CommandId::LoadParams:
       checkLoadedParams(a);
+      break;
+    case CommandId::LoadEval:
+      if (!session_.checks().eval() || session_.checks().evalPath() != a.arg)
+        fail(a, session_.messages().hasError() ? session_.messages().frontError()
+                                               : std::string("the evaluation report was not loaded"));
       break;
     case CommandId::TuneHead:
       checkTune(a);

@@ -196,6 +196,10 @@ void App::run(CommandId id) {
       browser_.open("Load parameters", FileBrowser::Mode::Open, defaultDir(), {".json"});
       browser_.setPurpose("import_params");
       break;
+    case CommandId::LoadEval:
+      browser_.open("Open evaluation report", FileBrowser::Mode::Open, defaultDir(), {".json"});
+      browser_.setPurpose("load_eval");
+      break;
     case CommandId::ExportMasks:
       startExport("export", "Export masks (.h5)", ".h5", "_masks");
       break;
@@ -299,6 +303,8 @@ void App::drawDialogs() {
       openFile(chosen);
     } else if (p == "import_params") {
       session_.files().importParams(chosen);
+    } else if (p == "load_eval") {
+      session_.files().loadEval(chosen);
     } else if (p == "export_params") {
       session_.files().exportParams(chosen);
     } else if (p == "export" && fs::path(chosen).extension() == ".h5") {

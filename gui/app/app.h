@@ -67,6 +67,7 @@ class App {
   bool showAbout_ = false, showShortcuts_ = false;
   std::optional<core::DenseHint> hint_;  // for the results of generation hintGeneration_
   uint64_t hintGeneration_ = ~uint64_t{0};
+  uint64_t hintChecks_ = ~uint64_t{0};  // ... and of the loaded files (their budget)
   float pendingFontScale_ = 0;
   float baseScale_ = 1;
 };

@@ -180,6 +180,7 @@ int main(int argc, char** argv) {
     App app(session, settings, *platform, st.automation);
     app.setupStyleAndFonts(platform->contentScale());
     openInitialCapture(app, session, st);
+    if (!st.options.eval.empty()) session.files().loadEval(st.options.eval);
     if (st.automation) {
       AutomationOptions ao{st.options.screenshot, st.options.frames, st.options.timeoutSeconds};
       result = runAutomation(app, session, *platform, ao, std::move(st.actions));

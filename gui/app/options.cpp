@@ -12,6 +12,7 @@ const char* usageText() {
   static const std::string text =
       std::string(
           "usage: sparge-studio [FILE.h5] [--set key=value]... [--entry NAME] [--head N] [--batch N]\n"
+          "         [--eval EVAL.json]\n"
           "         [--action VERB[=ARG]]... [--screenshot OUT.png] [--frames N] [--size WxH]\n"
           "         [--backend auto|glfw|egl] [--engine auto|cpu|cuda] [--threads N] [--timeout S]\n"
           "         [--mouse X,Y] [--font-scale F]\n"
@@ -51,6 +52,8 @@ AppOptions parseOptions(int argc, char** argv) {
       o.settings.push_back(need(i, "--set"));
     } else if (a == "--entry") {
       o.entry = need(i, "--entry");
+    } else if (a == "--eval") {
+      o.eval = need(i, "--eval");
     } else if (a == "--head") {
       o.head = toInt(need(i, "--head"), "--head");
     } else if (a == "--batch") {

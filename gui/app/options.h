@@ -11,6 +11,7 @@ struct AppOptions {
   std::string file;                  // capture to open; empty = the bundled sample
   std::vector<std::string> settings;  // --set key=value
   std::string entry;                 // --entry NAME
+  std::string eval;                  // --eval FILE: an evaluation report (eval.json) to show
   std::optional<long long> head;     // --head N
   std::optional<long long> batch;    // --batch N
   std::string screenshot;            // --screenshot OUT.png: render, wait for results, write, exit

@@ -89,9 +89,13 @@ void App::drawStatusBar(float height) {
     ImGui::SameLine();
     ImGui::TextDisabled("|  %.1f fps", ImGui::GetIO().Framerate);
   }
-  if (hintGeneration_ != session_.runs().resultGeneration()) {
+  // With loaded parameters their budget is known: quantization that alone breaks it is the first cause.
+  if (hintGeneration_ != session_.runs().resultGeneration() ||
+      hintChecks_ != session_.checks().generation()) {
     hintGeneration_ = session_.runs().resultGeneration();
-    hint_ = r ? core::denseRunHint(std::span<const core::EntryResult>(r.get(), 1)) : std::nullopt;
+    hintChecks_ = session_.checks().generation();
+    hint_ = r ? core::denseRunHint(std::span<const core::EntryResult>(r.get(), 1), session_.checks().budget())
+              : std::nullopt;
   }
   const std::optional<core::DenseHint>& hint = hint_;
   if (hint) {
@@ -99,7 +103,9 @@ void App::drawStatusBar(float height) {
     std::string label = hint->preset ? std::string("Apply: ") + core::toString(*hint->preset) : std::string();
     float buttonW =
         label.empty() ? 0 : ImGui::CalcTextSize(label.c_str()).x + ImGui::GetStyle().FramePadding.x * 4;
-    std::string text = "Nearly all dense: " + hint->why + ".";
+    std::string text = (hint->quantization ? "Quantization breaks the budget: " : "Nearly all dense: ") +
+                       hint->why + "." +
+                       (hint->quantization && !hint->fix.empty() ? " Fix: " + hint->fix + "." : "");
     // The sentence gives way to the button: shortened to fit, whole in its tooltip.
     float room = ImGui::GetWindowWidth() - ImGui::GetCursorPosX() - buttonW - ImGui::GetFontSize();
     std::string shown = fitText(text, room);

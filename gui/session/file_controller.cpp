@@ -125,9 +125,16 @@ void FileController::exportParams(const std::string& path) {
   std::vector<core::HeadParams> current(static_cast<size_t>(info->headsQ));
   for (int64_t h = 0; h < info->headsQ; ++h) current[h] = config.forHead(h);
   addGroup(*info, current);
+  // The current entry's heads that run exact (loaded with the exact fallback) stay exact in the file.
+  for (core::ParamsHead& ph : file.groups.front().heads)
+    ph.exact = config.numerics != core::Numerics::None && config.numericsFor(ph.head) == core::Numerics::None;
   for (const auto& [name, ps] : tuning_.allStored()) {
     const core::EntryInfo* e = core_.capture.find(name);
-    if (name != info->name && e) addGroup(*e, ps);
+    if (name == info->name || !e) continue;
+    addGroup(*e, ps);
+    if (const auto* exact = tuning_.storedExact(name); exact && config.numerics != core::Numerics::None)
+      for (core::ParamsHead& ph : file.groups.back().heads)
+        ph.exact = size_t(ph.head) < exact->size() && (*exact)[size_t(ph.head)];
   }
   // The current entry's values belong to the token order it runs in; the other groups record no grid, so
   // `sparge run --params` refuses them in that order rather than run them in another.
@@ -152,10 +159,30 @@ void FileController::importParams(const std::string& path) {
     core::RunConfig config = runs_.config();
     std::vector<std::string> warnings;
     core::applyParams(file, path, *info, config, &warnings);
+    // Exploring transfer is what the GUI is for: foreign parameters are applied, and said to be.
+    const std::string identity =
+        core::checkParamsIdentity(file, path, *info, core_.capture.path, core_.capture.entryDigest, true);
+    if (!identity.empty()) warnings.push_back(identity);
     for (auto& w : warnings) core_.messages.addNotice(w);
     runs_.applyConfig(config);
-    tuning_.store(info->name, runs_.config().perHead);
+    tuning_.store(info->name, runs_.config().perHead, exactHeadsOf(runs_.config()));
+    core_.checks.setParams(path, std::move(file));
     core_.messages.addNotice("loaded parameters from " + path);
+  } catch (const std::exception& e) {
+    core_.messages.pushError(e.what());
+    return;
+  }
+  const std::string beside = evalReportBeside(path);
+  std::error_code ec;
+  if (std::filesystem::is_regular_file(beside, ec)) loadEval(beside);
+}
+
+void FileController::loadEval(const std::string& path) {
+  try {
+    EvalReport report = readEvalReport(path);
+    const std::string line = report.summary.line;
+    core_.checks.setEval(path, std::move(report));
+    core_.messages.addNotice("evaluation " + path + ": " + line);
   } catch (const std::exception& e) {
     core_.messages.pushError(e.what());
   }

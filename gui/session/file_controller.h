@@ -21,7 +21,13 @@ class FileController {
   // JSON, CSV or Markdown (PNG heatmaps beside it), by the extension of `path`.
   void exportReport(const std::string& path);
   void exportParams(const std::string& path);
+  // Loads a parameter file onto the selected entry and keeps it for the views' marks (exact heads, held-out
+  // violations); an evaluation report beside it (<stem>.eval.json) is loaded too. Parameters tuned on other
+  // inputs are applied with a notice saying so.
   void importParams(const std::string& path);
+  // Loads an evaluation report (eval.json): its summary line and the heads over budget. A malformed file is
+  // an error message; what was loaded before stays.
+  void loadEval(const std::string& path);
 
  private:
   using Writer = std::function<void(const core::EntryResult&, const std::string& capture)>;

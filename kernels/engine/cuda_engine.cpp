@@ -140,9 +140,9 @@ void sparse(CudaEngine::State& st, const core::EntryInfo& info, const RunPlan& p
   st.emptyRows.reserve(plan.BH * sizeof(int), "empty-row counters");
   check(cudaMemsetAsync(st.pvSkipped.get(), 0, plan.BH * plan.grid), "memset");
   check(cudaMemsetAsync(st.emptyRows.get(), 0, plan.BH * sizeof(int)), "memset");
-  const AttnArgs a =
-      makeAttnArgs(st.qkv, info.scale, st.selection, st.params.as<HeadParamsDev>(), st.o.get(),
-                   st.pvSkipped.as<uint8_t>(), st.emptyRows.as<int>(), plan.config.numerics, quant, st.switches);
+  const AttnArgs a = makeAttnArgs(st.qkv, info.scale, st.selection, st.params.as<HeadParamsDev>(), st.o.get(),
+                                  st.pvSkipped.as<uint8_t>(), st.emptyRows.as<int>(), plan.config.numerics,
+                                  quant, st.switches);
   launchAttention(st.qkv.et, plan.p, a, plan.allDense, 0);
 }
 
@@ -260,6 +260,9 @@ void CudaEngine::setEntry(std::shared_ptr<const core::EntryData> entry) {
 }
 
 core::EntryResult CudaEngine::run(const core::RunConfig& config, const core::RunOptions& options) {
+  // The kernels take one numerics per call: heads of other numerics (the exact fallback) run as calls of
+  // their own.
+  if (config.mixedNumerics()) return core::runByNumerics(*this, config, options);
   const HostClock::time_point start = HostClock::now();
   if (!entry_) throw Error(kWhere, "no entry selected");
   const core::EntryInfo& info = entry_->info;

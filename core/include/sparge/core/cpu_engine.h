@@ -45,6 +45,9 @@ struct PassSpec {
   const uint8_t* mask = nullptr;                            // [nq * nk], 1 = key block visited
   double lambda = std::numeric_limits<double>::infinity();  // PV-skip threshold; +inf never skips
   bool wantBlockMass = false;  // mean true attention mass per block (exact numerics only)
+  // Quantized numerics: the scores as `numerics` computes them (INT8 Q·Kᵀ), but P·V and O in fp32, so that
+  // the error of the Q·Kᵀ quantization shows on its own.
+  bool exactPv = false;
 };
 
 // Block-sparse attention of one (batch, head), as SpargeAttn's Stage 2 computes it (docs/numerics.md): the
@@ -75,22 +78,23 @@ class CpuEngine final : public Engine {
   int threads() const { return threads_; }
 
  private:
-  // Dense outputs cached per head: the exact fp32 reference (with its block mass) and the dense run in a
-  // quantized numerics (the quantization-alone error). Both are computed in the first run that needs them,
-  // together with that run's sparse passes.
+  // Dense outputs cached per head: the exact fp32 reference (with its block mass) and the dense runs in a
+  // quantized numerics (the quantization-alone error, and its INT8 Q·Kᵀ part). Both are computed in the first
+  // run that needs them, together with that run's sparse passes.
   struct DenseOutput {
     std::vector<float> out;        // [Nq * Dv]
     std::vector<float> blockMass;  // [nq * nk] (reference only)
     bool nonFinite = false;
   };
   using ReferenceKey = std::tuple<int64_t, int64_t, int, int>;                   // batch, head, geometry
-  using QuantDenseKey = std::tuple<int64_t, int64_t, int, int, Numerics, bool>;  // ..., numerics, smooth_k
+  // ..., numerics, smooth_k, exact P·V (PassSpec::exactPv)
+  using QuantDenseKey = std::tuple<int64_t, int64_t, int, int, Numerics, bool, bool>;
   struct HeadOutputs;
 
   const BlockValidity& blockValidity(const Geometry& g);  // cached per geometry
   const BlockStats& blockStats(int64_t b, int64_t h, const Geometry& g, bool smoothK);
   HeadOperands operands(int64_t b, int64_t h, bool smoothK, std::vector<float>& keyMean) const;
-  HeadOutputs runStage2(HeadResult& hr, const RunConfig& config, bool computeError);
+  HeadOutputs runStage2(HeadResult& hr, const RunConfig& config, const RunOptions& options);
   const DenseOutput* cachedReference(const ReferenceKey& key);
   const DenseOutput* cachedQuantDense(const QuantDenseKey& key);
   void computeErrors(HeadResult& hr, const HeadOutputs& o, const RunConfig& config);
