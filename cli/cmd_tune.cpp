@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <cfloat>
 #include <chrono>
 #include <cmath>
 #include <csignal>
@@ -18,6 +19,7 @@
 #include "format.h"
 #include "guards.h"
 #include "job_support.h"
+#include "option_checks.h"
 #include "run_options.h"
 #include "sparge/core/capture.h"
 #include "sparge/core/dense_hint.h"
@@ -122,7 +124,7 @@ class ProgressPrinter {
 };
 
 void printGroup(const core::TunedGroup& g, const core::TuneOptions& o) {
-  std::printf("\n%s  (%zu entr%s, %zu/%lld heads, %.1f s)\n", core::printable(g.name).c_str(),
+  std::printf("\n%s  (%zu entr%s, %zu/%lld heads, %.1f s)\n", core::shortForDisplay(g.name).c_str(),
               g.entries.size(), g.entries.size() == 1 ? "y" : "ies", g.heads.size(), (long long)g.headsQ,
               g.elapsedSeconds);
   const bool cdf = o.mode == core::SelectMode::Cdf;
@@ -178,11 +180,13 @@ struct TuneCliOptions {
 void addTuneOptions(CLI::App& cmd, TuneCliOptions& o) {
   addMaxMemoryOption(cmd, o.maxMemory);
   cmd.add_option("file", o.file, "Capture file (.h5); default: the bundled sample capture");
-  cmd.add_option("--l1", o.l1, "L1 budget for θ and τ / top-k (PV skip off), e.g. 0.05")->required();
-  cmd.add_option("--l2", o.l2, "L1 budget for λ (PV skip on), > l1, e.g. 0.06");
+  cmd.add_option("--l1", o.l1, "L1 budget for θ and τ / top-k (PV skip off), e.g. 0.05")
+      ->required()
+      ->check(realIn(0, DBL_MAX));
+  cmd.add_option("--l2", o.l2, "L1 budget for λ (PV skip on), > l1, e.g. 0.06")->check(realIn(0, DBL_MAX));
   cmd.add_option("--entry", o.entries, "Entry to tune (repeatable); default: all entries");
   cmd.add_option("--engine", o.engine, "auto | cpu | cuda")->capture_default_str();
-  cmd.add_option("--threads", o.threads, "CPU engine threads (0 = all cores)")->capture_default_str();
+  addThreadsOption(cmd, o.threads, "CPU engine threads");
   cmd.add_flag("--topk-mode", o.topk,
                "Search the top-k fraction instead of τ (spas_sage2_attn_meansim_topk_cuda)");
   addNumericsOptions(cmd, o.numerics);
@@ -194,24 +198,22 @@ void addTuneOptions(CLI::App& cmd, TuneCliOptions& o) {
   cmd.add_flag("--group-by-layer", o.groupByLayer,
                "Tune entries sharing a `layer` attribute together (bin rule, one parameter set per layer)");
   cmd.add_flag("--no-tune-pv", o.noTunePv, "Do not search λ; export λ = 50 verified against --l1");
-  cmd.add_option("--heads", o.heads, "Query heads to tune (default: all)");
+  addHeadsOption(cmd, o.heads, "Query heads to tune (default: all)");
   cmd.add_option("-o,--output", o.out, "Output parameter file (.json); default with --resume: that file");
   cmd.add_option("--resume", o.resume,
                  "Keep the heads this parameter file already holds (an interrupted or failed run) and tune "
                  "only the missing ones")
-      ->check(CLI::ExistingFile);
+      ->check(existingFile());
   cmd.add_flag("--trace", o.trace, "Also store every head's θ points and probe trace in the output");
 }
 
-// The tuner's options from the command line; nullopt (after a message) when a required option is missing.
-std::optional<core::TuneOptions> tuneOptionsFrom(const TuneCliOptions& o, const CLI::App& cmd) {
+// The tuner's options from the command line, checked when it is parsed; throws sparge::Error naming the
+// option when one is missing or out of range.
+core::TuneOptions tuneOptionsFrom(const TuneCliOptions& o, const CLI::App& cmd) {
   core::TuneOptions opt;
   opt.l1 = o.l1;
   opt.tunePv = !o.noTunePv;
-  if (opt.tunePv && cmd.count("--l2") == 0) {
-    std::fprintf(stderr, "sparge tune: --l2 is required (or pass --no-tune-pv)\n");
-    return std::nullopt;
-  }
+  if (opt.tunePv && cmd.count("--l2") == 0) throw Error("--l2", "is required (or pass --no-tune-pv)");
   opt.l2 = cmd.count("--l2") ? o.l2 : o.l1;
   opt.mode = o.topk ? core::SelectMode::TopK : core::SelectMode::Cdf;
   opt.geometry = o.numerics.geometry();
@@ -220,11 +222,9 @@ std::optional<core::TuneOptions> tuneOptionsFrom(const TuneCliOptions& o, const 
   opt.sink = o.sink;
   opt.diagonal = o.diagonal;
   opt.heads = o.heads;
-  opt.validate("sparge tune");
-  if (o.out.empty() && o.resume.empty()) {
-    std::fprintf(stderr, "sparge tune: -o/--output is required (or --resume FILE)\n");
-    return std::nullopt;
-  }
+  opt.validate("--l1/--l2");
+  if (o.out.empty() && o.resume.empty()) throw Error("-o/--output", "is required (or --resume FILE)");
+  core::parseEngineChoice(o.engine);
   return opt;
 }
 
@@ -243,7 +243,8 @@ std::vector<core::TuneInput> tuneInputs(core::CaptureReader& reader, const std::
     const core::EntryInfo& info = reader.entry(n);  // fails early on a misspelt entry
     for (int64_t h : heads)
       if (h < 0 || h >= info.headsQ)
-        throw Error("--heads", "head " + std::to_string(h) + " out of range for entry " + n + " (" +
+        throw Error("--heads", "head " + std::to_string(h) + " out of range for entry " +
+                                   core::shortForDisplay(n) + " (" +
                                    std::to_string(info.headsQ) + " query heads)");
     core::TuneInput in;
     in.name = n;
@@ -257,7 +258,7 @@ std::vector<core::TuneInput> tuneInputs(core::CaptureReader& reader, const std::
         for (const auto& nf : nonFinite)
           std::fprintf(stderr,
                        "\nwarning: %s:/entries/%s/%s batch %lld head %lld holds %lld NaN/Inf values\n",
-                       core::printable(path).c_str(), core::printable(n).c_str(), core::toString(nf.tensor),
+                       core::shortForDisplay(path).c_str(), core::shortForDisplay(n).c_str(), core::toString(nf.tensor),
                        (long long)nf.batch, (long long)nf.head, (long long)nf.count);
       return std::shared_ptr<const core::EntryData>(data);
     };
@@ -267,9 +268,7 @@ std::vector<core::TuneInput> tuneInputs(core::CaptureReader& reader, const std::
 }
 
 int runTuneCommand(const TuneCliOptions& o, const CLI::App& cmd) {
-  const std::optional<core::TuneOptions> parsed = tuneOptionsFrom(o, cmd);
-  if (!parsed) return 2;
-  const core::TuneOptions& opt = *parsed;
+  const core::TuneOptions opt = tuneOptionsFrom(o, cmd);
   const std::string path = o.file.empty() ? defaultCapturePath() : o.file;
   applyMaxMemory(o.maxMemory);
   core::CaptureReader reader(path);
@@ -286,7 +285,7 @@ int runTuneCommand(const TuneCliOptions& o, const CLI::App& cmd) {
   spec.trace = o.trace;
   spec.resumePath = o.resume;
   spec.engine = core::parseEngineChoice(o.engine);
-  spec.threads = o.threads;
+  spec.threads = usableThreadsNoted(o.threads);
   spec.interrupt = &gCancel;
   // Before hours of tuning, not after; the output of --resume is that file, which it may replace.
   spec.checkOutputs = [&] {
@@ -321,7 +320,10 @@ void registerTune(CLI::App& app, Action& action) {
   auto* cmd = app.add_subcommand("tune", "Auto-tune per-head θ, τ (or top-k) and λ against an L1 budget");
   auto o = std::make_shared<TuneCliOptions>();
   addTuneOptions(*cmd, *o);
-  cmd->callback([&action, o, cmd] { action = [o, cmd]() -> int { return runTuneCommand(*o, *cmd); }; });
+  cmd->callback([&action, o, cmd] {
+    tuneOptionsFrom(*o, *cmd);  // before any work
+    action = [o, cmd]() -> int { return runTuneCommand(*o, *cmd); };
+  });
 }
 
 }  // namespace sparge::cli

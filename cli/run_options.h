@@ -51,6 +51,9 @@ struct RunCommandOptions {
 };
 
 void addMethodOptions(CLI::App& cmd, RunCommandOptions& o);
+// The method options' defaults for every head, checked together (τ or top-k with θ and λ, target, tiles,
+// numerics, engine); throws sparge::Error naming the option. Called when the command line is parsed.
+core::HeadParams checkMethodOptions(const RunCommandOptions& o);
 
 // The run configuration for one entry: command-line values, then per-head values from --params.
 // Warnings (for example settings overridden by the params file) are appended to `warnings`.

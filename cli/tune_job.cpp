@@ -15,6 +15,7 @@
 #include "sparge/core/error.h"
 #include "sparge/core/memory_guard.h"
 #include "sparge/core/names.h"
+#include "sparge/core/parallel.h"
 #include "sparge/core/params_io.h"
 #include "sparge/dist/codec.h"
 #include "sparge/dist/collector.h"
@@ -234,7 +235,7 @@ class TuneJobRunner {
     const dist::Piece& first = schedule_.pieces[size_t(mine.front())];
     const core::TuneInput& in = spec_.groups[size_t(first.unit)].entries.front();
     const size_t heads = first.heads.size();
-    prefetch_ = Prefetched{in.name, std::async(std::launch::async, [this, &in, heads] {
+    prefetch_ = Prefetched{in.name, core::startAsync([this, &in, heads] {
                              checkRunMemory(spec_.capturePath, spec_.infos.at(in.name),
                                             spec_.options.geometry, heads);
                              return in.load();
@@ -257,7 +258,7 @@ class TuneJobRunner {
     } catch (const Error&) {
       return;  // loaded when its turn comes, with the memory check that says why if it fails then
     }
-    prefetch_ = Prefetched{in.name, std::async(std::launch::async, in.load)};
+    prefetch_ = Prefetched{in.name, core::startAsync(in.load)};
   }
 
   // Once the piece after `current` is known (at the start of `current`, or when rank 0's answer arrives

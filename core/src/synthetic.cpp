@@ -3,7 +3,9 @@
 // sharpness varies by head, from diffuse heads to very sparse ones.
 #include "sparge/core/synthetic.h"
 
+#include <algorithm>
 #include <cmath>
+#include <cstdio>
 #include <random>
 
 #include "sparge/core/error.h"
@@ -58,16 +60,8 @@ std::vector<double> unitVector(Normal& n, int64_t d) {
 
 }  // namespace
 
-EntryData makeSyntheticEntry(const SynthSpec& s) {
-  if (s.batch <= 0 || s.headsQ <= 0 || s.headsKV <= 0 || s.tokensQ <= 0 || s.tokensKV <= 0 ||
-      s.headDim <= 0 || s.headDimV <= 0 || s.segment <= 0)
-    throw Error("synthetic capture", "every dimension must be positive");
-  if (s.headsQ % s.headsKV != 0)
-    throw Error("synthetic capture", "query heads (" + std::to_string(s.headsQ) +
-                                         ") must be a multiple of KV heads (" + std::to_string(s.headsKV) +
-                                         ")");
-  EntryData e;
-  EntryInfo& info = e.info;
+EntryInfo syntheticEntryInfo(const SynthSpec& s) {
+  EntryInfo info;
   info.name = s.name;
   info.batch = s.batch;
   info.headsQ = s.headsQ;
@@ -80,12 +74,49 @@ EntryData makeSyntheticEntry(const SynthSpec& s) {
   info.layout = s.layout;
   info.causal = s.causal;
   info.scale = 1.0 / std::sqrt(double(s.headDim));
+  return info;
+}
+
+SynthProblem synthSpecProblem(const SynthSpec& s) {
+  const EntryInfo info = syntheticEntryInfo(s);
+  if (const EntryInfo::ShapeProblem p = info.shapeProblem(); !p.dimension.empty())
+    return {p.dimension, p.problem};
+  if (s.headsQ % s.headsKV != 0)
+    return {"kv-heads", "query heads (" + std::to_string(s.headsQ) + ") must be a multiple of KV heads (" +
+                            std::to_string(s.headsKV) + ")"};
+  if (s.segment < 1) return {"segment", std::to_string(s.segment) + " tokens: a segment holds at least 1"};
+  // Beyond it the largest values overflow float16 (and NaN or a negative one would make every value NaN).
+  if (!(s.sharpness >= 0 && s.sharpness <= kMaxSharpness)) {
+    char text[64];
+    std::snprintf(text, sizeof text, "%g", s.sharpness);
+    return {"sharpness", std::string(text) + " is outside [0, " + std::to_string(int(kMaxSharpness)) +
+                             "] — larger values overflow float16, negative ones give NaN"};
+  }
+  return {};
+}
+
+double syntheticEntryBytes(const SynthSpec& s) {
+  const double b = double(s.batch);
+  const double data = 4.0 * b *
+                      (double(s.headsQ) * double(s.tokensQ) * double(s.headDim) +
+                       double(s.headsKV) * double(s.tokensKV) * double(s.headDim + s.headDimV));
+  // One KV head's topic directions at a time: a vector of head-dim doubles per segment.
+  const double segments = double(ceilDiv(std::max(s.tokensQ, s.tokensKV), std::max<int64_t>(1, s.segment)));
+  return data + segments * (8.0 * double(s.headDim) + 32.0);
+}
+
+EntryData makeSyntheticEntry(const SynthSpec& s) {
+  if (const SynthProblem p = synthSpecProblem(s); !p.field.empty())
+    throw Error("synthetic capture: " + p.field, p.problem);
+  EntryData e;
+  e.info = syntheticEntryInfo(s);
+  // synthSpecProblem keeps every tensor within kMaxTensorValues: these products cannot overflow.
   e.q.resize(size_t(s.batch * s.headsQ * s.tokensQ * s.headDim));
   e.k.resize(size_t(s.batch * s.headsKV * s.tokensKV * s.headDim));
   e.v.resize(size_t(s.batch * s.headsKV * s.tokensKV * s.headDimV));
   const int64_t d = s.headDim;
   Normal n(s.seed);
-  const int64_t segments = (std::max(s.tokensQ, s.tokensKV) + s.segment - 1) / s.segment;
+  const int64_t segments = ceilDiv(std::max(s.tokensQ, s.tokensKV), s.segment);
   for (int64_t b = 0; b < s.batch; ++b)
     for (int64_t hk = 0; hk < s.headsKV; ++hk) {
       std::vector<std::vector<double>> topics;
