@@ -330,7 +330,9 @@ void registerBench(CLI::App& app, Action& action) {
       ->check(integerIn(1, core::kMaxDimension));
   cmd->add_option("--dims", o->dims, "Head dims (64, 128, 256)")->delimiter(',')->check(integerIn(64, 256));
   cmd->add_option("--topk", o->topk, "Top-k fractions, in (0, 1]")->delimiter(',')->check(realIn(0, 1));
-  cmd->add_option("--causal", o->causal, "Causal values to sweep (0, 1)")->delimiter(',')->check(integerIn(0, 1));
+  cmd->add_option("--causal", o->causal, "Causal values to sweep (0, 1)")
+      ->delimiter(',')
+      ->check(integerIn(0, 1));
   cmd->add_option("--repeat", o->repeat, "Timed repetitions per measurement")->check(CLI::Range(1, 100000));
   cmd->add_option("--warmup", o->warmup, "Untimed runs before timing, at least (default 2)")
       ->check(CLI::Range(0, 1000));
@@ -359,9 +361,8 @@ void registerBench(CLI::App& app, Action& action) {
          "(mma.sync always) or sm90 (as auto)")
       ->check(CLI::IsMember({"auto", "sm80", "sm90"}))
       ->capture_default_str();
-  cmd->add_option(
-      "--timings", o->timings,
-      "Also record every kernel with the CUPTI collector and write it (.json, .csv, .trace.json)")
+  cmd->add_option("--timings", o->timings,
+                  "Also record every kernel with the CUPTI collector and write it (.json, .csv, .trace.json)")
       ->check(outputFormats(kTimingFormats));
   cmd->callback([o, &action] {
     action = [o]() -> int {

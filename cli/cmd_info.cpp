@@ -93,7 +93,8 @@ void printGroups(const std::vector<const core::EntryInfo*>& entries, const std::
   }
   Table t({key, "entries", "query heads (B x Hq)", "size"});
   for (const std::string& v : order)
-    t.row({orDash(v), std::to_string(sums[v].entries), std::to_string(sums[v].heads), fmtBytes(sums[v].bytes)});
+    t.row(
+        {orDash(v), std::to_string(sums[v].entries), std::to_string(sums[v].heads), fmtBytes(sums[v].bytes)});
   std::printf("\nby %s\n", key.c_str());
   t.print(std::cout);
 }

@@ -31,7 +31,6 @@
 namespace sparge::cli {
 namespace {
 
-
 // Dense attention work in FLOP: 4·B·H·Nq·Nkv·D (QKᵀ and PV), halved when causal.
 double denseFlops(const core::EntryInfo& e) {
   const double f =
@@ -59,8 +58,9 @@ void printEntry(const core::EntryResult& r, bool perHead) {
   const auto& e = r.info;
   const bool quant = r.config.numerics != core::Numerics::None;
   std::printf("\nentry %s  [B=%lld Hq=%lld Hkv=%lld Nq=%lld Nkv=%lld D=%lld%s%s]  %s%s  engine %s\n",
-              core::shortForDisplay(e.name).c_str(), (long long)e.batch, (long long)e.headsQ, (long long)e.headsKV,
-              (long long)e.tokensQ, (long long)e.tokensKV, (long long)e.headDim, e.causal ? " causal" : "",
+              core::shortForDisplay(e.name).c_str(), (long long)e.batch, (long long)e.headsQ,
+              (long long)e.headsKV, (long long)e.tokensQ, (long long)e.tokensKV, (long long)e.headDim,
+              e.causal ? " causal" : "",
               e.window.bounded() ? (" window " + core::toString(e.window)).c_str() : "",
               numericsHeader(r.config.geometry, r.config.numerics).c_str(),
               r.config.diagonal ? "  +diagonal blocks (extension)" : "", r.engine.c_str());
@@ -216,10 +216,11 @@ struct EntryRun {
     const LoadedEntry loaded = loading ? prefetched.get() : load(unit, runHeads, config.geometry);
     for (const auto& nf : loaded.nonFinite)
       std::fprintf(stderr, "warning: %s:/entries/%s/%s batch %lld head %lld holds %lld NaN/Inf values\n",
-                   core::shortForDisplay(path).c_str(), core::shortForDisplay(name).c_str(), core::toString(nf.tensor),
-                   (long long)nf.batch, (long long)nf.head, (long long)nf.count);
+                   core::shortForDisplay(path).c_str(), core::shortForDisplay(name).c_str(),
+                   core::toString(nf.tensor), (long long)nf.batch, (long long)nf.head, (long long)nf.count);
     for (const auto& w : configWarnings)
-      std::fprintf(stderr, "note: entry %s: %s\n", core::shortForDisplay(name).c_str(), core::printable(w).c_str());
+      std::fprintf(stderr, "note: entry %s: %s\n", core::shortForDisplay(name).c_str(),
+                   core::printable(w).c_str());
     engine.setEntry(loaded.data);
     core::RunOptions ro;
     ro.heads = runHeads;
@@ -333,7 +334,8 @@ void registerRun(CLI::App& app, Action& action) {
          "so that they find the GPU under sustained load (e.g. 200; default 0: --warmup alone)")
       ->check(CLI::Range(0, 600000))
       ->capture_default_str();
-  cmd->add_option("--timings", o->timingsPath, "Write timing statistics: .json, .csv or .trace.json (Perfetto)")
+  cmd->add_option("--timings", o->timingsPath,
+                  "Write timing statistics: .json, .csv or .trace.json (Perfetto)")
       ->check(outputFormats(kTimingFormats));
   cmd->add_flag(
       "--no-dense-baseline", o->noDenseBaseline,

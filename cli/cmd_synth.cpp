@@ -74,7 +74,8 @@ core::SynthSpec checkedSpec(const SynthOptions& o, const CLI::App& cmd) {
   else if (o.dtype == "float32" || o.dtype == "fp32")
     spec.dtype = core::DType::Float32;
   else
-    throw Error("--dtype", "unknown dtype '" + core::shortForDisplay(o.dtype) + "': use float16, bfloat16 or float32");
+    throw Error("--dtype",
+                "unknown dtype '" + core::shortForDisplay(o.dtype) + "': use float16, bfloat16 or float32");
   if (o.layout == "HND")
     spec.layout = core::Layout::HND;
   else if (o.layout == "NHD")
@@ -121,15 +122,14 @@ int writeSynthetic(const SynthOptions& o, const core::SynthSpec& spec) {
   // Entries are generated on several threads (each from its own seed, so the data does not depend on
   // the thread count), at most `threads` in memory at once, and written in order.
   core::writeAtomically(o.out, [&](const std::string& tmp) {
-    core::CaptureWriter w(tmp, o.compress ? core::CaptureWriter::Compression::Gzip
-                                          : core::CaptureWriter::Compression::None);
+    core::CaptureWriter w(
+        tmp, o.compress ? core::CaptureWriter::Compression::Gzip : core::CaptureWriter::Compression::None);
     w.setRootAttribute("source", "sparge synth (synthetic, seeded; not a real model)");
     std::deque<std::future<core::EntryData>> pending;
     int next = 0;
     for (int i = 0; i < o.entries; ++i) {
-      for (; next < o.entries && next < i + threads; ++next) pending.push_back(core::startAsync([&make, next] {
-        return make(next);
-      }));
+      for (; next < o.entries && next < i + threads; ++next)
+        pending.push_back(core::startAsync([&make, next] { return make(next); }));
       core::EntryData e = pending.front().get();
       pending.pop_front();
       w.addEntry(e.info, e.q, e.k, e.v);

@@ -11,8 +11,8 @@
 #include <cstdio>
 #include <iostream>
 #include <memory>
-#include <optional>
 #include <mutex>
+#include <optional>
 #include <set>
 
 #include "commands.h"
@@ -244,8 +244,8 @@ std::vector<core::TuneInput> tuneInputs(core::CaptureReader& reader, const std::
     for (int64_t h : heads)
       if (h < 0 || h >= info.headsQ)
         throw Error("--heads", "head " + std::to_string(h) + " out of range for entry " +
-                                   core::shortForDisplay(n) + " (" +
-                                   std::to_string(info.headsQ) + " query heads)");
+                                   core::shortForDisplay(n) + " (" + std::to_string(info.headsQ) +
+                                   " query heads)");
     core::TuneInput in;
     in.name = n;
     in.layer = info.layer;
@@ -256,10 +256,10 @@ std::vector<core::TuneInput> tuneInputs(core::CaptureReader& reader, const std::
       std::lock_guard lock(warned->mutex);
       if (warned->entries.insert(n).second)
         for (const auto& nf : nonFinite)
-          std::fprintf(stderr,
-                       "\nwarning: %s:/entries/%s/%s batch %lld head %lld holds %lld NaN/Inf values\n",
-                       core::shortForDisplay(path).c_str(), core::shortForDisplay(n).c_str(), core::toString(nf.tensor),
-                       (long long)nf.batch, (long long)nf.head, (long long)nf.count);
+          std::fprintf(
+              stderr, "\nwarning: %s:/entries/%s/%s batch %lld head %lld holds %lld NaN/Inf values\n",
+              core::shortForDisplay(path).c_str(), core::shortForDisplay(n).c_str(),
+              core::toString(nf.tensor), (long long)nf.batch, (long long)nf.head, (long long)nf.count);
       return std::shared_ptr<const core::EntryData>(data);
     };
     inputs.push_back(std::move(in));

@@ -74,15 +74,16 @@ ParsedCommand parseCommandLine(int argc, const char* const* argv, std::ostream& 
     parsed.exitCode = usageError(e.what(), err);
     return parsed;
   }
-  parsed.runsOnEveryRank = app.got_subcommand("tune") || app.got_subcommand("run") || app.got_subcommand("bench");
+  parsed.runsOnEveryRank =
+      app.got_subcommand("tune") || app.got_subcommand("run") || app.got_subcommand("bench");
   if (!parsed.action) parsed.exitCode = 2;
   return parsed;
 }
 
 int runCommand(int argc, char** argv, int rank, bool& escaped) {
   std::ostringstream quiet;  // every rank parses the same line; one message is enough
-  ParsedCommand parsed =
-      rank == 0 ? parseCommandLine(argc, argv, std::cout, std::cerr) : parseCommandLine(argc, argv, quiet, quiet);
+  ParsedCommand parsed = rank == 0 ? parseCommandLine(argc, argv, std::cout, std::cerr)
+                                   : parseCommandLine(argc, argv, quiet, quiet);
   if (!parsed.action) return parsed.exitCode;
   if (rank != 0 && !parsed.runsOnEveryRank) return 0;
   const std::string rankLabel = rank > 0 ? "rank " + std::to_string(rank) + ": " : "";

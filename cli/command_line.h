@@ -14,7 +14,7 @@ namespace sparge::cli {
 struct ParsedCommand {
   std::shared_ptr<CLI::App> app;  // the actions read their subcommand's counts: kept while they run
   Action action;
-  int exitCode = 0;            // when there is no action
+  int exitCode = 0;              // when there is no action
   bool runsOnEveryRank = false;  // tune, run and bench split their work over the ranks of an MPI job
 };
 

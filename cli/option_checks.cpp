@@ -26,8 +26,8 @@ void checkOptions(CLI::App& app) {
     // get_type_name() appends the validators' descriptions ("INT:INT in [1 - 100000]").
     std::string type = opt->get_type_name();
     type = type.substr(0, type.find(':'));
-    opt->check(CLI::Validator(
-        [type](std::string& value) { return typeProblem(type, value); }, "", "value check"));
+    opt->check(
+        CLI::Validator([type](std::string& value) { return typeProblem(type, value); }, "", "value check"));
   }
   for (CLI::App* sub : app.get_subcommands([](CLI::App*) { return true; })) checkOptions(*sub);
 }
@@ -39,7 +39,8 @@ void checkEveryOption(CLI::App& app) {
 }
 
 CLI::Validator realIn(double lo, double hi) {
-  return CLI::Validator([lo, hi](std::string& value) { return core::realProblem(value, lo, hi); }, "", "range");
+  return CLI::Validator([lo, hi](std::string& value) { return core::realProblem(value, lo, hi); }, "",
+                        "range");
 }
 
 CLI::Validator integerIn(int64_t lo, int64_t hi) {

@@ -98,8 +98,8 @@ core::RunConfig makeRunConfig(const RunCommandOptions& o, const core::EntryInfo&
   for (int64_t h : o.heads)
     if (h < 0 || h >= entry.headsQ)
       throw Error("--heads", "head " + std::to_string(h) + " does not exist in entry " +
-                                 core::shortForDisplay(entry.name) +
-                                 " (it has " + std::to_string(entry.headsQ) + " query heads)");
+                                 core::shortForDisplay(entry.name) + " (it has " +
+                                 std::to_string(entry.headsQ) + " query heads)");
   return c;
 }
 

@@ -78,8 +78,9 @@ void checkNameLength(const Target& t, const std::string& what) {
     throw Error(what, "the file name is " + std::to_string(name) + " bytes long, more than the " +
                           std::to_string(limit) + " this file system takes — choose a shorter name");
   if (t.file.string().size() >= PATH_MAX)
-    throw Error(what, "the path is " + std::to_string(t.file.string().size()) + " bytes long, more than the " +
-                          std::to_string(PATH_MAX - 1) + " the system takes — choose a shorter path");
+    throw Error(what, "the path is " + std::to_string(t.file.string().size()) +
+                          " bytes long, more than the " + std::to_string(PATH_MAX - 1) +
+                          " the system takes — choose a shorter path");
 }
 
 Target inspectTarget(const std::string& path, const std::string& what) {

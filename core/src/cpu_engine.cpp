@@ -68,8 +68,7 @@ struct CpuEngine::HeadOutputs {
   std::vector<int64_t> zeroVChannels;
 };
 
-CpuEngine::CpuEngine(int threads)
-    : threads_(usableThreads(threads)) {}
+CpuEngine::CpuEngine(int threads) : threads_(usableThreads(threads)) {}
 
 CpuEngine::~CpuEngine() = default;
 

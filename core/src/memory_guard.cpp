@@ -115,7 +115,8 @@ void checkMemory(const MemoryEstimate& m, const std::string& what, const std::st
   const std::string source = limit > 0 ? "the --max-memory limit is " + gib(limit)
                                        : "only " + gib(have) + " is available (MemAvailable)";
   const std::string runFix =
-      "run fewer heads (--heads 0,1), another entry (--entry NAME), or raise the limit with --max-memory SIZE "
+      "run fewer heads (--heads 0,1), another entry (--entry NAME), or raise the limit with --max-memory "
+      "SIZE "
       "(e.g. --max-memory 64G) if you know it fits";
   throw Error(what, "needs about " + gib(m.total()) + " of memory (" + parts + "), but " + source + " — " +
                         (fix.empty() ? runFix : fix));
@@ -147,7 +148,8 @@ double parseByteSize(const std::string& text, const std::string& option) {
   if (bytes < 1) throw bad();
   // A product beyond every machine (1e300T is infinite) would mean "no limit" without saying so.
   if (!(bytes <= kMaxByteSize))
-    throw Error(option, "'" + shortForDisplay(text) + "' is more than any machine's memory (at most 1 EiB, "
+    throw Error(option, "'" + shortForDisplay(text) +
+                            "' is more than any machine's memory (at most 1 EiB, "
                             "1048576T) — give the memory the run may use, e.g. 64G");
   return bytes;
 }

@@ -85,7 +85,8 @@ std::string unsignedProblem(const std::string& text) {
   if (!isDecimal(text, true)) return quoted(text) + " is not a whole number";
   errno = 0;
   std::strtoull(text.c_str(), nullptr, 10);
-  if (errno == ERANGE) return quoted(text) + " is out of range: the value must be at most 18446744073709551615";
+  if (errno == ERANGE)
+    return quoted(text) + " is out of range: the value must be at most 18446744073709551615";
   return "";
 }
 
@@ -109,8 +110,8 @@ std::string outputFormat(const std::string& path, const std::vector<std::string>
   std::string best;
   for (const std::string& f : formats) {
     const std::string suffix = lower(f);
-    if (name.size() > suffix.size() && name.compare(name.size() - suffix.size(), suffix.size(), suffix) == 0 &&
-        suffix.size() > best.size())
+    if (name.size() > suffix.size() &&
+        name.compare(name.size() - suffix.size(), suffix.size(), suffix) == 0 && suffix.size() > best.size())
       best = suffix;
   }
   return best;
@@ -123,7 +124,8 @@ std::string formatList(const std::vector<std::string>& formats) {
   return list;
 }
 
-void checkOutputPath(const std::string& path, const std::string& option, const std::vector<std::string>& formats) {
+void checkOutputPath(const std::string& path, const std::string& option,
+                     const std::vector<std::string>& formats) {
   if (path.empty()) throw Error(option, "the path is empty — give a file name");
   const std::string where = option + " " + shortForDisplay(path);
   if (!formats.empty() && outputFormat(path, formats).empty())

@@ -110,8 +110,8 @@ std::string emptyRowsWarning(const EntryResult& r, const HeadResult& h, int64_t 
   if (bySelection > 0) {
     const std::string fix = emptySelectionFix(r, h.params);
     text += std::string(byWindow > 0 ? "; " : "") + std::to_string(bySelection) +
-            " query rows see no key in their selected blocks (output set to 0" + (fix.empty() ? "" : "; " + fix) +
-            ")";
+            " query rows see no key in their selected blocks (output set to 0" +
+            (fix.empty() ? "" : "; " + fix) + ")";
   }
   return text;
 }

@@ -151,10 +151,9 @@ int64_t EntryInfo::bytesOnDisk() const {
 }
 
 EntryInfo::ShapeProblem EntryInfo::shapeProblem() const {
-  const std::pair<const char*, int64_t> dims[] = {{"batch", batch},       {"heads", headsQ},
-                                                  {"kv-heads", headsKV},  {"tokens", tokensQ},
-                                                  {"kv-tokens", tokensKV}, {"dim", headDim},
-                                                  {"dim-v", headDimV}};
+  const std::pair<const char*, int64_t> dims[] = {
+      {"batch", batch},        {"heads", headsQ}, {"kv-heads", headsKV}, {"tokens", tokensQ},
+      {"kv-tokens", tokensKV}, {"dim", headDim},  {"dim-v", headDimV}};
   for (const auto& [name, value] : dims)
     if (value < 1 || value > kMaxDimension)
       return {name, std::to_string(value) + " is outside 1 … " + std::to_string(kMaxDimension)};
@@ -172,7 +171,7 @@ EntryInfo::ShapeProblem EntryInfo::shapeProblem() const {
       char text[64];
       std::snprintf(text, sizeof text, "%.3g", values);
       return {t.dimensions, std::string(t.name) + " would hold " + text +
-                               " values (batch × heads × tokens × dim), more than any machine holds (2^59)"};
+                                " values (batch × heads × tokens × dim), more than any machine holds (2^59)"};
     }
   return {};
 }

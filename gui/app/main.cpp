@@ -46,8 +46,10 @@ std::optional<int> parseCommandLine(int argc, char** argv, Startup& st) {
     return 2;
   }
   if (const int usable = core::usableThreads(st.options.threads); st.options.threads > usable) {
-    std::fprintf(stderr, "sparge-studio: note: --threads %d capped at %d (%d per hardware thread of this machine's %d)\n",
-                 st.options.threads, usable, core::kThreadsPerHardwareThread, core::hardwareThreads());
+    std::fprintf(
+        stderr,
+        "sparge-studio: note: --threads %d capped at %d (%d per hardware thread of this machine's %d)\n",
+        st.options.threads, usable, core::kThreadsPerHardwareThread, core::hardwareThreads());
     st.options.threads = usable;
   }
   if (st.options.help) {

@@ -74,16 +74,17 @@ void parseOption(const std::string& a, const std::string& v, AppOptions& o) {
   } else if (a == "--timeout") {
     o.timeoutSeconds = parseReal(v, f, 1e-3, 7 * 24 * 3600.0);
   } else if (a == "--mouse") {
-    o.mouse = pairOf(v, ',', f, "X,Y", [&](const std::string& n) { return float(parseReal(n, f, -1e6, 1e6)); });
+    o.mouse =
+        pairOf(v, ',', f, "X,Y", [&](const std::string& n) { return float(parseReal(n, f, -1e6, 1e6)); });
   } else if (a == "--font-scale") {
     o.fontScale = float(parseReal(v, f, kMinFontScale, kMaxFontScale));
   }
 }
 
 bool takesValue(const std::string& a) {
-  static const char* const options[] = {"--set",     "--entry",   "--head",   "--batch",   "--screenshot",
-                                        "--action",  "--frames",  "--size",   "--backend", "--engine",
-                                        "--threads", "--timeout", "--mouse",  "--font-scale"};
+  static const char* const options[] = {"--set",     "--entry",   "--head",  "--batch",     "--screenshot",
+                                        "--action",  "--frames",  "--size",  "--backend",   "--engine",
+                                        "--threads", "--timeout", "--mouse", "--font-scale"};
   for (const char* o : options)
     if (a == o) return true;
   return false;

@@ -26,7 +26,7 @@ struct AppOptions {
   int threads = 0;                   // --threads (CPU engine)
   double timeoutSeconds = 600;       // --timeout for the screenshot mode
   std::optional<std::pair<float, float>> mouse;  // --mouse X,Y: where ImGui sees the pointer (automation)
-  float fontScale = 0;               // --font-scale, in [kMinFontScale, kMaxFontScale] (0 = saved setting)
+  float fontScale = 0;               // --font-scale (0 = saved setting)
   bool help = false;
 };
 

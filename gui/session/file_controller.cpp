@@ -26,11 +26,13 @@ void checkExportTarget(ExportKind kind, const std::string& path, const std::stri
                        const std::string& capturePath) {
   const std::vector<std::string> reportFormats{".json", ".csv", ".md"};
   core::checkOutputPath(path, where, kind == ExportKind::Report ? reportFormats : std::vector<std::string>{});
-  struct stat out {}, in {};
+  struct stat out {
+  }, in{};
   if (!capturePath.empty() && ::stat(path.c_str(), &out) == 0 && ::stat(capturePath.c_str(), &in) == 0 &&
       out.st_dev == in.st_dev && out.st_ino == in.st_ino)
-    throw Error(where, "is the open capture (the same file) — an export never replaces its input; choose "
-                       "another path");
+    throw Error(where,
+                "is the open capture (the same file) — an export never replaces its input; choose "
+                "another path");
   if (kind == ExportKind::Report && reportFormatOf(path) == ".md") {
     // The PNGs go to <stem>_img/ beside the report: that name must fit as well.
     const std::string folder = std::filesystem::path(path).stem().string() + "_img";

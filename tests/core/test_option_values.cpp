@@ -42,7 +42,8 @@ TEST(OptionValues, IntegersAreDecimalAndNeverWrap) {
   EXPECT_EQ(parseInteger("9223372036854775807", "--x"), INT64_MAX);
   for (const char* bad : {"", "1.5", "0x10", "1e3", " 3", "+", "-", "9223372036854775808"})
     expectError([&] { parseInteger(bad, "--threads"); }, {"--threads"});
-  expectError([&] { parseInteger("-1", "--threads", 0, 64); }, {"--threads", "'-1' is out of range", "0 … 64"});
+  expectError([&] { parseInteger("-1", "--threads", 0, 64); },
+              {"--threads", "'-1' is out of range", "0 … 64"});
   EXPECT_EQ(parseUnsigned("18446744073709551615", "--seed"), UINT64_MAX);
   expectError([&] { parseUnsigned("-1", "--seed"); }, {"--seed", "negative"});
   expectError([&] { parseUnsigned("18446744073709551616", "--seed"); }, {"--seed", "out of range"});
@@ -66,13 +67,17 @@ TEST(OptionValues, OutputFormatsByTheLongestEnding) {
 
 TEST(OptionValues, OutputPathsCheckedBeforeTheWork) {
   TempDir dir;
-  expectError([&] { checkOutputPath(dir.file("t.xyz"), "--timings", {".json", ".csv"}); },
-              {"--timings", "unknown format", ".json or .csv"});
+  expectError(
+      [&] {
+        checkOutputPath(dir.file("t.xyz"), "--timings", {".json", ".csv"});
+      },
+      {"--timings", "unknown format", ".json or .csv"});
   expectError([&] { checkOutputPath("", "--report"); }, {"--report", "empty"});
   const std::string longName = std::string(300, 'r') + ".json";
   expectError([&] { checkOutputPath(dir.file(longName), "--report", {".json"}); },
               {"--report", "the file name is 305 bytes long", "(", "bytes)"});
-  expectError([&] { checkOutputPath(dir.file("missing/r.json"), "--report", {".json"}); }, {"does not exist"});
+  expectError([&] { checkOutputPath(dir.file("missing/r.json"), "--report", {".json"}); },
+              {"does not exist"});
   EXPECT_NO_THROW(checkOutputPath(dir.file(std::string(250, 'n') + ".json"), "--report", {".json"}));
   // The longest name the file system takes can be written: its temporary's name is kept short.
   const std::string longest = dir.file(std::string(250, 'n') + ".json");
@@ -88,7 +93,8 @@ TEST(OptionValues, LongStringsAreShortenedForDisplay) {
   EXPECT_EQ(shown.rfind("model.layers.0.", 0), 0u);
   EXPECT_NE(shown.find("….self_attn (" + std::to_string(module.size()) + " bytes)"), std::string::npos);
   // No UTF-8 sequence is cut, and control characters stay escaped.
-  const std::string greek = std::string(50, 'a') + std::string(100, '\x1b') + "ααααααααααααααααααααααααααααααα";
+  const std::string greek =
+      std::string(50, 'a') + std::string(100, '\x1b') + "ααααααααααααααααααααααααααααααα";
   const std::string g = shortForDisplay(greek, 40);
   EXPECT_TRUE(isValidUtf8(g));
   EXPECT_EQ(g.find('\x1b'), std::string::npos);
@@ -167,7 +173,9 @@ TEST(ThreadPool, AFailedThreadStartIsAnErrorNotAnAbort) {
         while (std::getline(status, line))
           if (line.rfind("VmSize:", 0) == 0) vmKb = std::stoll(line.substr(7));
         const rlim_t limit = rlim_t(vmKb + 12 * 1024) * 1024;
-        struct rlimit rl {limit, limit};
+        struct rlimit rl {
+          limit, limit
+        };
         if (setrlimit(RLIMIT_AS, &rl) != 0) return;
         try {
           parallelFor(64, 64, [](int64_t) {});
@@ -194,7 +202,8 @@ TEST(EmptyRows, TheWindowsRowsAreToldApartFromTheSelections) {
   h.emptyRows = oracle;
   r.config.sink = true;
   std::string w = emptyRowsWarning(r, h, oracle);
-  EXPECT_NE(w.find(std::to_string(oracle) + " query rows have no key inside their window [64, 0]"), std::string::npos)
+  EXPECT_NE(w.find(std::to_string(oracle) + " query rows have no key inside their window [64, 0]"),
+            std::string::npos)
       << w;
   EXPECT_EQ(w.find("--sink"), std::string::npos) << w;
   // Rows the selection empties in a left-bounded window: the sink's block 0 lies outside it.
@@ -211,7 +220,8 @@ TEST(EmptyRows, TheWindowsRowsAreToldApartFromTheSelections) {
   EXPECT_EQ(rowsWithoutKeys(c.info), 0);
   h.emptyRows = 3;
   w = emptyRowsWarning(c, h, 0);
-  EXPECT_NE(w.find("3 query rows see no key in their selected blocks (output set to 0; --sink keeps key block 0"),
-            std::string::npos)
+  EXPECT_NE(
+      w.find("3 query rows see no key in their selected blocks (output set to 0; --sink keeps key block 0"),
+      std::string::npos)
       << w;
 }

@@ -115,11 +115,20 @@ AppOptions parse(std::vector<std::string> args) {
 
 TEST(Options, CommandLineValuesFollowTheClisRules) {
   EXPECT_EQ(parse({"c.h5", "--font-scale", "1.5", "--threads", "3", "--size", "800x600"}).fontScale, 1.5f);
-  for (std::vector<std::string> bad :
-       {std::vector<std::string>{"--font-scale", "nan"}, {"--font-scale", "inf"}, {"--font-scale", "0"},
-        {"--threads", "-1"}, {"--threads", ""}, {"--size", "4294967616x1000"}, {"--frames", "4294967297"},
-        {"--timeout", "nan"}, {"--head", "-1"}, {"--mouse", "1,nan"}, {""}, {"--entry", ""},
-        {"--screenshot", "shot.txt"}, {"--bogus", "1"}}) {
+  for (std::vector<std::string> bad : {std::vector<std::string>{"--font-scale", "nan"},
+                                       {"--font-scale", "inf"},
+                                       {"--font-scale", "0"},
+                                       {"--threads", "-1"},
+                                       {"--threads", ""},
+                                       {"--size", "4294967616x1000"},
+                                       {"--frames", "4294967297"},
+                                       {"--timeout", "nan"},
+                                       {"--head", "-1"},
+                                       {"--mouse", "1,nan"},
+                                       {""},
+                                       {"--entry", ""},
+                                       {"--screenshot", "shot.txt"},
+                                       {"--bogus", "1"}}) {
     EXPECT_THROW(parse(bad), sparge::Error) << bad[0];
   }
   core::RunConfig c;

@@ -33,8 +33,8 @@ same_file)
   # An export onto an input destroyed it; inputs are compared by device and inode, not by name.
   synth s.h5 --heads 2 --tokens 256 --dim 32
   cp s.h5 c.h5 && cp s.h5 orig.h5
-  ln c.h5 hard.h5 && ln -s c.h5 soft.h5
-  for args in "--masks c.h5" "--report c.h5" "--timings c.h5" "--masks hard.h5" "--report soft.h5" \
+  ln c.h5 hard.h5 && ln -s c.h5 soft.h5 && ln c.h5 hard.json && ln -s c.h5 soft.csv
+  for args in "--masks c.h5" "--report hard.json" "--timings soft.csv" "--masks hard.h5" "--report soft.csv" \
               "--masks ./c.h5"; do
     # shellcheck disable=SC2086
     expect_exit 1 "is the same file as the input capture" -- "$SPARGE" run c.h5 --engine cpu $args
@@ -47,8 +47,8 @@ same_file)
   expect_exit 1 "is the same file as the input --params" -- "$SPARGE" run s.h5 --engine cpu --params p.json \
     --report p.json
   same_bytes p.json p_orig.json
-  expect_exit 1 "give each output its own path" -- "$SPARGE" run s.h5 --engine cpu --masks o.h5 --report o.h5
-  [ ! -e o.h5 ] || fail "o.h5 written although the command was refused"
+  expect_exit 1 "give each output its own path" -- "$SPARGE" run s.h5 --engine cpu --masks o.json --report o.json
+  [ ! -e o.json ] || fail "o.json written although the command was refused"
   ;;
 outputs_first)
   # Output paths are checked before any work: a bad one fails at once, not after the whole run.
@@ -174,16 +174,18 @@ disk_full)
   # A disk that fills up during an export: a clear error (exit 1, no crash), the previous file intact,
   # nothing left behind. Simulated with the fault library, and on a real small tmpfs when mounting works.
   synth s.h5 --heads 4 --tokens 1024 --dim 32
-  for what in "--masks out.h5" "--report out.h5"; do
-    echo previous > out.h5 && cp out.h5 prev.h5
+  for what in "--masks out.h5" "--report out.json"; do
+    target="${what#* }"
+    rm -f out.h5 out.json && echo previous > "$target" && cp "$target" prev.h5
     # shellcheck disable=SC2086
     out="$(LD_PRELOAD="$FAULT" SPARGE_FAULT_ENOSPC_AFTER=3000 "$SPARGE" run s.h5 --engine cpu $what 2>&1)"
     rc=$?
     [ "$rc" -eq 1 ] || fail "full disk ($what): exit $rc, expected 1: $out"
-    grep -q "out.h5" <<<"$out" || fail "the error does not name the file: $out"
-    same_bytes out.h5 prev.h5
-    only_files s.h5 out.h5 prev.h5
+    grep -q "$target" <<<"$out" || fail "the error does not name the file: $out"
+    same_bytes "$target" prev.h5
+    only_files s.h5 "$target" prev.h5
   done
+  rm -f out.json && echo previous > out.h5
   out="$(LD_PRELOAD="$FAULT" SPARGE_FAULT_ENOSPC_AFTER=3000 "$SPARGE" synth big.h5 --heads 4 --tokens 1024 2>&1)"
   [ $? -eq 1 ] || fail "synth on a full disk: $out"
   only_files s.h5 out.h5 prev.h5
@@ -311,7 +313,7 @@ memory)
   expect_exit 1 "needs about" -- "$SPARGE" run s.h5 --engine cpu --max-memory 1M
   expect_exit 1 "--heads" -- "$SPARGE" run s.h5 --engine cpu --max-memory 1M
   expect_exit 1 "the --max-memory limit is 1 MiB" -- "$SPARGE" tune s.h5 --l1 0.05 --l2 0.06 --engine cpu --max-memory 1M -o p.json
-  expect_exit 1 "is not a size" -- "$SPARGE" run s.h5 --engine cpu --max-memory lots
+  expect_exit 2 "is not a size" -- "$SPARGE" run s.h5 --engine cpu --max-memory lots
   "$SPARGE" run s.h5 --engine cpu --max-memory 1G >/dev/null 2>&1 || fail "run within --max-memory 1G"
   $PY "$HERE/make_special.py" big_grid big.h5 || fail "make big_grid capture"
   start=$(date +%s)

@@ -116,8 +116,9 @@ int rename(const char* from, const char* to) {
 int pthread_create(pthread_t* thread, const pthread_attr_t* attr, void* (*start)(void*), void* arg) {
   static int (*real)(pthread_t*, const pthread_attr_t*, void* (*)(void*), void*);
   static long long started;
-  if (!real) real = (int (*)(pthread_t*, const pthread_attr_t*, void* (*)(void*), void*))dlsym(RTLD_NEXT,
-                                                                                               "pthread_create");
+  if (!real)
+    real = (int (*)(pthread_t*, const pthread_attr_t*, void* (*)(void*), void*))dlsym(RTLD_NEXT,
+                                                                                      "pthread_create");
   const long long limit = envNumber("SPARGE_FAULT_THREADS_AFTER");
   if (limit >= 0 && __atomic_fetch_add(&started, 1, __ATOMIC_SEQ_CST) >= limit) return EAGAIN;
   return real(thread, attr, start, arg);
