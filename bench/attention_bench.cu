@@ -17,7 +17,7 @@
 #include <vector>
 
 #include "bench_common.h"
-#include "launch.h"
+#include "common/launch.h"
 #include "sparge/core/types.h"
 
 namespace {

@@ -24,9 +24,9 @@
 #include "sparge/core/names.h"
 #include "sparge/core/option_values.h"
 #include "sparge/core/parallel.h"
-#include "sparge/dist/codec.h"
 #include "sparge/profiler/profile_entry.h"
 #include "sparge/profiler/profiler.h"
+#include "sparge/scaleout/codec.h"
 
 namespace sparge::cli {
 namespace {

@@ -16,7 +16,7 @@
 
 #include "attention_oracle.h"
 #include "kernel_family.h"
-#include "launch.h"  // kernels/src: the kernel launchers
+#include "common/launch.h"  // the kernel launchers
 #include "sparge/core/error.h"
 #include "sparge/core/half.h"
 

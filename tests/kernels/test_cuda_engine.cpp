@@ -15,9 +15,9 @@
 
 #include "engine_fixture.h"
 #include "kernel_family.h"
-#include "launch.h"  // kernels/src: the kernel launchers
+#include "common/launch.h"  // the kernel launchers
 #include "scoped_env.h"
-#include "smem_layout_sm90.h"
+#include "attention/sm90/smem_layout_sm90.h"
 #include "sparge/core/cpu_engine.h"
 #include "sparge/core/error.h"
 #include "sparge/core/half.h"

@@ -14,9 +14,9 @@
 #include <thread>
 
 #include "sparge/core/exports.h"
-#include "sparge/dist/codec.h"
-#include "sparge/dist/transport.h"
-#include "sparge/dist/wire.h"
+#include "sparge/scaleout/codec.h"
+#include "sparge/scaleout/transport.h"
+#include "sparge/scaleout/wire.h"
 
 namespace {
 

@@ -10,8 +10,8 @@
 #include "sparge/core/exports.h"
 #include "sparge/core/params_io.h"
 #include "sparge/core/synthetic.h"
-#include "sparge/dist/codec.h"
-#include "sparge/dist/wire.h"
+#include "sparge/scaleout/codec.h"
+#include "sparge/scaleout/wire.h"
 
 namespace sparge::dist {
 namespace {

@@ -9,8 +9,8 @@
 #include <numeric>
 #include <set>
 
-#include "sparge/dist/partition.h"
-#include "sparge/dist/placement.h"
+#include "sparge/scaleout/partition.h"
+#include "sparge/scaleout/placement.h"
 
 namespace sparge::dist {
 namespace {
