@@ -380,7 +380,8 @@ synth_sizes)
   expect_exit 2 "--kv-heads" -- "$SPARGE" synth x.h5 --heads 6 --kv-heads 4
   expect_exit 2 "--segment" -- "$SPARGE" synth x.h5 --segment 9223372036854775807
   expect_exit 2 "--segment" -- "$SPARGE" synth x.h5 --segment 0
-  expect_exit 1 "needs about 384.0 GiB" -- "$SPARGE" synth x.h5 --heads 4096 --tokens 65536 --dim 128
+  expect_exit 1 "needs about 384.0 GiB" -- "$SPARGE" synth x.h5 --heads 4096 --tokens 65536 --dim 128 \
+    --max-memory 64G
   expect_exit 1 "--max-memory limit is 1 MiB" -- "$SPARGE" synth x.h5 --heads 4 --tokens 1024 --max-memory 1M
   same_bytes x.h5 prev.h5
   # A segment longer than the sequence is one segment (its token count no longer overflows).
