@@ -11,14 +11,14 @@
 int main(int argc, char** argv) {
   using namespace sparge::cli;
   sparge::engines::prepareCudaProcess();  // before MPI's threads
-  std::unique_ptr<sparge::dist::Transport> transport;
+  std::unique_ptr<sparge::scaleout::Transport> transport;
   try {
-    transport = sparge::dist::openTransport(&argc, &argv);
+    transport = sparge::scaleout::openTransport(&argc, &argv);
   } catch (const std::exception& e) {
     std::cerr << "sparge: error: " << sparge::core::printable(e.what()) << "\n";
     return 1;
   }
-  setJobTransport(transport.get());
+  sparge::scaleout::setJobTransport(transport.get());
   bool escaped = false;
   const int code = runCommand(argc, argv, transport->rank(), escaped);
   if (escaped && transport->size() > 1) {

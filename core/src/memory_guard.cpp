@@ -154,4 +154,11 @@ double parseByteSize(const std::string& text, const std::string& option) {
   return bytes;
 }
 
+void checkRunMemory(const std::string& capturePath, const EntryInfo& entry, const Geometry& geometry,
+                    size_t heads) {
+  const int64_t count = heads > 0 ? int64_t(heads) : entry.headsQ;
+  checkMemory(estimateRunMemory(entry, geometry, count),
+              shortForDisplay(capturePath) + ":/entries/" + shortForDisplay(entry.name));
+}
+
 }  // namespace sparge::core

@@ -13,6 +13,20 @@ namespace sparge::cuda {
 
 enum class ElemType { F16, BF16 };
 
+// Which Stage-2 kernel family runs a launch: the launcher's choice (attentionSm90Selected), or the mma.sync
+// family everywhere (for comparing the two on a Hopper GPU).
+enum class AttnFamily { Auto, Sm80 };
+
+// Switches for measuring and testing kernel variants without rebuilding; none changes results. Whoever
+// builds the launch arguments (the engine, the benchmark) reads them once, when it is constructed; the
+// launchers themselves read no environment.
+struct KernelSwitches {
+  AttnFamily family = AttnFamily::Auto;  // SPARGE_ATTN_KERNEL=sm80: the mma.sync family
+  float sm90SplitBelow = -1.f;           // SPARGE_SM90_SPLIT_BELOW=X: the Hopper split rule; < 0: the kernel's
+  bool selectCtaPerRow = false;          // SPARGE_SELECT_CTA set: Stage 1's CTA-per-row selection for every row
+  static KernelSwitches fromEnvironment();
+};
+
 // Per query head, as the kernels read them.
 struct HeadParamsDev {
   double theta = 0.6;   // similarity flag: s > θ (compared in double, as the CPU does)
@@ -64,6 +78,7 @@ struct SelectArgs {
   float* prob = nullptr;                  // [nq][nk]
   int32_t* lut = nullptr;                 // [nq][nk] delta LUT
   int32_t* validCount = nullptr;          // [nq]
+  bool ctaPerRow = false;                 // every row through the CTA-per-row kernel (KernelSwitches)
 };
 // Selection, final mask, reasons, pooled probabilities and the delta LUT for the listed heads, in
 // core::selectBlocks' order: forced columns/rows, selection, sink, diagonal, then invalid blocks off.
@@ -102,6 +117,8 @@ struct AttnArgs {
   // Numerics other than None read `quant` (from launchQuantize) instead of q, k, v.
   core::Numerics numerics = core::Numerics::None;
   QuantOperands quant;
+  AttnFamily family = AttnFamily::Auto;  // KernelSwitches::family
+  float sm90SplitBelow = -1.f;           // KernelSwitches::sm90SplitBelow
 };
 // dense = true: every block holding a visible key (causal, window), no PV skip (kernels named
 // sparge_dense_*).
@@ -109,9 +126,10 @@ void launchAttention(ElemType t, const Problem& p, const AttnArgs& a, bool dense
 
 // --- attention_sm90.cu (Stage 2, Hopper: TMA, warp-specialised wgmma; head dims 64 and 128) ---
 // launchAttention uses it when the current device is sm_90 and the geometry is 64x128 with numerics None or
-// Int8Fp8, or 128x64 with numerics None, unless the environment has SPARGE_ATTN_KERNEL=sm80 (read at every
-// launch; the mma.sync family then runs instead, for comparison).
-bool attentionSm90Selected(const Problem& p, core::Numerics n = core::Numerics::None);
+// Int8Fp8, or 128x64 with numerics None, unless the family is AttnFamily::Sm80 (the mma.sync family then runs
+// instead, for comparison).
+bool attentionSm90Selected(const Problem& p, core::Numerics n = core::Numerics::None,
+                           AttnFamily family = AttnFamily::Auto);
 void launchAttentionSm90(ElemType t, const Problem& p, const AttnArgs& a, bool dense, cudaStream_t s);
 // Number of sm90 launches so far in this process (lets tests prove that the wgmma kernel ran).
 int64_t attentionSm90LaunchCount();

@@ -71,6 +71,7 @@ struct BenchData {
   const QuantOperands* ops = nullptr;
   double scale = 0;
   bool smoothK = true;
+  KernelSwitches switches;
 
   explicit BenchData(const BenchCase& c);
   size_t bh() const { return (size_t)p.B * p.Hq; }
@@ -78,14 +79,14 @@ struct BenchData {
   void stage1(bool fresh) {
     if (fresh) keyMean.refresh();
     if (fresh) stats.compute(qkv, p, keyMean.get(qkv, p, smoothK, 0), 0);
-    sel.select(qkv, p, stats, params.as<HeadParamsDev>(), ForcedOn{}, 0);
+    sel.select(qkv, p, stats, params.as<HeadParamsDev>(), ForcedOn{}, switches, 0);
   }
   void quantizeOperands(core::Numerics n) {
     ops = n == core::Numerics::None ? nullptr : &quant.run(qkv, p, n, keyMean.get(qkv, p, smoothK, 0), 0);
   }
   void attention(core::Numerics n, bool dense) {
     const AttnArgs a = makeAttnArgs(qkv, scale, sel, params.as<HeadParamsDev>(), o.get(), skip.as<uint8_t>(),
-                                    empty.as<int>(), n, ops);
+                                    empty.as<int>(), n, ops, switches);
     launchAttention(qkv.et, p, a, dense, 0);
   }
 };
@@ -94,6 +95,8 @@ BenchData::BenchData(const BenchCase& c) {
   const int H = (int)c.heads, N = (int)c.tokens, D = (int)c.headDim;
   p = makeProblem((int)c.batch, H, H, N, N, D, c.geometry, c.causal, core::Window{});
   p.nHeads = H;
+  switches = KernelSwitches::fromEnvironment();
+  switches.family = c.mmaSyncOnly ? AttnFamily::Sm80 : AttnFamily::Auto;  // the case decides the family
   scale = 1.0 / std::sqrt((double)D);
   qkv.et = c.dtype == core::DType::BFloat16 ? ElemType::BF16 : ElemType::F16;
   const size_t elems = bh() * N * D;
@@ -169,7 +172,7 @@ BenchResult runBench(const BenchCase& c) {
   requireHeadDim(c.headDim, "bench");
   BenchData d(c);
   // Stage 2 of D 256 (and of 128x64 tiles) runs the mma.sync family even on Hopper: say which one is timed.
-  res.attentionKernel = attentionSm90Selected(d.p, c.numerics) ? "sm90" : "sm80";
+  res.attentionKernel = attentionSm90Selected(d.p, c.numerics, d.switches.family) ? "sm90" : "sm80";
 
   d.setTopk(c, c.topks.empty() ? 0.5 : c.topks.front());
   settle(c);

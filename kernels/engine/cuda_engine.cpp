@@ -130,7 +130,8 @@ void predict(CudaEngine::State& st, const core::EntryInfo& info, const RunPlan& 
     stats = std::move(fresh);  // cached only with its host copy
   }
   st.selection.setBlocks(blockFlagsOf(st, info, c.geometry), c.geometry);
-  st.selection.select(st.qkv, plan.p, *stats, st.params.as<HeadParamsDev>(), ForcedOn{c.sink, c.diagonal}, 0);
+  st.selection.select(st.qkv, plan.p, *stats, st.params.as<HeadParamsDev>(), ForcedOn{c.sink, c.diagonal},
+                      st.switches, 0);
 }
 
 // The operands of the chosen numerics, quantized on every call (a deployed call pays for it too).
@@ -152,7 +153,7 @@ void sparse(CudaEngine::State& st, const core::EntryInfo& info, const RunPlan& p
   check(cudaMemsetAsync(st.emptyRows.get(), 0, plan.BH * sizeof(int)), "memset");
   const AttnArgs a =
       makeAttnArgs(st.qkv, info.scale, st.selection, st.params.as<HeadParamsDev>(), st.o.get(),
-                   st.pvSkipped.as<uint8_t>(), st.emptyRows.as<int>(), plan.config.numerics, quant);
+                   st.pvSkipped.as<uint8_t>(), st.emptyRows.as<int>(), plan.config.numerics, quant, st.switches);
   launchAttention(st.qkv.et, plan.p, a, plan.allDense, 0);
 }
 
@@ -235,6 +236,7 @@ CudaEngine::CudaEngine()
     : deviceName_(deviceNameOrThrow()),
       computeCapability_(deviceComputeCapability()),
       state_(std::make_unique<State>()) {
+  state_->switches = KernelSwitches::fromEnvironment();
   // The device's context (0.1-1 s, longer while other processes start theirs) is made here rather than by
   // the first run's first allocation: callers create the engine while the first entry loads (a tuning rank
   // does), so the two overlap.
@@ -263,6 +265,7 @@ void CudaEngine::setEntry(std::shared_ptr<const core::EntryData> entry) {
   entry_ = std::move(entry);
   // A fresh state: no cache of the previous entry survives; the rest of its buffers are freed with it.
   auto fresh = std::make_unique<State>();
+  fresh->switches = state_->switches;
   fresh->keepBuffersOf(*state_, alike);
   state_ = std::move(fresh);
 }

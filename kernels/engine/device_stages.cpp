@@ -76,7 +76,8 @@ void DeviceSelection::setBlocks(const std::vector<uint8_t>& flags, const core::G
 }
 
 void DeviceSelection::select(const DeviceQkv& x, const Problem& p, const Stage1Stats& stats,
-                             const HeadParamsDev* params, ForcedOn forced, cudaStream_t s) {
+                             const HeadParamsDev* params, ForcedOn forced, const KernelSwitches& switches,
+                             cudaStream_t s) {
   const size_t BH = (size_t)p.B * p.Hq, grid = (size_t)p.nq * p.nk;
   mask.reserve(BH * grid, "mask");
   reasons.reserve(BH * grid, "reasons");
@@ -96,6 +97,7 @@ void DeviceSelection::select(const DeviceQkv& x, const Problem& p, const Stage1S
   a.prob = prob.as<float>();
   a.lut = lut.as<int32_t>();
   a.validCount = validCount.as<int32_t>();
+  a.ctaPerRow = switches.selectCtaPerRow;
   launchSelect(x.et, p, a, s);
 }
 
@@ -108,8 +110,10 @@ const QuantOperands& DeviceQuant::run(const DeviceQkv& x, const Problem& p, core
 
 AttnArgs makeAttnArgs(const DeviceQkv& x, double scale, const DeviceSelection& sel,
                       const HeadParamsDev* params, void* o, uint8_t* pvSkipped, int* emptyRows,
-                      core::Numerics numerics, const QuantOperands* quant) {
+                      core::Numerics numerics, const QuantOperands* quant, const KernelSwitches& switches) {
   AttnArgs a;
+  a.family = switches.family;
+  a.sm90SplitBelow = switches.sm90SplitBelow;
   a.q = x.q;
   a.k = x.k;
   a.v = x.v;

@@ -60,7 +60,7 @@ class DeviceSelection {
   // Uploads the block flags of geometry `g` (blockFlags) unless they are the ones uploaded last.
   void setBlocks(const std::vector<uint8_t>& flags, const core::Geometry& g);
   void select(const DeviceQkv& x, const Problem& p, const Stage1Stats& stats, const HeadParamsDev* params,
-              ForcedOn forced, cudaStream_t s);
+              ForcedOn forced, const KernelSwitches& switches, cudaStream_t s);
   DeviceBuffer mask, reasons, prob, lut, validCount;
 
  private:
@@ -84,7 +84,7 @@ class DeviceQuant {
 // `quant` null: exact numerics.
 AttnArgs makeAttnArgs(const DeviceQkv& x, double scale, const DeviceSelection& sel,
                       const HeadParamsDev* params, void* o, uint8_t* pvSkipped, int* emptyRows,
-                      core::Numerics numerics, const QuantOperands* quant);
+                      core::Numerics numerics, const QuantOperands* quant, const KernelSwitches& switches);
 
 // Uploads a list of query heads for Problem::heads.
 void uploadHeads(DeviceBuffer& dst, const std::vector<int>& heads);

@@ -54,7 +54,7 @@ void scratchRun(CudaEngine::State& st, const core::EntryData& entry, const RunPl
   check(cudaMemsetAsync(st.scratchEmpty.get(), 0, plan.BH * sizeof(int)), "memset");
   const AttnArgs a =
       makeAttnArgs(st.qkv, entry.info.scale, st.selection, st.params.as<HeadParamsDev>(), st.scratchO.get(),
-                   st.scratchSkip.as<uint8_t>(), st.scratchEmpty.as<int>(), numerics, quant);
+                   st.scratchSkip.as<uint8_t>(), st.scratchEmpty.as<int>(), numerics, quant, st.switches);
   launchAttention(st.qkv.et, p, a, dense, 0);
   launchError(st.qkv.et, p, st.scratchO.get(), st.oref.as<float>(), st.scratchSums.as<double>(), 0);
 }

@@ -74,6 +74,7 @@ struct HostCaches {
 };
 
 struct CudaEngine::State {
+  KernelSwitches switches;  // read from the environment once, when the engine was created
   // The entry on the device, uploaded by the first run.
   DeviceBuffer q, k, v;
   std::unique_ptr<UploadStaging> staging = std::make_unique<UploadStaging>();  // kept for the next entry

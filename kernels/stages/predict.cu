@@ -443,7 +443,7 @@ __global__ void __launch_bounds__(256)
 }
 
 // Rows of up to kSelectWarpKeys blocks: one warp per row and no CTA barrier (the CTA kernel's ~20 barriers a
-// row made selection latency-bound: 0.26 ms for 32 heads x 32K tokens at 64x128). Lane l holds the row's
+// row made selection latency-bound: kernels/NOTES.md, v9 and v13). Lane l holds the row's
 // sorting positions l*E .. l*E+E-1 in registers: bitonic steps with j < E swap inside a thread, the others
 // exchange with lane l ^ (j/E); the same network positions and comparisons as bitonicSortDescending, padded
 // to 32*E, so the same order (a strict total order without NaN; no swap at all in an all-NaN row). Dynamic
@@ -619,7 +619,7 @@ void selectRowsByWarp(const Problem& p, const SelectArgs& a, cudaStream_t s) {
 
 template <typename T>
 void selectRows(const Problem& p, const SelectArgs& a, cudaStream_t s) {
-  if (p.nk <= kSelectWarpKeys && std::getenv("SPARGE_SELECT_CTA") == nullptr) {
+  if (p.nk <= kSelectWarpKeys && !a.ctaPerRow) {
     if (p.nk <= 32) return selectRowsByWarp<T, 1>(p, a, s);
     if (p.nk <= 64) return selectRowsByWarp<T, 2>(p, a, s);
     if (p.nk <= 128) return selectRowsByWarp<T, 4>(p, a, s);

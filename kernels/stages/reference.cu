@@ -172,6 +172,33 @@ __device__ __forceinline__ void accumulatePV(float (&o)[D / 8][4], const float (
   }
 }
 
+// Pass 1 of the reference: row maxima and normalisers of this thread's rows g and g + 8 over the key tiles
+// before ktEnd (K tile by tile through sK).
+template <typename T, int D>
+__device__ __forceinline__ void rowMaxAndSum(float (&m)[2], float (&l)[2], const T* sQ, T* sK, const T* gK,
+                                             int q0, int ktEnd, const RParams<T>& p) {
+  for (int kt = 0; kt < ktEnd; ++kt) {
+    __syncthreads();
+    loadHalfRows<T, D>(sK, gK, kt * kC, p.Nkv);
+    __syncthreads();
+    float s[kNT][4];
+    scoreSlice<T, D>(s, sQ, sK, q0, kt * kC, p);
+#pragma unroll
+    for (int r = 0; r < 2; ++r) {
+      float mx = -INFINITY;
+#pragma unroll
+      for (int nt = 0; nt < kNT; ++nt) mx = fmaxf(mx, fmaxf(s[nt][2 * r], s[nt][2 * r + 1]));
+      const float mn = fmaxf(m[r], quadMax(mx));
+      const float mu = mn == -INFINITY ? 0.f : mn;  // no shuffle may be skipped: the quads differ
+      float e = 0.f;
+#pragma unroll
+      for (int nt = 0; nt < kNT; ++nt) e += expf(s[nt][2 * r] - mu) + expf(s[nt][2 * r + 1] - mu);
+      l[r] = (m[r] == -INFINITY ? 0.f : l[r] * expf(m[r] - mu)) + quadSum(e);
+      m[r] = mn;
+    }
+  }
+}
+
 template <typename T, int D>
 __global__ void __launch_bounds__(kThreads, 1) sparge_reference_attention(const RParams<T> p) {
   extern __shared__ __align__(16) unsigned char smem[];
@@ -193,28 +220,8 @@ __global__ void __launch_bounds__(kThreads, 1) sparge_reference_attention(const 
   const int ktEnd = p.right >= 0 ? min(nkt, (lastQ + p.right) / kC + 1) : nkt;
 
   loadHalfRows<T, D>(sQ, gQ, q0, p.Nq);
-  // Pass 1: row maxima and normalisers of this thread's rows g and g + 8.
   float m[2] = {-INFINITY, -INFINITY}, l[2] = {0.f, 0.f};
-  for (int kt = 0; kt < ktEnd; ++kt) {
-    __syncthreads();
-    loadHalfRows<T, D>(sK, gK, kt * kC, p.Nkv);
-    __syncthreads();
-    float s[kNT][4];
-    scoreSlice<T, D>(s, sQ, sK, q0, kt * kC, p);
-#pragma unroll
-    for (int r = 0; r < 2; ++r) {
-      float mx = -INFINITY;
-#pragma unroll
-      for (int nt = 0; nt < kNT; ++nt) mx = fmaxf(mx, fmaxf(s[nt][2 * r], s[nt][2 * r + 1]));
-      const float mn = fmaxf(m[r], quadMax(mx));
-      const float mu = mn == -INFINITY ? 0.f : mn;  // no shuffle may be skipped: the quads differ
-      float e = 0.f;
-#pragma unroll
-      for (int nt = 0; nt < kNT; ++nt) e += expf(s[nt][2 * r] - mu) + expf(s[nt][2 * r + 1] - mu);
-      l[r] = (m[r] == -INFINITY ? 0.f : l[r] * expf(m[r] - mu)) + quadSum(e);
-      m[r] = mn;
-    }
-  }
+  rowMaxAndSum<T, D>(m, l, sQ, sK, gK, q0, ktEnd, p);
   // Pass 2: probabilities, their mass per 64x64 tile, and the output.
   float o[D / 8][4];
 #pragma unroll

@@ -7,15 +7,15 @@
 #include "sparge/scaleout/codec.h"
 #include "sparge/scaleout/partition.h"
 
-namespace sparge::cli {
+namespace sparge::scaleout {
 
 PieceJobSpec entryJobSpec(const core::CaptureReader& reader, const std::vector<std::string>& names,
                           const std::vector<int64_t>& heads) {
   PieceJobSpec spec;
   for (const std::string& n : names) {
     const core::EntryInfo& info = reader.entry(n);
-    dist::WorkUnit u;
-    u.costPerHead = dist::headCost(info);
+    WorkUnit u;
+    u.costPerHead = headCost(info);
     u.heads = heads;
     if (u.heads.empty())
       for (int64_t h = 0; h < info.headsQ; ++h) u.heads.push_back(h);
@@ -29,11 +29,11 @@ PieceJobSpec entryJobSpec(const core::CaptureReader& reader, const std::vector<s
 
 core::EntryResult mergeEntryPieces(std::vector<std::string>& payloads, const std::string& entry) {
   if (payloads.empty()) throw Error("entry " + entry, "no rank returned a result");
-  core::EntryResult out = dist::decodeResult(payloads[0], "result of entry " + entry);
+  core::EntryResult out = decodeResult(payloads[0], "result of entry " + entry);
   if (out.info.name != entry) throw Error("entry " + entry, "a rank returned entry " + out.info.name);
   if (payloads.size() == 1) return out;
   for (size_t i = 1; i < payloads.size(); ++i) {
-    core::EntryResult part = dist::decodeResult(payloads[i], "result of entry " + entry);
+    core::EntryResult part = decodeResult(payloads[i], "result of entry " + entry);
     if (part.info.name != entry) throw Error("entry " + entry, "a rank returned entry " + part.info.name);
     for (core::HeadResult& h : part.heads) out.heads.push_back(std::move(h));
     for (std::string& w : part.warnings)
@@ -50,4 +50,4 @@ core::EntryResult mergeEntryPieces(std::vector<std::string>& payloads, const std
   return out;
 }
 
-}  // namespace sparge::cli
+}  // namespace sparge::scaleout

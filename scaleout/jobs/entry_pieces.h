@@ -9,7 +9,7 @@
 #include "sparge/core/capture.h"
 #include "sparge/core/result.h"
 
-namespace sparge::cli {
+namespace sparge::scaleout {
 
 // One unit per entry (in order) with the requested query heads (`heads` empty = all).
 PieceJobSpec entryJobSpec(const core::CaptureReader& reader, const std::vector<std::string>& names,
@@ -20,4 +20,4 @@ PieceJobSpec entryJobSpec(const core::CaptureReader& reader, const std::vector<s
 // that says so). Throws sparge::Error naming the entry when a payload is not a result of it.
 core::EntryResult mergeEntryPieces(std::vector<std::string>& payloads, const std::string& entry);
 
-}  // namespace sparge::cli
+}  // namespace sparge::scaleout

@@ -9,24 +9,24 @@
 #include "sparge/core/names.h"
 #include "sparge/scaleout/placement.h"
 
-namespace sparge::cli {
+namespace sparge::scaleout {
 namespace {
 
-dist::Transport* gTransport = nullptr;
+Transport* gTransport = nullptr;
 const std::chrono::steady_clock::time_point gProcessStart = std::chrono::steady_clock::now();
 
 // SPARGE_BIND_NEAR_GPU=0 leaves unbound ranks unbound.
-dist::GpuCpus nearGpuCpus() {
+GpuCpus nearGpuCpus() {
   const char* bind = std::getenv("SPARGE_BIND_NEAR_GPU");
   if (bind && std::string(bind) == "0") return {};
   const char* order = std::getenv("CUDA_DEVICE_ORDER");
   const bool pciBusOrder = order && std::string(order) == "PCI_BUS_ID";
-  return [pciBusOrder](const std::string& gpu) { return dist::gpuLocalCpus("/sys", gpu, pciBusOrder); };
+  return [pciBusOrder](const std::string& gpu) { return gpuLocalCpus("/sys", gpu, pciBusOrder); };
 }
 
-dist::Placement placement(dist::Transport& t, int threads) {
-  return dist::placeRank(t.localRank(), t.localSize(), dist::visibleGpus(), dist::hostCores(),
-                         dist::usableCores(), threads, nearGpuCpus());
+Placement placement(Transport& t, int threads) {
+  return placeRank(t.localRank(), t.localSize(), visibleGpus(), hostCores(),
+                         usableCores(), threads, nearGpuCpus());
 }
 
 // "a ×3, b" for the distinct values in first-seen order.
@@ -47,43 +47,43 @@ std::string counted(const std::vector<std::string>& values) {
 
 }  // namespace
 
-dist::Transport& jobTransport() {
+Transport& jobTransport() {
   if (!gTransport) throw Error("sparge", "internal: no transport was opened");
   return *gTransport;
 }
 
-void setJobTransport(dist::Transport* transport) {
+void setJobTransport(Transport* transport) {
   gTransport = transport;
 }
 
-dist::Placement placeThisRank(dist::Transport& transport, int threads) {
-  dist::Placement p = placement(transport, threads);
-  dist::applyPlacement(p);
+Placement placeThisRank(Transport& transport, int threads) {
+  Placement p = placement(transport, threads);
+  applyPlacement(p);
   return p;
 }
 
-dist::Schedule scheduleOf(const dist::Plan& plan) {
+Schedule scheduleOf(const Plan& plan) {
   const char* fixed = std::getenv("SPARGE_STATIC_PLAN");
-  if (plan.ranks <= 1 || (fixed && std::string(fixed) == "1")) return dist::fixedSchedule(plan);
-  return dist::queueSchedule(dist::queueOrder(plan), plan.ranks);
+  if (plan.ranks <= 1 || (fixed && std::string(fixed) == "1")) return fixedSchedule(plan);
+  return queueSchedule(queueOrder(plan), plan.ranks);
 }
 
-std::unique_ptr<dist::PieceFeed> startFeed(dist::Job& job, const dist::Schedule& schedule, int64_t units) {
+std::unique_ptr<PieceFeed> startFeed(Job& job, const Schedule& schedule, int64_t units) {
   double cost = 0;
-  for (const dist::Piece& p : schedule.pieces) cost += p.cost;
+  for (const Piece& p : schedule.pieces) cost += p.cost;
   job.setSchedule(schedule.describe(), cost, units);
   if (job.root()) job.serve(schedule.shared);
-  return std::make_unique<dist::PieceFeed>(job, schedule.initial[size_t(job.rank())], !schedule.shared.empty());
+  return std::make_unique<PieceFeed>(job, schedule.initial[size_t(job.rank())], !schedule.shared.empty());
 }
 
-RankEngine makeRankEngine(const dist::Placement& p, core::EngineChoice choice) {
+RankEngine makeRankEngine(const Placement& p, core::EngineChoice choice) {
   RankEngine r;
   r.selection = engines::makeEngine(choice, p.threads);
   r.note = p.note;
   r.info.engine = r.selection.engine->name();
   if (r.selection.engine->isGpu())
     r.info.device = (p.visibleDevices.empty() ? "GPU" : "GPU " + p.visibleDevices) +
-                    (p.cpus.empty() ? "" : " (CPUs " + dist::formatCpuList(p.cpus) + ")");
+                    (p.cpus.empty() ? "" : " (CPUs " + formatCpuList(p.cpus) + ")");
   else
     r.info.device = p.threads > 0 ? std::to_string(p.threads) + " threads" : "all cores";
   return r;
@@ -93,7 +93,7 @@ std::chrono::steady_clock::time_point processStart() {
   return gProcessStart;
 }
 
-std::string describeFailure(const dist::RankFailure& f, int ranks) {
+std::string describeFailure(const RankFailure& f, int ranks) {
   // Entry names and messages may hold control bytes: printed through printable().
   const std::string where = core::printable(f.where), problem = core::printable(f.problem);
   if (ranks <= 1) return (where.empty() ? "" : where + ": ") + problem;
@@ -101,9 +101,9 @@ std::string describeFailure(const dist::RankFailure& f, int ranks) {
          (where.empty() ? "" : " on " + where) + ": " + problem;
 }
 
-std::string describeRanks(const std::vector<dist::RankInfo>& ranks, const std::string& transportName) {
+std::string describeRanks(const std::vector<RankInfo>& ranks, const std::string& transportName) {
   std::vector<std::string> hosts, engines, devices;
-  for (const dist::RankInfo& r : ranks) {
+  for (const RankInfo& r : ranks) {
     hosts.push_back(r.host);
     engines.push_back(r.engine);
     devices.push_back(r.host + " " + r.device);
@@ -115,9 +115,9 @@ std::string describeRanks(const std::vector<dist::RankInfo>& ranks, const std::s
          counted(devices) + "]";
 }
 
-std::string commonEngineName(const std::vector<dist::RankInfo>& ranks) {
+std::string commonEngineName(const std::vector<RankInfo>& ranks) {
   std::vector<std::string> names;
-  for (const dist::RankInfo& r : ranks)
+  for (const RankInfo& r : ranks)
     if (!r.engine.empty() && std::find(names.begin(), names.end(), r.engine) == names.end())
       names.push_back(r.engine);
   std::string out;
@@ -125,4 +125,4 @@ std::string commonEngineName(const std::vector<dist::RankInfo>& ranks) {
   return out;
 }
 
-}  // namespace sparge::cli
+}  // namespace sparge::scaleout

@@ -8,11 +8,9 @@
 #include <cstdio>
 #include <memory>
 
-#include "job_support.h"
-#include "sparge/scaleout/collector.h"
-#include "sparge/scaleout/job.h"
+#include "job_runner.h"
 
-namespace sparge::cli {
+namespace sparge::scaleout {
 namespace {
 
 using Clock = std::chrono::steady_clock;
@@ -24,7 +22,7 @@ class JobProgressLine {
   JobProgressLine(std::string verb, size_t units)
       : verb_(std::move(verb)), units_(units), tty_(isatty(2) != 0) {}
 
-  void update(const dist::JobProgress& p, size_t unitsDone) {
+  void update(const JobProgress& p, size_t unitsDone) {
     const auto now = Clock::now();
     const bool last = unitsDone == units_;
     if (last ? shownLast_ : now - last_ < std::chrono::milliseconds(tty_ ? 200 : 5000)) return;
@@ -53,30 +51,30 @@ class JobProgressLine {
 
 class PieceJobRunner {
  public:
-  PieceJobRunner(dist::Transport& t, const PieceJobSpec& spec, const PieceJobHooks& hooks)
+  PieceJobRunner(Transport& t, const PieceJobSpec& spec, const PieceJobHooks& hooks)
       : spec_(spec),
         hooks_(hooks),
-        job_(t, handlers(t.size())),
         finals_(size_t(t.size())),
-        line_(spec.verb, spec.units.size()) {}
+        line_(spec.verb, spec.units.size()),
+        runner_(t, events(t.size())) {}
 
   int run() {
+    Job& job = runner_.job();
     std::string last;
     try {
-      schedule();
-      const std::vector<int>& mine = schedule_.initial[size_t(job_.rank())];
-      if (hooks_.first && !mine.empty()) {
-        const dist::Piece& p = schedule_.pieces[size_t(mine.front())];
-        hooks_.first(size_t(p.unit), p.heads, p.heads == spec_.units[size_t(p.unit)].heads);
-      }
-      job_.hello(hooks_.start());
+      PlanOptions po;
+      po.splitHeads = spec_.splitHeads;
+      runner_.plan(planWork(spec_.units, job.size(), po), spec_.units.size());
+      if (const Piece* p = runner_.firstPiece(); hooks_.first && p)
+        hooks_.first(size_t(p->unit), p->heads, p->heads == spec_.units[size_t(p->unit)].heads);
+      job.hello(hooks_.start());
       work();
       if (hooks_.final) last = hooks_.final();
     } catch (const std::exception& e) {
-      job_.fail(current_, e.what());
+      job.fail(current_, e.what());
     }
-    const dist::JobOutcome outcome = job_.finish(std::move(last));
-    if (!job_.root()) return outcome.failures.empty() ? 0 : 1;
+    const JobOutcome outcome = job.finish(std::move(last));
+    if (!job.root()) return outcome.failures.empty() ? 0 : 1;
     line_.clear();
     if (!outcome.failures.empty()) return 1;
     if (hooks_.finals) hooks_.finals(finals_);
@@ -84,80 +82,56 @@ class PieceJobRunner {
   }
 
  private:
-  // Called while job_ is being built: only the lambdas may use it.
-  dist::JobHandlers handlers(int ranks) {
-    dist::JobHandlers h;
-    h.piece = [this](int, int piece, const std::string& payload) { onPiece(piece, payload); };
-    h.final = [this](int rank, const std::string& payload) { finals_[size_t(rank)] = payload; };
-    h.failure = [this](const dist::RankFailure& f) {
-      line_.clear();
-      std::fprintf(stderr, "sparge: error: %s\n", describeFailure(f, job_.size()).c_str());
-    };
+  // Called while runner_ is being built: only the lambdas may use it.
+  JobEvents events(int ranks) {
+    JobEvents e;
+    e.final = [this](int rank, const std::string& payload) { finals_[size_t(rank)] = payload; };
+    e.clear = [this] { line_.clear(); };
     if (ranks > 1)
-      h.progress = [this](const dist::JobProgress& p) {
-        if (collector_) line_.update(p, collector_->handedOver());
+      e.progress = [this](const JobProgress& p) {
+        if (runner_.scheduled()) line_.update(p, runner_.collector().handedOver());
       };
-    return h;
-  }
-
-  // The plan's pieces, fixed per rank, or with several ranks handed out largest first as ranks become free
-  // (as tune's).
-  void schedule() {
-    dist::PlanOptions po;
-    po.splitHeads = spec_.splitHeads;
-    schedule_ = scheduleOf(dist::planWork(spec_.units, job_.size(), po));
-    feed_ = startFeed(job_, schedule_, int64_t(schedule_.pieces.size()));
-    collector_ = std::make_unique<dist::UnitCollector>(schedule_.pieces, spec_.units.size());
+    e.unitDone = [this](size_t unit, std::vector<std::string>& payloads) {
+      line_.clear();
+      if (hooks_.unitDone) hooks_.unitDone(unit, payloads);
+    };
+    return e;
   }
 
   void work() {
     const auto t0 = Clock::now();
     double done = 0;
     int64_t count = 0;
-    for (;;) {
-      if (job_.service()) break;
-      const int pi = feed_->next();
-      if (pi == dist::kNoPiece) break;
-      const dist::Piece& piece = schedule_.pieces[size_t(pi)];
-      const dist::WorkUnit& unit = spec_.units[size_t(piece.unit)];
+    runner_.work([&](int pi) {
+      const Piece& piece = runner_.schedule().pieces[size_t(pi)];
+      const WorkUnit& unit = spec_.units[size_t(piece.unit)];
       current_ = spec_.names[size_t(piece.unit)];
-      job_.submit(pi, hooks_.run(size_t(piece.unit), piece.heads, piece.heads == unit.heads));
+      runner_.job().submit(pi, hooks_.run(size_t(piece.unit), piece.heads, piece.heads == unit.heads));
       done += piece.cost;
-      dist::RankProgress p;
+      RankProgress p;
       p.costDone = done;
       p.unitsDone = ++count;
       p.current = current_;
       p.elapsedSeconds = std::chrono::duration<double>(Clock::now() - t0).count();
-      job_.progress(p, true);
-    }
-    current_.clear();
-  }
-
-  void onPiece(int piece, const std::string& payload) {
-    if (!collector_) return;  // this rank failed before planning; the job is being stopped
-    collector_->add(piece, payload);
-    collector_->drain([&](size_t unit, std::vector<std::string>& payloads) {
-      line_.clear();
-      if (hooks_.unitDone) hooks_.unitDone(unit, payloads);
+      runner_.job().progress(p, true);
+      return true;
     });
+    current_.clear();
   }
 
   const PieceJobSpec& spec_;
   const PieceJobHooks& hooks_;
-  dist::Job job_;
-  dist::Schedule schedule_;
-  std::unique_ptr<dist::PieceFeed> feed_;  // this rank's pieces
-  std::unique_ptr<dist::UnitCollector> collector_;
   std::vector<std::string> finals_;
   std::string current_;
   JobProgressLine line_;
+  JobRunner runner_;  // last: its job's handlers use the members above
 };
 
 }  // namespace
 
-int runPieceJob(dist::Transport& transport, const PieceJobSpec& spec, const PieceJobHooks& hooks) {
+int runPieceJob(Transport& transport, const PieceJobSpec& spec, const PieceJobHooks& hooks) {
   PieceJobRunner runner(transport, spec, hooks);
   return runner.run();
 }
 
-}  // namespace sparge::cli
+}  // namespace sparge::scaleout

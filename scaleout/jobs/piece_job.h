@@ -13,10 +13,10 @@
 #include "sparge/scaleout/partition.h"
 #include "sparge/scaleout/transport.h"
 
-namespace sparge::cli {
+namespace sparge::scaleout {
 
 struct PieceJobSpec {
-  std::vector<dist::WorkUnit> units;
+  std::vector<WorkUnit> units;
   std::vector<std::string> names;  // per unit, for progress and errors ("entry l03", "N=16384 D=128")
   bool splitHeads = true;          // false: whole units only
   std::string verb = "run";        // progress line prefix
@@ -27,7 +27,7 @@ struct PieceJobHooks {
   // its data while it creates the engine. May be empty.
   std::function<void(size_t unit, const std::vector<int64_t>& heads, bool wholeUnit)> first;
   // Every rank, before its first piece: set up (place the rank, create its engine) and describe it.
-  std::function<dist::RankInfo()> start;
+  std::function<RankInfo()> start;
   // Every rank: runs `heads` of `unit` (all of the unit's heads when it is not split) and returns what
   // rank 0 needs of the result.
   std::function<std::string(size_t unit, const std::vector<int64_t>& heads, bool wholeUnit)> run;
@@ -40,6 +40,6 @@ struct PieceJobHooks {
 };
 
 // Returns 0, or 1 after a failure (rank 0 has printed which rank, host and unit, and why).
-int runPieceJob(dist::Transport& transport, const PieceJobSpec& spec, const PieceJobHooks& hooks);
+int runPieceJob(Transport& transport, const PieceJobSpec& spec, const PieceJobHooks& hooks);
 
-}  // namespace sparge::cli
+}  // namespace sparge::scaleout

@@ -10,7 +10,7 @@
 #include <optional>
 #include <set>
 
-#include "guards.h"
+#include "job_runner.h"
 #include "job_support.h"
 #include "sparge/core/error.h"
 #include "sparge/core/memory_guard.h"
@@ -18,13 +18,11 @@
 #include "sparge/core/parallel.h"
 #include "sparge/core/params_io.h"
 #include "sparge/scaleout/codec.h"
-#include "sparge/scaleout/collector.h"
-#include "sparge/scaleout/job.h"
 #include "sparge/scaleout/partition.h"
 #include "sparge/scaleout/resume.h"
 #include "sparge/scaleout/wire.h"
 
-namespace sparge::cli {
+namespace sparge::scaleout {
 // Where a rank's time went, sent to rank 0 with its last message: how many pieces it tuned, engine runs and
 // tuning logic, loading entries, and coordination (rank 0's receiving, printing, checkpoints and answers to
 // requests for pieces; the others' sends, polls and waits for a piece);
@@ -37,20 +35,16 @@ struct RankTimes {
   double workSeconds = 0, loadSeconds = 0, coordinationSeconds = 0;
   double startupSeconds = 0, engineSeconds = 0, firstPieceSeconds = 0;
 };
-}  // namespace sparge::cli
 
-namespace sparge::dist {
 template <>
-struct WireFields<cli::RankTimes> {
+struct WireFields<RankTimes> {
   template <class S, class F>
   static void visit(S& v, F&& f) {
     f(v.pieces, v.probes, v.workSeconds, v.loadSeconds, v.coordinationSeconds, v.startupSeconds,
       v.engineSeconds, v.firstPieceSeconds);
   }
 };
-}  // namespace sparge::dist
 
-namespace sparge::cli {
 namespace {
 
 using Clock = std::chrono::steady_clock;
@@ -68,60 +62,70 @@ std::vector<int64_t> wantedHeads(const core::TuneOptions& o, int64_t headsQ) {
   return heads;
 }
 
+HeadFinishedHook& headFinishedHook() {
+  static HeadFinishedHook hook;  // function-local: set from other files' static initialisers
+  return hook;
+}
+
 class TuneJobRunner {
  public:
-  TuneJobRunner(dist::Transport& t, const TuneJobSpec& spec, const TuneJobOutput& out)
+  TuneJobRunner(Transport& t, const TuneJobSpec& spec, const TuneJobOutput& out)
       : transport_(t),
         spec_(spec),
         out_(out),
-        job_(t, handlers()),
+        runner_(t, events()),
         ranks_(size_t(t.size())),
         rankTimes_(size_t(t.size())) {}
 
   int run() {
     try {
-      if (job_.root() && spec_.checkOutputs) spec_.checkOutputs();  // rank 0 writes; the others stop
+      if (job().root() && spec_.checkOutputs) spec_.checkOutputs();  // rank 0 writes; the others stop
       plan();
       // Placing the rank sets environment variables: before any other thread starts. The first entry then
       // loads on another thread while the engine is created (CUDA's start-up); they took turns before.
-      const dist::Placement placement = placeThisRank(transport_, spec_.threads);
+      const Placement placement = placeThisRank(transport_, spec_.threads);
       prefetchFirst();
       const auto engineStart = Clock::now();
       RankEngine engine = makeRankEngine(placement, spec_.engine);
       times_.engineSeconds = secondsSince(engineStart);
-      if (!engine.selection.message.empty() && job_.root())
+      if (!engine.selection.message.empty() && job().root())
         std::fprintf(stderr, "note: %s\n", engine.selection.message.c_str());
       if (!engine.note.empty() && transport_.localRank() == 0)
         std::fprintf(stderr, "note: %s\n", engine.note.c_str());
-      if (job_.root() && out_.started) out_.started(engine.info.engine);
-      if (job_.root()) announcePlan();
-      job_.hello(engine.info);
+      if (job().root() && out_.started) out_.started(engine.info.engine);
+      if (job().root()) announcePlan();
+      job().hello(engine.info);
       work(*engine.selection.engine);
     } catch (const std::exception& e) {
-      job_.fail(where(), e.what());
+      job().fail(where(), e.what());
     }
     times_.probes = probes_;
-    times_.pieces = feed_ ? feed_->started() : 0;
-    const dist::JobOutcome outcome = job_.finish(dist::encode(times_));
-    return job_.root() ? conclude(outcome) : (outcome.failures.empty() ? 0 : 1);
+    times_.pieces = runner_.scheduled() ? runner_.feed().started() : 0;
+    const JobOutcome outcome = job().finish(encode(times_));
+    return job().root() ? conclude(outcome) : (outcome.failures.empty() ? 0 : 1);
   }
 
  private:
-  dist::JobHandlers handlers() {
-    dist::JobHandlers h;
-    h.hello = [this](const dist::RankInfo& r) { onHello(r); };
-    h.piece = [this](int, int piece, const std::string& payload) { onPiece(piece, payload); };
-    h.final = [this](int rank, const std::string& payload) {
-      const auto t = dist::decode<RankTimes>(payload, "final message of rank " + std::to_string(rank));
+  Job& job() { return runner_.job(); }
+  const Job& job() const { return runner_.job(); }
+  const Schedule& schedule() const { return runner_.schedule(); }
+
+  // Called while runner_ is being built: only the lambdas may use it.
+  JobEvents events() {
+    JobEvents e;
+    e.hello = [this](const RankInfo& r) { onHello(r); };
+    e.final = [this](int rank, const std::string& payload) {
+      const auto t = decode<RankTimes>(payload, "final message of rank " + std::to_string(rank));
       totalProbes_ += t.probes;
       if (size_t(rank) < rankTimes_.size()) rankTimes_[size_t(rank)] = t;
     };
-    h.progress = [this](const dist::JobProgress& j) { onProgress(j); };
-    h.failure = [this](const dist::RankFailure& f) {
+    e.progress = [this](const JobProgress& j) { onProgress(j); };
+    e.clear = [this] {
       if (out_.clearProgress) out_.clearProgress();
-      std::fprintf(stderr, "sparge: error: %s\n", describeFailure(f, job_.size()).c_str());
     };
-    return h;
+    e.unitDone = [this](size_t unit, std::vector<std::string>& payloads) { onGroup(unit, payloads); };
+    e.unitsHandedOver = [this] { checkpoint(); };
+    return e;
   }
 
   std::string where() const { return currentEntry_.empty() ? "" : "entry " + currentEntry_; }
@@ -131,54 +135,51 @@ class TuneJobRunner {
     std::optional<core::ParamsFile> resume;
     if (!spec_.resumePath.empty()) {
       resume = core::readParams(spec_.resumePath);
-      dist::checkResumable(*resume, spec_.resumePath, spec_.options);
-      others_ = dist::otherGroups(*resume, spec_.groups);
+      checkResumable(*resume, spec_.resumePath, spec_.options);
+      others_ = otherGroups(*resume, spec_.groups);
       for (const core::TunedGroup& g : others_)
         for (const core::TunedHead& h : g.heads) resumedKeys_.insert({g.name, h.head});
     }
-    std::vector<dist::WorkUnit> units;
+    std::vector<WorkUnit> units;
     for (const core::TuneGroupInput& g : spec_.groups) {
       const int64_t headsQ = g.entries.front().headsQ;
       const std::vector<int64_t> wanted = wantedHeads(spec_.options, headsQ);
       std::string note;
-      resumed_.push_back(resume ? dist::finishedHeads(*resume, g, headsQ, &note)
+      resumed_.push_back(resume ? finishedHeads(*resume, g, headsQ, &note)
                                 : std::vector<core::TunedHead>{});
-      if (!note.empty() && job_.root()) std::fprintf(stderr, "note: %s\n", core::printable(note).c_str());
+      if (!note.empty() && job().root()) std::fprintf(stderr, "note: %s\n", core::printable(note).c_str());
       for (const core::TunedHead& h : resumed_.back()) resumedKeys_.insert({g.name, h.head});
-      dist::WorkUnit u;
-      for (const core::TuneInput& e : g.entries) u.costPerHead += dist::headCost(spec_.infos.at(e.name));
+      WorkUnit u;
+      for (const core::TuneInput& e : g.entries) u.costPerHead += headCost(spec_.infos.at(e.name));
       for (int64_t h : wanted)
         if (std::none_of(resumed_.back().begin(), resumed_.back().end(),
                          [h](const core::TunedHead& t) { return t.head == h; }))
           u.heads.push_back(h);
       units.push_back(std::move(u));
     }
-    schedule_ = scheduleOf(dist::planWork(units, job_.size()));
-    int64_t work = 0;
-    for (const dist::Piece& p : schedule_.pieces) work += unitsOf(p);
-    feed_ = startFeed(job_, schedule_, work);
-    collector_ = std::make_unique<dist::UnitCollector>(schedule_.pieces, units.size());
+    runner_.plan(planWork(units, job().size()), units.size(),
+                 [this](const Piece& p) { return unitsOf(p); });
   }
 
   // Work units of a piece: entry × head pairs.
-  int64_t unitsOf(const dist::Piece& p) const {
+  int64_t unitsOf(const Piece& p) const {
     return int64_t(p.heads.size() * spec_.groups[size_t(p.unit)].entries.size());
   }
 
   void announcePlan() {
     size_t resumedHeads = 0, todo = 0;
     for (const auto& r : resumed_) resumedHeads += r.size();
-    for (const auto& p : schedule_.pieces) todo += p.heads.size();
+    for (const auto& p : schedule().pieces) todo += p.heads.size();
     if (!spec_.resumePath.empty())
       std::fprintf(stderr, "resuming %s: %zu head%s kept, %zu to tune\n",
                    core::printable(spec_.resumePath).c_str(), resumedHeads, resumedHeads == 1 ? "" : "s",
                    todo);
-    if (job_.size() > 1 && schedule_.queue)
+    if (job().size() > 1 && schedule().queue)
       std::fprintf(stderr, "plan: %zu groups in %zu pieces over %d ranks, handed out as ranks become free\n",
-                   spec_.groups.size(), schedule_.pieces.size(), job_.size());
-    else if (job_.size() > 1)
+                   spec_.groups.size(), schedule().pieces.size(), job().size());
+    else if (job().size() > 1)
       std::fprintf(stderr, "plan: %zu groups in %zu pieces over %d ranks, estimated load imbalance %.2f\n",
-                   spec_.groups.size(), schedule_.pieces.size(), job_.size(), schedule_.imbalance);
+                   spec_.groups.size(), schedule().pieces.size(), job().size(), schedule().imbalance);
   }
 
   bool interrupted() const { return spec_.interrupt && spec_.interrupt->load(); }
@@ -195,7 +196,7 @@ class TuneJobRunner {
         std::shared_ptr<const core::EntryData> data = takePrefetched(name);
         if (!data) data = stillLoaded(name);
         if (!data) {
-          checkRunMemory(spec_.capturePath, spec_.infos.at(name), spec_.options.geometry, heads);
+          core::checkRunMemory(spec_.capturePath, spec_.infos.at(name), spec_.options.geometry, heads);
           data = load();
         }
         times_.loadSeconds += secondsSince(t0);
@@ -230,13 +231,13 @@ class TuneJobRunner {
   // thread too: a failure of the check, like one of the load, is thrown when the entry's turn comes, and is
   // reported as the entry's.
   void prefetchFirst() {
-    const std::vector<int>& mine = schedule_.initial[size_t(job_.rank())];
+    const std::vector<int>& mine = schedule().initial[size_t(job().rank())];
     if (mine.empty()) return;
-    const dist::Piece& first = schedule_.pieces[size_t(mine.front())];
+    const Piece& first = schedule().pieces[size_t(mine.front())];
     const core::TuneInput& in = spec_.groups[size_t(first.unit)].entries.front();
     const size_t heads = first.heads.size();
     prefetch_ = Prefetched{in.name, core::startAsync([this, &in, heads] {
-                             checkRunMemory(spec_.capturePath, spec_.infos.at(in.name),
+                             core::checkRunMemory(spec_.capturePath, spec_.infos.at(in.name),
                                             spec_.options.geometry, heads);
                              return in.load();
                            })};
@@ -265,7 +266,7 @@ class TuneJobRunner {
   // during it): its first entry is loaded ahead, from when `current`'s first entry is there.
   void followNext(int current) {
     if (nextKnown_) return;
-    const std::optional<int> later = feed_->ahead();
+    const std::optional<int> later = runner_.feed().ahead();
     if (!later) return;
     nextKnown_ = true;
     setNext(current, *later);
@@ -276,11 +277,11 @@ class TuneJobRunner {
   // the engine then still holds it when `later` starts (stillLoaded).
   void setNext(int current, int later) {
     next_ = nullptr;
-    if (later == dist::kNoPiece) return;
-    const dist::Piece& piece = schedule_.pieces[size_t(later)];
+    if (later == kNoPiece) return;
+    const Piece& piece = schedule().pieces[size_t(later)];
     const core::TuneInput& in = spec_.groups[size_t(piece.unit)].entries.front();
     const std::vector<core::TuneInput>& now =
-        spec_.groups[size_t(schedule_.pieces[size_t(current)].unit)].entries;
+        spec_.groups[size_t(schedule().pieces[size_t(current)].unit)].entries;
     if (now.size() == 1 && now.front().name == in.name) return;
     next_ = &in;
     nextHeads_ = piece.heads.size();
@@ -289,22 +290,21 @@ class TuneJobRunner {
   void work(core::Engine& engine) {
     workStart_ = Clock::now();
     times_.startupSeconds = std::chrono::duration<double>(workStart_ - processStart()).count();
-    for (;;) {
-      if (interrupted()) job_.requestStop();
-      int pi = dist::kNoPiece;
-      coordinate([&] {
-        if (!job_.service()) pi = feed_->next();
-        return false;
-      });
-      if (pi == dist::kNoPiece || !tunePiece(engine, pi)) break;
-    }
+    runner_.work([&](int pi) { return tunePiece(engine, pi); },
+                 [&](const std::function<void()>& askForPiece) {
+                   if (interrupted()) job().requestStop();
+                   coordinate([&] {
+                     askForPiece();
+                     return false;
+                   });
+                 });
     currentEntry_.clear();
   }
 
   // This rank's progress with `pieceCost`, `pieceUnits` and `pieceProbes` of the current piece done.
-  dist::RankProgress progressNow(double pieceCost, int64_t pieceUnits, int64_t pieceProbes,
+  RankProgress progressNow(double pieceCost, int64_t pieceUnits, int64_t pieceProbes,
                                  const std::string& current) const {
-    dist::RankProgress rp;
+    RankProgress rp;
     rp.costDone = doneCost_ + pieceCost;
     rp.unitsDone = unitsDone_ + pieceUnits;
     rp.probes = probes_ + pieceProbes;
@@ -315,7 +315,7 @@ class TuneJobRunner {
 
   // Tunes piece `pi` and sends its heads to rank 0; false when the job was stopped meanwhile.
   bool tunePiece(core::Engine& engine, int pi) {
-    const dist::Piece& piece = schedule_.pieces[size_t(pi)];
+    const Piece& piece = schedule().pieces[size_t(pi)];
     next_ = nullptr;
     nextKnown_ = entryLoaded_ = false;
     followNext(pi);
@@ -324,14 +324,14 @@ class TuneJobRunner {
     core::TuneOptions opt = spec_.options;
     opt.heads = piece.heads;
     core::TuneCallbacks cb;
-    cb.cancel = &job_.stopFlag();
+    cb.cancel = &job().stopFlag();
     cb.progress = [&](const core::TuneProgress& p) {
       phase_ = p.phase;
-      const dist::RankProgress rp = progressNow(piece.cost * p.fraction, p.unitsDone, p.probes, p.group);
+      const RankProgress rp = progressNow(piece.cost * p.fraction, p.unitsDone, p.probes, p.group);
       coordinate([&] {
-        job_.progress(rp);
-        if (interrupted()) job_.requestStop();
-        const bool stop = job_.service();
+        job().progress(rp);
+        if (interrupted()) job().requestStop();
+        const bool stop = job().service();
         followNext(pi);
         return stop;
       });
@@ -350,22 +350,22 @@ class TuneJobRunner {
       if (!partial.heads.empty()) {
         // Finished heads are final: a failure after the piece's last head leaves the piece whole.
         partial.complete = partial.heads.size() == piece.heads.size();
-        job_.submit(pi, dist::encodeGroup(partial));
+        job().submit(pi, encodeGroup(partial));
       }
       throw;
     }
     probes_ += r.probes;
     coordinate([&] {
-      job_.submit(pi, dist::encodeGroup(r.groups.empty() ? core::TunedGroup{} : r.groups.front()));
+      job().submit(pi, encodeGroup(r.groups.empty() ? core::TunedGroup{} : r.groups.front()));
       return false;
     });
     times_.workSeconds = secondsSince(workStart_);
-    if (feed_->started() == 1) times_.firstPieceSeconds = times_.workSeconds;
+    if (runner_.feed().started() == 1) times_.firstPieceSeconds = times_.workSeconds;
     if (r.cancelled) return false;
     doneCost_ += piece.cost;
     unitsDone_ += unitsOf(piece);
     coordinate([&] {
-      job_.progress(progressNow(0, 0, 0, group.name), true);
+      job().progress(progressNow(0, 0, 0, group.name), true);
       return false;
     });
     return true;
@@ -380,26 +380,22 @@ class TuneJobRunner {
     return stop;
   }
 
-  // A test hook for the fault paths: SPARGE_TEST_FAIL_AFTER_HEADS=RANK:N makes rank RANK fail once it
-  // has finished N heads, as a lost GPU would in the middle of a group.
+  // The test seam (setHeadFinishedHookForTests); nothing in the product sets it.
   void injectFault() const {
-    const char* spec = std::getenv("SPARGE_TEST_FAIL_AFTER_HEADS");
-    int rank = -1, heads = 0;
-    if (spec && std::sscanf(spec, "%d:%d", &rank, &heads) == 2 && rank == job_.rank() && headsDone_ >= heads)
-      throw Error("SPARGE_TEST_FAIL_AFTER_HEADS", "injected fault after " + std::to_string(heads) + " heads");
+    if (const HeadFinishedHook& hook = headFinishedHook()) hook(job().rank(), headsDone_);
   }
 
   // ---- rank 0 ----
 
-  void onHello(const dist::RankInfo& r) {
+  void onHello(const RankInfo& r) {
     ranks_[size_t(r.rank)] = r;
-    if (++hellos_ == job_.size() && job_.size() > 1) {
+    if (++hellos_ == job().size() && job().size() > 1) {
       if (out_.clearProgress) out_.clearProgress();
       std::fprintf(stderr, "%s\n", describeRanks(ranks_, transport_.name()).c_str());
     }
   }
 
-  void onProgress(const dist::JobProgress& j) {
+  void onProgress(const JobProgress& j) {
     if (!out_.progress) return;
     core::TuneProgress p;
     p.unitsDone = j.unitsDone;
@@ -424,7 +420,7 @@ class TuneJobRunner {
     g.heads = resumed_[unit];
     g.complete = whole;
     for (const std::string& p : payloads) {
-      core::TunedGroup part = dist::decodeGroup(p, "tuned group " + in.name);
+      core::TunedGroup part = decodeGroup(p, "tuned group " + in.name);
       g.heads.insert(g.heads.end(), part.heads.begin(), part.heads.end());
       g.complete = g.complete && part.complete;
       g.elapsedSeconds = std::max(g.elapsedSeconds, part.elapsedSeconds);
@@ -434,25 +430,15 @@ class TuneJobRunner {
     return g;
   }
 
-  void onPiece(int piece, const std::string& payload) {
-    if (!collector_) return;  // this rank failed before planning; the job is being stopped
-    collector_->add(piece, payload);
-    handOver();
-  }
-
-  // Prints and stores every group whose pieces have all arrived (in order), then updates the file.
-  void handOver() {
-    bool wrote = false;
-    collector_->drain([&](size_t unit, std::vector<std::string>& payloads) {
-      const bool tuned = !payloads.empty();
-      done_.push_back(merge(unit, payloads, true));
-      if (tuned && out_.group) {
-        if (out_.clearProgress) out_.clearProgress();
-        out_.group(done_.back());
-      }
-      wrote = true;
-    });
-    if (wrote) checkpoint();
+  // A group whose pieces have all arrived (in order): printed and stored; the runner then has the file
+  // updated (checkpoint).
+  void onGroup(size_t unit, std::vector<std::string>& payloads) {
+    const bool tuned = !payloads.empty();
+    done_.push_back(merge(unit, payloads, true));
+    if (tuned && out_.group) {
+      if (out_.clearProgress) out_.clearProgress();
+      out_.group(done_.back());
+    }
   }
 
   core::TuneResult result() const {
@@ -523,13 +509,13 @@ class TuneJobRunner {
     }
   }
 
-  int conclude(const dist::JobOutcome& outcome) {
+  int conclude(const JobOutcome& outcome) {
     if (out_.clearProgress) out_.clearProgress();
-    if (collector_) handOver();  // groups that needed no tuning (all kept by --resume)
+    if (runner_.scheduled()) runner_.handOver();  // groups that needed no tuning (all kept by --resume)
     // Groups the job did not finish: printed when they hold newly tuned heads, kept in the file as
     // incomplete.
-    if (collector_)
-      collector_->remaining([&](size_t unit, std::vector<std::string>& payloads, bool all) {
+    if (runner_.scheduled())
+      runner_.collector().remaining([&](size_t unit, std::vector<std::string>& payloads, bool all) {
         const bool tuned = !payloads.empty();
         done_.push_back(merge(unit, payloads, all));
         if (tuned && out_.group) out_.group(done_.back());
@@ -580,18 +566,15 @@ class TuneJobRunner {
     return failed ? 1 : 130;
   }
 
-  dist::Transport& transport_;
+  Transport& transport_;
   const TuneJobSpec& spec_;
   const TuneJobOutput& out_;
-  dist::Job job_;
-  dist::Schedule schedule_;
-  std::unique_ptr<dist::PieceFeed> feed_;  // this rank's pieces
-  std::unique_ptr<dist::UnitCollector> collector_;
+  JobRunner runner_;  // the job, its schedule, this rank's feed and rank 0's collector
   std::vector<std::vector<core::TunedHead>> resumed_;  // per group: heads kept from --resume
   std::vector<core::TunedGroup> others_;               // groups of the resumed file this run does not tune
   std::set<std::pair<std::string, int64_t>> resumedKeys_;  // (group, head) kept from --resume
   std::vector<core::TunedGroup> done_;                     // rank 0: handed-over groups, in order
-  std::vector<dist::RankInfo> ranks_;
+  std::vector<RankInfo> ranks_;
   int hellos_ = 0;
   int64_t probes_ = 0, totalProbes_ = 0;
   struct Prefetched {
@@ -623,9 +606,13 @@ class TuneJobRunner {
 
 }  // namespace
 
-int runTuneJob(dist::Transport& transport, const TuneJobSpec& spec, const TuneJobOutput& output) {
+void setHeadFinishedHookForTests(HeadFinishedHook hook) {
+  headFinishedHook() = std::move(hook);
+}
+
+int runTuneJob(Transport& transport, const TuneJobSpec& spec, const TuneJobOutput& output) {
   TuneJobRunner runner(transport, spec, output);
   return runner.run();
 }
 
-}  // namespace sparge::cli
+}  // namespace sparge::scaleout

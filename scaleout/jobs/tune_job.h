@@ -16,7 +16,7 @@
 #include "sparge/core/tuner.h"
 #include "sparge/scaleout/transport.h"
 
-namespace sparge::cli {
+namespace sparge::scaleout {
 
 struct TuneJobSpec {
   std::string capturePath;
@@ -43,6 +43,12 @@ struct TuneJobOutput {
 
 // Runs on every rank; returns the exit code: 0, 1 when a rank failed (rank 0 prints which, where and
 // why, and keeps the finished groups in the output), 130 when interrupted.
-int runTuneJob(dist::Transport& transport, const TuneJobSpec& spec, const TuneJobOutput& output);
+int runTuneJob(Transport& transport, const TuneJobSpec& spec, const TuneJobOutput& output);
 
-}  // namespace sparge::cli
+// The test seam of the failure paths: called on a rank after each head it finished, with its rank and the
+// heads it finished so far; a throw fails the rank as a lost GPU would in the middle of a group. Only test
+// programs set it (tests/mpi/fault_injection.cpp); the product never does.
+using HeadFinishedHook = std::function<void(int rank, int64_t headsDone)>;
+void setHeadFinishedHookForTests(HeadFinishedHook hook);
+
+}  // namespace sparge::scaleout

@@ -14,7 +14,7 @@
 
 #include "sparge/scaleout/transport.h"
 
-namespace sparge::dist {
+namespace sparge::scaleout {
 namespace {
 
 void check(int rc, const char* what) {
@@ -150,15 +150,16 @@ class MpiTransport : public Transport {
 };
 
 }  // namespace
-}  // namespace sparge::dist
+}  // namespace sparge::scaleout
 
 extern "C" int sparge_mpi_abi() {
-  return sparge::dist::kTransportAbi;
+  return sparge::scaleout::kTransportAbi;
 }
 
-extern "C" sparge::dist::Transport* sparge_mpi_open(int* argc, char*** argv, char* error, size_t errorSize) {
+extern "C" sparge::scaleout::Transport* sparge_mpi_open(int* argc, char*** argv, char* error,
+                                                        size_t errorSize) {
   try {
-    return new sparge::dist::MpiTransport(argc, argv);
+    return new sparge::scaleout::MpiTransport(argc, argv);
   } catch (const std::exception& e) {
     std::snprintf(error, errorSize, "%s", e.what());
     return nullptr;

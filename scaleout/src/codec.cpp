@@ -4,27 +4,27 @@
 
 #include "sparge/scaleout/wire.h"
 
-namespace sparge::dist {
+namespace sparge::scaleout {
 
 // A field added to one of these records must be added to its WireFields below, or ranks would drop it
 // silently; these sizes make the build fail until that is done (then update the size here). A small field
 // can hide in padding (RunConfig::diagonal did): check the lists when a record changes.
 static_assert(sizeof(core::EntryInfo) == 264,
-              "EntryInfo changed: update its WireFields in dist/src/codec.cpp");
-static_assert(sizeof(core::HeadParams) == 48, "HeadParams changed: update WireFields in dist/src/codec.cpp");
-static_assert(sizeof(core::RunConfig) == 88, "RunConfig changed: update WireFields in dist/src/codec.cpp");
-static_assert(sizeof(core::HeadResult) == 576, "HeadResult changed: update WireFields in dist/src/codec.cpp");
-static_assert(sizeof(core::SparsityCounts) == 56, "SparsityCounts changed: update dist/src/codec.cpp");
-static_assert(sizeof(core::ErrorSums) == 56, "ErrorSums changed: update WireFields in dist/src/codec.cpp");
-static_assert(sizeof(core::StageTimes) == 136, "StageTimes changed: update WireFields in dist/src/codec.cpp");
+              "EntryInfo changed: update its WireFields in scaleout/src/codec.cpp");
+static_assert(sizeof(core::HeadParams) == 48, "HeadParams changed: update WireFields in scaleout/src/codec.cpp");
+static_assert(sizeof(core::RunConfig) == 88, "RunConfig changed: update WireFields in scaleout/src/codec.cpp");
+static_assert(sizeof(core::HeadResult) == 576, "HeadResult changed: update WireFields in scaleout/src/codec.cpp");
+static_assert(sizeof(core::SparsityCounts) == 56, "SparsityCounts changed: update scaleout/src/codec.cpp");
+static_assert(sizeof(core::ErrorSums) == 56, "ErrorSums changed: update WireFields in scaleout/src/codec.cpp");
+static_assert(sizeof(core::StageTimes) == 136, "StageTimes changed: update WireFields in scaleout/src/codec.cpp");
 static_assert(sizeof(core::EntryResult) == 800,
-              "EntryResult changed: update WireFields in dist/src/codec.cpp");
-static_assert(sizeof(core::TunedGroup) == 120, "TunedGroup changed: update WireFields in dist/src/codec.cpp");
-static_assert(sizeof(core::TunedHead) == 312, "TunedHead changed: update WireFields in dist/src/codec.cpp");
-static_assert(sizeof(core::EntryAchieved) == 56, "EntryAchieved changed: update dist/src/codec.cpp");
-static_assert(sizeof(core::ThetaPoint) == 64, "ThetaPoint changed: update WireFields in dist/src/codec.cpp");
-static_assert(sizeof(core::TuneProbe) == 36, "TuneProbe changed: update WireFields in dist/src/codec.cpp");
-static_assert(sizeof(core::TuneDecision) == 128, "TuneDecision changed: update dist/src/codec.cpp");
+              "EntryResult changed: update WireFields in scaleout/src/codec.cpp");
+static_assert(sizeof(core::TunedGroup) == 120, "TunedGroup changed: update WireFields in scaleout/src/codec.cpp");
+static_assert(sizeof(core::TunedHead) == 312, "TunedHead changed: update WireFields in scaleout/src/codec.cpp");
+static_assert(sizeof(core::EntryAchieved) == 56, "EntryAchieved changed: update scaleout/src/codec.cpp");
+static_assert(sizeof(core::ThetaPoint) == 64, "ThetaPoint changed: update WireFields in scaleout/src/codec.cpp");
+static_assert(sizeof(core::TuneProbe) == 36, "TuneProbe changed: update WireFields in scaleout/src/codec.cpp");
+static_assert(sizeof(core::TuneDecision) == 128, "TuneDecision changed: update scaleout/src/codec.cpp");
 
 template <>
 struct WireFields<core::Window> {
@@ -177,4 +177,4 @@ core::TunedGroup decodeGroup(const std::string& data, const std::string& source)
   return decode<core::TunedGroup>(data, source);
 }
 
-}  // namespace sparge::dist
+}  // namespace sparge::scaleout

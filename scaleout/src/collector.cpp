@@ -3,7 +3,7 @@
 
 #include "sparge/core/error.h"
 
-namespace sparge::dist {
+namespace sparge::scaleout {
 
 UnitCollector::UnitCollector(const std::vector<Piece>& pieces, size_t units)
     : piecesOfUnit_(units), payloads_(pieces.size()), arrived_(pieces.size(), false) {
@@ -50,4 +50,4 @@ void UnitCollector::remaining(const std::function<void(size_t, std::vector<std::
   next_ = piecesOfUnit_.size();
 }
 
-}  // namespace sparge::dist
+}  // namespace sparge::scaleout

@@ -8,7 +8,7 @@
 
 #include "sparge/scaleout/wire.h"
 
-namespace sparge::dist {
+namespace sparge::scaleout {
 namespace {
 
 enum Tag : int { kHello = 1, kProgress, kPiece, kFailed, kDone, kStop, kEnd, kAsk, kGrant };
@@ -333,4 +333,4 @@ void PieceFeed::ask() {
   job_.askForPiece();
 }
 
-}  // namespace sparge::dist
+}  // namespace sparge::scaleout

@@ -8,7 +8,7 @@
 
 #include "sparge/core/error.h"
 
-namespace sparge::dist {
+namespace sparge::scaleout {
 namespace {
 
 // Sum of visible keys over the queries of an entry: exact up to 4096 queries, else from 4096 evenly
@@ -184,4 +184,4 @@ Schedule queueSchedule(std::vector<Piece> pieces, int ranks) {
   return s;
 }
 
-}  // namespace sparge::dist
+}  // namespace sparge::scaleout

@@ -10,7 +10,7 @@
 #include <sstream>
 #include <thread>
 
-namespace sparge::dist {
+namespace sparge::scaleout {
 
 std::vector<std::string> visibleGpus() {
   std::vector<std::string> gpus;
@@ -159,4 +159,4 @@ void applyPlacement(Placement& placement) {
   if (sched_setaffinity(0, sizeof set, &set) != 0) placement.cpus.clear();
 }
 
-}  // namespace sparge::dist
+}  // namespace sparge::scaleout

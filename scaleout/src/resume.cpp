@@ -6,7 +6,7 @@
 
 #include "sparge/core/error.h"
 
-namespace sparge::dist {
+namespace sparge::scaleout {
 namespace {
 
 core::TunedHead tunedHeadOf(const core::ParamsHead& h) {
@@ -93,4 +93,4 @@ std::vector<core::TunedGroup> otherGroups(const core::ParamsFile& file,
   return out;
 }
 
-}  // namespace sparge::dist
+}  // namespace sparge::scaleout

@@ -11,7 +11,7 @@
 
 #include "sparge/core/error.h"
 
-namespace sparge::dist {
+namespace sparge::scaleout {
 namespace {
 
 class LocalTransport : public Transport {
@@ -140,4 +140,4 @@ std::unique_ptr<Transport> openTransport(int* argc, char*** argv) {
   }
 }
 
-}  // namespace sparge::dist
+}  // namespace sparge::scaleout

@@ -3,7 +3,7 @@
 
 #include "sparge/core/error.h"
 
-namespace sparge::dist {
+namespace sparge::scaleout {
 
 void WireReader::raw(void* out, size_t bytes) {
   if (bytes > data_.size() - at_)
@@ -29,4 +29,4 @@ void WireReader::expectEnd() const {
                              " unread bytes — are all ranks running the same sparge build?");
 }
 
-}  // namespace sparge::dist
+}  // namespace sparge::scaleout

@@ -13,7 +13,7 @@
 #include "sparge/scaleout/codec.h"
 #include "sparge/scaleout/wire.h"
 
-namespace sparge::dist {
+namespace sparge::scaleout {
 namespace {
 
 std::shared_ptr<const core::EntryData> entry(int64_t heads, int64_t tokens, uint64_t seed) {
@@ -150,4 +150,4 @@ TEST(Codec, DamagedMessagesAreRefused) {
 }
 
 }  // namespace
-}  // namespace sparge::dist
+}  // namespace sparge::scaleout

@@ -16,7 +16,7 @@
 #include "sparge/scaleout/resume.h"
 #include "sparge/scaleout/wire.h"
 
-namespace sparge::dist {
+namespace sparge::scaleout {
 namespace {
 
 struct Aborted {
@@ -425,4 +425,4 @@ TEST(Resume, RefusesOtherSettings) {
 }
 
 }  // namespace
-}  // namespace sparge::dist
+}  // namespace sparge::scaleout

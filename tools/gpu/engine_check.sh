@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The CUDA engine's part of a GPU session, from the repository root of a GPU machine with PyTorch: the engine
+# The CUDA engine's GPU checks, from the repository root of a GPU machine with PyTorch: the engine
 # tests (masks, Stage 2, the error split with quantized numerics, windows, the diagonal, cuDNN against an
 # oracle), the attention kernels' and quantization tests, compute-sanitizer memcheck on the engine's own
 # kernels, a profiled `sparge run` with the cuDNN baseline, and the whole-call table against SpargeAttn, torch

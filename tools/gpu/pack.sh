@@ -27,7 +27,7 @@ for lib in $(ldd "$TMP"/bin/* 2>/dev/null | awk '/=>/{print $3}' | sort -u); do
 done
 tar -cJf "$PACK/pack.tar.xz" -C "$TMP" bin lib
 # The GL loader (glvnd) packages: NVIDIA's EGL driver needs them, and GPU machines without a desktop often
-# lack them. Downloaded once; unpacked by gpu-session.sh for the gui and frame steps.
+# lack them. Downloaded once; unpacked by tools/gpu/session.sh for the gui and frame steps.
 if [ ! -d "$PACK/gl" ]; then
   lists="$(mktemp -d)"
   mkdir -p "$PACK/gl" "$lists/partial"

@@ -2,7 +2,7 @@
 # The CUDA engine's half of the numerics parity check, on a GPU machine: `sparge run --engine cuda` with the
 # parity manifest's options (--quant int8-fp8 --block 64x128, the same θ, τ, λ) on the Whisper captures, masks
 # and reports into $OUT. Afterwards, on any machine, compare them with SpargeAttn's kernel and the CPU engine:
-#   python3 bench/parity_spargeattn.py --manifest WORK/manifest.json --upstream bench/parity_spargeattn_h100.json \
+#   python3 bench/parity_spargeattn.py --manifest WORK/manifest.json --upstream bench/results/parity_spargeattn_h100.json \
 #       --reports DOWNLOADED_OUT --out cuda.json
 # usage: tools/gpu/parity_cuda.sh PACK.tar.xz WORK_DIR
 #   PACK.tar.xz: tools/gpu/pack.sh's pack of a CUDA build (bin/, lib/); WORK_DIR: made by

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Builds and runs the profiler tests on a GPU machine (for the lead's batched device runs), from the repo root.
+# Builds and runs the profiler tests (CUPTI loader, missing CUPTI, GPU timing) on a GPU machine, from the repo root.
 # Output also goes to $OUT/profiler_gpu_tests.txt when $OUT is set.
 set -euo pipefail
 BUILD=${BUILD:-build-gpu-prof}

@@ -96,7 +96,7 @@ __device__ __forceinline__ void rowMax(const float (&s)[NT][4], float (&rmax)[2]
 // such a tile skips only when λ = 0. The block is skipped iff the tile-wide maximum + λ <= 0.
 // Written without branches: it runs once a block on the softmax's critical path, and the branches of the
 // earlier form (a convergence region per row) cost issue slots that the Hopper int8-fp8 kernel, bound by
-// them, lacks (with the vote's precomputed addresses: sparse walks 3-6 % faster). The plain difference gives
+// them, lacks (kernels/NOTES.md). The plain difference gives
 // every case its rise, so no select tells them apart: a row with no max yet (m = -inf) rises by +inf once it
 // sees a key; a row with no visible key in the block (rmax = -inf) rises by -inf, or by NaN (-inf + inf)
 // while it has no max either; fmaxf drops a NaN (also that of NaN scores) like the -inf of a row that does

@@ -468,8 +468,8 @@ void launchTyped(const Problem& pr, const AttnArgs& a, bool dense, cudaStream_t 
   checkLaunch(dense ? "sparge_dense_attention_sm80" : "sparge_sparse_attention_sm80");
 }
 
-// Warp layouts (kernels/NOTES.md has the measurements): exact 128x64 tiles run 32 rows per warp (v2, +19%
-// over 16 rows); 64x128 tiles, the quantized numerics (whose per-block P·V buffer needs the registers) and
+// Warp layouts (kernels/NOTES.md has the measurements): exact 128x64 tiles run 32 rows per warp (v2);
+// 64x128 tiles, the quantized numerics (whose per-block P·V buffer needs the registers) and
 // D 256 (whose 16-row output alone takes 128 registers a thread) run 16.
 template <typename T, Numerics N, int D>
 void launchGeometry(const Problem& pr, const AttnArgs& a, bool dense, cudaStream_t s) {
@@ -517,7 +517,7 @@ void requireFp8Device() {
 void launchAttention(ElemType t, const Problem& p, const AttnArgs& a, bool dense, cudaStream_t s) {
   requireHeadDim(p.D, "CUDA engine");
   if (a.numerics == Numerics::Int8Fp8) requireFp8Device();
-  if (attentionSm90Selected(p, a.numerics)) {
+  if (attentionSm90Selected(p, a.numerics, a.family)) {
     launchAttentionSm90(t, p, a, dense, s);
     return;
   }

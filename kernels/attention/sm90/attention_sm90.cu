@@ -2,8 +2,6 @@
 // instantiation of its head dim and numerics. The kernel itself: kernel.cuh and the parts it includes.
 #include <cuda_runtime.h>
 
-#include <cstdlib>
-#include <cstring>
 #include <string>
 
 #include "attention/sm90/launch_sm90.h"
@@ -17,9 +15,8 @@ int64_t gSm90Launches = 0;
 
 using core::Numerics;
 
-bool attentionSm90Selected(const Problem& p, core::Numerics n) {
-  const char* env = std::getenv("SPARGE_ATTN_KERNEL");
-  if (env && std::strcmp(env, "sm80") == 0) return false;
+bool attentionSm90Selected(const Problem& p, core::Numerics n, AttnFamily family) {
+  if (family == AttnFamily::Sm80) return false;
   // D 256 has no wgmma kernel: it runs the mma.sync family (kernel names end in _sm80), as do the quantized
   // numerics at 128x64.
   const bool g64x128 = p.BQ == 64 && p.BK == 128, g128x64 = p.BQ == 128 && p.BK == 64;

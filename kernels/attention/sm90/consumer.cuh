@@ -36,11 +36,9 @@ __device__ __forceinline__ void finishPending(ConsumerState<Tr>& st, const Pipe<
 // The own block once its Q·Kᵀ completed (beside the previous block's P·V where the consumer overlaps them):
 // scores to float, masks, row maxima, the skip vote and (int8-fp8) the softmax; once that P·V completed, its
 // add (e4m3) and V release, then (fp16/bf16) the softmax, this block's rescale of O and its P. Returns
-// whether this block's P·V is skipped. Where the exponentials go was measured (16K and 32K, D 64 and 128,
-// H100 and H200): fp16/bf16 after the vote (sparse walks 2-3 %, dense D 64 ~10 % faster; dense D 128 ~2 %
-// slower, kept for one order per numerics); int8-fp8 before it (with the overlap that was ~4 % faster at D
-// 128 full rows, but 3-6 % slower at D 64 sparse walks, which then spilled 46 bytes against 18; without
-// it, 6-9 % faster at D 128 sparse walks).
+// whether this block's P·V is skipped. The exponentials go where they were faster (kernels/NOTES.md,
+// "Figures behind the rules in the code"): fp16/bf16 after the vote, int8-fp8 before it; one order per
+// numerics.
 template <class Tr, bool kDense, BlockKeys kKeys>
 __device__ __forceinline__ bool softmaxOwnBlock(const KParams<typename Tr::T>& p, const Pipe<Tr>& pp,
                                                 const ConsumerCtx& cx, ConsumerState<Tr>& st, int j,
@@ -63,11 +61,10 @@ __device__ __forceinline__ bool softmaxOwnBlock(const KParams<typename Tr::T>& p
   }
   rmax[0] *= scale;
   rmax[1] *= scale;
-  bool skip;  // the vote is warpgroup-wide; the shuffles tell the compiler the result is uniform
+  bool skip = false;  // the vote is warpgroup-wide; the shuffles tell the compiler the result is uniform
   if constexpr (Tr::kFp8) {
     skip = __shfl_sync(
-        0xffffffffu,
-        (int)softmaxThenVote<Tr>(st, sc, rmax, scale, vote, cx.lambda, cx.row0, p.Nq, alpha), 0);
+        0xffffffffu, (int)softmaxThenVote<Tr>(st, sc, rmax, scale, vote, cx.lambda, cx.row0, p.Nq, alpha), 0);
     fenceRegs(sc);  // the softmax stays above the wait, beside the P·V
     fenceRegs(st.l);
     // Without a vote (dense walk) the softmax and the wait share one basic block, and ptxas hoisted the wait
@@ -82,8 +79,8 @@ __device__ __forceinline__ bool softmaxOwnBlock(const KParams<typename Tr::T>& p
     // has its row maxima and collects the other's only when the block's P·V is about to issue (resolveVote,
     // at its next own step, behind the next Q·Kᵀ), so the exponentials, O's rescale, P, the wait for the next
     // K and that Q·Kᵀ run in between.
-    // One meeting before the exponentials held both halves in step at every block (the 20 % walk at 16K
-    // took 10-18 % longer).
+    // One meeting before the exponentials held both halves in step at every block, which was slower
+    // (kernels/NOTES.md, "Figures behind the rules in the code").
     if (vote.on)
       postVote(vote.byte, vote.bar, rowsRise(st, rmax, cx.lambda, cx.row0, p.Nq));
     else
@@ -139,7 +136,8 @@ __device__ __forceinline__ void ownStep(const Sm90Params<typename Tr::T>& prm, c
                : softmaxOwnBlock<Tr, kDense, BlockKeys::SomeMasked>(p, pp, cx, st, rec.j, vote, scale, pv, sc,
                                                                     si, blk);
   } else {
-    skip = softmaxOwnBlock<Tr, kDense, BlockKeys::Checked>(p, pp, cx, st, rec.j, vote, scale, pv, sc, si, blk);
+    skip =
+        softmaxOwnBlock<Tr, kDense, BlockKeys::Checked>(p, pp, cx, st, rec.j, vote, scale, pv, sc, si, blk);
   }
   st.pending = true;
   st.pendingGemm = !skip;
@@ -178,7 +176,7 @@ __device__ __forceinline__ void consume(const Sm90Params<typename Tr::T>& prm, c
     ownStep<Tr, kDense>(prm, pp, cx, st, rec, at.s, at.phase, t, qScale);
   }
   finishPending<Tr>(st, pp, p, cx);  // the last block's P·V
-  for (; !last; pp.advance(at)) {  // other tiles' remaining blocks
+  for (; !last; pp.advance(at)) {    // other tiles' remaining blocks
     last = awaitStep(pp, at.s, at.phase).last;
     passStage(pp, at.s, at.phase);
   }

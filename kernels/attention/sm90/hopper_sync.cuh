@@ -28,8 +28,8 @@ __device__ __forceinline__ void mbarArriveExpectTx(uint32_t bar, uint32_t bytes)
 }
 // Waits until the phase with the given parity has completed. The suspend-time hint lets the thread sleep in
 // try_wait until the phase completes (or the hint, 10 ms, runs out) instead of polling: without it the
-// producer's wait for a free stage polled every ~9 cycles and took ~20 % of its scheduler's issue slots from
-// the consumer warps beside it. Building with SPARGE_PIPELINE_WATCHDOG turns a pipeline hang into a trap
+// producer's wait for a free stage polls and takes issue slots from the consumer warps beside it
+// (kernels/NOTES.md). Building with SPARGE_PIPELINE_WATCHDOG turns a pipeline hang into a trap
 // after ~2^26 polls (a debugging aid: the trap path costs the consumers their register budget, so release
 // builds wait without a bound).
 constexpr uint32_t kMbarSuspendNs = 10000000;
@@ -96,8 +96,8 @@ __device__ __forceinline__ void storeWarpAny(uint32_t byte, bool pred) {
 }
 // True iff `pred` holds for any thread of the four warps of a warpgroup, which meet at named barrier `id`:
 // each warp's answer goes to its byte (`byte`, precomputed by the caller) of the shared-memory word `word`
-// before the barrier, the word is read after it. (bar.red.or.pred measured ~9 % slower in the int8-fp8
-// attention kernel, voting once a block.) Callers alternate between two words: a warp writes a word again
+// before the barrier, the word is read after it (bar.red.or.pred was slower in the int8-fp8 attention
+// kernel, voting once a block: kernels/NOTES.md). Callers alternate between two words: a warp writes a word again
 // only after the next meeting, which every warp reaches after it read the word.
 __device__ __forceinline__ bool warpgroupAny(uint32_t word, uint32_t byte, int id, bool pred) {
   storeWarpAny(byte, pred);

@@ -43,19 +43,15 @@ struct Sm90Traits {
   // kernels, and the overlap holds O, the P·V block buffer (e4m3) or P (16-bit), and the scores at once
   // (up to 208 registers at D 128): more consumers with fewer registers and no overlap, each block's P·V
   // right after its own softmax and the other consumers' wgmmas filling the tensor cores meanwhile, keep
-  // more warps of softmax in flight and measured faster (H100, 16K and 32K, every density; kernels/NOTES.md
-  // v15): at D 128 three consumers of 160 registers against two of 240 with the overlap, int8-fp8 10-16 %,
-  // fp16 2-10 %; at int8-fp8 D 64 four of 112 against three of 160 with the overlap, 8-16 %. fp16/bf16 D
-  // 64 keeps three with the overlap (four of 112 spill 516 bytes there).
+  // more warps of softmax in flight, which was faster everywhere but in fp16/bf16 at D 64, where four
+  // consumers spill (kernels/NOTES.md, v15 and "Figures behind the rules in the code").
   static constexpr bool kPvBesideQk = (D == 64 && !kFp8) || kBK == 64;
   // Whether the walk holds two copies of a block's softmax: one for blocks whose keys are all visible, with
   // no mask and (int8-fp8) the row maxima taken from the integer scores, so that the 64 conversions to float
   // leave the path to the maxima and ptxas places them among the exponentials; one for the blocks a mask
-  // cuts. Otherwise one copy checks at run time (and still takes integer maxima for visible blocks).
-  // Measured (H100, 16K and 32K, int8-fp8 against one checking copy): two copies 6-9 % faster in D 128
-  // sparse walks (32K full rows 20.1-20.4 against 21.1-21.3 ms) and at D 64, one copy faster in the D 128
-  // dense walk (32K 17.4-18.4 against 19.2-19.3 ms); fp16/bf16 moved within ±3 % either way, so they keep
-  // one copy.
+  // cuts. Otherwise one copy checks at run time (and still takes integer maxima for visible blocks). Two
+  // copies only where they were faster: int8-fp8, except its D 128 dense walk (kernels/NOTES.md, "Figures
+  // behind the rules in the code").
   static constexpr bool kTwoSoftmaxCopies = kFp8 && !(kDense && D == 128);
   // Consumer warpgroups (query tiles) of a CTA. 128x64: the two halves of one LUT row's query block; their
   // 64-key blocks (scores 32 registers) leave room for the P·V overlap in 240 registers each.
@@ -73,8 +69,8 @@ struct Sm90Traits {
   static constexpr int kQTileBytes = kBQ * kQkRowBytes;
   static constexpr int kKTileBytes = kBK * kQkRowBytes;
   static constexpr int kVTileBytes = kFp8 ? D * kBK : kBK * D * 2;  // e4m3 [D][keys] or 16-bit [keys][D]
-  // The dense walk: 2 stages of 64 KB (fp16 D 128) measured faster than 3 (kernels/NOTES.md, v8e), 4 for
-  // smaller tiles. Sparse walks, where each consumer waits for and releases every stage in order, also those
+  // The dense walk: 2 stages of 64 KB (fp16 D 128), which beat 3 (kernels/NOTES.md, v8e), 4 for smaller
+  // tiles. Sparse walks, where each consumer waits for and releases every stage in order, also those
   // of blocks only other tiles visit, take as many stages as shared memory holds (up to 8): the deeper
   // the pipeline, the further one tile's walk may run ahead of the other's.
   static constexpr int kStageBytes = kKTileBytes + kVTileBytes;
@@ -83,15 +79,9 @@ struct Sm90Traits {
       kDense ? (kStageBytes > 32768 ? 2 : 4) : (kSparseStages < 8 ? kSparseStages : 8);
   // A sparse CTA whose tiles visit less than this share of their visible blocks splits the stages into one
   // ring per tile (splitWalks): each consumer then walks only its own blocks, never waiting for or passing
-  // the other tiles', at the price of loading a block several visit more than once. Split against union,
-  // random masks, H100, 16K and 32K (kernels/NOTES.md, v13 to v15):
-  //   int8-fp8 D 128   3-6 % faster at densities <= 0.3, 1 % slower at 0.5, 4-7 % at 0.8 and full rows
-  //                    (6 stages: rings of 2); with the integer row maxima (32K, two passes): 6-8 % faster
-  //                    at 0.35, 4-6 % at 0.5, 3 % slower at 0.7, hence 0.6;
-  //   fp16/bf16 D 64   6-14 % faster at <= 0.5, -2..+5 % at 0.8, slower at full rows;
-  //   int8-fp8 D 64    5-8 % faster at <= 0.3, even at 0.5, 4 % slower at 0.8, 1-2 % at full rows (with
-  //                    the exponentials after the P·V wait; with them beside it, never faster);
-  //   fp16/bf16 D 128  2 stages, too few for three rings.
+  // the other tiles', at the price of loading a block several visit more than once. The thresholds are
+  // where split and union walks crossed on random masks (kernels/NOTES.md, v13 to v15, and "Figures behind
+  // the rules in the code"); fp16/bf16 D 128 has 2 stages, too few for three rings.
   // 128x64: the consumers share their LUT row, so the union is every tile's walk and splitting would load
   // each block twice.
   static constexpr bool kUnionOnly = kDense || kTilesPerRow > 1 || kStages < 2 * kConsumers;
@@ -120,7 +110,7 @@ template <typename T>
 struct Sm90Params {
   KParams<T> k;
   CUtensorMap q, kmap, v;
-  float splitBelow;  // Tr::kSplitBelow (SPARGE_SM90_SPLIT_BELOW overrides it, for measuring)
+  float splitBelow;  // Tr::kSplitBelow, or AttnArgs::sm90SplitBelow when that is set (for measuring)
 };
 
 }  // namespace sparge::cuda::sm90

@@ -14,12 +14,12 @@ template <int D, core::Numerics N>
 void launchSm90(ElemType t, const Problem& p, const AttnArgs& a, bool dense, cudaStream_t s);
 
 extern template void launchSm90<64, core::Numerics::None>(ElemType, const Problem&, const AttnArgs&, bool,
-                                                           cudaStream_t);
+                                                          cudaStream_t);
 extern template void launchSm90<64, core::Numerics::Int8Fp8>(ElemType, const Problem&, const AttnArgs&, bool,
-                                                              cudaStream_t);
+                                                             cudaStream_t);
 extern template void launchSm90<128, core::Numerics::None>(ElemType, const Problem&, const AttnArgs&, bool,
-                                                            cudaStream_t);
+                                                           cudaStream_t);
 extern template void launchSm90<128, core::Numerics::Int8Fp8>(ElemType, const Problem&, const AttnArgs&, bool,
-                                                               cudaStream_t);
+                                                              cudaStream_t);
 
 }  // namespace sparge::cuda::sm90

@@ -2,7 +2,6 @@
 // the choice of kernel per geometry; included by the instantiation files (one per head dim and numerics).
 #pragma once
 
-#include <cstdlib>
 #include <string>
 #include <type_traits>
 
@@ -18,8 +17,7 @@ template <class Tr>
 Sm90Params<typename Tr::T> makeSm90Params(const Problem& pr, const AttnArgs& a) {
   Sm90Params<typename Tr::T> p;
   p.k = makeKParams<typename Tr::T>(pr, a);
-  const char* split = std::getenv("SPARGE_SM90_SPLIT_BELOW");
-  p.splitBelow = split ? std::strtof(split, nullptr) : Tr::kSplitBelow;
+  p.splitBelow = a.sm90SplitBelow >= 0.f ? a.sm90SplitBelow : Tr::kSplitBelow;
   const uint64_t bhq = (uint64_t)pr.B * pr.Hq, bhk = (uint64_t)pr.B * pr.Hkv, D = Tr::D;
   if constexpr (Tr::kFp8) {
     const auto u8 = CU_TENSOR_MAP_DATA_TYPE_UINT8;

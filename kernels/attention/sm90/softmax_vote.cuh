@@ -11,7 +11,8 @@ namespace sparge::cuda::sm90 {
 
 #ifdef SPARGE_SM90A_DEVICE
 
-// What the softmax of a block knows of its keys' visibility: all visible, some masked, or checked at run time.
+// What the softmax of a block knows of its keys' visibility: all visible, some masked, or checked at run
+// time.
 enum class BlockKeys { AllVisible, SomeMasked, Checked };
 
 // Whether a block's PV-skip vote runs, the shared-memory word it meets in and this warp's byte of it.
@@ -40,8 +41,8 @@ __device__ __forceinline__ void exponentiateBlock(ConsumerState<Tr>& st, float (
 }
 
 // Both orders below run the exponentials also for a skipped block and then undo them, so that no branch on
-// the skip splits the softmax (with one, int8-fp8 measured ~5 % slower). That is exact: a skip means that no
-// row's max rose (its rise is at most -λ < 0), so the max and alpha stay and only the row sums took the
+// the skip splits the softmax (a branch there was slower, kernels/NOTES.md). That is exact: a skip means that
+// no row's max rose (its rise is at most -λ < 0), so the max and alpha stay and only the row sums took the
 // block; they go back, with the max (rows outside the tile, which do not vote, may have moved it).
 template <class Tr>
 __device__ __forceinline__ RowsBefore rowsBefore(const ConsumerState<Tr>& st) {

@@ -2,5 +2,6 @@
 #include "attention/sm90/launch_template.cuh"
 
 namespace sparge::cuda::sm90 {
-template void launchSm90<128, core::Numerics::Int8Fp8>(ElemType, const Problem&, const AttnArgs&, bool, cudaStream_t);
+template void launchSm90<128, core::Numerics::Int8Fp8>(ElemType, const Problem&, const AttnArgs&, bool,
+                                                       cudaStream_t);
 }  // namespace sparge::cuda::sm90

@@ -8,7 +8,7 @@
 #include "sparge/core/result.h"
 #include "sparge/core/tuner.h"
 
-namespace sparge::dist {
+namespace sparge::scaleout {
 
 std::string encodeResult(const core::EntryResult& result);
 // Throws sparge::Error naming `source` (for example "rank 3") when `data` is not a whole result.
@@ -17,4 +17,4 @@ core::EntryResult decodeResult(const std::string& data, const std::string& sourc
 std::string encodeGroup(const core::TunedGroup& group);
 core::TunedGroup decodeGroup(const std::string& data, const std::string& source);
 
-}  // namespace sparge::dist
+}  // namespace sparge::scaleout

@@ -8,7 +8,7 @@
 
 #include "sparge/scaleout/partition.h"
 
-namespace sparge::dist {
+namespace sparge::scaleout {
 
 class UnitCollector {
  public:
@@ -34,4 +34,4 @@ class UnitCollector {
   size_t next_ = 0;
 };
 
-}  // namespace sparge::dist
+}  // namespace sparge::scaleout

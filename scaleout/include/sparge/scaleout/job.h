@@ -16,7 +16,7 @@
 
 #include "sparge/scaleout/transport.h"
 
-namespace sparge::dist {
+namespace sparge::scaleout {
 
 // What a rank announces when it starts.
 struct RankInfo {
@@ -170,4 +170,4 @@ class PieceFeed {
   int started_ = 0;
 };
 
-}  // namespace sparge::dist
+}  // namespace sparge::scaleout

@@ -10,7 +10,7 @@
 
 #include "sparge/core/types.h"
 
-namespace sparge::dist {
+namespace sparge::scaleout {
 
 // Estimated work of one query head of an entry: B · (query, key) pairs it attends · D, where the pairs
 // follow core::visibleKeys (causal and windowed attention do less work). Only ratios matter.
@@ -83,4 +83,4 @@ Schedule fixedSchedule(const Plan& plan);
 // the rest as ranks ask, each rank asking for its next piece when it starts one.
 Schedule queueSchedule(std::vector<Piece> pieces, int ranks);
 
-}  // namespace sparge::dist
+}  // namespace sparge::scaleout

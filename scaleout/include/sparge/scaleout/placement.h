@@ -5,7 +5,7 @@
 #include <string>
 #include <vector>
 
-namespace sparge::dist {
+namespace sparge::scaleout {
 
 struct Placement {
   // CUDA_VISIBLE_DEVICES for this rank (one device), or empty to leave the environment alone.
@@ -54,4 +54,4 @@ int usableCores();  // cores this process may run on (its CPU affinity; launcher
 // or starts a thread. Clears `placement.cpus` when the kernel refuses the binding.
 void applyPlacement(Placement& placement);
 
-}  // namespace sparge::dist
+}  // namespace sparge::scaleout

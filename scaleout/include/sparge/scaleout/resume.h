@@ -10,7 +10,7 @@
 #include "sparge/core/params_io.h"
 #include "sparge/core/tuner.h"
 
-namespace sparge::dist {
+namespace sparge::scaleout {
 
 // Throws sparge::Error naming `path` and the setting when `file` was tuned with other settings than
 // `options` (mode, budgets, λ search, geometry, numerics, smooth-k, sink, diagonal): its heads could not be
@@ -27,4 +27,4 @@ std::vector<core::TunedHead> finishedHeads(const core::ParamsFile& file, const c
 std::vector<core::TunedGroup> otherGroups(const core::ParamsFile& file,
                                           const std::vector<core::TuneGroupInput>& groups);
 
-}  // namespace sparge::dist
+}  // namespace sparge::scaleout

@@ -6,7 +6,7 @@
 #include <optional>
 #include <string>
 
-namespace sparge::dist {
+namespace sparge::scaleout {
 
 struct Message {
   int source = 0;
@@ -60,4 +60,4 @@ LaunchEnvironment detectLaunch();
 // each do the whole job and write the same outputs. SPARGE_MPI_PLUGIN overrides the plugin's path.
 std::unique_ptr<Transport> openTransport(int* argc, char*** argv);
 
-}  // namespace sparge::dist
+}  // namespace sparge::scaleout

@@ -9,7 +9,7 @@
 #include <type_traits>
 #include <vector>
 
-namespace sparge::dist {
+namespace sparge::scaleout {
 
 class WireWriter {
  public:
@@ -151,4 +151,4 @@ T decode(const std::string& data, const std::string& source) {
   return value;
 }
 
-}  // namespace sparge::dist
+}  // namespace sparge::scaleout

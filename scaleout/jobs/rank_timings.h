@@ -7,7 +7,7 @@
 
 #include "sparge/profiler/report.h"
 
-namespace sparge::cli {
+namespace sparge::scaleout {
 
 std::string encodeTimings(const prof::ReportInput& input);
 prof::ReportInput decodeTimings(const std::string& data, const std::string& source);
@@ -18,4 +18,4 @@ prof::ReportInput decodeTimings(const std::string& data, const std::string& sour
 // failed) are skipped.
 prof::ReportInput mergeTimings(const std::vector<std::string>& payloads);
 
-}  // namespace sparge::cli
+}  // namespace sparge::scaleout

@@ -1,23 +1,23 @@
 // Encoding and merging of raw profiler runs from several ranks.
-#include "dist_timings.h"
+#include "rank_timings.h"
 
 #include <algorithm>
 #include <map>
 
 #include "sparge/scaleout/wire.h"
 
-namespace sparge::dist {
+namespace sparge::scaleout {
 
 // A field added to one of these records must be added to its WireFields below, or ranks would drop it
 // silently; these sizes make the build fail until that is done (then update the size here).
-static_assert(sizeof(prof::ReportInput) == 432, "ReportInput changed: update cli/dist_timings.cpp");
-static_assert(sizeof(prof::DeviceInfo) == 160, "DeviceInfo changed: update cli/dist_timings.cpp");
-static_assert(sizeof(prof::RunRecord) == 216, "RunRecord changed: update cli/dist_timings.cpp");
-static_assert(sizeof(prof::RunInfo) == 136, "RunInfo changed: update cli/dist_timings.cpp");
-static_assert(sizeof(prof::StageSample) == 24, "StageSample changed: update cli/dist_timings.cpp");
-static_assert(sizeof(prof::KernelSample) == 152, "KernelSample changed: update cli/dist_timings.cpp");
-static_assert(sizeof(prof::Workload) == 80, "Workload changed: update cli/dist_timings.cpp");
-static_assert(sizeof(prof::LaunchConfig) == 36, "LaunchConfig changed: update cli/dist_timings.cpp");
+static_assert(sizeof(prof::ReportInput) == 432, "ReportInput changed: update scaleout/jobs/rank_timings.cpp");
+static_assert(sizeof(prof::DeviceInfo) == 160, "DeviceInfo changed: update scaleout/jobs/rank_timings.cpp");
+static_assert(sizeof(prof::RunRecord) == 216, "RunRecord changed: update scaleout/jobs/rank_timings.cpp");
+static_assert(sizeof(prof::RunInfo) == 136, "RunInfo changed: update scaleout/jobs/rank_timings.cpp");
+static_assert(sizeof(prof::StageSample) == 24, "StageSample changed: update scaleout/jobs/rank_timings.cpp");
+static_assert(sizeof(prof::KernelSample) == 152, "KernelSample changed: update scaleout/jobs/rank_timings.cpp");
+static_assert(sizeof(prof::Workload) == 80, "Workload changed: update scaleout/jobs/rank_timings.cpp");
+static_assert(sizeof(prof::LaunchConfig) == 36, "LaunchConfig changed: update scaleout/jobs/rank_timings.cpp");
 
 template <>
 struct WireFields<prof::DeviceInfo> {
@@ -88,16 +88,14 @@ struct WireFields<prof::ReportInput> {
   }
 };
 
-}  // namespace sparge::dist
 
-namespace sparge::cli {
 
 std::string encodeTimings(const prof::ReportInput& input) {
-  return dist::encode(input);
+  return encode(input);
 }
 
 prof::ReportInput decodeTimings(const std::string& data, const std::string& source) {
-  return dist::decode<prof::ReportInput>(data, source);
+  return decode<prof::ReportInput>(data, source);
 }
 
 prof::ReportInput mergeTimings(const std::vector<std::string>& payloads) {
@@ -138,4 +136,4 @@ prof::ReportInput mergeTimings(const std::vector<std::string>& payloads) {
   return out;
 }
 
-}  // namespace sparge::cli
+}  // namespace sparge::scaleout
