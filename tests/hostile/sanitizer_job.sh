@@ -37,7 +37,8 @@ t1=$(date +%s)
   -R '^(cli_.*|hostile_.*)$' -E '^(cli_sample|cli_tune_interrupt|hostile_tune_complete|hostile_nonfinite_scores)$')
 t2=$(date +%s)
 
-# libFuzzer needs clang; only the fuzz targets (core, the CLI's sources and three entry points) are built with it.
+# libFuzzer needs clang; only the fuzz targets (core, the CLI's sources and three entry points) are built
+# with it.
 FUZZ="$OUT/build-fuzz"
 cmake -S "$ROOT" -B "$FUZZ" $(generator "$FUZZ") "${COMMON[@]}" -DCMAKE_C_COMPILER=clang \
   -DCMAKE_CXX_COMPILER=clang++ -DSPARGE_BUILD_FUZZERS=ON >/dev/null
