@@ -1,6 +1,7 @@
 // `sparge bench`: times the whole GPU call (Stage 1 + quantization + attention) and its parts on random
 // device data over a sweep of sequence lengths, head dims, causal and top-k, next to our dense kernel and
 // cuDNN's fused attention; prints a table and writes JSON.
+#include <cfloat>
 #include <cstdlib>
 #include <ctime>
 #include <iostream>
@@ -14,10 +15,12 @@
 #include "format.h"
 #include "guards.h"
 #include "job_support.h"
+#include "option_checks.h"
 #include "piece_job.h"
+#include "sparge/build_info.h"
 #include "sparge/core/atomic_file.h"
 #include "sparge/core/error.h"
-#include "sparge/build_info.h"
+#include "sparge/core/types.h"
 #include "sparge/profiler/profiler.h"
 #include "sparge/profiler/report.h"
 
@@ -363,10 +366,14 @@ int runBenchCommand(const BenchOptions& o) {
 void registerBench(CLI::App& app, Action& action) {
   auto o = std::make_shared<BenchOptions>();
   CLI::App* cmd = app.add_subcommand("bench", "Time the CUDA kernels on random data (needs a GPU)");
-  cmd->add_option("--tokens", o->tokens, "Sequence lengths (Nq = Nkv)")->delimiter(',');
-  cmd->add_option("--dims", o->dims, "Head dims (64, 128, 256)")->delimiter(',');
-  cmd->add_option("--topk", o->topk, "Top-k fractions")->delimiter(',');
-  cmd->add_option("--causal", o->causal, "Causal values to sweep (0, 1)")->delimiter(',');
+  cmd->add_option("--tokens", o->tokens, "Sequence lengths (Nq = Nkv)")
+      ->delimiter(',')
+      ->check(integerIn(1, core::kMaxDimension));
+  cmd->add_option("--dims", o->dims, "Head dims (64, 128, 256)")->delimiter(',')->check(integerIn(64, 256));
+  cmd->add_option("--topk", o->topk, "Top-k fractions, in (0, 1]")->delimiter(',')->check(realIn(0, 1));
+  cmd->add_option("--causal", o->causal, "Causal values to sweep (0, 1)")
+      ->delimiter(',')
+      ->check(integerIn(0, 1));
   cmd->add_option("--repeat", o->repeat, "Timed repetitions per measurement")->check(CLI::Range(1, 100000));
   cmd->add_option("--warmup", o->warmup, "Untimed runs before timing, at least (default 2)")
       ->check(CLI::Range(0, 1000));
@@ -385,7 +392,7 @@ void registerBench(CLI::App& app, Action& action) {
   cmd->add_option("--quant", o->quant, "Numerics of the attention: none, int8-fp16 or int8-fp8")
       ->check(CLI::IsMember({"none", "int8-fp16", "int8-fp8"}))
       ->capture_default_str();
-  cmd->add_option("--lambda", o->lambda, "PV-skip threshold λ (pvthreshd)");
+  cmd->add_option("--lambda", o->lambda, "PV-skip threshold λ (pvthreshd)")->check(realIn(0, DBL_MAX));
   cmd->add_flag("--no-cudnn", o->noCudnn, "Do not time cuDNN's fused attention next to our dense kernel");
   cmd->add_option("--json", o->json, "Write the results as JSON to this file");
   cmd->add_option(
@@ -395,9 +402,9 @@ void registerBench(CLI::App& app, Action& action) {
          "(mma.sync always) or sm90 (as auto)")
       ->check(CLI::IsMember({"auto", "sm80", "sm90"}))
       ->capture_default_str();
-  cmd->add_option(
-      "--timings", o->timings,
-      "Also record every kernel with the CUPTI collector and write it (.json, .csv, .trace.json)");
+  cmd->add_option("--timings", o->timings,
+                  "Also record every kernel with the CUPTI collector and write it (.json, .csv, .trace.json)")
+      ->check(outputFormats(kTimingFormats));
   cmd->callback([o, &action] {
     action = [o]() -> int {
       checkOutputs({{"--json", o->json}, {"--timings", o->timings}}, {});  // before minutes on the GPU

@@ -14,6 +14,7 @@
 #include "format.h"
 #include "guards.h"
 #include "job_support.h"
+#include "option_checks.h"
 #include "piece_job.h"
 #include "rank_timings.h"
 #include "run_options.h"
@@ -23,6 +24,8 @@
 #include "sparge/core/exports.h"
 #include "sparge/core/memory_guard.h"
 #include "sparge/core/names.h"
+#include "sparge/core/option_values.h"
+#include "sparge/core/parallel.h"
 #include "sparge/core/params_io.h"
 #include "sparge/core/permutation.h"
 #include "sparge/profiler/profile_entry.h"
@@ -42,10 +45,6 @@ using scaleout::placeThisRank;
 using scaleout::RankEngine;
 using scaleout::runPieceJob;
 namespace {
-
-bool endsWith(const std::string& s, const std::string& suffix) {
-  return s.size() >= suffix.size() && s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
-}
 
 // Dense attention work in FLOP: 4·B·H·Nq·Nkv·D (QKᵀ and PV), halved when causal.
 double denseFlops(const core::EntryInfo& e) {
@@ -76,8 +75,9 @@ void printEntry(const core::EntryResult& r, bool perHead, std::optional<double> 
   const bool quant = r.config.numerics != core::Numerics::None;
   const std::string grid = e.grid ? " grid " + e.grid->shape() : "";
   std::printf("\nentry %s  [B=%lld Hq=%lld Hkv=%lld Nq=%lld Nkv=%lld D=%lld%s%s%s]  %s%s  engine %s\n",
-              core::printable(e.name).c_str(), (long long)e.batch, (long long)e.headsQ, (long long)e.headsKV,
-              (long long)e.tokensQ, (long long)e.tokensKV, (long long)e.headDim, e.causal ? " causal" : "",
+              core::shortForDisplay(e.name).c_str(), (long long)e.batch, (long long)e.headsQ,
+              (long long)e.headsKV, (long long)e.tokensQ, (long long)e.tokensKV, (long long)e.headDim,
+              e.causal ? " causal" : "",
               e.window.bounded() ? (" window " + core::toString(e.window)).c_str() : "", grid.c_str(),
               numericsHeader(r.config.geometry, r.config.numerics).c_str(),
               (std::string(r.config.diagonal ? "  +diagonal blocks (extension)" : "") +
@@ -152,7 +152,7 @@ void printEntry(const core::EntryResult& r, bool perHead, std::optional<double> 
     std::printf("dense reference: %.1f GFLOP in %.1f ms = %.1f GFLOP/s\n", denseFlops(e) / 1e9,
                 tm.referenceMs, denseFlops(e) / (tm.referenceMs * 1e6));
   for (const std::string& w : r.warnings)
-    std::fprintf(stderr, "warning: entry %s: %s\n", core::printable(e.name).c_str(),
+    std::fprintf(stderr, "warning: entry %s: %s\n", core::shortForDisplay(e.name).c_str(),
                  core::printable(w).c_str());
 }
 
@@ -236,7 +236,7 @@ struct EntryRun {
                    {{"capture", path}, {"--params", o.paramsPath}});
     const scaleout::Placement placement = placeThisRank(jobTransport(), o.threads);
     if (firstUnit)
-      prefetched = std::async(std::launch::async, [this, unit = *firstUnit] {
+      prefetched = core::startAsync([this, unit = *firstUnit] {
         return load(unit, firstHeads, makeRunConfig(o, reader.entry(names[unit]), path, nullptr).geometry);
       });
     rank = std::make_unique<RankEngine>(makeRankEngine(placement, core::parseEngineChoice(o.engine)));
@@ -264,10 +264,11 @@ struct EntryRun {
     const LoadedEntry loaded = loading ? prefetched.get() : load(unit, runHeads, config.geometry);
     for (const auto& nf : loaded.nonFinite)
       std::fprintf(stderr, "warning: %s:/entries/%s/%s batch %lld head %lld holds %lld NaN/Inf values\n",
-                   core::printable(path).c_str(), core::printable(name).c_str(), core::toString(nf.tensor),
-                   (long long)nf.batch, (long long)nf.head, (long long)nf.count);
+                   core::shortForDisplay(path).c_str(), core::shortForDisplay(name).c_str(),
+                   core::toString(nf.tensor), (long long)nf.batch, (long long)nf.head, (long long)nf.count);
     for (const auto& w : configWarnings)
-      std::fprintf(stderr, "note: entry %s: %s\n", core::printable(name).c_str(), core::printable(w).c_str());
+      std::fprintf(stderr, "note: entry %s: %s\n", core::shortForDisplay(name).c_str(),
+                   core::printable(w).c_str());
     // Parameters tuned on other inputs are refused unless asked for (--params-any-capture).
     const std::string identity =
         params ? core::checkParamsIdentity(*params, o.paramsPath, loaded.data->info, path,
@@ -387,9 +388,10 @@ void writeOutputs(const EntryRun& run, double seconds) {
   }
   if (!o.reportPath.empty()) {
     const core::ReportBudget* b = budget ? &*budget : nullptr;
-    if (endsWith(o.reportPath, ".csv"))
+    const std::string format = core::outputFormat(o.reportPath, kReportFormats);
+    if (format == ".csv")
       core::writeReportCsv(o.reportPath, run.results, b);
-    else if (endsWith(o.reportPath, ".md"))
+    else if (format == ".md")
       core::writeReportMarkdown(o.reportPath, run.results, run.path, {}, b);
     else
       core::writeReportJson(o.reportPath, run.results, run.path, b);
@@ -409,7 +411,8 @@ void registerRun(CLI::App& app, Action& action) {
   addMethodOptions(*cmd, *o);
   addMaxMemoryOption(*cmd, *maxMemory);
   cmd->add_option("--masks", o->masksPath, "Write masks v1 (.h5)");
-  cmd->add_option("--report", o->reportPath, "Write the report (.json, .csv or .md)");
+  cmd->add_option("--report", o->reportPath, "Write the report (.json, .csv or .md)")
+      ->check(outputFormats(kReportFormats));
   cmd->add_flag("--summary-only", o->summaryOnly,
                 "Print only the per-entry summary line, not the per-head table");
   cmd->add_option("--repeat", o->repeat, "Profiled runs per entry (min / median / max in the timing report)")
@@ -425,13 +428,16 @@ void registerRun(CLI::App& app, Action& action) {
       ->check(CLI::Range(0, 600000))
       ->capture_default_str();
   cmd->add_option("--timings", o->timingsPath,
-                  "Write timing statistics: .json, .csv or .trace.json (Perfetto)");
+                  "Write timing statistics: .json, .csv or .trace.json (Perfetto)")
+      ->check(outputFormats(kTimingFormats));
   cmd->add_flag(
       "--no-dense-baseline", o->noDenseBaseline,
       "Do not time dense runs (ours over every valid block, and cuDNN's) next to each profiled run");
   cmd->callback([&action, o, maxMemory] {
+    checkMethodOptions(*o);
     action = [o, maxMemory] {
       applyMaxMemory(*maxMemory);
+      o->threads = usableThreadsNoted(o->threads);
       EntryRun run(*o);
       const auto t0 = std::chrono::steady_clock::now();
       const int code =

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <cfloat>
 #include <chrono>
 #include <cmath>
 #include <csignal>
@@ -20,6 +21,7 @@
 #include "guards.h"
 #include "held_out.h"
 #include "job_support.h"
+#include "option_checks.h"
 #include "run_options.h"
 #include "sparge/core/capture.h"
 #include "sparge/core/dense_hint.h"
@@ -78,9 +80,12 @@ class StopSignalGuard {
 std::string fmtSeconds(double s) {
   if (s < 0) return "?";
   char buf[32];
-  if (s < 60) std::snprintf(buf, sizeof buf, "%.0fs", s);
-  else if (s < 3600) std::snprintf(buf, sizeof buf, "%dm%02ds", int(s) / 60, int(s) % 60);
-  else std::snprintf(buf, sizeof buf, "%dh%02dm", int(s) / 3600, (int(s) / 60) % 60);
+  if (s < 60)
+    std::snprintf(buf, sizeof buf, "%.0fs", s);
+  else if (s < 3600)
+    std::snprintf(buf, sizeof buf, "%dm%02ds", int(s) / 60, int(s) % 60);
+  else
+    std::snprintf(buf, sizeof buf, "%dh%02dm", int(s) / 3600, (int(s) / 60) % 60);
   return buf;
 }
 
@@ -164,9 +169,10 @@ void printQuantNotes(const core::TunedGroup& g, const core::TuneOptions& o) {
 }
 
 void printGroup(const core::TunedGroup& g, const core::TuneOptions& o) {
-  std::printf("\n%s  (%zu entr%s, %zu input%s, %zu/%lld heads, %.1f s)\n", core::printable(g.name).c_str(),
-              g.entries.size(), g.entries.size() == 1 ? "y" : "ies", g.tunedOn.size(),
-              g.tunedOn.size() == 1 ? "" : "s", g.heads.size(), (long long)g.headsQ, g.elapsedSeconds);
+  std::printf("\n%s  (%zu entr%s, %zu input%s, %zu/%lld heads, %.1f s)\n",
+              core::shortForDisplay(g.name).c_str(), g.entries.size(), g.entries.size() == 1 ? "y" : "ies",
+              g.tunedOn.size(), g.tunedOn.size() == 1 ? "" : "s", g.heads.size(), (long long)g.headsQ,
+              g.elapsedSeconds);
   const bool cdf = o.mode == core::SelectMode::Cdf;
   const bool quant = o.numerics != core::Numerics::None;
   // L1 is the budgeted, deployed figure; without quantization the sparse-only L1 equals it.
@@ -219,11 +225,13 @@ void addTuneOptions(CLI::App& cmd, TuneCliOptions& o) {
       "files", o.files,
       "Capture file(s) (.h5); several: each head's parameters meet the budget on all of them (entries "
       "matched by name); default: the bundled sample capture");
-  cmd.add_option("--l1", o.l1, "L1 budget for θ and τ / top-k (PV skip off), e.g. 0.05")->required();
-  cmd.add_option("--l2", o.l2, "L1 budget for λ (PV skip on), > l1, e.g. 0.06");
+  cmd.add_option("--l1", o.l1, "L1 budget for θ and τ / top-k (PV skip off), e.g. 0.05")
+      ->required()
+      ->check(realIn(0, DBL_MAX));
+  cmd.add_option("--l2", o.l2, "L1 budget for λ (PV skip on), > l1, e.g. 0.06")->check(realIn(0, DBL_MAX));
   cmd.add_option("--entry", o.entries, "Entry to tune (repeatable); default: all entries");
   cmd.add_option("--engine", o.engine, "auto | cpu | cuda")->capture_default_str();
-  cmd.add_option("--threads", o.threads, "CPU engine threads (0 = all cores)")->capture_default_str();
+  addThreadsOption(cmd, o.threads, "CPU engine threads");
   cmd.add_flag("--topk-mode", o.topk,
                "Search the top-k fraction instead of τ (spas_sage2_attn_meansim_topk_cuda)");
   addNumericsOptions(cmd, o.numerics);
@@ -245,26 +253,24 @@ void addTuneOptions(CLI::App& cmd, TuneCliOptions& o) {
          "--validate", o.validate,
          "Held-out capture (repeatable): after tuning, run the parameters on it and record per head the "
          "budget violations (\"held_out\" in the parameter file)")
-      ->check(CLI::ExistingFile);
-  cmd.add_option("--heads", o.heads, "Query heads to tune (default: all)");
+      ->check(existingFile());
+  addHeadsOption(cmd, o.heads, "Query heads to tune (default: all)");
   cmd.add_option("-o,--output", o.out, "Output parameter file (.json); default with --resume: that file");
   cmd.add_option("--resume", o.resume,
                  "Keep the heads this parameter file already holds (an interrupted or failed run) and tune "
                  "only the missing ones")
-      ->check(CLI::ExistingFile);
+      ->check(existingFile());
   cmd.add_flag("--trace", o.trace, "Also store every head's θ points and probe trace in the output");
   addPermuteOption(cmd, o.permute);
 }
 
-// The tuner's options from the command line; nullopt (after a message) when a required option is missing.
-std::optional<core::TuneOptions> tuneOptionsFrom(const TuneCliOptions& o, const CLI::App& cmd) {
+// The tuner's options from the command line, checked when it is parsed; throws sparge::Error naming the
+// option when one is missing or out of range.
+core::TuneOptions tuneOptionsFrom(const TuneCliOptions& o, const CLI::App& cmd) {
   core::TuneOptions opt;
   opt.l1 = o.l1;
   opt.tunePv = !o.noTunePv;
-  if (opt.tunePv && cmd.count("--l2") == 0) {
-    std::fprintf(stderr, "sparge tune: --l2 is required (or pass --no-tune-pv)\n");
-    return std::nullopt;
-  }
+  if (opt.tunePv && cmd.count("--l2") == 0) throw Error("--l2", "is required (or pass --no-tune-pv)");
   opt.l2 = cmd.count("--l2") ? o.l2 : o.l1;
   opt.mode = o.topk ? core::SelectMode::TopK : core::SelectMode::Cdf;
   opt.geometry = o.numerics.geometry();
@@ -274,11 +280,9 @@ std::optional<core::TuneOptions> tuneOptionsFrom(const TuneCliOptions& o, const 
   opt.diagonal = o.diagonal;
   opt.exactFallback = core::parseExactFallback(o.exactFallback);
   opt.heads = o.heads;
-  opt.validate("sparge tune");
-  if (o.out.empty() && o.resume.empty()) {
-    std::fprintf(stderr, "sparge tune: -o/--output is required (or --resume FILE)\n");
-    return std::nullopt;
-  }
+  opt.validate("--l1/--l2");
+  if (o.out.empty() && o.resume.empty()) throw Error("-o/--output", "is required (or --resume FILE)");
+  core::parseEngineChoice(o.engine);
   return opt;
 }
 
@@ -300,8 +304,9 @@ std::vector<core::TuneInput> tuneInputs(core::CaptureReader& reader, const std::
       throw Error("--permute", problem);
     for (int64_t h : heads)
       if (h < 0 || h >= info.headsQ)
-        throw Error("--heads", "head " + std::to_string(h) + " out of range for entry " + n + " (" +
-                                   std::to_string(info.headsQ) + " query heads)");
+        throw Error("--heads", "head " + std::to_string(h) + " out of range for entry " +
+                                   core::shortForDisplay(n) + " (" + std::to_string(info.headsQ) +
+                                   " query heads)");
     core::TuneInput in;
     in.name = n;
     in.capture = path;
@@ -313,10 +318,10 @@ std::vector<core::TuneInput> tuneInputs(core::CaptureReader& reader, const std::
       std::lock_guard lock(warned->mutex);
       if (warned->entries.insert(n).second)
         for (const auto& nf : nonFinite)
-          std::fprintf(stderr,
-                       "\nwarning: %s:/entries/%s/%s batch %lld head %lld holds %lld NaN/Inf values\n",
-                       core::printable(path).c_str(), core::printable(n).c_str(), core::toString(nf.tensor),
-                       (long long)nf.batch, (long long)nf.head, (long long)nf.count);
+          std::fprintf(
+              stderr, "\nwarning: %s:/entries/%s/%s batch %lld head %lld holds %lld NaN/Inf values\n",
+              core::shortForDisplay(path).c_str(), core::shortForDisplay(n).c_str(),
+              core::toString(nf.tensor), (long long)nf.batch, (long long)nf.head, (long long)nf.count);
       return core::permuteEntry(data, permute, "--permute");  // before the engine sees it
     };
     inputs.push_back(std::move(in));
@@ -375,9 +380,7 @@ struct TuneCaptures {
 };
 
 int runTuneCommand(const TuneCliOptions& o, const CLI::App& cmd) {
-  const std::optional<core::TuneOptions> parsed = tuneOptionsFrom(o, cmd);
-  if (!parsed) return 2;
-  const core::TuneOptions& opt = *parsed;
+  const core::TuneOptions opt = tuneOptionsFrom(o, cmd);
   applyMaxMemory(o.maxMemory);
   const TuneCaptures captures(o);
   const std::string& path = captures.paths.front();
@@ -393,7 +396,7 @@ int runTuneCommand(const TuneCliOptions& o, const CLI::App& cmd) {
   spec.trace = o.trace;
   spec.resumePath = o.resume;
   spec.engine = core::parseEngineChoice(o.engine);
-  spec.threads = o.threads;
+  spec.threads = usableThreadsNoted(o.threads);
   spec.interrupt = &gCancel;
   // Before hours of tuning, not after; the output of --resume is that file, which it may replace.
   spec.checkOutputs = [&] {
@@ -443,7 +446,10 @@ void registerTune(CLI::App& app, Action& action) {
   auto* cmd = app.add_subcommand("tune", "Auto-tune per-head θ, τ (or top-k) and λ against an L1 budget");
   auto o = std::make_shared<TuneCliOptions>();
   addTuneOptions(*cmd, *o);
-  cmd->callback([&action, o, cmd] { action = [o, cmd]() -> int { return runTuneCommand(*o, *cmd); }; });
+  cmd->callback([&action, o, cmd] {
+    tuneOptionsFrom(*o, *cmd);  // before any work
+    action = [o, cmd]() -> int { return runTuneCommand(*o, *cmd); };
+  });
 }
 
 }  // namespace sparge::cli

@@ -53,6 +53,9 @@ struct RunCommandOptions {
 };
 
 void addMethodOptions(CLI::App& cmd, RunCommandOptions& o);
+// The method options' defaults for every head, checked together (τ or top-k with θ and λ, target, tiles,
+// numerics, engine); throws sparge::Error naming the option. Called when the command line is parsed.
+core::HeadParams checkMethodOptions(const RunCommandOptions& o);
 
 // --permute: registered by addMethodOptions for run; tune and compare register it themselves.
 void addPermuteOption(CLI::App& cmd, std::string& permute);

@@ -20,6 +20,7 @@
 #include "sparge/core/error.h"
 #include "sparge/core/half.h"
 #include "sparge/core/memory_guard.h"
+#include "sparge/core/names.h"
 #include "sparge/core/parallel.h"
 
 namespace sparge::core {
@@ -128,14 +129,20 @@ std::optional<std::string> attributeText(hid_t attr) {
   if (n == 1) {
     if (cls == H5T_FLOAT) {
       if (auto d = h5::readNumber(attr)) return numberText(*d);
-    } else if (auto i = h5::readInteger(attr)) {
-      return std::to_string(*i);
+    } else {
+      std::optional<uint64_t> beyond;
+      if (auto i = h5::readInteger(attr, &beyond)) return std::to_string(*i);
+      if (beyond) return std::to_string(*beyond);
     }
     return std::nullopt;
   }
   if (n < 1 || n > 64 || cls == H5T_ENUM) return std::nullopt;
   std::string out = "[";
-  if (cls == H5T_INTEGER) {
+  if (cls == H5T_INTEGER && H5Tget_sign(type.get()) == H5T_SGN_NONE) {
+    std::vector<uint64_t> v(static_cast<size_t>(n));  // as int64, HDF5 would clamp values beyond 2^63 − 1
+    if (H5Aread(attr, H5T_NATIVE_UINT64, v.data()) < 0) return std::nullopt;
+    for (size_t i = 0; i < v.size(); ++i) out += (i ? ", " : "") + std::to_string(v[i]);
+  } else if (cls == H5T_INTEGER) {
     std::vector<int64_t> v(static_cast<size_t>(n));
     if (H5Aread(attr, H5T_NATIVE_INT64, v.data()) < 0) return std::nullopt;
     for (size_t i = 0; i < v.size(); ++i) out += (i ? ", " : "") + std::to_string(v[i]);
@@ -467,7 +474,12 @@ EntryInfo CaptureReader::Impl::readEntry(const std::string& name, EntryMeta& met
     if (has < 0) fail(groupPath, withDetail("file is truncated or corrupt") + " — " + kFixCorrupt);
     if (has == 0) return std::nullopt;
     h5::Handle attr = h5::attribute(H5Aopen(g.get(), attrName, H5P_DEFAULT));
-    std::optional<int64_t> val = attr ? h5::readInteger(attr.get()) : std::nullopt;
+    std::optional<uint64_t> beyond;
+    std::optional<int64_t> val = attr ? h5::readInteger(attr.get(), &beyond) : std::nullopt;
+    if (beyond)
+      fail(groupPath, std::string("attribute ") + attrName + " = " + std::to_string(*beyond) +
+                          " lies beyond the signed 64-bit range this reader takes (2^63 − 1) — store the "
+                          "index as an int64");
     if (!val)
       fail(groupPath,
            std::string("attribute ") + attrName + " is not a single integer or bool — store it as an int");
@@ -581,9 +593,9 @@ const EntryInfo& CaptureReader::entry(const std::string& name) const {
   if (it == impl_->index.end()) {
     std::string names;
     for (size_t i = 0; i < impl_->infos.size() && i < 20; ++i)
-      names += (i ? ", " : "") + impl_->infos[i].name;
+      names += (i ? ", " : "") + shortForDisplay(impl_->infos[i].name);
     if (impl_->infos.size() > 20) names += ", ...";
-    impl_->fail("/entries/" + name, "no such entry — the capture has: " + names);
+    impl_->fail("/entries/" + shortForDisplay(name), "no such entry — the capture has: " + names);
   }
   return impl_->infos[it->second];
 }

@@ -6,6 +6,7 @@
 #include <chrono>
 #include <cmath>
 #include <limits>
+#include <optional>
 #include <thread>
 
 #include "sparge/core/error.h"
@@ -68,8 +69,7 @@ struct CpuEngine::HeadOutputs {
   std::vector<int64_t> zeroVChannels;
 };
 
-CpuEngine::CpuEngine(int threads)
-    : threads_(threads > 0 ? threads : int(std::max(1u, std::thread::hardware_concurrency()))) {}
+CpuEngine::CpuEngine(int threads) : threads_(usableThreads(threads)) {}
 
 CpuEngine::~CpuEngine() = default;
 
@@ -306,14 +306,15 @@ EntryResult CpuEngine::run(const RunConfig& config, const RunOptions& options) {
     for (int64_t t = 0; t < tasks; ++t) result.heads[t].output = std::move(outputs[t].deployed);
   result.times.totalMs = msSince(tStart);
   result.times.clock = "wall";
+  std::optional<int64_t> windowRows;  // counted once, when a head has empty rows
   for (int64_t t = 0; t < tasks; ++t) {
     const HeadResult& hr = result.heads[t];
     const std::string head =
         "head " + std::to_string(hr.head) + (info.batch > 1 ? " batch " + std::to_string(hr.batch) : "");
-    if (hr.emptyRows > 0)
-      result.warnings.push_back(head + ": " + std::to_string(hr.emptyRows) +
-                                " query rows see no key in their selected blocks (output set to 0; --sink "
-                                "keeps key block 0 on for every row)");
+    if (hr.emptyRows > 0) {
+      if (!windowRows) windowRows = rowsWithoutKeys(info);
+      result.warnings.push_back(emptyRowsWarning(result, hr, *windowRows));
+    }
     if (!outputs[t].zeroVChannels.empty()) {
       std::string list;
       for (int64_t c : outputs[t].zeroVChannels) list += (list.empty() ? "" : ", ") + std::to_string(c);

@@ -98,6 +98,45 @@ EntryResult joinHeadRuns(std::vector<EntryResult> parts) {
   return out;
 }
 
+int64_t rowsWithoutKeys(const EntryInfo& info) {
+  int64_t rows = 0;
+  for (int64_t t = 0; t < info.tokensQ; ++t)
+    if (visibleKeys(t, info.tokensKV, info.causal, info.window).empty()) ++rows;
+  return rows;
+}
+
+namespace {
+
+// What turns on a visible block in rows whose selection holds none; "" when nothing but more blocks would.
+std::string emptySelectionFix(const EntryResult& r, const HeadParams& p) {
+  if (p.dense) return "";
+  // The sink's block 0 lies outside the window of every row beyond the window's left reach.
+  if (!r.config.sink && r.info.window.left < 0) return "--sink keeps key block 0 on for every row";
+  if (!r.config.diagonal) return "--diagonal (an extension) keeps the block holding each row's own key on";
+  return p.mode == SelectMode::TopK ? "a larger top-k keeps more blocks" : "a larger τ keeps more blocks";
+}
+
+}  // namespace
+
+std::string emptyRowsWarning(const EntryResult& r, const HeadResult& h, int64_t windowRows) {
+  std::string text = "head " + std::to_string(h.head) +
+                     (r.info.batch > 1 ? " batch " + std::to_string(h.batch) : std::string()) + ": ";
+  const int64_t byWindow = std::min(windowRows, h.emptyRows);
+  const int64_t bySelection = h.emptyRows - byWindow;
+  if (byWindow > 0)
+    text += std::to_string(byWindow) + " query rows have no key inside their " +
+            (r.info.window.bounded() ? "window " + toString(r.info.window) : std::string("causal range")) +
+            " (the entry has " + std::to_string(r.info.tokensKV) +
+            " keys): their output is 0, as in dense attention";
+  if (bySelection > 0) {
+    const std::string fix = emptySelectionFix(r, h.params);
+    text += std::string(byWindow > 0 ? "; " : "") + std::to_string(bySelection) +
+            " query rows see no key in their selected blocks (output set to 0" +
+            (fix.empty() ? "" : "; " + fix) + ")";
+  }
+  return text;
+}
+
 void validate(const HeadParams& p, const std::string& where) {
   if (!std::isfinite(p.theta))
     throw Error(where, "θ (simthreshd1) must be a finite number; got " + std::to_string(p.theta));

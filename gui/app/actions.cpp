@@ -9,6 +9,7 @@
 #include "app/app.h"
 #include "app/set_option.h"
 #include "sparge/core/error.h"
+#include "sparge/core/names.h"
 #include "sparge/core/params_io.h"
 
 namespace fs = std::filesystem;
@@ -57,16 +58,23 @@ std::optional<ProfileArg> parseProfileArg(const std::string& s) {
   return p;
 }
 
-// Checks the argument of a verb; throws sparge::Error naming the action.
-void validateArgument(const Action& a) {
-  std::string where = "--action " + a.text;
+// Checks the argument of a verb (an export's target before any work: capturePath is the capture the
+// session will open, empty for the bundled sample); throws sparge::Error naming the action.
+void validateArgument(const Action& a, const std::string& capturePath) {
+  std::string where = "--action " + core::shortForDisplay(a.text);
   const CommandInfo& c = *a.command;
   if (c.arg == ActionArg::Required && a.arg.empty())
     throw Error(where, std::string("needs a value (") + c.verb + "=...)");
   if (c.arg == ActionArg::None && !a.arg.empty()) throw Error(where, "takes no value");
   switch (c.id) {
     case CommandId::ExportReport:
-      if (reportFormatOf(a.arg).empty()) throw Error(where, "the report must end in .json, .csv or .md");
+      checkExportTarget(ExportKind::Report, a.arg, where, capturePath);
+      break;
+    case CommandId::ExportMasks:
+      checkExportTarget(ExportKind::Masks, a.arg, where, capturePath);
+      break;
+    case CommandId::ExportParams:
+      checkExportTarget(ExportKind::Params, a.arg, where, capturePath);
       break;
     case CommandId::TuneHead:
     case CommandId::TuneCancel:
@@ -116,14 +124,14 @@ void validateArgument(const Action& a) {
 }
 }  // namespace
 
-Action parseAction(const std::string& text) {
+Action parseAction(const std::string& text, const std::string& capturePath) {
   Action a;
   a.text = text;
   auto eq = text.find('=');
   a.command = commandForVerb(text.substr(0, eq));
   if (eq != std::string::npos) a.arg = text.substr(eq + 1);
-  if (!a.command) throw Error("--action " + text, "unknown action");
-  validateArgument(a);
+  if (!a.command) throw Error("--action " + core::shortForDisplay(text), "unknown action");
+  validateArgument(a, capturePath);
   return a;
 }
 

@@ -1,5 +1,7 @@
 #include "file_controller.h"
 
+#include <sys/stat.h>
+
 #include <algorithm>
 #include <cctype>
 #include <filesystem>
@@ -8,6 +10,8 @@
 #include "report_writer.h"
 #include "sparge/core/error.h"
 #include "sparge/core/exports.h"
+#include "sparge/core/names.h"
+#include "sparge/core/option_values.h"
 #include "sparge/core/params_io.h"
 
 namespace sparge::gui {
@@ -16,6 +20,26 @@ std::string reportFormatOf(const std::string& path) {
   std::string ext = std::filesystem::path(path).extension().string();
   std::transform(ext.begin(), ext.end(), ext.begin(), [](unsigned char c) { return char(std::tolower(c)); });
   return ext == ".json" || ext == ".csv" || ext == ".md" ? ext : std::string();
+}
+
+void checkExportTarget(ExportKind kind, const std::string& path, const std::string& where,
+                       const std::string& capturePath) {
+  const std::vector<std::string> reportFormats{".json", ".csv", ".md"};
+  core::checkOutputPath(path, where, kind == ExportKind::Report ? reportFormats : std::vector<std::string>{});
+  struct stat out {
+  }, in{};
+  if (!capturePath.empty() && ::stat(path.c_str(), &out) == 0 && ::stat(capturePath.c_str(), &in) == 0 &&
+      out.st_dev == in.st_dev && out.st_ino == in.st_ino)
+    throw Error(where,
+                "is the open capture (the same file) — an export never replaces its input; choose "
+                "another path");
+  if (kind == ExportKind::Report && reportFormatOf(path) == ".md") {
+    // The PNGs go to <stem>_img/ beside the report: that name must fit as well.
+    const std::string folder = std::filesystem::path(path).stem().string() + "_img";
+    if (folder.size() > 255)
+      throw Error(where, "the report's image folder " + core::shortForDisplay(folder) +
+                             " would have a name longer than 255 bytes — choose a shorter name");
+  }
 }
 
 void FileController::exportJob(const std::string& what, const std::string& path, Writer write) {
@@ -44,12 +68,25 @@ bool FileController::splitPending() {
   return true;
 }
 
+// The target's check before the job, so that a bad path is said at once; false after the error.
+bool FileController::targetOk(ExportKind kind, const std::string& path) {
+  try {
+    checkExportTarget(kind, path, core::shortForDisplay(path), core_.capture.path);
+  } catch (const std::exception& e) {
+    core_.messages.pushError(e.what());
+    return false;
+  }
+  return true;
+}
+
 void FileController::exportMasks(const std::string& path) {
+  if (!targetOk(ExportKind::Masks, path)) return;
   exportJob("masks", path,
             [path](const core::EntryResult& r, const std::string&) { core::writeMasks(path, {r}); });
 }
 
 void FileController::exportReport(const std::string& path) {
+  if (!targetOk(ExportKind::Report, path)) return;
   std::string format = reportFormatOf(path);
   if (format == ".json") {
     exportJob("JSON report", path, [path](const core::EntryResult& r, const std::string& c) {
@@ -67,6 +104,7 @@ void FileController::exportReport(const std::string& path) {
 }
 
 void FileController::exportParams(const std::string& path) {
+  if (!targetOk(ExportKind::Params, path)) return;
   const core::EntryInfo* info = core_.capture.info();
   if (!info) {
     core_.messages.pushError("Nothing to export yet: no entry loaded.");

@@ -11,6 +11,8 @@
 
 namespace sparge::gui {
 
+enum class ExportKind { Masks, Params, Report };
+
 class FileController {
  public:
   FileController(SessionCore& core, RunController& runs, TuneController& tuning)
@@ -33,6 +35,7 @@ class FileController {
   using Writer = std::function<void(const core::EntryResult&, const std::string& capture)>;
   void exportJob(const std::string& what, const std::string& path, Writer write);
   bool splitPending();  // says why and returns true while the latest result waits for its error split
+  bool targetOk(ExportKind kind, const std::string& path);  // checkExportTarget; false after its error
 
   SessionCore& core_;
   RunController& runs_;
@@ -41,5 +44,12 @@ class FileController {
 
 // The report format of a path by its extension: ".json", ".csv" or ".md"; empty for anything else.
 std::string reportFormatOf(const std::string& path);
+
+// Checks an export target before anything is computed or written: a report's format, a name and folder
+// that take the file (core::checkOutputPath), not the capture `capturePath` itself (compared by device and
+// inode; empty = none known yet), and for a Markdown report the name of its image folder. Throws
+// sparge::Error naming `where` (for --action: the action).
+void checkExportTarget(ExportKind kind, const std::string& path, const std::string& where,
+                       const std::string& capturePath);
 
 }  // namespace sparge::gui

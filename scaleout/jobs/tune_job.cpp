@@ -15,6 +15,7 @@
 #include "sparge/core/error.h"
 #include "sparge/core/memory_guard.h"
 #include "sparge/core/names.h"
+#include "sparge/core/parallel.h"
 #include "sparge/core/params_io.h"
 #include "sparge/scaleout/codec.h"
 #include "sparge/scaleout/partition.h"
@@ -150,8 +151,7 @@ class TuneJobRunner {
       const int64_t headsQ = g.entries.front().headsQ;
       const std::vector<int64_t> wanted = wantedHeads(spec_.options, headsQ);
       std::string note;
-      resumed_.push_back(resume ? finishedHeads(*resume, g, headsQ, &note)
-                                : std::vector<core::TunedHead>{});
+      resumed_.push_back(resume ? finishedHeads(*resume, g, headsQ, &note) : std::vector<core::TunedHead>{});
       resumedTunedOn_.push_back({});
       if (resume && !resumed_.back().empty())
         for (const core::ParamsGroup& pg : resume->groups)
@@ -166,8 +166,7 @@ class TuneJobRunner {
           u.heads.push_back(h);
       units.push_back(std::move(u));
     }
-    runner_.plan(planWork(units, job().size()), units.size(),
-                 [this](const Piece& p) { return unitsOf(p); });
+    runner_.plan(planWork(units, job().size()), units.size(), [this](const Piece& p) { return unitsOf(p); });
   }
 
   // Heads kept from --resume must have been tuned on this run's inputs: a file tuned on another capture of
@@ -276,7 +275,7 @@ class TuneJobRunner {
     const Piece& first = schedule().pieces[size_t(mine.front())];
     const core::TuneInput& in = spec_.groups[size_t(first.unit)].entries.front();
     const size_t heads = first.heads.size();
-    prefetch_ = Prefetched{inputKey(in), std::async(std::launch::async, [this, &in, heads] {
+    prefetch_ = Prefetched{inputKey(in), core::startAsync([this, &in, heads] {
                              core::checkRunMemory(in.capture, spec_.infos.at(inputKey(in)),
                                                   spec_.options.geometry, heads);
                              return in.load();
@@ -299,7 +298,7 @@ class TuneJobRunner {
     } catch (const Error&) {
       return;  // loaded when its turn comes, with the memory check that says why if it fails then
     }
-    prefetch_ = Prefetched{inputKey(in), std::async(std::launch::async, in.load)};
+    prefetch_ = Prefetched{inputKey(in), core::startAsync(in.load)};
   }
 
   // Once the piece after `current` is known (at the start of `current`, or when rank 0's answer arrives
@@ -623,9 +622,9 @@ class TuneJobRunner {
   const TuneJobSpec& spec_;
   const TuneJobOutput& out_;
   JobRunner runner_;  // the job, its schedule, this rank's feed and rank 0's collector
-  std::vector<std::vector<core::TunedHead>> resumed_;  // per group: heads kept from --resume
+  std::vector<std::vector<core::TunedHead>> resumed_;       // per group: heads kept from --resume
   std::vector<std::vector<core::TunedOn>> resumedTunedOn_;  // per group: the inputs of those heads
-  std::vector<core::TunedGroup> others_;               // groups of the resumed file this run does not tune
+  std::vector<core::TunedGroup> others_;  // groups of the resumed file this run does not tune
   std::set<std::pair<std::string, int64_t>> resumedKeys_;  // (group, head) kept from --resume
   std::vector<core::TunedGroup> done_;                     // rank 0: handed-over groups, in order
   std::vector<RankInfo> ranks_;

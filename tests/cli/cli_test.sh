@@ -25,10 +25,11 @@ exit_codes)
   echo "not hdf5" > "$WORK/bad.h5"
   expect_exit 1 "bad.h5" -- "$SPARGE" run "$WORK/bad.h5"
   "$SPARGE" synth "$WORK/s.h5" --heads 2 --tokens 256 --dim 32 >/dev/null || fail "synth"
-  expect_exit 1 "τ (cdfthreshd) must lie in [0, 1]" -- "$SPARGE" run "$WORK/s.h5" --tau 1.5 --engine cpu
-  expect_exit 1 "λ (pvthreshd) must be >= 0" -- "$SPARGE" run "$WORK/s.h5" --lambda=-1 --engine cpu
-  expect_exit 1 "unknown engine" -- "$SPARGE" run "$WORK/s.h5" --engine tpu
-  expect_exit 1 "128x64 or 64x128" -- "$SPARGE" run "$WORK/s.h5" --block 32x32 --engine cpu
+  # Bad option values are usage errors, found before anything is opened.
+  expect_exit 2 "--tau: '1.5' is out of range: the value must be in [0, 1]" -- "$SPARGE" run "$WORK/s.h5" --tau 1.5
+  expect_exit 2 "--lambda: '-1' is out of range" -- "$SPARGE" run "$WORK/s.h5" --lambda=-1 --engine cpu
+  expect_exit 2 "unknown engine" -- "$SPARGE" run "$WORK/s.h5" --engine tpu
+  expect_exit 2 "128x64 or 64x128" -- "$SPARGE" run "$WORK/s.h5" --block 32x32 --engine cpu
   expect_exit 1 "no such entry" -- "$SPARGE" run "$WORK/s.h5" --entry nope --engine cpu
   ;;
 negative_theta)
@@ -267,9 +268,9 @@ for h in heads:
 for row in table(sys.argv[3]).values():
     assert row["L1 quant"] == "-" and row["cos quant"] == "-" and row["L1 sparse"] == row["L1"], row
 PYEOF
-  expect_exit 1 "--quant" -- "$SPARGE" run "$WORK/s.h5" --engine cpu --quant int4
-  expect_exit 1 "int8-fp16" -- "$SPARGE" run "$WORK/s.h5" --engine cpu --quant int4
-  expect_exit 1 "--target" -- "$SPARGE" run "$WORK/s.h5" --engine cpu --target sm70
+  expect_exit 2 "--quant" -- "$SPARGE" run "$WORK/s.h5" --engine cpu --quant int4
+  expect_exit 2 "int8-fp16" -- "$SPARGE" run "$WORK/s.h5" --engine cpu --quant int4
+  expect_exit 2 "--target" -- "$SPARGE" run "$WORK/s.h5" --engine cpu --target sm70
   $PY - "$WORK/r.json" "$WORK/n.csv" <<'PYEOF' || fail "report contents"
 import csv, json, sys
 e = json.load(open(sys.argv[1]))["entries"][0]

@@ -65,7 +65,7 @@ AttentionOutput blockSparseAttention(const float* q, const float* k, const float
 
 class CpuEngine final : public Engine {
  public:
-  // threads = 0: std::thread::hardware_concurrency().
+  // threads = 0: one per hardware thread; more than core::maxThreads() are capped (parallel.h).
   explicit CpuEngine(int threads = 0);
   ~CpuEngine() override;
 

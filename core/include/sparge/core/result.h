@@ -147,4 +147,12 @@ void aggregate(EntryResult& result);
 // stage times summed; the entry sums recomputed.
 EntryResult joinHeadRuns(std::vector<EntryResult> parts);
 
+// Query rows of `info` that no key is visible to at all (a window that ends before the keys do, causal
+// rows beyond Nkv + left): their output is 0 in dense attention as well.
+int64_t rowsWithoutKeys(const EntryInfo& info);
+// The warning for a head with empty rows (emptyRows > 0), both engines': rows the entry's window leaves
+// without keys (`windowRows`, from rowsWithoutKeys) are told apart from rows whose selected blocks hold no
+// visible key, and only the latter get a hint, one that can help them (--sink, --diagonal, τ / top-k).
+std::string emptyRowsWarning(const EntryResult& result, const HeadResult& head, int64_t windowRows);
+
 }  // namespace sparge::core

@@ -42,7 +42,28 @@ struct SynthSpec {
   double noise = 0.5;             // noise relative to the smooth part
 };
 
-// Builds the entry in memory (values rounded to `dtype`, so writing and re-reading is exact).
+// The largest sharpness whose values stay finite in float16 for every head dim the shape limits allow.
+inline constexpr double kMaxSharpness = 1000.0;
+
+// The entry `spec` describes, without its data: shape, dtype, layout, causal, scale.
+EntryInfo syntheticEntryInfo(const SynthSpec& spec);
+
+// What is wrong with `spec`, naming the field as `sparge synth` names its option (batch, heads, kv-heads,
+// tokens, kv-tokens, dim, dim-v, segment, sharpness; several joined by '/' when their product is too large);
+// empty `field` when nothing is: a dimension outside
+// 1 … kMaxDimension, a tensor beyond kMaxTensorValues values, heads not a multiple of kv-heads, a segment
+// below 1, a sharpness outside [0, kMaxSharpness] (NaN and infinities included).
+struct SynthProblem {
+  std::string field;
+  std::string problem;
+};
+SynthProblem synthSpecProblem(const SynthSpec& spec);
+
+// The memory makeSyntheticEntry holds at its peak: the data as float32 and the topic directions.
+double syntheticEntryBytes(const SynthSpec& spec);
+
+// Builds the entry in memory (values rounded to `dtype`, so writing and re-reading is exact). Throws
+// sparge::Error for a spec with a problem (see synthSpecProblem).
 EntryData makeSyntheticEntry(const SynthSpec& spec);
 
 }  // namespace sparge::core
