@@ -179,9 +179,9 @@ BlockStats computeBlockStats(const float* q, int64_t nQ, const float* k, int64_t
   st.nq = int(ceilDiv(nQ, geometry.blockQ));
   st.nk = int(ceilDiv(nKv, geometry.blockK));
 
-  const std::vector<float> mean = smoothK ? keyTokenMean(k, nKv, d, inputType) : std::vector<float>{};
+  if (smoothK) st.keyMean = keyTokenMean(k, nKv, d, inputType);
   BlockPass pq = blockPass(q, nQ, d, geometry.blockQ, nullptr, inputType);
-  BlockPass pk = blockPass(k, nKv, d, geometry.blockK, smoothK ? mean.data() : nullptr, inputType);
+  BlockPass pk = blockPass(k, nKv, d, geometry.blockK, smoothK ? st.keyMean.data() : nullptr, inputType);
   st.selfSimQ = std::move(pq.selfSim);
   st.selfSimK = std::move(pk.selfSim);
 

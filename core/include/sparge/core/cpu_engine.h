@@ -2,6 +2,7 @@
 // INT8/FP8/fp16 numerics, multi-threaded over heads.
 #pragma once
 
+#include <functional>
 #include <limits>
 #include <map>
 #include <memory>
@@ -82,21 +83,36 @@ class CpuEngine final : public Engine {
     std::vector<float> out;        // [Nq * Dv]
     std::vector<float> blockMass;  // [nq * nk] (reference only)
     bool nonFinite = false;
+    ErrorSums vsReference;  // quantized dense run: its error against the reference (errorQuant)
   };
   using ReferenceKey = std::tuple<int64_t, int64_t, int, int>;                   // batch, head, geometry
   using QuantDenseKey = std::tuple<int64_t, int64_t, int, int, Numerics, bool>;  // ..., numerics, smooth_k
-  struct HeadOutputs;
+  struct HeadWork;   // one (batch, head) of a run: its Stage-2 buffers and outputs, kept from run to run
+  struct Workspace;  // every HeadWork, the workers' tile buffers and the tile schedule
 
   const BlockValidity& blockValidity(const Geometry& g);  // cached per geometry
   const BlockStats& blockStats(int64_t b, int64_t h, const Geometry& g, bool smoothK);
-  HeadOperands operands(int64_t b, int64_t h, bool smoothK, std::vector<float>& keyMean) const;
-  HeadOutputs runStage2(HeadResult& hr, const RunConfig& config, bool computeError);
+  HeadOperands operands(int64_t b, int64_t h, const BlockStats& stats) const;
   const DenseOutput* cachedReference(const ReferenceKey& key);
   const DenseOutput* cachedQuantDense(const QuantDenseKey& key);
-  void computeErrors(HeadResult& hr, const HeadOutputs& o, const RunConfig& config);
+  void runStage1(EntryResult& result, const std::vector<int64_t>& heads, const RunOptions& options);
+  // Stage 2 and the error sums of the heads in [first, last), in slots 0.. of the workspace.
+  void planPasses(EntryResult& result, int64_t first, int64_t last, const RunOptions& options, bool split);
+  void runTiles(int64_t first, int64_t last, const RunOptions& options);
+  void compareOutputs(EntryResult& result, int64_t first, int64_t last, bool split);
+  void collectHeads(EntryResult& result, int64_t first, int64_t last, const RunOptions& options, bool split);
+  bool errorsOfDeployed(HeadResult& hr, HeadWork& w, const RunConfig& config);
+  // Every head in groups that fit the workspace: the deployed phase, or (`split`) the exact sparse runs
+  // alone.
+  void runGroups(EntryResult& result, const RunOptions& options, bool split);
+  void finishResult(EntryResult& result) const;
+  // Runs task(item, worker) for every item in [0, count) on the engine's threads, in order of the items.
+  void spread(int64_t count, const RunOptions& options, const std::function<void(int64_t, int)>& task);
 
   int threads_;
   std::shared_ptr<const EntryData> entry_;
+  std::mutex runMutex_;  // one run at a time: runs share the workspace
+  std::unique_ptr<Workspace> ws_;
   std::mutex cacheMutex_;
   std::map<ReferenceKey, std::unique_ptr<DenseOutput>> references_;
   std::map<QuantDenseKey, std::unique_ptr<DenseOutput>> quantDense_;

@@ -1,0 +1,90 @@
+// Stage 2 of one head cut into query tiles that any thread can run (core/src/block_attention.cpp): the CPU
+// engine prepares the operands of every head of a run, then spreads all their tiles over its threads. The
+// buffers live in these objects and are reused from run to run.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "sparge/core/cpu_engine.h"
+#include "sparge/core/quant.h"
+#include "tile_kernels.h"
+
+namespace sparge::core {
+
+// One head's operands in every numerics a set of passes needs, laid out for the tile kernels: K transposed
+// per key block ([d][keys of the block], zero-padded to `blockCols`), V with its rows padded to whole key
+// blocks and its columns to `width` (zeros).
+struct Stage2Operands {
+  int blockCols = 0;                           // key-block width padded to the kernels' column step
+  int width = 0;                               // value width padded to the kernels' column step
+  std::vector<float> qScaled, kExact, vExact;  // exact scores: (q · scale · log2e) · kᵀ; exact P·V
+  Int8Rows q8, kRows;                          // INT8 codes (as floats) and scales per tile of Q and K
+  std::vector<float> k8;                       // kRows' codes transposed per key block
+  float int8Factor = 0;                        // sm_scale · log2e in fp32, as the kernel folds it
+  std::vector<float> vHalf;                    // fp16 V (sm80)
+  Fp8Columns v8;                               // e4m3 V and its per-channel scales (sm89/sm90)
+};
+
+// Online-softmax state of one pass over one query tile.
+struct PassState {
+  int visits = 0;  // key blocks of this tile's row in the pass's mask
+  int t = 0;       // index of the next visited block
+  std::vector<float> m, l, acc, mNew, alpha;
+  std::vector<float> partSum, partMax;  // block mass: per row and visited block
+  std::vector<int> visited;             // key block of each visited index (block mass)
+};
+
+// P·V of one key block for rows whose new running maxima are `mNew`, kept so that a second pass with the
+// same maxima reuses it (the dense reference and the sparse run agree on most blocks).
+struct BlockProduct {
+  bool valid = false;
+  std::vector<float> mNew, rowSum, g;
+};
+
+// Scores of one key block of the current query tile in one numerics family: base-2 logits, -inf where masked.
+struct BlockScores {
+  std::vector<float> s, rowMax;
+};
+
+// One worker's buffers, reused by every tile it runs.
+struct TileScratch {
+  BlockScores scores[2];     // exact, int8
+  BlockProduct products[3];  // by numerics
+  std::vector<PassState> passes;
+  std::vector<float> p, offset;
+  std::vector<int> lo, hi, loBlock, hiBlock;  // visible keys per row: global, then block-local
+};
+
+class HeadStage2 {
+ public:
+  // Prepares `head`'s operands for `passes` and sizes outs[p] for pass p, reusing this object's buffers and
+  // those of the outputs. `head` and the masks must outlive the tiles.
+  void prepare(const HeadOperands& head, const Geometry& g, const std::vector<PassSpec>& passes,
+               const std::vector<AttentionOutput*>& outs);
+  int tiles() const { return nq_; }
+  // Key blocks that tile i visits, summed over the passes (what it costs, for scheduling).
+  int64_t tileCost(int i) const { return cost_[size_t(i)]; }
+  // Every pass over query tile i; tiles may run at the same time on different threads.
+  void runTile(int i, TileScratch& scratch);
+  // Adds up what the tiles counted (empty rows, non-finite scores) into the outputs; after every tile ran.
+  void finish();
+
+ private:
+  friend class TileRun;
+  struct Pass {
+    PassSpec spec;
+    AttentionOutput* out = nullptr;
+    std::vector<int32_t> emptyRows;  // [nq]
+    std::vector<uint8_t> nonFinite;  // [nq]
+  };
+  HeadOperands h_;
+  Geometry g_;
+  const tile::Kernels* kernels_ = nullptr;
+  int nq_ = 0, nk_ = 0;
+  std::vector<Pass> passes_;
+  std::vector<int64_t> cost_;
+  Stage2Operands ops_;
+};
+
+}  // namespace sparge::core
