@@ -45,10 +45,30 @@ void padValues(const float* v, int64_t nKv, int64_t dv, int rows, int width, std
     for (int64_t c = 0; c < dv; ++c) out[size_t(r) * width + c] = f(v[r * dv + c]);
 }
 
+// Two INT8 codes (held as floats) as the int16 halves of one 32-bit word, the first in the low half.
+int32_t codePair(float lo, float hi) {
+  return int32_t(uint32_t(uint16_t(int16_t(lo))) | (uint32_t(uint16_t(int16_t(hi))) << 16));
+}
+
 void prepareInt8(const HeadOperands& h, const Geometry& g, int nk, Stage2Operands& o) {
   quantizeRowsInt8(h.q, h.nQ, h.d, g.blockQ, nullptr, h.dtype, o.q8);
-  quantizeRowsInt8(h.k, h.nKv, h.d, g.blockK, h.keyMean, h.dtype, o.kRows);
-  transposeKeys(o.kRows.codes.data(), h.nKv, h.d, g.blockK, o.blockCols, nk, o.k8);
+  quantizeRowsInt8(h.k, h.nKv, h.d, g.blockK, h.keyMean, h.dtype, o.k8);
+  const int64_t d = h.d;
+  o.pairs = int((d + 1) / 2);
+  auto code = [d](const std::vector<float>& codes, int64_t row, int64_t c) {
+    return c < d ? codes[size_t(row * d + c)] : 0.0f;
+  };
+  o.q8Pairs.resize(size_t(h.nQ) * o.pairs);
+  for (int64_t r = 0; r < h.nQ; ++r)
+    for (int c = 0; c < o.pairs; ++c)
+      o.q8Pairs[size_t(r) * o.pairs + c] =
+          codePair(code(o.q8.codes, r, 2 * c), code(o.q8.codes, r, 2 * c + 1));
+  o.k8Pairs.assign(size_t(nk) * o.pairs * o.blockCols, 0);
+  for (int64_t key = 0; key < h.nKv; ++key) {
+    int32_t* dst = o.k8Pairs.data() + size_t(key / g.blockK) * o.pairs * o.blockCols + key % g.blockK;
+    for (int c = 0; c < o.pairs; ++c)
+      dst[size_t(c) * o.blockCols] = codePair(code(o.k8.codes, key, 2 * c), code(o.k8.codes, key, 2 * c + 1));
+  }
   o.int8Factor = float(h.scale) * float(kLog2e);
 }
 
@@ -151,16 +171,15 @@ TileRun::TileRun(HeadStage2& head, TileScratch& sc, int i)
 void TileRun::scoreBlock(int j, bool int8) {
   BlockScores& b = sc_.scores[int8 ? 1 : 0];
   const int d = int(h_.d), bc = ops_.blockCols;
-  const float* kt = (int8 ? ops_.k8 : ops_.kExact).data() + size_t(j) * d * bc;
   if (int8) {
-    // The kernel's factor: (sm_scale · log2e) · (q_scale · k_scale), in fp32. INT8 products and their sums
-    // are exact in fp32 (up to D = 1040), so the order of the sums does not matter.
-    const float factor = ops_.int8Factor * (ops_.q8.scales[size_t(i_)] * ops_.kRows.scales[size_t(j)]);
-    kern_.multiply(rows_, bc, d, ops_.q8.codes.data() + size_t(r0_) * d, d, kt, bc, factor, false, b.s.data(),
-                   bc);
+    // The kernel's factor: (sm_scale · log2e) · (q_scale · k_scale), in fp32, on exact int32 sums.
+    const float factor = ops_.int8Factor * (ops_.q8.scales[size_t(i_)] * ops_.k8.scales[size_t(j)]);
+    const int pairs = ops_.pairs;
+    kern_.multiplyInt8(rows_, bc, pairs, ops_.q8Pairs.data() + size_t(r0_) * pairs, pairs,
+                       ops_.k8Pairs.data() + size_t(j) * pairs * bc, bc, factor, b.s.data(), bc);
   } else {
-    kern_.multiply(rows_, bc, d, ops_.qScaled.data() + size_t(r0_) * d, d, kt, bc, 1.0f, false, b.s.data(),
-                   bc);
+    kern_.multiply(rows_, bc, d, ops_.qScaled.data() + size_t(r0_) * d, d,
+                   ops_.kExact.data() + size_t(j) * d * bc, bc, 1.0f, false, b.s.data(), bc);
   }
   for (int r = 0; r < rows_; ++r) {
     sc_.loBlock[r] = sc_.lo[r] - k0_;

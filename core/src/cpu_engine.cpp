@@ -76,6 +76,18 @@ EntryResult withoutHeads(const EntryResult& shown) {
 
 }  // namespace
 
+std::string cpuIsa() {
+  return tile::kernels().isa;
+}
+
+std::vector<std::string> cpuIsaVariants() {
+  return tile::variants();
+}
+
+void useCpuIsa(const std::string& isa) {
+  tile::useVariant(isa);
+}
+
 // One (batch, head) of a run: its Stage-2 buffers and outputs, kept from run to run so that a parameter
 // change allocates nothing large.
 struct CpuEngine::HeadWork {

@@ -2,8 +2,10 @@
 // (core/src/isa/tile_kernels.cpp).
 #include "tile_kernels.h"
 
+#include <atomic>
 #include <cstdlib>
 #include <string>
+#include <vector>
 
 #include "sparge/core/error.h"
 
@@ -43,26 +45,46 @@ bool cpuHasX86_64V3() {
 #endif
 }
 
-const Kernels& choose() {
+// The variants this CPU can run, best first.
+std::vector<const Kernels*> runnable() {
   __builtin_cpu_init();
-  const bool v3 = cpuHasX86_64V3(), v4 = v3 && cpuHasX86_64V4();
-  const char* asked = std::getenv("SPARGE_CPU_ISA");
-  const std::string want = asked ? asked : "";
-  if (want.empty()) return v4 ? avx512::kernels() : (v3 ? avx2::kernels() : baseline::kernels());
-  if (want == "x86-64") return baseline::kernels();
-  if ((want == "avx2" && v3) || (want == "avx512" && v4))
-    return want == "avx2" ? avx2::kernels() : avx512::kernels();
-  if (want == "avx2" || want == "avx512")
-    throw Error("SPARGE_CPU_ISA",
-                "this CPU cannot run the " + want + " variant; unset it or ask for a lower one");
-  throw Error("SPARGE_CPU_ISA", "unknown variant '" + want + "': use avx512, avx2 or x86-64 (or unset it)");
+  std::vector<const Kernels*> out;
+  if (cpuHasX86_64V3() && cpuHasX86_64V4()) out.push_back(&avx512::kernels());
+  if (cpuHasX86_64V3()) out.push_back(&avx2::kernels());
+  out.push_back(&baseline::kernels());
+  return out;
 }
+
+const Kernels& named(const std::string& isa, const std::string& where) {
+  for (const Kernels* k : runnable())
+    if (isa == k->isa) return *k;
+  if (isa == "avx512" || isa == "avx2")
+    throw Error(where, "this CPU cannot run the " + isa + " variant; ask for a lower one (" +
+                           std::string(runnable().front()->isa) + " is the best it runs)");
+  throw Error(where, "unknown instruction-set variant '" + isa + "': use avx512, avx2 or x86-64");
+}
+
+std::atomic<const Kernels*> gChosen{nullptr};
 
 }  // namespace
 
 const Kernels& kernels() {
-  static const Kernels& k = choose();
-  return k;
+  const Kernels* k = gChosen.load();
+  if (k) return *k;
+  const char* asked = std::getenv("SPARGE_CPU_ISA");
+  k = asked && *asked ? &named(asked, "SPARGE_CPU_ISA") : runnable().front();
+  gChosen.store(k);
+  return *k;
+}
+
+void useVariant(const std::string& isa) {
+  gChosen.store(&named(isa, "instruction set"));
+}
+
+std::vector<std::string> variants() {
+  std::vector<std::string> out;
+  for (const Kernels* k : runnable()) out.push_back(k->isa);
+  return out;
 }
 
 }  // namespace sparge::core::tile

@@ -5,6 +5,8 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <string>
+#include <vector>
 
 #include "sparge/core/types.h"
 
@@ -30,6 +32,11 @@ struct Kernels {
   // accumulator, one rounding per m16n8k16 step); depth is then a multiple of 16.
   void (*multiply)(int rows, int cols, int depth, const float* a, int lda, const float* b, int ldb,
                    float factor, bool fp16Steps, float* c, int ldc);
+  // multiply() for INT8 codes held as int16 pairs: a [rows][lda] and b [pairs][ldb] are 32-bit words each
+  // holding (code 2k, code 2k+1) of a row (a) or of a column (b); the sums are exact in int32, then
+  // converted to fp32 and multiplied by `factor`.
+  void (*multiplyInt8)(int rows, int cols, int pairs, const int32_t* a, int lda, const int32_t* b, int ldb,
+                       float factor, float* c, int ldc);
   // Scores s[r][j] outside [lo[r], hi[r]] (inclusive; empty when lo > hi) become -inf and rowMax[r] is the
   // largest remaining one (-inf when none). Returns true when a remaining score is NaN or infinite.
   bool (*maskAndMax)(float* s, int lds, int rows, int cols, const int* lo, const int* hi, float* rowMax);
@@ -53,8 +60,10 @@ struct Kernels {
   void (*channelCodesFp8)(const float* v, int64_t n, int dv, const float* recip, float* codes, int ldc);
 };
 
-// The variant for this CPU; SPARGE_CPU_ISA=avx512|avx2|x86-64 asks for a lower one (benchmarks, tests),
-// and a variant the CPU cannot run is an error.
+// The variant in use: the best this CPU runs, unless SPARGE_CPU_ISA=avx512|avx2|x86-64 asks for another at
+// the first call or useVariant() switches (benchmarks, tests). A variant the CPU cannot run is an error.
 const Kernels& kernels();
+void useVariant(const std::string& isa);
+std::vector<std::string> variants();  // the variants this CPU runs, best first
 
 }  // namespace sparge::core::tile

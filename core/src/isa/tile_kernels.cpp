@@ -5,6 +5,8 @@
 // extensions, so the same source serves every width.
 #include "tile_kernels.h"
 
+#include <immintrin.h>
+
 #include <cmath>
 #include <cstdint>
 #include <cstring>
@@ -169,6 +171,66 @@ void multiplyPanels(int rows, int cols, int depth, const float* a, int lda, cons
                                ldc);
     lastRows<kRows - 1, kFp16Steps>(rows - r, depth, a + size_t(r) * lda, lda, b + j, ldb, factor,
                                     c + size_t(r) * ldc + j, ldc);
+  }
+}
+
+// Σ over the two int16 halves of every 32-bit lane of a · b, in int32 (pmaddwd): two INT8 products a lane.
+[[gnu::always_inline]] inline I madd(I a, I b) {
+#if SPARGE_TILE_LANES == 16
+  return (I)_mm512_madd_epi16((__m512i)a, (__m512i)b);
+#elif SPARGE_TILE_LANES == 8
+  return (I)_mm256_madd_epi16((__m256i)a, (__m256i)b);
+#else
+  return (I)_mm_madd_epi16((__m128i)a, (__m128i)b);
+#endif
+}
+
+[[gnu::always_inline]] inline I loadInts(const int32_t* p) {
+  I v;
+  std::memcpy(&v, p, sizeof v);
+  return v;
+}
+
+// panel() for INT8 codes stored as int16 pairs: exact int32 sums, converted to float at the end.
+template <int R>
+[[gnu::always_inline]] inline void pairPanel(int pairs, const int32_t* a, int lda, const int32_t* b, int ldb,
+                                             float factor, float* c, int ldc) {
+  I acc[R][2];
+#pragma GCC unroll 16
+  for (int i = 0; i < R; ++i) acc[i][0] = acc[i][1] = I{};
+  for (int k = 0; k < pairs; ++k) {
+    const I b0 = loadInts(b + size_t(k) * ldb), b1 = loadInts(b + size_t(k) * ldb + W);
+#pragma GCC unroll 16
+    for (int i = 0; i < R; ++i) {
+      const I x = a[size_t(i) * lda + k] - I{};
+      acc[i][0] += madd(x, b0);
+      acc[i][1] += madd(x, b1);
+    }
+  }
+#pragma GCC unroll 16
+  for (int i = 0; i < R; ++i) {
+    store(c + size_t(i) * ldc, __builtin_convertvector(acc[i][0], F) * factor);
+    store(c + size_t(i) * ldc + W, __builtin_convertvector(acc[i][1], F) * factor);
+  }
+}
+
+template <int R>
+[[gnu::always_inline]] inline void lastPairRows(int rows, int pairs, const int32_t* a, int lda,
+                                                const int32_t* b, int ldb, float factor, float* c, int ldc) {
+  if constexpr (R > 0) {
+    if (rows == R) return pairPanel<R>(pairs, a, lda, b, ldb, factor, c, ldc);
+    lastPairRows<R - 1>(rows, pairs, a, lda, b, ldb, factor, c, ldc);
+  }
+}
+
+void multiplyInt8(int rows, int cols, int pairs, const int32_t* a, int lda, const int32_t* b, int ldb,
+                  float factor, float* c, int ldc) {
+  for (int j = 0; j < cols; j += 2 * W) {
+    int r = 0;
+    for (; r + kRows <= rows; r += kRows)
+      pairPanel<kRows>(pairs, a + size_t(r) * lda, lda, b + j, ldb, factor, c + size_t(r) * ldc + j, ldc);
+    lastPairRows<kRows - 1>(rows - r, pairs, a + size_t(r) * lda, lda, b + j, ldb, factor,
+                            c + size_t(r) * ldc + j, ldc);
   }
 }
 
@@ -376,9 +438,18 @@ void channelCodesFp8(const float* v, int64_t n, int dv, const float* recip, floa
 }  // namespace
 
 const Kernels& kernels() {
-  static const Kernels k{SPARGE_TILE_ISA_NAME, 2 * W,         multiply,       maskAndMax,
-                         exponentiate,         advanceMaxima, rescaleAdd,     compare,
-                         quantizeTileInt8,     channelAmax,   channelCodesFp8};
+  static const Kernels k{.isa = SPARGE_TILE_ISA_NAME,
+                         .columnStep = 2 * W,
+                         .multiply = multiply,
+                         .multiplyInt8 = multiplyInt8,
+                         .maskAndMax = maskAndMax,
+                         .exponentiate = exponentiate,
+                         .advanceMaxima = advanceMaxima,
+                         .rescaleAdd = rescaleAdd,
+                         .compare = compare,
+                         .quantizeTileInt8 = quantizeTileInt8,
+                         .channelAmax = channelAmax,
+                         .channelCodesFp8 = channelCodesFp8};
   return k;
 }
 

@@ -61,6 +61,13 @@ AttentionOutput blockSparseAttention(const float* q, const float* k, const float
                                      int64_t d, int64_t dv, double scale, bool causal, const Geometry& g,
                                      const uint8_t* mask, double lambda, bool wantBlockMass);
 
+// The instruction-set variant of the CPU engine's inner loops in use ("avx512", "avx2" or "x86-64"), the
+// variants this CPU runs (best first), and a switch among them for benchmarks (the environment variable
+// SPARGE_CPU_ISA picks one at start-up). Throws sparge::Error for a variant this CPU cannot run.
+std::string cpuIsa();
+std::vector<std::string> cpuIsaVariants();
+void useCpuIsa(const std::string& isa);
+
 class CpuEngine final : public Engine {
  public:
   // threads = 0: std::thread::hardware_concurrency().
