@@ -17,7 +17,7 @@
 #include <vector>
 
 #include "bench_common.h"
-#include "launch.h"
+#include "common/launch.h"
 #include "sparge/core/types.h"
 
 namespace {
@@ -167,10 +167,6 @@ void runConfig(const Options& o, Device& dv, int N, int D, bool causal, const st
   const core::Numerics n = num == "int8-fp8"    ? core::Numerics::Int8Fp8
                            : num == "int8-fp16" ? core::Numerics::Int8Fp16
                                                 : core::Numerics::None;
-  if (fam == "sm80")
-    setenv("SPARGE_ATTN_KERNEL", "sm80", 1);
-  else
-    unsetenv("SPARGE_ATTN_KERNEL");
   std::vector<int> heads(o.heads);
   for (int h = 0; h < o.heads; ++h) heads[h] = h;
   int* dHeads;
@@ -194,6 +190,9 @@ void runConfig(const Options& o, Device& dv, int N, int D, bool causal, const st
   a.scaleLog2 = float(1.0 / std::sqrt(double(D)) * 1.4426950408889634);
   a.lut = dLut, a.validCount = dCount, a.params = dParams, a.pvSkipped = dSkip, a.emptyRows = dEmpty;
   a.numerics = n;
+  const KernelSwitches switches = KernelSwitches::fromEnvironment();
+  a.sm90SplitBelow = switches.sm90SplitBelow;
+  a.family = fam == "sm80" ? AttnFamily::Sm80 : AttnFamily::Auto;
   const size_t need = quantWorkspaceBytes(p, n);
   if (need > dv.wsBytes) {
     cudaFree(dv.ws);
@@ -206,7 +205,7 @@ void runConfig(const Options& o, Device& dv, int N, int D, bool causal, const st
         [&] { a.quant = launchQuantize(ElemType::F16, p, n, dv.q, dv.k, dv.km, dv.v, dv.ws, 0); }, o.repeat);
   }
   const double flops = 4.0 * o.heads * double(N) * N * D * (causal ? 0.5 : 1.0);
-  const char* kernel = attentionSm90Selected(p, n) ? "sm90" : "sm80";
+  const char* kernel = attentionSm90Selected(p, n, a.family) ? "sm90" : "sm80";
   for (float dens : o.density) {
     std::vector<int32_t> lut, count;
     const double share = randomLut(p, dens, o.sharedRows, lut, count);

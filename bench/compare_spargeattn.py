@@ -18,6 +18,8 @@ import statistics
 import sys
 import time
 
+import machine_info
+
 
 def warm_up(torch, fn, runs, ms):
     """Untimed runs of fn: at least `runs` and at least `ms` milliseconds of them."""
@@ -168,8 +170,9 @@ def main():
     if args.json:
         out = [{"tokens": k[0], "head_dim": k[1], "causal": k[2], "ours": cells[k], "theirs": theirs[k]}
                for k in sorted(cells)]
-        doc = {"device": torch.cuda.get_device_name(), "torch": torch.__version__, "repeat": args.repeat,
-               "warmup_ms": args.warmup_ms, "pause_ms": args.pause_ms, "results": out}
+        doc = machine_info.stamp("sparge-compare-spargeattn/1")
+        doc.update({"device": torch.cuda.get_device_name(), "torch": torch.__version__, "repeat": args.repeat,
+                    "warmup_ms": args.warmup_ms, "pause_ms": args.pause_ms, "results": out})
         tmp = args.json + ".tmp"  # a finished file or none: written beside, then renamed over
         with open(tmp, "w") as f:
             json.dump(doc, f, indent=2, default=str)

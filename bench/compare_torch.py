@@ -8,6 +8,7 @@ import argparse
 import json
 import sys
 
+import machine_info
 from compare_spargeattn import timed
 
 
@@ -92,7 +93,9 @@ def main():
         print("  ".join(c.rjust(w) for c, w in zip(r, widths)))
     print("(ratios are time ratios: ours / theirs; < 1 means we are faster)")
     if args.json:
-        json.dump({"device": dev, "torch": torch.__version__, "results": out}, open(args.json, "w"), indent=2)
+        doc = machine_info.stamp("sparge-compare-torch/1")
+        doc.update({"device": dev, "torch": torch.__version__, "results": out})
+        json.dump(doc, open(args.json, "w"), indent=2)
     return 0
 
 

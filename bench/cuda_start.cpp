@@ -1,6 +1,6 @@
 // CUDA's start-up in one process, as a rank of a multi-GPU job pays it once: the driver (cuInit), the
 // device's primary context, a first device allocation and a page-locked host buffer like the engine's upload
-// slots. Run several at once (bench/mpi_scaling.sh does, one per GPU) to see what processes starting together
+// slots. Run several at once (tools/gpu/mpi_scaling.sh does, one per GPU) to see what processes starting together
 // cost each other: that start-up is a fixed part of every rank's job time. CUDA_DEVICE_MAX_CONNECTIONS sets
 // the hardware work queues the context makes (CUDA's default 8; sparge asks for 2).
 #include <cuda.h>

@@ -19,9 +19,9 @@
 #include <vector>
 
 #include "bench_common.h"
-#include "parts/hopper_sync.cuh"
+#include "attention/sm90/hopper_sync.cuh"
 #include "sparge/core/error.h"
-#include "tma_map.h"
+#include "attention/sm90/tma_map.h"
 
 namespace {
 

@@ -2,6 +2,7 @@
 // device data over a sweep of sequence lengths, head dims, causal and top-k, next to our dense kernel and
 // cuDNN's fused attention; prints a table and writes JSON.
 #include <cstdlib>
+#include <ctime>
 #include <iostream>
 #include <memory>
 #include <nlohmann/json.hpp>
@@ -10,20 +11,30 @@
 
 #include "commands.h"
 #include "cpu_bench.h"
-#include "dist_timings.h"
+#include "rank_timings.h"
 #include "format.h"
 #include "guards.h"
 #include "job_support.h"
 #include "piece_job.h"
 #include "sparge/core/atomic_file.h"
 #include "sparge/core/error.h"
+#include "sparge/build_info.h"
 #include "sparge/profiler/profiler.h"
+#include "sparge/profiler/report.h"
 
 #ifdef SPARGE_HAVE_CUDA_KERNELS
 #include "sparge/kernels/bench.h"
 #endif
 
 namespace sparge::cli {
+
+using scaleout::PieceJobHooks;
+using scaleout::PieceJobSpec;
+using scaleout::encodeTimings;
+using scaleout::jobTransport;
+using scaleout::mergeTimings;
+using scaleout::placeThisRank;
+using scaleout::runPieceJob;
 
 namespace {
 
@@ -51,6 +62,31 @@ struct BenchOptions {
 };
 
 #ifdef SPARGE_HAVE_CUDA_KERNELS
+// Where the figures come from: the GPU, the CUDA driver and runtime (API versions), and the SM clock the
+// device reports as its maximum (the clock during the runs is not sampled here: `sparge run --timings`
+// records it; tools/gpu scripts log nvidia-smi's driver version and clocks beside the file).
+nlohmann::json machineJson() {
+  const prof::DeviceInfo d = prof::queryDevice(0);
+  const auto version = [](int v) { return v > 0 ? std::to_string(v / 1000) + "." + std::to_string(v % 1000 / 10) : ""; };
+  nlohmann::json m;
+  m["gpu"] = d.name;
+  m["compute_capability"] = std::to_string(d.ccMajor) + "." + std::to_string(d.ccMinor);
+  m["cuda_driver"] = version(d.driverVersion);
+  m["cuda_runtime"] = version(d.runtimeVersion);
+  m["max_sm_clock_mhz"] = d.maxSmClockKHz / 1000;
+  return m;
+}
+
+// "2026-11-29T02:52:04Z".
+std::string utcNow() {
+  const std::time_t t = std::time(nullptr);
+  std::tm tm{};
+  gmtime_r(&t, &tm);
+  char buf[32];
+  std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%SZ", &tm);
+  return buf;
+}
+
 nlohmann::json statsJson(const cuda::TimeStats& s) {
   return {{"median_ms", s.medianMs}, {"min_ms", s.minMs}, {"max_ms", s.maxMs}};
 }
@@ -148,6 +184,7 @@ cuda::BenchCase makeCase(const BenchOptions& o, int64_t n, int64_t d, int c, con
   bc.warmupMs = o.warmupMs;
   bc.pauseMs = o.pauseMs;
   bc.cudnn = !o.noCudnn;
+  bc.mmaSyncOnly = o.kernel == "sm80";  // "sm90" is as "auto": the launcher never runs it where it cannot
   return bc;
 }
 
@@ -204,7 +241,7 @@ struct BenchRun {
   explicit BenchRun(const BenchOptions& options)
       : o(options), points(sweepOf(options)), dtype(parseDType(options.dtype)) {}
 
-  dist::RankInfo start() {
+  scaleout::RankInfo start() {
     placeThisRank(jobTransport(), 0);  // only its GPU matters: bench has no engine
     device = cuda::benchDeviceName();  // throws when no GPU is usable
     geometry = o.geometry.empty() ? cuda::benchDefaultGeometry() : core::Geometry::parse(o.geometry);
@@ -219,7 +256,7 @@ struct BenchRun {
                 << o.warmupMs << "+ ms of warm-up, pause " << o.pauseMs << " ms"
                 << " (CUDA events; call = Stage 1 + quantization + attention, median [min-max])\n";
     }
-    dist::RankInfo info;
+    scaleout::RankInfo info;
     info.engine = device;
     info.device = "GPU";
     return info;
@@ -227,6 +264,10 @@ struct BenchRun {
 
   nlohmann::json header() const {
     nlohmann::json h;
+    h["schema"] = "sparge-bench/1";  // bench/make_performance.py reads files of this schema
+    h["machine"] = machineJson();
+    h["commit"] = SPARGE_BUILD_COMMIT;
+    h["date"] = utcNow();
     h["device"] = device;
     h["clock"] = "cuda-event";
     h["geometry"] = geometry.label();
@@ -343,10 +384,9 @@ void registerBench(CLI::App& app, Action& action) {
                   "Untimed running before timing, at least this many milliseconds: every measurement then "
                   "starts in the state sustained load leaves the GPU in (default 200; 0: runs only)")
       ->check(CLI::Range(0, 600000));
-  cmd->add_option(
-         "--pause-ms", o->pauseMs,
-         "Idle milliseconds before each timed measurement, so that none inherits the state a heavy one "
-         "before it leaves (default 0)")
+  cmd->add_option("--pause-ms", o->pauseMs,
+                  "Idle milliseconds before each timed measurement, so that none inherits the state a heavy one "
+                  "before it leaves (default 0)")
       ->check(CLI::Range(0, 60000));
   cmd->add_option("--heads", o->heads, "Heads (H)")->check(CLI::Range(1, 4096));
   cmd->add_option("--batch", o->batch, "Batch (B)")->check(CLI::Range(1, 4096));
@@ -385,11 +425,6 @@ void registerBench(CLI::App& app, Action& action) {
         if (d != 64 && d != 128 && d != 256) throw Error("--dims", "head dims must be 64, 128 or 256");
       for (double k : o->topk)
         if (!(k > 0 && k <= 1)) throw Error("--topk", "top-k fractions must be in (0, 1]");
-      // The launcher reads SPARGE_ATTN_KERNEL at every Stage-2 launch; only "sm80" overrides its choice.
-      if (o->kernel == "sm80")
-        setenv("SPARGE_ATTN_KERNEL", "sm80", 1);
-      else
-        unsetenv("SPARGE_ATTN_KERNEL");
       return runBenchCommand(*o);
 #else
       std::cerr << "sparge bench: this build has no CUDA engine (configured without a CUDA compiler); "

@@ -9,7 +9,7 @@
 #include <set>
 
 #include "commands.h"
-#include "dist_timings.h"
+#include "rank_timings.h"
 #include "entry_pieces.h"
 #include "format.h"
 #include "guards.h"
@@ -20,12 +20,24 @@
 #include "sparge/core/dense_hint.h"
 #include "sparge/core/error.h"
 #include "sparge/core/exports.h"
+#include "sparge/core/memory_guard.h"
 #include "sparge/core/names.h"
-#include "sparge/dist/codec.h"
+#include "sparge/scaleout/codec.h"
 #include "sparge/profiler/profile_entry.h"
 #include "sparge/profiler/profiler.h"
 
 namespace sparge::cli {
+
+using scaleout::PieceJobHooks;
+using scaleout::RankEngine;
+using scaleout::encodeTimings;
+using scaleout::entryJobSpec;
+using scaleout::jobTransport;
+using scaleout::makeRankEngine;
+using scaleout::mergeEntryPieces;
+using scaleout::mergeTimings;
+using scaleout::placeThisRank;
+using scaleout::runPieceJob;
 namespace {
 
 bool endsWith(const std::string& s, const std::string& suffix) {
@@ -167,7 +179,7 @@ struct EntryRun {
   // Loads entry `unit` for a run of `heads` with `geometry`, after checking that the run fits in memory.
   LoadedEntry load(size_t unit, const std::vector<int64_t>& heads, const core::Geometry& geometry) const {
     const core::EntryInfo& info = reader.entry(names[unit]);
-    checkRunMemory(path, info, geometry, std::set<int64_t>(heads.begin(), heads.end()).size());
+    core::checkRunMemory(path, info, geometry, std::set<int64_t>(heads.begin(), heads.end()).size());
     LoadedEntry l;
     l.data = std::make_shared<core::EntryData>(core::loadEntry(reader, names[unit], &l.nonFinite));
     return l;
@@ -183,11 +195,11 @@ struct EntryRun {
   // costs a whole run; then the rank is placed, its first entry starts loading on another thread, and its
   // engine (CUDA's start-up) and profiler are created meanwhile. Errors of the load (its memory check
   // included) are thrown when runEntry takes the entry, as a direct load's would be.
-  dist::RankInfo start() {
+  scaleout::RankInfo start() {
     if (jobTransport().rank() == 0)
       checkOutputs({{"--masks", o.masksPath}, {"--report", o.reportPath}, {"--timings", o.timingsPath}},
                    {{"capture", path}, {"--params", o.paramsPath}});
-    const dist::Placement placement = placeThisRank(jobTransport(), o.threads);
+    const scaleout::Placement placement = placeThisRank(jobTransport(), o.threads);
     if (firstUnit)
       prefetched = std::async(std::launch::async, [this, unit = *firstUnit] {
         return load(unit, firstHeads, makeRunConfig(o, reader.entry(names[unit]), path, nullptr).geometry);
@@ -238,7 +250,7 @@ struct EntryRun {
       r = engine.run(config, ro);
     }
     markNonFiniteInputs(r, loaded.nonFinite);
-    return dist::encodeResult(r);
+    return scaleout::encodeResult(r);
   }
 
   PieceJobHooks hooks() {

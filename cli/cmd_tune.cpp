@@ -28,6 +28,11 @@
 #include "tune_job.h"
 
 namespace sparge::cli {
+
+using scaleout::TuneJobOutput;
+using scaleout::TuneJobSpec;
+using scaleout::jobTransport;
+using scaleout::runTuneJob;
 namespace {
 
 core::CancelFlag gCancel{false};

@@ -67,11 +67,4 @@ void applyMaxMemory(const std::string& value) {
   if (!value.empty()) core::setMemoryLimit(core::parseByteSize(value, "--max-memory"));
 }
 
-void checkRunMemory(const std::string& capturePath, const core::EntryInfo& entry,
-                    const core::Geometry& geometry, size_t heads) {
-  const int64_t count = heads > 0 ? int64_t(heads) : entry.headsQ;
-  core::checkMemory(core::estimateRunMemory(entry, geometry, count),
-                    core::printable(capturePath) + ":/entries/" + core::printable(entry.name));
-}
-
 }  // namespace sparge::cli

@@ -28,8 +28,4 @@ std::vector<std::string> uniqueEntries(const std::vector<std::string>& names);
 void addMaxMemoryOption(CLI::App& cmd, std::string& value);
 void applyMaxMemory(const std::string& value);
 
-// Fails before loading when a run of `heads` query heads (0 = all) of `entry` would not fit in memory.
-void checkRunMemory(const std::string& capturePath, const core::EntryInfo& entry,
-                    const core::Geometry& geometry, size_t heads);
-
 }  // namespace sparge::cli

@@ -13,6 +13,8 @@
 
 namespace sparge::cli {
 
+using scaleout::setJobTransport;
+
 std::string defaultCapturePath() {
   return core::sampleCapturePath().string();
 }
@@ -72,9 +74,9 @@ int runCommand(int argc, char** argv, int rank, bool& escaped) {
 int main(int argc, char** argv) {
   using namespace sparge::cli;
   sparge::engines::prepareCudaProcess();  // before MPI's threads
-  std::unique_ptr<sparge::dist::Transport> transport;
+  std::unique_ptr<sparge::scaleout::Transport> transport;
   try {
-    transport = sparge::dist::openTransport(&argc, &argv);
+    transport = sparge::scaleout::openTransport(&argc, &argv);
   } catch (const std::exception& e) {
     std::cerr << "sparge: error: " << sparge::core::printable(e.what()) << "\n";
     return 1;

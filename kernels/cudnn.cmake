@@ -1,4 +1,4 @@
-# The cuDNN dense baseline (kernels/src/cudnn_sdpa.cpp), included by cuda.cmake. Its headers: cudnn.h from
+# The cuDNN dense baseline (kernels/engine/cudnn_sdpa.cpp), included by cuda.cmake. Its headers: cudnn.h from
 # the CUDA install and the cudnn-frontend headers, fetched into the build tree by
 # scripts/fetch-cudnn-frontend.sh (pinned, checksum-verified, never committed). libcudnn.so.9 itself is
 # loaded at run time, so a build with the headers still runs where cuDNN is missing (and says why).
@@ -30,7 +30,7 @@ if(_sparge_cudnn_missing AND SPARGE_WITH_CUDNN STREQUAL "ON")
   message(FATAL_ERROR "SPARGE_WITH_CUDNN=ON but ${_sparge_cudnn_missing}")
 endif()
 
-target_sources(sparge_kernels PRIVATE ${CMAKE_CURRENT_LIST_DIR}/src/cudnn_sdpa.cpp)
+target_sources(sparge_kernels PRIVATE ${CMAKE_CURRENT_LIST_DIR}/engine/cudnn_sdpa.cpp)
 if(_sparge_cudnn_missing)
   target_compile_definitions(sparge_kernels PRIVATE SPARGE_CUDNN_MISSING="${_sparge_cudnn_missing}")
   message(STATUS "sparge_kernels: no cuDNN baseline (${_sparge_cudnn_missing})")

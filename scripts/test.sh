@@ -7,7 +7,7 @@
 set -euo pipefail
 ROOT="$(cd "$(dirname "$0")/.." && pwd)"
 "$ROOT/scripts/install-deps.sh"
-"$ROOT/scripts/build.sh"
+"$ROOT/scripts/build.sh" -DSPARGE_WERROR=ON  # warnings in our own code fail CI
 if [ "${SPARGE_SKIP_PY_DEPS:-0}" != "1" ]; then "$ROOT/scripts/install-py-deps.sh"; fi
 BUILD="${SPARGE_BUILD_DIR:-$ROOT/build}"
 (cd "$BUILD" && ctest --output-on-failure -j "${SPARGE_TEST_JOBS:-2}" --timeout 1200)

@@ -10,6 +10,7 @@
 #include <sstream>
 
 #include "sparge/core/error.h"
+#include "sparge/core/names.h"
 
 namespace sparge::core {
 namespace {
@@ -135,6 +136,13 @@ double parseByteSize(const std::string& text, const std::string& option) {
   else if (!unit.empty() && unit != "B")
     throw bad();
   return number * scale;
+}
+
+void checkRunMemory(const std::string& capturePath, const EntryInfo& entry, const Geometry& geometry,
+                    size_t heads) {
+  const int64_t count = heads > 0 ? int64_t(heads) : entry.headsQ;
+  checkMemory(estimateRunMemory(entry, geometry, count),
+              printable(capturePath) + ":/entries/" + printable(entry.name));
 }
 
 }  // namespace sparge::core

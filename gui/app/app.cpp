@@ -9,15 +9,7 @@
 #include <filesystem>
 
 #include "sparge/core/data_dir.h"
-#include "views/capture_browser.h"
-#include "views/controls_view.h"
-#include "views/curves_view.h"
-#include "views/head_detail.h"
-#include "views/head_grid.h"
-#include "views/kernel_view.h"
-#include "views/overview_view.h"
-#include "views/summary_table.h"
-#include "views/timings_view.h"
+#include "views/registry.h"
 #include "widgets/gl.h"
 
 namespace fs = std::filesystem;
@@ -30,19 +22,6 @@ std::string findAsset(const std::string& rel) {
   return p ? p->string() : std::string();
 }
 
-std::vector<std::unique_ptr<View>> makeViews() {
-  std::vector<std::unique_ptr<View>> v;
-  v.push_back(std::make_unique<CaptureBrowser>());
-  v.push_back(std::make_unique<ControlsView>());
-  v.push_back(std::make_unique<HeadGrid>());
-  v.push_back(std::make_unique<OverviewView>());
-  v.push_back(std::make_unique<HeadDetail>());
-  v.push_back(std::make_unique<CurvesView>());
-  v.push_back(std::make_unique<SummaryTable>());
-  v.push_back(std::make_unique<TimingsView>());
-  v.push_back(std::make_unique<KernelView>());
-  return v;
-}
 }  // namespace
 
 namespace {
@@ -58,10 +37,7 @@ std::pair<std::string, int> splitViewArgument(const std::string& arg) {
 bool App::isViewId(const std::string& idAndPanel) {
   auto [id, panel] = splitViewArgument(idAndPanel);
   if (panel == -2) return false;
-  for (const auto& v : makeViews()) {
-    if (id == v->id()) return true;
-  }
-  return false;
+  return isRegisteredView(id);
 }
 
 bool App::showView(const std::string& idAndPanel) {

@@ -6,6 +6,8 @@
 #include <cmath>
 #include <set>
 
+#include "views/registry.h"
+
 namespace sparge::gui {
 
 namespace {
@@ -71,7 +73,7 @@ void PanelLayout::normalize() {
     }
   }
   for (const auto& v : views_) ok = ok && seen.count(v->id()) == 1;
-  if (!ok) layout_.panels = LayoutSettings::defaultPanels();
+  if (!ok) layout_.panels = defaultPanels();
   for (auto& p : layout_.panels) {
     if (std::find(p.views.begin(), p.views.end(), p.active) == p.views.end())
       p.active = p.views.empty() ? "" : p.views.front();

@@ -55,11 +55,6 @@ void clampRanges(AppSettings& s) {
 }
 }  // namespace
 
-std::vector<PanelTabs> LayoutSettings::defaultPanels() {
-  return {{{"capture"}, "capture"},         {{"controls"}, "controls"}, {{"heads", "overview"}, "heads"},
-          {{"detail", "curves"}, "detail"}, {{"summary"}, "summary"},   {{"timings", "kernels"}, "timings"}};
-}
-
 void AppSettings::addRecent(const std::string& path) {
   std::string p = path;
   std::error_code ec;

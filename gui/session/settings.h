@@ -21,9 +21,7 @@ struct LayoutSettings {
   float gridHeight = 0.42f;
   float leftTopHeight = 0.40f;
   float rightTopHeight = 0.58f;
-  std::vector<PanelTabs> panels = defaultPanels();
-
-  static std::vector<PanelTabs> defaultPanels();
+  std::vector<PanelTabs> panels;  // empty: the views' default panels (gui/views/registry.cpp)
 };
 
 struct AppSettings {

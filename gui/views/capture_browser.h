@@ -9,8 +9,6 @@ namespace sparge::gui {
 
 class CaptureBrowser final : public View {
  public:
-  const char* id() const override { return "capture"; }
-  const char* title() const override { return "Capture"; }
   void draw(Session& session, UiState& ui) override;
 
  private:

@@ -11,8 +11,6 @@ namespace sparge::gui {
 
 class ControlsView final : public View {
  public:
-  const char* id() const override { return "controls"; }
-  const char* title() const override { return "Controls"; }
   void draw(Session& session, UiState& ui) override;
 
  private:

@@ -13,8 +13,6 @@ namespace sparge::gui {
 
 class CurvesView final : public View {
  public:
-  const char* id() const override { return "curves"; }
-  const char* title() const override { return "Curves"; }
   void draw(Session& session, UiState& ui) override;
 
  private:

@@ -11,8 +11,6 @@ namespace sparge::gui {
 
 class HeadDetail final : public View {
  public:
-  const char* id() const override { return "detail"; }
-  const char* title() const override { return "Head detail"; }
   void draw(Session& session, UiState& ui) override;
 
  private:

@@ -12,8 +12,6 @@ namespace sparge::gui {
 
 class HeadGrid final : public View {
  public:
-  const char* id() const override { return "heads"; }
-  const char* title() const override { return "Heads"; }
   void draw(Session& session, UiState& ui) override;
   // For the frame benchmark: textures uploaded by this view so far.
   size_t textureCount() const { return textures_.size(); }

@@ -11,8 +11,6 @@ namespace sparge::gui {
 
 class KernelView final : public View {
  public:
-  const char* id() const override { return "kernels"; }
-  const char* title() const override { return "Kernels"; }
   void draw(Session& session, UiState& ui) override;
 
  private:

@@ -13,8 +13,6 @@ namespace sparge::gui {
 
 class OverviewView final : public View {
  public:
-  const char* id() const override { return "overview"; }
-  const char* title() const override { return "Overview"; }
   void draw(Session& session, UiState& ui) override;
 
  private:

@@ -10,8 +10,6 @@ namespace sparge::gui {
 
 class SummaryTable final : public View {
  public:
-  const char* id() const override { return "summary"; }
-  const char* title() const override { return "Summary"; }
   void draw(Session& session, UiState& ui) override;
 
  private:

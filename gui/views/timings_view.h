@@ -7,8 +7,6 @@ namespace sparge::gui {
 
 class TimingsView final : public View {
  public:
-  const char* id() const override { return "timings"; }
-  const char* title() const override { return "Timings"; }
   void draw(Session& session, UiState& ui) override;
 
  private:

@@ -1,7 +1,9 @@
 // Base class of the views (ImHex's View idea): each view draws itself from the Session and sends commands.
 #pragma once
 
+#include <memory>
 #include <string>
+#include <vector>
 
 #include "session.h"
 
@@ -18,13 +20,19 @@ struct UiState {
   bool screenshotMode = false;  // automation: hide volatile bits
 };
 
+// A view's id and title come from its row in the registry (views/registry.cpp), which makes every view.
 class View {
  public:
   virtual ~View() = default;
-  virtual const char* id() const = 0;     // stable name: settings, `--action view=ID`
-  virtual const char* title() const = 0;  // tab label
+  const char* id() const { return id_; }        // stable name: settings, `--action view=ID`
+  const char* title() const { return title_; }  // tab label and View-menu entry
   // Draws the view's contents into the current child window.
   virtual void draw(Session& session, UiState& ui) = 0;
+
+ private:
+  friend std::vector<std::unique_ptr<View>> makeViews();
+  const char* id_ = "";
+  const char* title_ = "";
 };
 
 }  // namespace sparge::gui

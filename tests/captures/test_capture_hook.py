@@ -6,7 +6,7 @@ attention recomputed in float64 from the captured Q/K/V, so a wrong layout, head
 rotary placement, causal flag or scale fails.
 
 With SPARGE_BIN set to the sparge CLI, the files are also opened with the C++ reader (`sparge info`).
-SPARGE_TEST_DEVICE=cuda runs the models and SDPA calls on the GPU (captures/gpu_check.sh does both).
+SPARGE_TEST_DEVICE=cuda runs the models and SDPA calls on the GPU (tools/gpu/capture_hook_check.sh does both).
 """
 
 import math

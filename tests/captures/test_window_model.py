@@ -11,7 +11,7 @@ Skips without torch, transformers, gguf, accelerate or the weights package (scri
 installs them), and without SPARGE_BIN for the engine checks. Loading the model takes ~3 minutes on 2 cores.
 
 The CUDA half runs live when this machine has a GPU. Without one it checks a run recorded on a GPU machine
-(bench/window_capture_gpu.sh): by default the one in tests/captures/recorded/gemma3_window_cuda (masks,
+(tools/gpu/window_capture.sh): by default the one in tests/captures/recorded/gemma3_window_cuda (masks,
 report, and the digest of the capture's content it ran on), judged by the same numpy oracles against the
 capture this test makes, when that capture holds the same data (else it skips and says to re-record).
 SPARGE_CUDA_RECORDED names another folder (masks_cuda.h5, report_cuda.json, capture.sha256 and/or
@@ -185,7 +185,7 @@ def recorded_cuda_run(capture_path=None):
     if got != want:
         message = f"{capture_path} is not the capture the recorded CUDA run used ({got} != {want})"
         assert not chosen, message
-        pytest.skip(message + ": re-record it with bench/window_capture_gpu.sh")
+        pytest.skip(message + ": re-record it with tools/gpu/window_capture.sh")
     return capture_path, folder / "masks_cuda.h5", reports_by_name(folder / "report_cuda.json")
 
 

@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """Writes a small causal capture with NaN/Inf in known places (q head 1 one NaN, k head 2 a row of Inf).
-usage: make_nan_capture.py OUT.h5 — used by the CLI test (nan_input) and by scripts/gpu-session.sh."""
+usage: make_nan_capture.py OUT.h5 — used by the CLI test (nan_input) and by tools/gpu/session.sh."""
 import sys
 
 import h5py

@@ -15,8 +15,7 @@
 #include <vector>
 
 #include "attention_oracle.h"
-#include "kernel_family.h"
-#include "launch.h"  // kernels/src: the kernel launchers
+#include "common/launch.h"  // the kernel launchers
 #include "sparge/core/error.h"
 #include "sparge/core/half.h"
 
@@ -212,11 +211,11 @@ void runGpu(const Case& c, const std::vector<float>& q, const std::vector<float>
   a.pvSkipped = dskip.as<uint8_t>();
   a.emptyRows = dempty.as<int>();
   a.numerics = c.n;
+  a.family = c.family == "sm80" ? AttnFamily::Sm80 : AttnFamily::Auto;
   const ElemType t = c.bf16 ? ElemType::BF16 : ElemType::F16;
   Buf ws(quantWorkspaceBytes(p, c.n));
   if (c.n != Numerics::None)
     a.quant = launchQuantize(t, p, c.n, dq.get(), dk.get(), dkm.get(), dv.get(), ws.get(), 0);
-  test::ScopedKernelFamily family(c.family);
   const int64_t before = attentionSm90LaunchCount();
   launchAttention(t, p, a, c.denseLaunch, 0);
   ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess) << cudaGetErrorString(cudaGetLastError());

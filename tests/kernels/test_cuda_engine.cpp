@@ -14,10 +14,9 @@
 #include <vector>
 
 #include "engine_fixture.h"
-#include "kernel_family.h"
-#include "launch.h"  // kernels/src: the kernel launchers
+#include "common/launch.h"  // the kernel launchers
 #include "scoped_env.h"
-#include "smem_layout_sm90.h"
+#include "attention/sm90/smem_layout_sm90.h"
 #include "sparge/core/cpu_engine.h"
 #include "sparge/core/error.h"
 #include "sparge/core/half.h"
@@ -634,8 +633,8 @@ TEST(CudaEngineErrors, UnsupportedShapesAndMissingEntryAreClearErrors) {
 }
 
 // ---------------------------------------------------------------------------------------------
-// Hopper (wgmma) Stage-2 kernel (64x128 tiles, and 128x64 in exact numerics), selected with
-// SPARGE_ATTN_KERNEL=sm90.
+// Hopper (wgmma) Stage-2 kernel (64x128 tiles, and 128x64 in exact numerics), which the launcher picks on an
+// sm_90 GPU.
 
 // The shared-memory tile layout against the canonical 128-byte-swizzled wgmma layouts as the
 // descriptors describe them (fields decoded from the descriptor bits, swizzle applied to the byte
@@ -778,11 +777,7 @@ TEST(CudaStage2Sm90, OnlySelectedForItsGeometriesOnSm90) {
   p.D = 128;
   p.BQ = 64;
   p.BK = 128;
-  {
-    test::ScopedKernelFamily env("sm80");
-    EXPECT_FALSE(attentionSm90Selected(p));
-  }
-  test::ScopedKernelFamily env("sm90");
+  EXPECT_FALSE(attentionSm90Selected(p, core::Numerics::None, AttnFamily::Sm80));
   EXPECT_TRUE(attentionSm90Selected(p));
   p.D = 256;  // no wgmma kernel at D 256: the mma.sync family runs it (kernel names end in _sm80)
   EXPECT_FALSE(attentionSm90Selected(p));
@@ -800,7 +795,6 @@ TEST(CudaStage2Sm90, OnlySelectedForItsGeometriesOnSm90) {
 
 TEST(CudaStage2Sm90, MatchesCpuOnSameMaskAcrossShapes) {
   REQUIRE_SM90();
-  test::ScopedKernelFamily env("sm90");
   core::HeadParams cdf;
   cdf.theta = 0.3;
   cdf.tau = 0.9;
@@ -830,7 +824,6 @@ TEST(CudaStage2Sm90, MatchesCpuOnSameMaskAcrossShapes) {
 
 TEST(CudaStage2Sm90, PvSkipMatchesCpu) {
   REQUIRE_SM90();
-  test::ScopedKernelFamily env("sm90");
   core::HeadParams p;
   p.theta = -0.1;
   p.mode = core::SelectMode::TopK;
@@ -853,7 +846,6 @@ TEST(CudaStage2Sm90, PvSkipMatchesCpu) {
 
 TEST(CudaStage2Sm90, DenseKernelMatchesCpu) {
   REQUIRE_SM90();
-  test::ScopedKernelFamily env("sm90");
   core::HeadParams p;
   p.dense = true;
   p.lambda = 0.0;
@@ -871,7 +863,6 @@ TEST(CudaStage2Sm90, DenseKernelMatchesCpu) {
 // visible block and a full row; poisoned output must be overwritten everywhere.
 TEST(CudaStage2Sm90, EmptyRowsAreZeroAndCounted) {
   REQUIRE_SM90();
-  test::ScopedKernelFamily env("sm90");
   const int N = 256, D = 64, nq = 4, nk = 2;
   Shape s{1, 1, 1, N, N, D, DType::Float16, true};
   auto e = makeEntry(s, 78);

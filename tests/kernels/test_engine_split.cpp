@@ -10,9 +10,9 @@
 #include <string>
 #include <vector>
 
-#include "cudnn_sdpa.h"  // kernels/src
+#include "engine/cudnn_sdpa.h"
 #include "engine_fixture.h"
-#include "launch.h"
+#include "common/launch.h"
 #include "sparge/core/error.h"
 #include "sparge/core/stage1.h"
 

@@ -1,4 +1,4 @@
-// The host conversion the CUDA engine uploads entries with (kernels/src/half_bits.h) against CUDA's own host
+// The host conversion the CUDA engine uploads entries with (kernels/engine/half_bits.h) against CUDA's own host
 // conversions, __float2half_rn and __float2bfloat16_rn: the same bits for every finite value and infinity
 // (ties, subnormals, overflow, both signs), NaN stays NaN, and the NaN/Inf report. Runs without a GPU.
 #include <cuda_bf16.h>
@@ -11,7 +11,7 @@
 #include <random>
 #include <vector>
 
-#include "half_bits.h"  // kernels/src
+#include "engine/half_bits.h"
 
 namespace sparge::cuda {
 namespace {

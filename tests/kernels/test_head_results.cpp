@@ -1,4 +1,4 @@
-// The CUDA engine's per-head results cut from host arrays (kernels/src/head_results.h) against hand-computed
+// The CUDA engine's per-head results cut from host arrays (kernels/engine/head_results.h) against hand-computed
 // values: the reference's block mass per geometry, the slices of a head, its sparsity and its error split.
 // Plain host code: runs without a GPU.
 #include <gtest/gtest.h>
@@ -6,7 +6,7 @@
 #include <cmath>
 #include <vector>
 
-#include "head_results.h"  // kernels/src
+#include "engine/head_results.h"
 
 namespace sparge::cuda {
 namespace {

@@ -14,9 +14,9 @@
 #include <thread>
 
 #include "sparge/core/exports.h"
-#include "sparge/dist/codec.h"
-#include "sparge/dist/transport.h"
-#include "sparge/dist/wire.h"
+#include "sparge/scaleout/codec.h"
+#include "sparge/scaleout/transport.h"
+#include "sparge/scaleout/wire.h"
 
 namespace {
 
@@ -69,7 +69,7 @@ core::EntryResult fakeResult(int index, int64_t heads, int64_t tokens) {
 }
 
 // Receives one message from each other rank (polling, as the job does).
-std::vector<std::string> gatherAll(dist::Transport& t) {
+std::vector<std::string> gatherAll(scaleout::Transport& t) {
   std::vector<std::string> got(size_t(t.size()));
   for (int received = 0; received < t.size() - 1;) {
     if (auto m = t.poll()) {
@@ -82,7 +82,7 @@ std::vector<std::string> gatherAll(dist::Transport& t) {
   return got;
 }
 
-void syncAll(dist::Transport& t) {  // everyone reports to rank 0, rank 0 answers
+void syncAll(scaleout::Transport& t) {  // everyone reports to rank 0, rank 0 answers
   if (t.rank() == 0) {
     gatherAll(t);
     for (int r = 1; r < t.size(); ++r) t.send(r, 2, {});
@@ -99,16 +99,16 @@ struct Split {
 };
 
 // One message per result, as the job sends them; rank 0 decodes each as it arrives.
-Split gather(dist::Transport& t, const std::vector<core::EntryResult>& mine, const std::string& out,
+Split gather(scaleout::Transport& t, const std::vector<core::EntryResult>& mine, const std::string& out,
              int entries) {
   const auto t0 = Clock::now();
   std::vector<core::EntryResult> all{size_t(entries)};
   for (size_t i = 0; i < mine.size(); ++i) {
     const int index = t.rank() + int(i) * t.size();
     if (t.rank() == 0)
-      all[size_t(index)] = dist::decodeResult(dist::encodeResult(mine[i]), "result");
+      all[size_t(index)] = scaleout::decodeResult(scaleout::encodeResult(mine[i]), "result");
     else
-      t.send(0, 100 + index, dist::encodeResult(mine[i]));
+      t.send(0, 100 + index, scaleout::encodeResult(mine[i]));
   }
   if (t.rank() != 0) {
     while (!t.poll()) std::this_thread::sleep_for(std::chrono::microseconds(200));  // rank 0 has them all
@@ -116,7 +116,7 @@ Split gather(dist::Transport& t, const std::vector<core::EntryResult>& mine, con
   }
   for (int received = int(mine.size()); received < entries;) {
     if (auto m = t.poll()) {
-      all[size_t(m->tag - 100)] = dist::decodeResult(m->payload, "result");
+      all[size_t(m->tag - 100)] = scaleout::decodeResult(m->payload, "result");
       ++received;
     }
   }
@@ -127,7 +127,7 @@ Split gather(dist::Transport& t, const std::vector<core::EntryResult>& mine, con
 }
 
 // Every rank writes its part; then rank 0 joins them by copying (copy) or linking (links).
-Split parts(dist::Transport& t, const std::vector<core::EntryResult>& mine, const std::string& out,
+Split parts(scaleout::Transport& t, const std::vector<core::EntryResult>& mine, const std::string& out,
             bool copy) {
   const auto t0 = Clock::now();
   const std::string part = out + ".part" + std::to_string(t.rank());
@@ -163,7 +163,7 @@ Split parts(dist::Transport& t, const std::vector<core::EntryResult>& mine, cons
 }  // namespace
 
 int main(int argc, char** argv) {
-  auto t = dist::openTransport(&argc, &argv);
+  auto t = scaleout::openTransport(&argc, &argv);
   const int entries = argc > 1 ? std::atoi(argv[1]) : 28;
   const int64_t heads = argc > 2 ? std::atoll(argv[2]) : 32, tokens = argc > 3 ? std::atoll(argv[3]) : 16384;
   std::vector<core::EntryResult> mine;

@@ -10,10 +10,10 @@
 #include "sparge/core/exports.h"
 #include "sparge/core/params_io.h"
 #include "sparge/core/synthetic.h"
-#include "sparge/dist/codec.h"
-#include "sparge/dist/wire.h"
+#include "sparge/scaleout/codec.h"
+#include "sparge/scaleout/wire.h"
 
-namespace sparge::dist {
+namespace sparge::scaleout {
 namespace {
 
 std::shared_ptr<const core::EntryData> entry(int64_t heads, int64_t tokens, uint64_t seed) {
@@ -150,4 +150,4 @@ TEST(Codec, DamagedMessagesAreRefused) {
 }
 
 }  // namespace
-}  // namespace sparge::dist
+}  // namespace sparge::scaleout

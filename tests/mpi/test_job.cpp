@@ -10,13 +10,13 @@
 #include <thread>
 
 #include "sparge/core/error.h"
-#include "sparge/dist/collector.h"
-#include "sparge/dist/job.h"
-#include "sparge/dist/partition.h"
-#include "sparge/dist/resume.h"
-#include "sparge/dist/wire.h"
+#include "sparge/scaleout/collector.h"
+#include "sparge/scaleout/job.h"
+#include "sparge/scaleout/partition.h"
+#include "sparge/scaleout/resume.h"
+#include "sparge/scaleout/wire.h"
 
-namespace sparge::dist {
+namespace sparge::scaleout {
 namespace {
 
 struct Aborted {
@@ -425,4 +425,4 @@ TEST(Resume, RefusesOtherSettings) {
 }
 
 }  // namespace
-}  // namespace sparge::dist
+}  // namespace sparge::scaleout

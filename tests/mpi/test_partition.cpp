@@ -9,10 +9,10 @@
 #include <numeric>
 #include <set>
 
-#include "sparge/dist/partition.h"
-#include "sparge/dist/placement.h"
+#include "sparge/scaleout/partition.h"
+#include "sparge/scaleout/placement.h"
 
-namespace sparge::dist {
+namespace sparge::scaleout {
 namespace {
 
 std::vector<int64_t> heads(int64_t n) {
@@ -346,4 +346,4 @@ TEST(Placement, UnboundRanksBindNearTheirGpu) {
 }
 
 }  // namespace
-}  // namespace sparge::dist
+}  // namespace sparge::scaleout

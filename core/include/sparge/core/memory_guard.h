@@ -2,6 +2,7 @@
 // against what the machine can give (or a limit set with --max-memory).
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 #include <string>
 
@@ -34,6 +35,11 @@ void setMemoryLimit(double bytes);
 // Throws sparge::Error(where = `what`) when `estimate` exceeds the limit (or what the machine can give),
 // saying how much is needed, how much there is, and what to do.
 void checkMemory(const MemoryEstimate& estimate, const std::string& what);
+
+// Fails before loading when a run of `heads` query heads (0 = all) of `entry` in the capture at
+// `capturePath` would not fit in memory (checkMemory, naming the entry's HDF5 path).
+void checkRunMemory(const std::string& capturePath, const EntryInfo& entry, const Geometry& geometry,
+                    size_t heads);
 
 // "8G", "512MiB", "1.5g", "1000000" (bytes; K/M/G/T are powers of 1024). Throws Error(option, ...).
 double parseByteSize(const std::string& text, const std::string& option);

@@ -25,17 +25,15 @@ struct BenchCase {
   int repeat = 10;
   int warmup = 2;  // untimed runs before timing, at least
   // ... and untimed running for at least this long, so that every measurement starts in the state sustained
-  // load leaves the GPU in. Measured on H200s (fp16 D 128 16K): after two warm-up runs our dense walk and
-  // cuDNN's each took 6.4-7.3 ms depending on what ran before, cuDNN's time over ours 0.91-1.10; after ~200
-  // ms of warm-up 7.2-7.8 and 7.3-7.8 ms, the ratio 1.00-1.04 in every measurement, with or without a pause
-  // before (clocks come down under sustained load; short bursts after idle run faster).
+  // load leaves the GPU in (clocks come down under sustained load; short bursts after idle run faster:
+  // kernels/NOTES.md, "Figures behind the rules in the code").
   int warmupMs = 200;
-  // Idle time before each timed measurement. On an H100 the int8-fp8 whole call at 32K, D 128, top-k 0.5 ran
-  // 19-21 % slower right after top-k 1.0 in the same process, and not in a new process started right after
-  // one that ran top-k 1.0 (about a second later): most likely clocks lowered after the heavy measurement.
+  // Idle time before each timed measurement, for comparing with tools that start each measurement after idle
+  // (a heavy measurement can slow the next one: kernels/NOTES.md, "Figures behind the rules in the code").
   // 0: no pause.
   int pauseMs = 0;
-  bool cudnn = true;  // also time cuDNN's fused attention
+  bool cudnn = true;         // also time cuDNN's fused attention
+  bool mmaSyncOnly = false;  // Stage 2 on the mma.sync family also where the Hopper kernel would run
 };
 
 struct TimeStats {

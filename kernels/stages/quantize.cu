@@ -1,0 +1,290 @@
+// Operands of the quantized numerics, with SpargeAttn's scales and rounding (docs/method.md):
+//   Q, K  INT8 per tile of the run's geometry (Q per BQ rows, K per BK rows after subtracting the
+//         per-head token mean km in the input precision), scale = amax/127 + 1e-7,
+//         q = trunc(x/scale + 0.5·sign(x/scale)) in fp32 (round half away from zero); rows past N are zero.
+//   V     int8-fp16: fp16 (bf16 inputs are cast, as upstream does). int8-fp8: V cast to fp16, then per
+//         channel scale = amax/2.25 over all tokens, v8 = e4m3_rn_satfinite(v · (2.25/amax)) (an all-zero
+//         channel stores 0 with scale 0), laid out [B*Hkv][D][fp8VTokens(Nkv)] with keys contiguous per
+//         channel and, inside every group of 16 keys, key perm[p] at position p (perm below) so that P
+//         leaves the Q·Kᵀ accumulators in the register order the FP8 P·V MMA expects.
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <cmath>
+#include <type_traits>
+
+#include "attention/attention_params.cuh"
+#include "common/cuda_util.h"
+#include "common/device_common.cuh"
+#include "common/head_dim.h"
+#include "common/launch.h"
+
+namespace sparge::cuda {
+namespace {
+
+using core::Numerics;
+
+constexpr int kQuantThreads = 256;
+constexpr float kFp8VRange = 2.25f;  // keeps an fp16-accumulated 64-key P·V block below 65504 upstream
+
+size_t alignUp(size_t x) {
+  return (x + 255) / 256 * 256;
+}
+
+// Workspace layout, shared by quantWorkspaceBytes and launchQuantize.
+struct QuantLayout {
+  size_t q8, qScale, k8, kScale, v, vScale, vAmax, total;
+
+  QuantLayout(const Problem& p, Numerics n) {
+    const size_t bhq = (size_t)p.B * p.Hq, bhk = (size_t)p.B * p.Hkv;
+    size_t at = 0;
+    auto take = [&at](size_t bytes) {
+      const size_t here = at;
+      at += alignUp(bytes);
+      return here;
+    };
+    q8 = take(bhq * p.nq * p.BQ * p.D);
+    qScale = take(bhq * p.nq * sizeof(float));
+    k8 = take(bhk * p.nk * p.BK * p.D);
+    kScale = take(bhk * p.nk * sizeof(float));
+    v = vScale = vAmax = 0;
+    if (n == Numerics::Int8Fp16) {
+      v = take(bhk * p.Nkv * p.D * 2);  // fp16 copy of bf16 V (fp16 inputs are used in place)
+    } else {
+      v = take(bhk * p.D * fp8VTokens(p.Nkv));
+      vScale = take(bhk * p.D * sizeof(float));
+      vAmax = take(bhk * p.D * sizeof(float));
+    }
+    total = at;
+  }
+};
+
+// The value SpargeAttn quantizes: the input in fp32, K smoothed in the input precision.
+template <typename T>
+__device__ __forceinline__ float smoothed(T x, const T* km, int d) {
+  if (!km) return Elem<T>::toF(x);
+  return roundT<T>(Elem<T>::toF(x) - Elem<T>::toF(km[d]));
+}
+
+__device__ __forceinline__ int8_t toInt8(float x, float scale) {
+  const float v = x / scale;
+  return (int8_t)__float2int_rz(v + (v >= 0.f ? 0.5f : -0.5f));
+}
+
+__device__ __forceinline__ float blockMax(float v, float* red) {
+#pragma unroll
+  for (int o = 16; o > 0; o >>= 1) v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, o));
+  if ((threadIdx.x & 31) == 0) red[threadIdx.x >> 5] = v;
+  __syncthreads();
+  float m = 0.f;
+#pragma unroll
+  for (int w = 0; w < kQuantThreads / 32; ++w) m = fmaxf(m, red[w]);
+  return m;
+}
+
+// One CTA per (tile, head): R rows x D of x (rows past n zero), INT8 with one scale. Each thread keeps its
+// chunks of 8 values in registers between the amax pass and the rounding pass.
+template <typename T, int D, int R>
+__global__ void __launch_bounds__(kQuantThreads)
+    sparge_quant_int8_tiles(const T* x, const T* km, int n, int8_t* out, float* scale) {
+  constexpr int kChunks = R * D / 8;
+  constexpr int kPerThread = (kChunks + kQuantThreads - 1) / kQuantThreads;
+  __shared__ float red[kQuantThreads / 32];
+  const int tile = blockIdx.x, bh = blockIdx.y, nTiles = gridDim.x;
+  const T* src = x + (size_t)bh * n * D;
+  const T* kmh = km ? km + (size_t)bh * D : nullptr;
+  float v[kPerThread][8];
+  float amax = 0.f;
+#pragma unroll
+  for (int c = 0; c < kPerThread; ++c) {
+    const int chunk = threadIdx.x + c * kQuantThreads;
+    const int row = tile * R + chunk / (D / 8), col = (chunk % (D / 8)) * 8;
+    const bool ok = chunk < kChunks && row < n;
+    uint4 raw = make_uint4(0, 0, 0, 0);
+    if (ok) raw = *reinterpret_cast<const uint4*>(src + (size_t)row * D + col);
+    const T* e = reinterpret_cast<const T*>(&raw);
+#pragma unroll
+    for (int u = 0; u < 8; ++u) {
+      v[c][u] = ok ? smoothed(e[u], kmh, col + u) : 0.f;
+      amax = fmaxf(amax, fabsf(v[c][u]));
+    }
+  }
+  const float s = blockMax(amax, red) / 127.f + 1e-7f;
+  if (threadIdx.x == 0) scale[(size_t)bh * nTiles + tile] = s;
+  int8_t* dst = out + ((size_t)bh * nTiles + tile) * R * D;
+#pragma unroll
+  for (int c = 0; c < kPerThread; ++c) {
+    const int chunk = threadIdx.x + c * kQuantThreads;
+    if (chunk >= kChunks) continue;
+    uint2 packed;
+    int8_t* b = reinterpret_cast<int8_t*>(&packed);
+#pragma unroll
+    for (int u = 0; u < 8; ++u) b[u] = toInt8(v[c][u], s);
+    *reinterpret_cast<uint2*>(dst + (size_t)chunk * 8) = packed;
+  }
+}
+
+// V as fp16, the precision upstream casts V to before any V quantization.
+template <typename T>
+__device__ __forceinline__ float vHalf(T x) {
+  return __half2float(__float2half_rn(Elem<T>::toF(x)));
+}
+
+template <typename T>
+__global__ void __launch_bounds__(kQuantThreads) sparge_quant_v_half(const T* v, size_t n, __half* out) {
+  for (size_t x = blockIdx.x * (size_t)kQuantThreads + threadIdx.x; x < n;
+       x += (size_t)gridDim.x * kQuantThreads)
+    out[x] = __float2half_rn(Elem<T>::toF(v[x]));
+}
+
+// Per-channel amax of the fp16 V: grid (token slices, heads); amax >= 0, so the float's bits order as ints.
+template <typename T, int D>
+__global__ void __launch_bounds__(kQuantThreads) sparge_quant_v_amax(const T* v, int nKv, float* amax) {
+  // 8 channels a thread (one 16-byte load a token), kRows tokens at a time; the maxima of the CTA's rows
+  // meet in shared memory, so each channel takes one atomic a CTA. A maximum is exact in any order.
+  constexpr int kLanes = D / 8, kRows = kQuantThreads / kLanes;
+  __shared__ float part[kRows][D];
+  const int bh = blockIdx.y, c0 = (threadIdx.x % kLanes) * 8, r = threadIdx.x / kLanes;
+  const T* src = v + (size_t)bh * nKv * D;
+  float m[8] = {0.f, 0.f, 0.f, 0.f, 0.f, 0.f, 0.f, 0.f};
+  for (int t = blockIdx.x * kRows + r; t < nKv; t += gridDim.x * kRows) {
+    const uint4 raw = *reinterpret_cast<const uint4*>(src + (size_t)t * D + c0);
+    const T* e = reinterpret_cast<const T*>(&raw);
+#pragma unroll
+    for (int u = 0; u < 8; ++u) m[u] = fmaxf(m[u], fabsf(vHalf(e[u])));
+  }
+#pragma unroll
+  for (int u = 0; u < 8; ++u) part[r][c0 + u] = m[u];
+  __syncthreads();
+  for (int d = threadIdx.x; d < D; d += kQuantThreads) {
+    float x = 0.f;
+    for (int i = 0; i < kRows; ++i) x = fmaxf(x, part[i][d]);
+    atomicMax(reinterpret_cast<int*>(amax + (size_t)bh * D + d), __float_as_int(x));
+  }
+}
+
+// Position p of a 16-key group holds key kFp8VPerm[p] (see packPE4m3 in parts/online_softmax.cuh).
+__constant__ int kFp8VPerm[16] = {0, 1, 8, 9, 2, 3, 10, 11, 4, 5, 12, 13, 6, 7, 14, 15};
+
+// Keys of one CTA of the V transpose: its fp32 tile [keys][D + 1] stays within the 48 KB of static shared
+// memory (64 keys up to D 128, 32 at D 256; fp8VTokens pads to a multiple of either).
+constexpr int fp8VSliceKeys(int d) {
+  return d > 128 ? 32 : 64;
+}
+
+// One CTA per (key slice, head): transposes to [D][keys], permutes, scales and rounds to e4m3.
+template <typename T, int D>
+__global__ void __launch_bounds__(kQuantThreads)
+    sparge_quant_v_fp8(const T* v, int nKv, int nPad, const float* amax, uint8_t* out, float* vScale) {
+  constexpr int kKeys = fp8VSliceKeys(D);
+  static_assert(kKeys % 16 == 0, "whole permuted groups of 16 keys");
+  __shared__ float tile[kKeys][D + 1];
+  const int bh = blockIdx.y, k0 = blockIdx.x * kKeys;
+  const T* src = v + (size_t)bh * nKv * D;
+  for (int x = threadIdx.x; x < kKeys * D / 8; x += kQuantThreads) {  // 16-byte loads, keys past nKv zero
+    const int key = x / (D / 8), d0 = (x % (D / 8)) * 8;
+    uint4 raw = make_uint4(0, 0, 0, 0);
+    if (k0 + key < nKv) raw = *reinterpret_cast<const uint4*>(src + (size_t)(k0 + key) * D + d0);
+    const T* e = reinterpret_cast<const T*>(&raw);
+#pragma unroll
+    for (int u = 0; u < 8; ++u) tile[key][d0 + u] = vHalf(e[u]);
+  }
+  __syncthreads();
+  const float* am = amax + (size_t)bh * D;
+  uint8_t* dst = out + (size_t)bh * D * nPad + k0;
+  // Each thread writes 4 consecutive positions of one channel.
+  for (int x = threadIdx.x; x < D * kKeys / 4; x += kQuantThreads) {
+    const int d = x / (kKeys / 4), p0 = (x % (kKeys / 4)) * 4;
+    const float a = am[d];
+    const float recp = a > 0.f ? kFp8VRange / a : 0.f;
+    float f[4];
+#pragma unroll
+    for (int u = 0; u < 4; ++u) {
+      const int p = p0 + u;
+      f[u] = tile[(p & ~15) + kFp8VPerm[p & 15]][d] * recp;
+    }
+    *reinterpret_cast<uint32_t*>(dst + (size_t)d * nPad + p0) = packE4m3x4(f[0], f[1], f[2], f[3]);
+  }
+  if (blockIdx.x == 0)
+    for (int d = threadIdx.x; d < D; d += kQuantThreads) vScale[(size_t)bh * D + d] = am[d] / kFp8VRange;
+}
+
+template <typename T, int D>
+void launchQkTiles(const T* x, const T* km, int n, int bh, int tiles, int rows, int8_t* out, float* scale,
+                   cudaStream_t s) {
+  dim3 grid(tiles, bh);
+  if (rows == 64)
+    sparge_quant_int8_tiles<T, D, 64><<<grid, kQuantThreads, 0, s>>>(x, km, n, out, scale);
+  else
+    sparge_quant_int8_tiles<T, D, 128><<<grid, kQuantThreads, 0, s>>>(x, km, n, out, scale);
+  checkLaunch("sparge_quant_int8_tiles");
+}
+
+template <typename T, int D>
+QuantOperands quantizeTyped(const Problem& p, Numerics n, const T* q, const T* k, const T* km, const T* v,
+                            uint8_t* ws, cudaStream_t s) {
+  const QuantLayout L(p, n);
+  const int bhq = p.B * p.Hq, bhk = p.B * p.Hkv;
+  QuantOperands o;
+  o.q8 = reinterpret_cast<int8_t*>(ws + L.q8);
+  o.qScale = reinterpret_cast<float*>(ws + L.qScale);
+  o.k8 = reinterpret_cast<int8_t*>(ws + L.k8);
+  o.kScale = reinterpret_cast<float*>(ws + L.kScale);
+  launchQkTiles<T, D>(q, nullptr, p.Nq, bhq, p.nq, p.BQ, const_cast<int8_t*>(o.q8),
+                      const_cast<float*>(o.qScale), s);
+  launchQkTiles<T, D>(k, km, p.Nkv, bhk, p.nk, p.BK, const_cast<int8_t*>(o.k8), const_cast<float*>(o.kScale),
+                      s);
+  if (n == Numerics::Int8Fp16) {
+    if constexpr (std::is_same_v<T, __half>) {
+      o.v = v;
+    } else {
+      const size_t count = (size_t)bhk * p.Nkv * D;
+      const int blocks = (int)std::min<size_t>((count + kQuantThreads - 1) / kQuantThreads, 65535);
+      sparge_quant_v_half<T><<<blocks, kQuantThreads, 0, s>>>(v, count, reinterpret_cast<__half*>(ws + L.v));
+      checkLaunch("sparge_quant_v_half");
+      o.v = ws + L.v;
+    }
+    return o;
+  }
+  float* amax = reinterpret_cast<float*>(ws + L.vAmax);
+  check(cudaMemsetAsync(amax, 0, (size_t)bhk * D * sizeof(float), s), "cudaMemsetAsync(V amax)");
+  const int slices = std::max(1, std::min(64, (p.Nkv + 255) / 256));
+  sparge_quant_v_amax<T, D><<<dim3(slices, bhk), kQuantThreads, 0, s>>>(v, p.Nkv, amax);
+  checkLaunch("sparge_quant_v_amax");
+  const int nPad = fp8VTokens(p.Nkv);
+  sparge_quant_v_fp8<T, D><<<dim3(nPad / fp8VSliceKeys(D), bhk), kQuantThreads, 0, s>>>(
+      v, p.Nkv, nPad, amax, ws + L.v, reinterpret_cast<float*>(ws + L.vScale));
+  checkLaunch("sparge_quant_v_fp8");
+  o.v = ws + L.v;
+  o.vScale = reinterpret_cast<float*>(ws + L.vScale);
+  return o;
+}
+
+template <typename T>
+QuantOperands quantizeHeadDim(const Problem& p, Numerics n, const void* q, const void* k, const void* km,
+                              const void* v, void* ws, cudaStream_t s) {
+  auto* w = static_cast<uint8_t*>(ws);
+  auto* tq = static_cast<const T*>(q);
+  auto* tk = static_cast<const T*>(k);
+  auto* tkm = static_cast<const T*>(km);
+  auto* tv = static_cast<const T*>(v);
+  return withHeadDim(p.D, "CUDA engine", [&](auto d) {
+    return quantizeTyped<T, decltype(d)::value>(p, n, tq, tk, tkm, tv, w, s);
+  });
+}
+
+}  // namespace
+
+size_t quantWorkspaceBytes(const Problem& p, core::Numerics n) {
+  if (n == Numerics::None) return 0;
+  return QuantLayout(p, n).total;
+}
+
+QuantOperands launchQuantize(ElemType t, const Problem& p, core::Numerics n, const void* q, const void* k,
+                             const void* km, const void* v, void* workspace, cudaStream_t s) {
+  if (n == Numerics::None) return QuantOperands{};
+  if (t == ElemType::F16) return quantizeHeadDim<__half>(p, n, q, k, km, v, workspace, s);
+  return quantizeHeadDim<__nv_bfloat16>(p, n, q, k, km, v, workspace, s);
+}
+
+}  // namespace sparge::cuda
