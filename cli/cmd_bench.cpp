@@ -77,16 +77,6 @@ nlohmann::json machineJson() {
   return m;
 }
 
-// "2026-11-29T02:52:04Z".
-std::string utcNow() {
-  const std::time_t t = std::time(nullptr);
-  std::tm tm{};
-  gmtime_r(&t, &tm);
-  char buf[32];
-  std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%SZ", &tm);
-  return buf;
-}
-
 nlohmann::json statsJson(const cuda::TimeStats& s) {
   return {{"median_ms", s.medianMs}, {"min_ms", s.minMs}, {"max_ms", s.maxMs}};
 }

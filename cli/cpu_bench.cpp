@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <fstream>
 #include <iostream>
 #include <memory>
 #include <nlohmann/json.hpp>
@@ -10,6 +11,7 @@
 #include <thread>
 
 #include "format.h"
+#include "sparge/build_info.h"
 #include "sparge/core/atomic_file.h"
 #include "sparge/core/cpu_engine.h"
 #include "sparge/core/error.h"
@@ -166,6 +168,13 @@ nlohmann::json rowJson(const Row& r) {
           {"metrics", spreadJson(r.metrics)}};
 }
 
+// The 1-minute load average (/proc/loadavg), or -1: other work on the machine shows in the wall times.
+double loadAverage() {
+  std::ifstream in("/proc/loadavg");
+  double load = -1;
+  return in >> load ? load : -1;
+}
+
 std::vector<std::string> variantsToTime(const CpuBenchOptions& o) {
   const std::vector<std::string> all = core::cpuIsaVariants();
   if (o.isa.size() == 1 && o.isa.front() == "all") return all;
@@ -206,15 +215,25 @@ int runCpuBench(const CpuBenchOptions& o) {
   const bool doChanges = std::find(o.cases.begin(), o.cases.end(), "changes") != o.cases.end();
   const bool doFirst = std::find(o.cases.begin(), o.cases.end(), "first-run") != o.cases.end();
   const std::string cpu = prof::queryDevice(0).hostCpu;
-  const int threads = o.threads > 0 ? o.threads : int(std::max(1u, std::thread::hardware_concurrency()));
-  std::cout << "machine: " << (cpu.empty() ? "unknown CPU" : cpu) << ", "
-            << std::thread::hardware_concurrency() << " logical cores; engine threads " << threads
+  const int cores = int(std::max(1u, std::thread::hardware_concurrency()));
+  const int threads = o.threads > 0 ? o.threads : cores;
+  const double loadBefore = loadAverage();
+  std::cout << "machine: " << (cpu.empty() ? "unknown CPU" : cpu) << ", " << cores
+            << " logical cores, load average " << fmtNum(loadBefore, 2) << "; engine threads " << threads
             << "; variants this CPU runs:";
   for (const std::string& v : core::cpuIsaVariants()) std::cout << " " << v;
   std::cout
       << "\n(wall clock, ms: median [min-max]; \"shown\" = the deployed figures are out, \"complete\" = "
          "with the error split; stages are medians)\n";
-  nlohmann::json out{{"cpu", cpu}, {"threads", threads}, {"rows", nlohmann::json::array()}};
+  nlohmann::json out{
+      {"schema", "sparge-cpu-bench/1"},  // bench/make_performance.py reads files of this schema
+      {"machine", {{"cpu", cpu}, {"logical_cores", cores}, {"variants", core::cpuIsaVariants()}}},
+      {"commit", SPARGE_BUILD_COMMIT},
+      {"date", utcNow()},
+      {"threads", threads},
+      {"changes_entry", changesShape.label() + " causal"},
+      {"first_run_entry", firstShape.label()},
+      {"rows", nlohmann::json::array()}};
   Table table({"case", "entry", "isa", "numerics", "runs", "shown ms", "complete ms", "predict", "quantize",
                "sparse", "metrics"});
   const auto changesEntry = doChanges ? makeEntry(changesShape, true) : nullptr;
@@ -235,6 +254,9 @@ int runCpuBench(const CpuBenchOptions& o) {
     }
   }
   table.print(std::cout);
+  const double loadAfter = loadAverage();
+  std::cout << "load average after: " << fmtNum(loadAfter, 2) << "\n";
+  out["load_average"] = {loadBefore, loadAfter};
   if (!o.json.empty()) {
     core::writeTextAtomically(o.json, out.dump(2) + "\n");
     std::cout << "wrote " << o.json << "\n";

@@ -72,28 +72,35 @@ void prepareInt8(const HeadOperands& h, const Geometry& g, int nk, Stage2Operand
   o.int8Factor = float(h.scale) * float(kLog2e);
 }
 
+// The operand groups of the numerics families (Stage2Operands::families).
+enum Family : unsigned { kExact = 1, kInt8 = 2, kFp16 = 4, kFp8 = 8 };
+
 void prepareOperands(const HeadOperands& h, const Geometry& g, const std::vector<PassSpec>& passes, int nk,
-                     const tile::Kernels& kern, Stage2Operands& o) {
-  bool exact = false, int8 = false, fp16 = false, fp8 = false;
-  for (const PassSpec& p : passes) {
-    exact |= p.numerics == Numerics::None;
-    int8 |= quantized(p.numerics);
-    fp16 |= p.numerics == Numerics::Int8Fp16;
-    fp8 |= p.numerics == Numerics::Int8Fp8;
-  }
+                     const tile::Kernels& kern, const OperandsKey& key, Stage2Operands& o) {
+  if (key.entry == 0 || !(key == o.key) || o.kernels != &kern) o.families = 0;
+  o.key = key;
+  o.kernels = &kern;
+  unsigned need = 0;
+  for (const PassSpec& p : passes)
+    need |= p.numerics == Numerics::None       ? kExact
+            : p.numerics == Numerics::Int8Fp16 ? kInt8 | kFp16
+                                               : kInt8 | kFp8;
+  need &= ~o.families;
+  o.families |= need;
   o.blockCols = roundUp(g.blockK, kern.columnStep);
   o.width = roundUp(h.dv, kern.columnStep);
   const int rows = nk * g.blockK;
-  if (exact) {
+  if (need & kExact) {
     const float c2 = float(h.scale * kLog2e);  // logits in base 2, as the kernels compute them
     o.qScaled.resize(size_t(h.nQ * h.d));
     for (size_t i = 0; i < o.qScaled.size(); ++i) o.qScaled[i] = h.q[i] * c2;
     transposeKeys(h.k, h.nKv, h.d, g.blockK, o.blockCols, nk, o.kExact);
     padValues(h.v, h.nKv, h.dv, rows, o.width, o.vExact, [](float x) { return x; });
   }
-  if (int8) prepareInt8(h, g, nk, o);
-  if (fp16) padValues(h.v, h.nKv, h.dv, rows, o.width, o.vHalf, [](float x) { return roundToHalf(x); });
-  if (fp8) quantizeColumnsFp8(h.v, h.nKv, h.dv, rows, o.width, o.v8);
+  if (need & kInt8) prepareInt8(h, g, nk, o);
+  if (need & kFp16)
+    padValues(h.v, h.nKv, h.dv, rows, o.width, o.vHalf, [](float x) { return roundToHalf(x); });
+  if (need & kFp8) quantizeColumnsFp8(h.v, h.nKv, h.dv, rows, o.width, o.v8);
 }
 
 }  // namespace
@@ -256,25 +263,11 @@ void TileRun::finish(size_t pass) {
   HeadStage2::Pass& hp = hs_.passes_[pass];
   const PassState& st = sc_.passes[pass];
   const Numerics n = hp.spec.numerics;
-  const int64_t dv = h_.dv;
-  int32_t empty = 0;
-  for (int r = 0; r < rows_; ++r) {
-    float* dst = hp.out->out.data() + (r0_ + r) * dv;
-    const float* arow = st.acc.data() + size_t(r) * ops_.width;
-    if (!(st.l[r] > 0.0f)) {
-      ++empty;  // no visible key among the computed blocks: output defined as 0
-      std::fill(dst, dst + dv, 0.0f);
-      continue;
-    }
-    const float inv = 1.0f / st.l[r];
-    for (int64_t e = 0; e < dv; ++e) {
-      float o = arow[e] * inv;
-      if (n == Numerics::Int8Fp8) o *= ops_.v8.scales[size_t(e)];
-      // The deployed kernel writes O in the input's half type.
-      dst[e] = quantized(n) ? roundToInput(o, h_.dtype) : o;
-    }
-  }
-  hp.emptyRows[size_t(i_)] = empty;
+  // The deployed kernels multiply by the FP8 V scales and write O in the input's half type.
+  hp.emptyRows[size_t(i_)] =
+      kern_.normalizeRows(st.acc.data(), ops_.width, st.l.data(), rows_, int(h_.dv),
+                          n == Numerics::Int8Fp8 ? ops_.v8.scales.data() : nullptr, quantized(n), h_.dtype,
+                          hp.out->out.data() + size_t(r0_) * h_.dv, int(h_.dv));
   if (!hp.spec.wantBlockMass) return;
   for (size_t slot = 0; slot < st.visited.size(); ++slot) {
     double mass = 0;
@@ -306,7 +299,7 @@ void TileRun::run() {
 }
 
 void HeadStage2::prepare(const HeadOperands& head, const Geometry& g, const std::vector<PassSpec>& passes,
-                         const std::vector<AttentionOutput*>& outs) {
+                         const std::vector<AttentionOutput*>& outs, const OperandsKey& key) {
   h_ = head;
   g_ = g;
   kernels_ = &tile::kernels();
@@ -329,7 +322,7 @@ void HeadStage2::prepare(const HeadOperands& head, const Geometry& g, const std:
     for (int i = 0; i < nq_; ++i)
       for (int j = 0; j < nk_; ++j) cost_[size_t(i)] += passes[p].mask[size_t(i) * nk_ + j] ? 1 : 0;
   }
-  prepareOperands(head, g, passes, nk_, *kernels_, ops_);
+  prepareOperands(head, g, passes, nk_, *kernels_, key, ops_);
   for (size_t p = 0; p < passes.size(); ++p)
     outs[p]->zeroVChannels =
         passes[p].numerics == Numerics::Int8Fp8 ? ops_.v8.zeroChannels : std::vector<int64_t>{};

@@ -125,6 +125,7 @@ std::string CpuEngine::name() const {
 void CpuEngine::setEntry(std::shared_ptr<const EntryData> entry) {
   std::lock_guard<std::mutex> lock(cacheMutex_);
   entry_ = std::move(entry);
+  ++entryCount_;
   references_.clear();
   quantDense_.clear();
   stats_.clear();
@@ -274,7 +275,8 @@ void CpuEngine::planPasses(EntryResult& result, int64_t first, int64_t last, con
   }
   spread(last - first, options, [&](int64_t s, int) {
     HeadWork& w = *ws_->heads[size_t(s)];
-    w.stage2.prepare(w.operands, g, w.passes, w.outs);
+    const HeadResult& hr = result.heads[size_t(first + s)];
+    w.stage2.prepare(w.operands, g, w.passes, w.outs, {entryCount_, hr.batch, hr.head, g, config.smoothK});
   });
 }
 

@@ -12,10 +12,23 @@
 
 namespace sparge::core {
 
+// What a head's operands are made from: equal keys (key 0 is never equal) give equal operands, so a run
+// whose heads, geometry and smooth_k match the previous one's reuses them.
+struct OperandsKey {
+  uint64_t entry = 0;  // the engine's count of entries set: a new entry never matches an old one
+  int64_t batch = 0, head = 0;
+  Geometry geometry;
+  bool smoothK = false;
+  bool operator==(const OperandsKey&) const = default;
+};
+
 // One head's operands in every numerics a set of passes needs, laid out for the tile kernels: K transposed
 // per key block ([d][keys of the block], zero-padded to `blockCols`), V with its rows padded to whole key
 // blocks and its columns to `width` (zeros).
 struct Stage2Operands {
+  OperandsKey key;                             // what the operands below were made from
+  const tile::Kernels* kernels = nullptr;      // and for which variant (its column step sets the padding)
+  unsigned families = 0;                       // which of the groups below are ready (bits of Family)
   int blockCols = 0;                           // key-block width padded to the kernels' column step
   int width = 0;                               // value width padded to the kernels' column step
   std::vector<float> qScaled, kExact, vExact;  // exact scores: (q · scale · log2e) · kᵀ; exact P·V
@@ -59,10 +72,11 @@ struct TileScratch {
 
 class HeadStage2 {
  public:
-  // Prepares `head`'s operands for `passes` and sizes outs[p] for pass p, reusing this object's buffers and
-  // those of the outputs. `head` and the masks must outlive the tiles.
+  // Prepares `head`'s operands for `passes` (keeping those of the previous call when `key` is the same and
+  // not 0) and sizes outs[p] for pass p, reusing this object's buffers and those of the outputs. `head` and
+  // the masks must outlive the tiles.
   void prepare(const HeadOperands& head, const Geometry& g, const std::vector<PassSpec>& passes,
-               const std::vector<AttentionOutput*>& outs);
+               const std::vector<AttentionOutput*>& outs, const OperandsKey& key = {});
   int tiles() const { return nq_; }
   // Key blocks that tile i visits, summed over the passes (what it costs, for scheduling).
   int64_t tileCost(int i) const { return cost_[size_t(i)]; }

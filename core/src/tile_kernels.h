@@ -49,6 +49,10 @@ struct Kernels {
   bool (*advanceMaxima)(const float* m, const float* rowMax, int rows, float* mNew, float* alpha);
   // acc[r][e] = acc[r][e] · alpha[r] + g[r][e] for e < cols (a multiple of columnStep).
   void (*rescaleAdd)(float* acc, const float* g, int ld, const float* alpha, int rows, int cols);
+  // out[r][e] = acc[r][e] / l[r] (times scales[e] when given, then rounded to the input type when `rounded`)
+  // for e < cols; rows with l <= 0 (no visible key) are 0. Returns the number of such rows.
+  int (*normalizeRows)(const float* acc, int lda, const float* l, int rows, int cols, const float* scales,
+                       bool rounded, DType input, float* out, int ldo);
   // The sums of o against ref over n values.
   CompareSums (*compare)(const float* o, const float* ref, size_t n);
   // One INT8 tile (docs/numerics.md): x [rows, d] rounded to the input type (minus `mean` [d] in that

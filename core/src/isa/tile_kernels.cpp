@@ -342,6 +342,33 @@ void rescaleAdd(float* acc, const float* g, int ld, const float* alpha, int rows
   }
 }
 
+int normalizeRows(const float* acc, int lda, const float* l, int rows, int cols, const float* scales,
+                  bool rounded, DType input, float* out, int ldo) {
+  int empty = 0;
+  for (int r = 0; r < rows; ++r) {
+    float* dst = out + size_t(r) * ldo;
+    const float* src = acc + size_t(r) * lda;
+    if (!(l[r] > 0.0f)) {
+      ++empty;
+      for (int e = 0; e < cols; ++e) dst[e] = 0.0f;
+      continue;
+    }
+    const float inv = 1.0f / l[r];
+    int e = 0;
+    for (; e + W <= cols; e += W) {
+      F o = load(src + e) * inv;
+      if (scales) o *= load(scales + e);
+      store(dst + e, rounded ? roundInput(o, input) : o);
+    }
+    for (; e < cols; ++e) {
+      float o = src[e] * inv;
+      if (scales) o *= scales[e];
+      dst[e] = rounded ? roundToInput(o, input) : o;
+    }
+  }
+  return empty;
+}
+
 // ---- Error sums -----------------------------------------------------------------------------------------
 
 CompareSums compare(const float* o, const float* ref, size_t n) {
@@ -448,6 +475,7 @@ const Kernels& kernels() {
                          .exponentiate = exponentiate,
                          .advanceMaxima = advanceMaxima,
                          .rescaleAdd = rescaleAdd,
+                         .normalizeRows = normalizeRows,
                          .compare = compare,
                          .quantizeTileInt8 = quantizeTileInt8,
                          .channelAmax = channelAmax,

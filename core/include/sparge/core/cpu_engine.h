@@ -118,7 +118,8 @@ class CpuEngine final : public Engine {
 
   int threads_;
   std::shared_ptr<const EntryData> entry_;
-  std::mutex runMutex_;  // one run at a time: runs share the workspace
+  uint64_t entryCount_ = 0;  // entries set so far: Stage-2 operands are kept for the current one only
+  std::mutex runMutex_;      // one run at a time: runs share the workspace
   std::unique_ptr<Workspace> ws_;
   std::mutex cacheMutex_;
   std::map<ReferenceKey, std::unique_ptr<DenseOutput>> references_;
