@@ -177,6 +177,31 @@ TEST(TileKernels, ExponentialsRoundAndSumAsTheKernelsDo) {
   }
 }
 
+// The rounded P is exactly the scalar rounding of the unrounded P, over every binade P spans (e4m3's
+// subnormals, saturation at 448, fp16's subnormals) and ties.
+TEST(TileKernels, RoundedProbabilitiesEqualTheScalarRoundings) {
+  for (const Kernels* k : kernelSets()) {
+    const int cols = 8 * k->columnStep, rows = 2;
+    std::vector<float> s(size_t(rows) * cols);
+    std::mt19937_64 rng(13);
+    std::uniform_real_distribution<float> u(-40.0f, 1.0f);
+    for (float& x : s) x = u(rng);
+    for (int j = 0; j < 64; ++j) s[size_t(j)] = float(j - 50) + 0.5f;  // around the e4m3 and fp16 steps
+    const std::vector<float> offset = {8.807f, 0.0f};
+    std::vector<float> plain(s.size()), e4m3(s.size()), fp16(s.size()), sum(rows);
+    k->exponentiate(s.data(), cols, plain.data(), cols, rows, cols, offset.data(), PRounding::None,
+                    sum.data());
+    k->exponentiate(s.data(), cols, e4m3.data(), cols, rows, cols, offset.data(), PRounding::E4m3,
+                    sum.data());
+    k->exponentiate(s.data(), cols, fp16.data(), cols, rows, cols, offset.data(), PRounding::Fp16,
+                    sum.data());
+    for (size_t i = 0; i < s.size(); ++i) {
+      ASSERT_EQ(e4m3[i], roundToE4m3(plain[i])) << k->isa << " p " << plain[i];
+      ASSERT_EQ(fp16[i], roundToHalf(plain[i])) << k->isa << " p " << plain[i];
+    }
+  }
+}
+
 TEST(TileKernels, SoftmaxUpdateAndErrorSums) {
   for (const Kernels* k : kernelSets()) {
     const int rows = 2 * k->columnStep + 3;  // a vector part and a scalar tail

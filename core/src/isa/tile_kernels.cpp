@@ -79,8 +79,14 @@ typedef double D __attribute__((vector_size(W / 2 * sizeof(double))));
   return x < lowest ? F{} : p * scale;
 }
 
-// roundToHalf (half.h) on every lane.
+// roundToHalf (half.h) on every lane: the F16C conversions where the instruction set has them (round to
+// nearest even, overflow to inf, NaN quieted with its upper payload: the same bits), else the same in bits.
 [[gnu::always_inline]] inline F roundHalf(F x) {
+#if SPARGE_TILE_LANES == 16 && defined(__AVX512F__)
+  return (F)_mm512_cvtph_ps(_mm512_cvtps_ph((__m512)x, _MM_FROUND_TO_NEAREST_INT));
+#elif SPARGE_TILE_LANES == 8 && defined(__F16C__)
+  return (F)_mm256_cvtph_ps(_mm256_cvtps_ph((__m256)x, _MM_FROUND_TO_NEAREST_INT));
+#else
   const U bits = (U)x, sign = bits & 0x80000000u, a = bits & 0x7fffffffu;
   const F mag = (F)a;
   const F normal = (F)((a + 0xfffu + ((a >> 13) & 1u)) & 0xffffe000u);
@@ -90,6 +96,7 @@ typedef double D __attribute__((vector_size(W / 2 * sizeof(double))));
   r = r > 65504.0f ? splat(kInf) : r;
   const U rounded = (U)r | sign, quiet = sign | 0x7fc00000u | (a & 0x007fe000u);
   return (F)(mag == mag ? rounded : quiet);
+#endif
 }
 
 // roundToBf16 (half.h) on every lane.
@@ -110,6 +117,17 @@ typedef double D __attribute__((vector_size(W / 2 * sizeof(double))));
   F r = mag < 0x1p-6f ? subnormal : normal;
   r = r > 448.0f ? splat(448.0f) : r;
   return mag == mag ? (F)((U)r | sign) : x;
+}
+
+// roundE4m3 for P (>= 0 or NaN): adding and removing 2^(e + 20), e the exponent of p (at least -6, the
+// subnormal step), rounds p to 3 mantissa bits, ties to even, in the FP unit; p is capped first so that the
+// power stays finite, and the result saturates at 448.
+[[gnu::always_inline]] inline F roundE4m3Positive(F p) {
+  p = p > 512.0f ? splat(512.0f) : p;
+  F big = (F)(((U)p & 0x7f800000u) + (20u << 23));
+  big = big < 0x1p14f ? splat(0x1p14f) : big;  // NaN's exponent wraps negative: 2^14, and NaN stays NaN
+  const F r = (p + big) - big;
+  return r > 448.0f ? splat(448.0f) : r;
 }
 
 [[gnu::always_inline]] inline F roundInput(F x, DType input) {
@@ -294,7 +312,7 @@ void exponentiateRows(const float* s, int lds, float* p, int ldp, int rows, int 
       F e = exp2v(load(srow + j) + off);
       if constexpr (R == PRounding::Fp16) e = roundHalf(e);
       sum += e;
-      if constexpr (R == PRounding::E4m3) e = roundE4m3(e);
+      if constexpr (R == PRounding::E4m3) e = roundE4m3Positive(e);
       store(prow + j, e);
     }
     rowSum[r] = sumOf(sum);
