@@ -63,17 +63,6 @@ void poisonErrors(HeadResult& hr) {
   }
 }
 
-// What run() returns when the caller stopped it at the early result: the same result without its heads.
-EntryResult withoutHeads(const EntryResult& shown) {
-  EntryResult r;
-  r.info = shown.info;
-  r.config = shown.config;
-  r.engine = shown.engine;
-  r.times = shown.times;
-  r.splitPending = true;
-  return r;
-}
-
 }  // namespace
 
 std::string cpuIsa() {

@@ -11,6 +11,7 @@
 
 #include "sparge/core/half.h"
 #include "sparge/core/quant.h"
+#include "test_util.h"
 #include "tile_kernels.h"
 
 namespace sparge::core::tile::wide_test {
@@ -37,14 +38,6 @@ std::vector<const Kernels*> kernelSets() {
   return sets;
 }
 
-std::vector<float> normals(size_t n, uint64_t seed, float sd = 1.0f) {
-  std::mt19937_64 rng(seed);
-  std::normal_distribution<float> d(0.0f, sd);
-  std::vector<float> v(n);
-  for (float& x : v) x = d(rng);
-  return v;
-}
-
 // Floats of many kinds: zeros, subnormals, both roundings' boundaries and ties, saturation, inf and NaN.
 std::vector<float> specialValues() {
   std::vector<float> v = {0.0f,         -0.0f,    kInf,     -kInf,    std::numeric_limits<float>::quiet_NaN(),
@@ -66,8 +59,8 @@ TEST(TileKernels, ProductsMatchDoubleSumsWithAndWithoutFp16Steps) {
       for (int depth : {16, 64})
         for (bool fp16 : {false, true}) {
           const int cols = 4 * step;
-          const std::vector<float> a = normals(size_t(rows) * depth, 1),
-                                   b = normals(size_t(depth) * cols, 2, 0.5f);
+          const std::vector<float> a = sparge::test::normalValues(size_t(rows) * depth, 1),
+                                   b = sparge::test::normalValues(size_t(depth) * cols, 2, 0.5f);
           std::vector<float> c(size_t(rows) * cols, -1.0f);
           k->multiply(rows, cols, depth, a.data(), depth, b.data(), cols, 2.0f, fp16, c.data(), cols);
           for (int r = 0; r < rows; ++r)
@@ -122,7 +115,7 @@ TEST(TileKernels, Int8PairProductsAreExact) {
 TEST(TileKernels, MasksKeepTheVisibleRangeAndProbeOnlyIt) {
   for (const Kernels* k : kernelSets()) {
     const int cols = 2 * k->columnStep, rows = 5;
-    std::vector<float> s = normals(size_t(rows) * cols, 4);
+    std::vector<float> s = sparge::test::normalValues(size_t(rows) * cols, 4);
     s[size_t(2) * cols + 0] = kInf;  // row 2 sees keys 3..cols-1: the inf is hidden
     const std::vector<int> lo = {0, 5, 3, 10, -4}, hi = {cols - 1, 5, cols + 7, 2, 1000};  // row 3 sees none
     const std::vector<float> before = s;
@@ -146,7 +139,7 @@ TEST(TileKernels, MasksKeepTheVisibleRangeAndProbeOnlyIt) {
 TEST(TileKernels, ExponentialsRoundAndSumAsTheKernelsDo) {
   for (const Kernels* k : kernelSets()) {
     const int cols = 2 * k->columnStep, rows = 3;
-    std::vector<float> s = normals(size_t(rows) * cols, 5, 4.0f);
+    std::vector<float> s = sparge::test::normalValues(size_t(rows) * cols, 5, 4.0f);
     s[1] = -kInf;
     s[2] = -200.0f;
     const std::vector<float> offset = {0.0f, 8.807f - 3.0f, -kInf};
@@ -205,7 +198,8 @@ TEST(TileKernels, RoundedProbabilitiesEqualTheScalarRoundings) {
 TEST(TileKernels, SoftmaxUpdateAndErrorSums) {
   for (const Kernels* k : kernelSets()) {
     const int rows = 2 * k->columnStep + 3;  // a vector part and a scalar tail
-    std::vector<float> m = normals(size_t(rows), 6), mx = normals(size_t(rows), 7), mNew(rows), alpha(rows);
+    std::vector<float> m = sparge::test::normalValues(size_t(rows), 6),
+                       mx = sparge::test::normalValues(size_t(rows), 7), mNew(rows), alpha(rows);
     m[0] = mx[0] = -kInf;  // has seen nothing yet: alpha 1
     m[1] = -kInf;
     EXPECT_TRUE(k->advanceMaxima(m.data(), mx.data(), rows, mNew.data(), alpha.data()));
@@ -215,13 +209,15 @@ TEST(TileKernels, SoftmaxUpdateAndErrorSums) {
       EXPECT_NEAR(alpha[size_t(r)], want, 1e-6 * want) << k->isa << " row " << r;
     }
     const int cols = k->columnStep;
-    std::vector<float> acc = normals(size_t(rows) * cols, 8), g = normals(size_t(rows) * cols, 9);
+    std::vector<float> acc = sparge::test::normalValues(size_t(rows) * cols, 8),
+                       g = sparge::test::normalValues(size_t(rows) * cols, 9);
     const std::vector<float> before = acc;
     k->rescaleAdd(acc.data(), g.data(), cols, alpha.data(), rows, cols);
     for (size_t i = 0; i < acc.size(); ++i)
       EXPECT_NEAR(acc[i], double(before[i]) * alpha[i / size_t(cols)] + g[i],
                   1e-6 * (std::fabs(before[i]) + std::fabs(g[i])));
-    const std::vector<float> o = normals(1001, 10), ref = normals(1001, 11);
+    const std::vector<float> o = sparge::test::normalValues(1001, 10),
+                             ref = sparge::test::normalValues(1001, 11);
     const CompareSums c = k->compare(o.data(), ref.data(), o.size());
     double absDiff = 0, dot = 0, sq = 0;
     for (size_t i = 0; i < o.size(); ++i) {
@@ -258,7 +254,7 @@ TEST(TileKernels, QuantizerRoundingsMatchTheScalarOnesOnSpecialValues) {
     for (float f : v)
       if (std::isfinite(f) && std::fabs(f) < 6e4f) x.push_back(f);
     x.resize(x.size() / 128 * 128);
-    const std::vector<float> mean = normals(16, 12);
+    const std::vector<float> mean = sparge::test::normalValues(16, 12);
     for (DType t : {DType::Float16, DType::BFloat16})
       for (const float* mu : {static_cast<const float*>(nullptr), mean.data()})
         for (size_t at = 0; at < x.size(); at += 128) {

@@ -137,4 +137,8 @@ struct EntryResult {
 // Recomputes the entry-level sums from `heads`.
 void aggregate(EntryResult& result);
 
+// What an engine's run() returns when RunOptions::onDeployed stopped it at the early result `shown`: the
+// same result without its heads, marked splitPending.
+EntryResult withoutHeads(const EntryResult& shown);
+
 }  // namespace sparge::core
