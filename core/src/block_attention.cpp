@@ -269,15 +269,11 @@ void TileRun::finish(size_t pass) {
                           n == Numerics::Int8Fp8 ? ops_.v8.scales.data() : nullptr, quantized(n), h_.dtype,
                           hp.out->out.data() + size_t(r0_) * h_.dv, int(h_.dv));
   if (!hp.spec.wantBlockMass) return;
-  for (size_t slot = 0; slot < st.visited.size(); ++slot) {
-    double mass = 0;
-    for (int r = 0; r < rows_; ++r) {
-      const float pm = st.partMax[size_t(r) * st.visits + slot];
-      if (!(st.l[r] > 0.0f) || pm == kNegInf) continue;
-      mass += double(st.partSum[size_t(r) * st.visits + slot]) * std::exp2(double(pm) - st.m[r]) / st.l[r];
-    }
-    hp.out->blockMass[size_t(i_) * hs_.nk_ + st.visited[slot]] = float(mass / rows_);
-  }
+  sc_.mass.resize(size_t(st.visits));
+  kern_.blockMass(st.partSum.data(), st.partMax.data(), st.visits, st.m.data(), st.l.data(), rows_,
+                  sc_.mass.data());
+  for (size_t slot = 0; slot < st.visited.size(); ++slot)
+    hp.out->blockMass[size_t(i_) * hs_.nk_ + st.visited[slot]] = sc_.mass[slot] / float(rows_);
 }
 
 void TileRun::run() {

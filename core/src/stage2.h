@@ -66,7 +66,7 @@ struct TileScratch {
   BlockScores scores[2];     // exact, int8
   BlockProduct products[3];  // by numerics
   std::vector<PassState> passes;
-  std::vector<float> p, offset;
+  std::vector<float> p, offset, mass;
   std::vector<int> lo, hi, loBlock, hiBlock;  // visible keys per row: global, then block-local
 };
 

@@ -53,6 +53,10 @@ struct Kernels {
   // for e < cols; rows with l <= 0 (no visible key) are 0. Returns the number of such rows.
   int (*normalizeRows)(const float* acc, int lda, const float* l, int rows, int cols, const float* scales,
                        bool rounded, DType input, float* out, int ldo);
+  // mass[b] = Σ_r partSum[r][b] · 2^(partMax[r][b] - m[r]) / l[r] over rows with l > 0 and partMax > -inf:
+  // how much of each row's softmax the b-th visited block holds, summed over the rows.
+  void (*blockMass)(const float* partSum, const float* partMax, int blocks, const float* m, const float* l,
+                    int rows, float* mass);
   // The sums of o against ref over n values.
   CompareSums (*compare)(const float* o, const float* ref, size_t n);
   // One INT8 tile (docs/numerics.md): x [rows, d] rounded to the input type (minus `mean` [d] in that

@@ -195,6 +195,32 @@ TEST(TileKernels, RoundedProbabilitiesEqualTheScalarRoundings) {
   }
 }
 
+TEST(TileKernels, BlockMassAddsEachRowsShare) {
+  for (const Kernels* k : kernelSets()) {
+    const int rows = 5, blocks = k->columnStep + 3;  // a vector part and a scalar tail
+    std::vector<float> sum = sparge::test::normalValues(size_t(rows) * blocks, 14), max(sum.size());
+    std::mt19937_64 rng(15);
+    std::uniform_real_distribution<float> u(-20.0f, 0.0f);
+    for (size_t i = 0; i < sum.size(); ++i) {
+      sum[i] = std::fabs(sum[i]);
+      max[i] = i % 7 == 3 ? -kInf : u(rng);  // -inf: a slot the row did not see
+    }
+    const std::vector<float> m = {0.5f, 0.0f, 1.0f, -2.0f, 3.0f},
+                             l = {2.0f, 0.0f, 1.5f, 0.25f, 8.0f};  // row 1: empty
+    std::vector<float> mass(size_t(blocks), -1.0f);
+    k->blockMass(sum.data(), max.data(), blocks, m.data(), l.data(), rows, mass.data());
+    for (int b = 0; b < blocks; ++b) {
+      double want = 0;
+      for (int r = 0; r < rows; ++r) {
+        const size_t i = size_t(r) * blocks + b;
+        if (l[size_t(r)] > 0 && max[i] != -kInf)
+          want += sum[i] * std::exp2(double(max[i]) - m[size_t(r)]) / l[size_t(r)];
+      }
+      EXPECT_NEAR(mass[size_t(b)], want, 1e-6 * want + 1e-30) << k->isa << " block " << b;
+    }
+  }
+}
+
 TEST(TileKernels, SoftmaxUpdateAndErrorSums) {
   for (const Kernels* k : kernelSets()) {
     const int rows = 2 * k->columnStep + 3;  // a vector part and a scalar tail

@@ -387,6 +387,26 @@ int normalizeRows(const float* acc, int lda, const float* l, int rows, int cols,
   return empty;
 }
 
+void blockMass(const float* partSum, const float* partMax, int blocks, const float* m, const float* l,
+               int rows, float* mass) {
+  for (int b = 0; b < blocks; ++b) mass[b] = 0.0f;
+  for (int r = 0; r < rows; ++r) {
+    if (!(l[r] > 0.0f)) continue;
+    const float inv = 1.0f / l[r];
+    const F mr = splat(m[r]);
+    const float* sum = partSum + size_t(r) * blocks;
+    const float* max = partMax + size_t(r) * blocks;
+    int b = 0;
+    for (; b + W <= blocks; b += W) {
+      const F pm = load(max + b);
+      const F share = load(sum + b) * exp2v(pm - mr) * inv;
+      store(mass + b, load(mass + b) + (pm == -kInf ? F{} : share));
+    }
+    for (; b < blocks; ++b)
+      if (max[b] != -kInf) mass[b] += sum[b] * exp2v(splat(max[b] - m[r]))[0] * inv;
+  }
+}
+
 // ---- Error sums -----------------------------------------------------------------------------------------
 
 CompareSums compare(const float* o, const float* ref, size_t n) {
@@ -494,6 +514,7 @@ const Kernels& kernels() {
                          .advanceMaxima = advanceMaxima,
                          .rescaleAdd = rescaleAdd,
                          .normalizeRows = normalizeRows,
+                         .blockMass = blockMass,
                          .compare = compare,
                          .quantizeTileInt8 = quantizeTileInt8,
                          .channelAmax = channelAmax,
