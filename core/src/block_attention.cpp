@@ -117,7 +117,11 @@ class TileRun {
   const BlockProduct& product(const PassState& st, Numerics n);
   void finish(size_t pass);
   const BlockScores& scoresOf(Numerics n) const { return sc_.scores[quantized(n) ? 1 : 0]; }
-  bool visits(size_t pass, int j) const { return hs_.passes_[pass].spec.mask[size_t(i_) * hs_.nk_ + j] != 0; }
+  // Pass `pass` runs this tile and visits key block j.
+  bool visits(size_t pass, int j) const {
+    const HeadStage2::Pass& hp = hs_.passes_[pass];
+    return hp.runs[size_t(i_)] && hp.spec.mask[size_t(i_) * hs_.nk_ + j] != 0;
+  }
 
   HeadStage2& hs_;
   TileScratch& sc_;
@@ -158,6 +162,11 @@ TileRun::TileRun(HeadStage2& head, TileScratch& sc, int i)
   }
   sc_.passes.resize(hs_.passes_.size());
   for (size_t p = 0; p < hs_.passes_.size(); ++p) {
+    HeadStage2::Pass& hp = hs_.passes_[p];
+    if (!hp.runs[size_t(i)]) continue;
+    hp.history->kept[size_t(i)] = 0;  // until this tile is complete (a cancelled run keeps nothing half-done)
+    hp.history->nonFinite[size_t(i)] = 0;
+    std::fill_n(hp.out->pvSkipped.begin() + ptrdiff_t(i) * hs_.nk_, hs_.nk_, uint8_t(0));
     PassState& st = sc_.passes[p];
     st.visits = 0;
     for (int j = 0; j < hs_.nk_; ++j) st.visits += visits(p, j) ? 1 : 0;
@@ -193,7 +202,8 @@ void TileRun::scoreBlock(int j, bool int8) {
     sc_.hiBlock[r] = std::min(sc_.hi[r] - k0_, cols_ - 1);  // the padding past the block is never visible
   }
   if (kern_.maskAndMax(b.s.data(), bc, rows_, bc, sc_.loBlock.data(), sc_.hiBlock.data(), b.rowMax.data()))
-    for (HeadStage2::Pass& p : hs_.passes_) p.nonFinite[size_t(i_)] = 1;
+    for (HeadStage2::Pass& p : hs_.passes_)
+      if (p.runs[size_t(i_)]) p.history->nonFinite[size_t(i_)] = 1;
 }
 
 const BlockProduct& TileRun::product(const PassState& st, Numerics n) {
@@ -263,11 +273,15 @@ void TileRun::finish(size_t pass) {
   HeadStage2::Pass& hp = hs_.passes_[pass];
   const PassState& st = sc_.passes[pass];
   const Numerics n = hp.spec.numerics;
+  TileHistory& th = *hp.history;
   // The deployed kernels multiply by the FP8 V scales and write O in the input's half type.
-  hp.emptyRows[size_t(i_)] =
+  th.emptyRows[size_t(i_)] =
       kern_.normalizeRows(st.acc.data(), ops_.width, st.l.data(), rows_, int(h_.dv),
                           n == Numerics::Int8Fp8 ? ops_.v8.scales.data() : nullptr, quantized(n), h_.dtype,
                           hp.out->out.data() + size_t(r0_) * h_.dv, int(h_.dv));
+  const size_t row = size_t(i_) * hs_.nk_;
+  std::copy_n(hp.spec.mask + row, hs_.nk_, th.mask.begin() + ptrdiff_t(row));
+  th.kept[size_t(i_)] = 1;
   if (!hp.spec.wantBlockMass) return;
   sc_.mass.resize(size_t(st.visits));
   kern_.blockMass(st.partSum.data(), st.partMax.data(), st.visits, st.m.data(), st.l.data(), rows_,
@@ -291,11 +305,49 @@ void TileRun::run() {
     for (size_t p = 0; p < n; ++p)
       if (visits(p, j)) visit(p, j);
   }
-  for (size_t p = 0; p < n; ++p) finish(p);
+  for (size_t p = 0; p < n; ++p)
+    if (hs_.passes_[p].runs[size_t(i_)]) finish(p);
+}
+
+// The pass's history (reset when what its tiles depend on besides their mask rows changed), which tiles it
+// runs, and its output sized.
+void HeadStage2::preparePass(Pass& hp, const OperandsKey& key) {
+  TileHistory& th = *hp.history;
+  const size_t blocks = size_t(nq_) * nk_, outSize = size_t(h_.nQ * h_.dv);
+  AttentionOutput& o = *hp.out;
+  // Block masses are not kept: a pass that wants them runs every tile.
+  const bool same = key.entry != 0 && th.key == key && th.kernels == kernels_ &&
+                    th.numerics == hp.spec.numerics && th.lambda == hp.spec.lambda &&
+                    !hp.spec.wantBlockMass && th.mask.size() == blocks && o.out.size() == outSize &&
+                    o.pvSkipped.size() == blocks;
+  if (!same) {
+    th.key = key;
+    th.kernels = kernels_;
+    th.numerics = hp.spec.numerics;
+    th.lambda = hp.spec.lambda;
+    th.mask.assign(blocks, 0);
+    th.kept.assign(size_t(nq_), 0);
+    th.emptyRows.assign(size_t(nq_), 0);
+    th.nonFinite.assign(size_t(nq_), 0);
+  }
+  o.out.resize(outSize);  // every row is written by its tile
+  o.pvSkipped.resize(blocks);
+  o.blockMass.assign(hp.spec.wantBlockMass ? blocks : 0, 0.0f);
+  hp.runs.assign(size_t(nq_), 1);
+  for (int i = 0; i < nq_; ++i) {
+    const uint8_t* row = hp.spec.mask + size_t(i) * nk_;
+    if (th.kept[size_t(i)] && std::equal(row, row + nk_, th.mask.begin() + ptrdiff_t(i) * nk_)) {
+      hp.runs[size_t(i)] = 0;
+      continue;
+    }
+    runs_[size_t(i)] = 1;
+    cost_[size_t(i)] += std::count_if(row, row + nk_, [](uint8_t m) { return m != 0; });
+  }
 }
 
 void HeadStage2::prepare(const HeadOperands& head, const Geometry& g, const std::vector<PassSpec>& passes,
-                         const std::vector<AttentionOutput*>& outs, const OperandsKey& key) {
+                         const std::vector<AttentionOutput*>& outs, const OperandsKey& key,
+                         const std::vector<TileHistory*>& histories) {
   h_ = head;
   g_ = g;
   kernels_ = &tile::kernels();
@@ -303,20 +355,14 @@ void HeadStage2::prepare(const HeadOperands& head, const Geometry& g, const std:
   nk_ = int(ceilDiv(head.nKv, g.blockK));
   passes_.resize(passes.size());
   cost_.assign(size_t(nq_), 0);
+  runs_.assign(size_t(nq_), 0);
   for (size_t p = 0; p < passes.size(); ++p) {
     Pass& hp = passes_[p];
     hp.spec = passes[p];
     hp.out = outs[p];
-    hp.emptyRows.assign(size_t(nq_), 0);
-    hp.nonFinite.assign(size_t(nq_), 0);
-    AttentionOutput& o = *hp.out;
-    o.out.resize(size_t(head.nQ * head.dv));  // every row is written by its tile
-    o.pvSkipped.assign(size_t(nq_) * nk_, 0);
-    o.blockMass.assign(passes[p].wantBlockMass ? size_t(nq_) * nk_ : 0, 0.0f);
-    o.emptyRows = 0;
-    o.nonFinite = false;
-    for (int i = 0; i < nq_; ++i)
-      for (int j = 0; j < nk_; ++j) cost_[size_t(i)] += passes[p].mask[size_t(i) * nk_ + j] ? 1 : 0;
+    hp.history = p < histories.size() && histories[p] ? histories[p] : &hp.own;
+    if (hp.history == &hp.own) hp.own.key = OperandsKey{};  // nothing is kept without a caller's history
+    preparePass(hp, key);
   }
   prepareOperands(head, g, passes, nk_, *kernels_, key, ops_);
   for (size_t p = 0; p < passes.size(); ++p)
@@ -330,9 +376,11 @@ void HeadStage2::runTile(int i, TileScratch& scratch) {
 
 void HeadStage2::finish() {
   for (Pass& p : passes_) {
+    p.out->emptyRows = 0;
+    p.out->nonFinite = false;
     for (int i = 0; i < nq_; ++i) {
-      p.out->emptyRows += p.emptyRows[size_t(i)];
-      p.out->nonFinite = p.out->nonFinite || p.nonFinite[size_t(i)] != 0;
+      p.out->emptyRows += p.history->emptyRows[size_t(i)];
+      p.out->nonFinite = p.out->nonFinite || p.history->nonFinite[size_t(i)] != 0;
     }
   }
 }
@@ -345,7 +393,8 @@ std::vector<AttentionOutput> stage2Passes(const HeadOperands& h, const Geometry&
   HeadStage2 head;
   head.prepare(h, g, passes, ptrs);
   TileScratch scratch;
-  for (int i = 0; i < head.tiles(); ++i) head.runTile(i, scratch);
+  for (int i = 0; i < head.tiles(); ++i)
+    if (head.tileRuns(i)) head.runTile(i, scratch);
   head.finish();
   return outs;
 }

@@ -8,6 +8,7 @@
 #include <atomic>
 #include <chrono>
 #include <cmath>
+#include <iterator>
 #include <limits>
 #include <thread>
 
@@ -84,19 +85,28 @@ struct CpuEngine::HeadWork {
   HeadOperands operands;
   std::vector<PassSpec> passes;
   std::vector<AttentionOutput*> outs;
-  AttentionOutput deployed, exactSparse, reference, quantDense;            // the last two when not cached
-  bool runsSparse = false, runsReference = false, runsQuantDense = false;  // in the current phase
+  std::vector<TileHistory*> histories;
+  AttentionOutput deployed, exactSparse, reference, quantDense;  // the last two when not cached
+  TileHistory deployedTiles, sparseTiles;  // what deployed and exactSparse hold from earlier runs
+  // The passes of the current phase: their index, -1 when they do not run.
+  int deployedPass = -1, sparsePass = -1, referencePass = -1, quantDensePass = -1;
+  bool runsSparse = false, runsReference = false, runsQuantDense = false;
+  int64_t group = -1;  // the last group of heads this one ran in (the others may be evicted)
   const DenseOutput* cachedRef = nullptr;
   const DenseOutput* cachedQuantDense = nullptr;
-  std::vector<tile::CompareSums> vsDeployed, vsSparse, vsQuantDense;  // per query tile
+  // Per query tile: the error sums, and whether those of deployed and exactSparse are of their current rows.
+  std::vector<tile::CompareSums> vsDeployed, vsSparse, vsQuantDense;
+  std::vector<uint8_t> deployedCompared, sparseCompared;
 
   const float* referenceData() const { return cachedRef ? cachedRef->out.data() : reference.out.data(); }
 };
 
 struct CpuEngine::Workspace {
-  std::vector<std::unique_ptr<HeadWork>> heads;  // per head of the group being run
-  std::vector<TileScratch> scratch;              // per worker
-  std::vector<std::pair<int64_t, int>> order;    // (slot, query tile), costliest first
+  std::map<std::pair<int64_t, int64_t>, std::unique_ptr<HeadWork>> byHead;  // (batch, head)
+  std::vector<HeadWork*> heads;                                             // per head of the group being run
+  int64_t groups = 0;                                                       // groups run so far
+  std::vector<TileScratch> scratch;                                         // per worker
+  std::vector<std::pair<int64_t, int>> order;  // (slot, query tile), costliest first
   bool deferSplit = false;  // this run hands out the deployed figures before the exact sparse runs
   std::vector<std::vector<int64_t>> zeroVChannels;  // per head of the run: FP8 V channels that are all 0
 };
@@ -245,27 +255,28 @@ void CpuEngine::planPasses(EntryResult& result, int64_t first, int64_t last, con
     w.runsQuantDense = options.computeError && quant && !split && !w.cachedQuantDense;
     w.passes.clear();
     w.outs.clear();
-    if (!split) {
-      w.passes.push_back({config.numerics, hr.blockMask.data(), lambda, false});
-      w.outs.push_back(&w.deployed);
-    }
-    if (w.runsSparse) {
-      w.passes.push_back(sparse);
-      w.outs.push_back(&w.exactSparse);
-    }
-    if (w.runsReference) {
-      w.passes.push_back({Numerics::None, valid.data(), kNoSkip, true});
-      w.outs.push_back(&w.reference);
-    }
-    if (w.runsQuantDense) {
-      w.passes.push_back({config.numerics, valid.data(), kNoSkip, false});
-      w.outs.push_back(&w.quantDense);
-    }
+    w.histories.clear();
+    w.deployedPass = w.sparsePass = w.referencePass = w.quantDensePass = -1;
+    auto add = [&](int& index, const PassSpec& spec, AttentionOutput& out, TileHistory* history) {
+      index = int(w.passes.size());
+      w.passes.push_back(spec);
+      w.outs.push_back(&out);
+      w.histories.push_back(keepTiles_ ? history : nullptr);
+    };
+    if (!split)
+      add(w.deployedPass, {config.numerics, hr.blockMask.data(), lambda, false}, w.deployed,
+          &w.deployedTiles);
+    if (w.runsSparse) add(w.sparsePass, sparse, w.exactSparse, &w.sparseTiles);
+    if (w.runsReference)
+      add(w.referencePass, {Numerics::None, valid.data(), kNoSkip, true}, w.reference, nullptr);
+    if (w.runsQuantDense)
+      add(w.quantDensePass, {config.numerics, valid.data(), kNoSkip, false}, w.quantDense, nullptr);
   }
   spread(last - first, options, [&](int64_t s, int) {
     HeadWork& w = *ws_->heads[size_t(s)];
     const HeadResult& hr = result.heads[size_t(first + s)];
-    w.stage2.prepare(w.operands, g, w.passes, w.outs, {entryCount_, hr.batch, hr.head, g, config.smoothK});
+    w.stage2.prepare(w.operands, g, w.passes, w.outs, {entryCount_, hr.batch, hr.head, g, config.smoothK},
+                     w.histories);
   });
 }
 
@@ -275,7 +286,8 @@ void CpuEngine::runTiles(int64_t first, int64_t last, const RunOptions& options)
   std::vector<std::pair<int64_t, int>>& order = ws_->order;
   order.clear();
   for (int64_t s = 0; s < last - first; ++s)
-    for (int i = 0; i < ws_->heads[size_t(s)]->stage2.tiles(); ++i) order.emplace_back(s, i);
+    for (int i = 0; i < ws_->heads[size_t(s)]->stage2.tiles(); ++i)
+      if (ws_->heads[size_t(s)]->stage2.tileRuns(i)) order.emplace_back(s, i);
   auto cost = [&](const std::pair<int64_t, int>& a) {
     return ws_->heads[size_t(a.first)]->stage2.tileCost(a.second);
   };
@@ -289,28 +301,39 @@ void CpuEngine::runTiles(int64_t first, int64_t last, const RunOptions& options)
   for (int64_t s = 0; s < last - first; ++s) ws_->heads[size_t(s)]->stage2.finish();
 }
 
-// The error sums of every query tile against the reference: the deployed output (not with `split`), the exact
-// sparse run and the dense quantized run when they ran.
-void CpuEngine::compareOutputs(EntryResult& result, int64_t first, int64_t last, bool split) {
+// The error sums of every query tile against the reference, of the outputs of the current phase: only of the
+// tiles that ran, or whose sums are not of their rows yet.
+void CpuEngine::compareOutputs(EntryResult& result, int64_t first, int64_t last) {
   const int64_t dv = entry_->info.headDimV, nQ = entry_->info.tokensQ;
   const int blockQ = result.config.geometry.blockQ;
   const int nq = int(ceilDiv(nQ, blockQ));
   for (int64_t s = 0; s < last - first; ++s) {
     HeadWork& w = *ws_->heads[size_t(s)];
-    w.vsDeployed.resize(split ? 0 : size_t(nq));
-    w.vsSparse.resize(w.runsSparse ? size_t(nq) : 0);
-    w.vsQuantDense.resize(w.runsQuantDense ? size_t(nq) : 0);
+    for (auto* v : {&w.vsDeployed, &w.vsSparse, &w.vsQuantDense}) v->resize(size_t(nq));
+    for (auto* v : {&w.deployedCompared, &w.sparseCompared}) v->resize(size_t(nq), 0);
   }
   const tile::Kernels& kern = tile::kernels();
+  // A pass's tile is compared again when it ran, or when its sums are not of its current rows yet.
+  auto due = [](const HeadWork& w, int pass, std::vector<uint8_t>& compared, int i) {
+    if (pass < 0) return false;
+    if (w.stage2.passRuns(size_t(pass), i)) compared[size_t(i)] = 0;
+    return compared[size_t(i)] == 0;
+  };
   spread((last - first) * nq, RunOptions{}, [&](int64_t k, int) {
     HeadWork& w = *ws_->heads[size_t(k / nq)];
     const int i = int(k % nq);
     const int64_t r0 = int64_t(i) * blockQ, r1 = std::min<int64_t>(nQ, r0 + blockQ);
     const size_t at = size_t(r0 * dv), n = size_t((r1 - r0) * dv);
     const float* ref = w.referenceData() + at;
-    if (!split) w.vsDeployed[size_t(i)] = kern.compare(w.deployed.out.data() + at, ref, n);
-    if (w.runsSparse) w.vsSparse[size_t(i)] = kern.compare(w.exactSparse.out.data() + at, ref, n);
-    if (w.runsQuantDense) w.vsQuantDense[size_t(i)] = kern.compare(w.quantDense.out.data() + at, ref, n);
+    if (due(w, w.deployedPass, w.deployedCompared, i)) {
+      w.vsDeployed[size_t(i)] = kern.compare(w.deployed.out.data() + at, ref, n);
+      w.deployedCompared[size_t(i)] = 1;
+    }
+    if (due(w, w.sparsePass, w.sparseCompared, i)) {
+      w.vsSparse[size_t(i)] = kern.compare(w.exactSparse.out.data() + at, ref, n);
+      w.sparseCompared[size_t(i)] = 1;
+    }
+    if (w.quantDensePass >= 0) w.vsQuantDense[size_t(i)] = kern.compare(w.quantDense.out.data() + at, ref, n);
   });
 }
 
@@ -328,7 +351,7 @@ void CpuEngine::collectHeads(EntryResult& result, int64_t first, int64_t last, c
     if (w.runsSparse) hr.errorSparse = sumTiles(w.vsSparse, count, &nonFinite, nullptr);
     if (!split) {
       nonFinite = nonFinite || w.deployed.nonFinite;
-      hr.pvSkipped = std::move(w.deployed.pvSkipped);
+      hr.pvSkipped = w.deployed.pvSkipped;  // copied: its kept tiles serve the next run
       hr.emptyRows = w.deployed.emptyRows;
       ws_->zeroVChannels[size_t(t)] = w.deployed.zeroVChannels;
       // Exact denominators: only blocks holding a valid token pair count, by block and by token area.
@@ -379,6 +402,32 @@ bool CpuEngine::errorsOfDeployed(HeadResult& hr, HeadWork& w, const RunConfig& c
   return nonFinite;
 }
 
+// The buffers of heads [first, last) into the workspace's slots: each head gets back those of its last run
+// (with what their tiles hold), while at most `capacity` heads' buffers are kept.
+void CpuEngine::assignWork(const EntryResult& result, int64_t first, int64_t last, int64_t capacity) {
+  const int64_t stamp = ++ws_->groups;
+  auto& byHead = ws_->byHead;
+  int64_t missing = 0;
+  for (int64_t t = first; t < last; ++t) {
+    const HeadResult& hr = result.heads[size_t(t)];
+    auto it = byHead.find({hr.batch, hr.head});
+    if (it == byHead.end())
+      ++missing;
+    else
+      it->second->group = stamp;
+  }
+  for (auto it = byHead.begin(); it != byHead.end() && int64_t(byHead.size()) + missing > capacity;)
+    it = it->second->group == stamp ? std::next(it) : byHead.erase(it);
+  ws_->heads.clear();
+  for (int64_t t = first; t < last; ++t) {
+    const HeadResult& hr = result.heads[size_t(t)];
+    std::unique_ptr<HeadWork>& w = byHead[{hr.batch, hr.head}];
+    if (!w) w = std::make_unique<HeadWork>();
+    w->group = stamp;
+    ws_->heads.push_back(w.get());
+  }
+}
+
 // Stage 2 over every head, in groups whose operands and outputs stay within a bounded workspace (at least
 // one head a thread): a small entry runs in one group, a large one does not hold every head's buffers.
 void CpuEngine::runGroups(EntryResult& result, const RunOptions& options, bool split) {
@@ -389,12 +438,11 @@ void CpuEngine::runGroups(EntryResult& result, const RunOptions& options, bool s
   constexpr double kGroupBytes = 256.0 * 1024 * 1024;
   const int64_t group =
       std::clamp<int64_t>(int64_t(kGroupBytes / headBytes), threads_, std::max<int64_t>(tasks, threads_));
-  while (int64_t(ws_->heads.size()) < std::min(group, tasks))
-    ws_->heads.push_back(std::make_unique<HeadWork>());
   ws_->zeroVChannels.resize(size_t(tasks));
   double prepareMs = 0, sparseMs = 0, metricsMs = 0;
   for (int64_t first = 0; first < tasks; first += group) {
     const int64_t last = std::min(tasks, first + group);
+    assignWork(result, first, last, group);
     auto t0 = Clock::now();
     planPasses(result, first, last, options, split);
     prepareMs += msSince(t0);
@@ -402,7 +450,7 @@ void CpuEngine::runGroups(EntryResult& result, const RunOptions& options, bool s
     runTiles(first, last, options);
     sparseMs += msSince(t0);
     t0 = Clock::now();
-    if (options.computeError) compareOutputs(result, first, last, split);
+    if (options.computeError) compareOutputs(result, first, last);
     collectHeads(result, first, last, options, split);
     metricsMs += msSince(t0);
     for (int64_t s = 0; s < last - first; ++s)

@@ -40,6 +40,21 @@ struct Stage2Operands {
   Fp8Columns v8;                               // e4m3 V and its per-channel scales (sm89/sm90)
 };
 
+// What the tiles of one output hold from earlier runs, so that a run keeps the tiles whose inputs did not
+// change (a slider move changes a few rows of a few heads' masks) instead of running them again: a tile's
+// output rows, skip flags and counts depend only on the operands, the pass's numerics and λ, and its own mask
+// row.
+struct TileHistory {
+  OperandsKey key;
+  const tile::Kernels* kernels = nullptr;
+  Numerics numerics = Numerics::None;
+  double lambda = 0;
+  std::vector<uint8_t> mask;       // [nq * nk] the mask rows the kept tiles ran with
+  std::vector<uint8_t> kept;       // [nq] 1: the tile's rows of the output are those of its mask row
+  std::vector<int32_t> emptyRows;  // [nq]
+  std::vector<uint8_t> nonFinite;  // [nq]
+};
+
 // Online-softmax state of one pass over one query tile.
 struct PassState {
   int visits = 0;  // key blocks of this tile's row in the pass's mask
@@ -75,11 +90,17 @@ class HeadStage2 {
   // Prepares `head`'s operands for `passes` (keeping those of the previous call when `key` is the same and
   // not 0) and sizes outs[p] for pass p, reusing this object's buffers and those of the outputs. `head` and
   // the masks must outlive the tiles.
+  // With histories[p] (may be null), the tiles of pass p whose inputs equal those of the run that last wrote
+  // outs[p] are kept as they are.
   void prepare(const HeadOperands& head, const Geometry& g, const std::vector<PassSpec>& passes,
-               const std::vector<AttentionOutput*>& outs, const OperandsKey& key = {});
+               const std::vector<AttentionOutput*>& outs, const OperandsKey& key = {},
+               const std::vector<TileHistory*>& histories = {});
   int tiles() const { return nq_; }
-  // Key blocks that tile i visits, summed over the passes (what it costs, for scheduling).
+  // Whether tile i runs at all (some pass does not keep it), and the key blocks it visits (for scheduling).
+  bool tileRuns(int i) const { return runs_[size_t(i)] != 0; }
   int64_t tileCost(int i) const { return cost_[size_t(i)]; }
+  // Whether pass p runs tile i (its rows of the output change in this run).
+  bool passRuns(size_t p, int i) const { return passes_[p].runs[size_t(i)] != 0; }
   // Every pass over query tile i; tiles may run at the same time on different threads.
   void runTile(int i, TileScratch& scratch);
   // Adds up what the tiles counted (empty rows, non-finite scores) into the outputs; after every tile ran.
@@ -90,15 +111,18 @@ class HeadStage2 {
   struct Pass {
     PassSpec spec;
     AttentionOutput* out = nullptr;
-    std::vector<int32_t> emptyRows;  // [nq]
-    std::vector<uint8_t> nonFinite;  // [nq]
+    TileHistory* history = nullptr;  // the caller's, or `own` (nothing kept)
+    TileHistory own;
+    std::vector<uint8_t> runs;  // [nq] 1: this pass runs tile i
   };
+  void preparePass(Pass& hp, const OperandsKey& key);
   HeadOperands h_;
   Geometry g_;
   const tile::Kernels* kernels_ = nullptr;
   int nq_ = 0, nk_ = 0;
   std::vector<Pass> passes_;
   std::vector<int64_t> cost_;
+  std::vector<uint8_t> runs_;  // [nq] some pass runs tile i
   Stage2Operands ops_;
 };
 

@@ -81,6 +81,11 @@ class CpuEngine final : public Engine {
   EntryResult run(const RunConfig& config, const RunOptions& options) override;
 
   int threads() const { return threads_; }
+  // Whether a run keeps the query tiles whose inputs equal those of the previous run of the same head (the
+  // default: same results, a slider move recomputes only the rows whose mask changed). Benchmarks of the
+  // engine's raw speed turn it off.
+  bool keepTiles() const { return keepTiles_; }
+  void setKeepTiles(bool keep) { keepTiles_ = keep; }
 
  private:
   // Dense outputs cached per head: the exact fp32 reference (with its block mass) and the dense run in a
@@ -106,9 +111,10 @@ class CpuEngine final : public Engine {
   // Stage 2 and the error sums of the heads in [first, last), in slots 0.. of the workspace.
   void planPasses(EntryResult& result, int64_t first, int64_t last, const RunOptions& options, bool split);
   void runTiles(int64_t first, int64_t last, const RunOptions& options);
-  void compareOutputs(EntryResult& result, int64_t first, int64_t last, bool split);
+  void compareOutputs(EntryResult& result, int64_t first, int64_t last);
   void collectHeads(EntryResult& result, int64_t first, int64_t last, const RunOptions& options, bool split);
   bool errorsOfDeployed(HeadResult& hr, HeadWork& w, const RunConfig& config);
+  void assignWork(const EntryResult& result, int64_t first, int64_t last, int64_t capacity);
   // Every head in groups that fit the workspace: the deployed phase, or (`split`) the exact sparse runs
   // alone.
   void runGroups(EntryResult& result, const RunOptions& options, bool split);
@@ -117,6 +123,7 @@ class CpuEngine final : public Engine {
   void spread(int64_t count, const RunOptions& options, const std::function<void(int64_t, int)>& task);
 
   int threads_;
+  bool keepTiles_ = true;  // see keepTiles()
   std::shared_ptr<const EntryData> entry_;
   uint64_t entryCount_ = 0;  // entries set so far: Stage-2 operands are kept for the current one only
   std::mutex runMutex_;      // one run at a time: runs share the workspace
