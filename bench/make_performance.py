@@ -87,7 +87,9 @@ def render_cpu_bench(doc, name):
            f"{doc.get('date') or 'date not recorded'}. Wall clock, ms, median (min-max).",
            f"`changes`: parameter changes on a {doc.get('changes_entry')} entry (θ -0.1, τ stepped over 0.900-0.987, "
            "dense outputs cached), as the GUI's slider makes them: *shown* when the deployed figures are out, "
-           "*complete* with the error split's exact sparse pass. `first-run`: a fresh engine on a "
+           "*complete* with the error split's exact sparse pass; the engine keeps the query tiles whose mask rows a "
+           "change leaves as they were, and *every tile* runs all of them (its raw speed). `first-run`: a fresh "
+           "engine on a "
            f"{doc.get('first_run_entry')} entry (defaults θ 0.6, τ 0.98, λ 50) with the dense reference and every "
            "error figure, as `sparge run` computes them (without loading the file). Stages are medians.", "",
            "| case | entry | variant | numerics | runs | shown | complete | Stage 1 | quantize | Stage 2 | metrics |",

@@ -89,9 +89,12 @@ core::RunConfig configFor(core::Numerics n) {
 
 // Parameter changes on a causal entry whose dense outputs are cached, as a viewer's slider makes them: the
 // deployed figures are on screen when onDeployed hands them out (or the run returns, for exact numerics).
+// With `everyTile`, the engine runs every query tile of every change (CpuEngine::setKeepTiles(false)): its
+// raw speed, without the rows a change leaves as they were.
 Row timeChanges(const std::shared_ptr<const core::EntryData>& entry, const Shape& s, core::Numerics n,
-                const CpuBenchOptions& o) {
+                const CpuBenchOptions& o, bool everyTile) {
   core::CpuEngine engine(o.threads);
+  engine.setKeepTiles(!everyTile);
   engine.setEntry(entry);
   core::RunConfig config = configFor(n);
   config.defaults.theta = -0.1;
@@ -115,7 +118,7 @@ Row timeChanges(const std::shared_ptr<const core::EntryData>& entry, const Shape
     samples.complete.push_back(total);
     samples.add(shownMs >= 0 ? shownTimes : r.times);
   }
-  return samples.row("changes", s, n);
+  return samples.row(everyTile ? "changes, every tile" : "changes", s, n);
 }
 
 // First runs of a fresh engine with the dense reference and every error figure, as `sparge run` makes them.
@@ -243,7 +246,10 @@ int runCpuBench(const CpuBenchOptions& o) {
     for (const std::string& q : o.quant) {
       const core::Numerics n = core::parseNumerics(q);
       std::vector<Row> rows;
-      if (doChanges) rows.push_back(timeChanges(changesEntry, changesShape, n, o));
+      if (doChanges) {
+        rows.push_back(timeChanges(changesEntry, changesShape, n, o, false));
+        rows.push_back(timeChanges(changesEntry, changesShape, n, o, true));
+      }
       if (doFirst) rows.push_back(timeFirstRuns(firstEntry, firstShape, n, o));
       for (const Row& r : rows) {
         table.row({r.caseName, r.entry, r.isa, r.numerics, std::to_string(r.runs), span(r.shown),
