@@ -70,6 +70,9 @@ void prepareInt8(const HeadOperands& h, const Geometry& g, int nk, Stage2Operand
       dst[size_t(c) * o.blockCols] = codePair(code(o.k8.codes, key, 2 * c), code(o.k8.codes, key, 2 * c + 1));
   }
   o.int8Factor = float(h.scale) * float(kLog2e);
+  // The float codes were only the staging of the pairs: the operands stay in memory between runs.
+  std::vector<float>().swap(o.q8.codes);
+  std::vector<float>().swap(o.k8.codes);
 }
 
 // The operand groups of the numerics families (Stage2Operands::families).

@@ -32,7 +32,7 @@ struct Stage2Operands {
   int blockCols = 0;                           // key-block width padded to the kernels' column step
   int width = 0;                               // value width padded to the kernels' column step
   std::vector<float> qScaled, kExact, vExact;  // exact scores: (q · scale · log2e) · kᵀ; exact P·V
-  Int8Rows q8, k8;                             // INT8 codes (as floats) and scales per tile of Q and K
+  Int8Rows q8, k8;                             // INT8 scales per tile of Q and K (their codes: staging)
   int pairs = 0;                               // head dim in code pairs (rounded up)
   std::vector<int32_t> q8Pairs, k8Pairs;       // the codes as int16 pairs: Q [rows][pairs], K transposed
   float int8Factor = 0;                        // sm_scale · log2e in fp32, as the kernel folds it
