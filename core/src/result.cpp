@@ -162,4 +162,14 @@ double Engine::runDenseBaseline(const std::string& name) {
   throw Error(this->name(), "no dense baseline '" + name + "' on this engine");
 }
 
+EntryResult withoutHeads(const EntryResult& shown) {
+  EntryResult r;
+  r.info = shown.info;
+  r.config = shown.config;
+  r.engine = shown.engine;
+  r.times = shown.times;
+  r.splitPending = true;
+  return r;
+}
+
 }  // namespace sparge::core

@@ -22,6 +22,17 @@ struct BlockPass {
   std::vector<float> selfSim;  // [nBlocks]
 };
 
+// A row of Q (mean == nullptr) or of K smoothed: K smoothing happens in half arithmetic, computed in fp32 and
+// rounded to the input type. One loop per type, so that each vectorises.
+void smoothedRow(const float* src, int64_t d, const float* mean, DType t, float* row) {
+  if (!mean)
+    std::copy(src, src + d, row);
+  else if (t == DType::BFloat16)
+    for (int64_t c = 0; c < d; ++c) row[c] = roundToBf16(src[c] - mean[c]);
+  else
+    for (int64_t c = 0; c < d; ++c) row[c] = roundToHalf(src[c] - mean[c]);
+}
+
 // One pass over Q (mean == nullptr) or K (mean = the per-head token mean, already rounded).
 BlockPass blockPass(const float* x, int64_t n, int64_t d, int blockSize, const float* mean, DType t) {
   const int64_t nBlocks = ceilDiv(n, blockSize);
@@ -36,14 +47,10 @@ BlockPass blockPass(const float* x, int64_t n, int64_t d, int blockSize, const f
     std::fill(unitSum.begin(), unitSum.end(), 0.0f);
     bool zeroRow = false;
     for (int64_t r = r0; r < r1; ++r) {
-      const float* src = x + r * d;
-      float norm2 = 0.0f;
-      for (int64_t c = 0; c < d; ++c) {
-        // K smoothing happens in half arithmetic: compute in fp32, round to the input type.
-        row[c] = mean ? roundToInput(src[c] - mean[c], t) : src[c];
-        sum[c] += row[c];
-        norm2 += row[c] * row[c];
-      }
+      smoothedRow(x + r * d, d, mean, t, row.data());
+      for (int64_t c = 0; c < d; ++c) sum[c] += row[c];
+      float norm2 = 0.0f;  // in column order, a sum of its own (the loops above vectorise)
+      for (int64_t c = 0; c < d; ++c) norm2 += row[c] * row[c];
       const float norm = std::sqrt(norm2);
       if (norm == 0.0f) zeroRow = true;
       // Unit vectors are stored as fp16 upstream, even for bf16 inputs.
@@ -162,8 +169,13 @@ SparsityCounts countSparsity(const BlockValidity& validity, const uint8_t* mask,
 std::vector<float> keyTokenMean(const float* k, int64_t nKv, int64_t d, DType inputType) {
   // Upstream casts float32 inputs to float16 first, so float32 captures are rounded like float16 ones.
   std::vector<double> acc(d, 0.0);
-  for (int64_t r = 0; r < nKv; ++r)
-    for (int64_t c = 0; c < d; ++c) acc[c] += roundToInput(k[r * d + c], inputType);
+  for (int64_t r = 0; r < nKv; ++r) {
+    const float* row = k + r * d;
+    if (inputType == DType::BFloat16)  // one loop per type, so that each vectorises
+      for (int64_t c = 0; c < d; ++c) acc[c] += roundToBf16(row[c]);
+    else
+      for (int64_t c = 0; c < d; ++c) acc[c] += roundToHalf(row[c]);
+  }
   std::vector<float> mean(d);
   for (int64_t c = 0; c < d; ++c) mean[c] = roundToInput(float(acc[c] / double(nKv)), inputType);
   return mean;
@@ -179,9 +191,9 @@ BlockStats computeBlockStats(const float* q, int64_t nQ, const float* k, int64_t
   st.nq = int(ceilDiv(nQ, geometry.blockQ));
   st.nk = int(ceilDiv(nKv, geometry.blockK));
 
-  const std::vector<float> mean = smoothK ? keyTokenMean(k, nKv, d, inputType) : std::vector<float>{};
+  if (smoothK) st.keyMean = keyTokenMean(k, nKv, d, inputType);
   BlockPass pq = blockPass(q, nQ, d, geometry.blockQ, nullptr, inputType);
-  BlockPass pk = blockPass(k, nKv, d, geometry.blockK, smoothK ? mean.data() : nullptr, inputType);
+  BlockPass pk = blockPass(k, nKv, d, geometry.blockK, smoothK ? st.keyMean.data() : nullptr, inputType);
   st.selfSimQ = std::move(pq.selfSim);
   st.selfSimK = std::move(pk.selfSim);
 

@@ -193,17 +193,6 @@ core::EntryResult finishSplit(CudaEngine::State& st, const core::EntryData& entr
   return res;
 }
 
-// What run() returns when the caller stopped it at the early result: the same result without its heads.
-core::EntryResult withoutHeads(const core::EntryResult& shown) {
-  core::EntryResult r;
-  r.info = shown.info;
-  r.config = shown.config;
-  r.engine = shown.engine;
-  r.times = shown.times;
-  r.splitPending = true;
-  return r;
-}
-
 bool sameShape(const core::EntryInfo& a, const core::EntryInfo& b) {
   return a.batch == b.batch && a.headsQ == b.headsQ && a.headsKV == b.headsKV && a.tokensQ == b.tokensQ &&
          a.tokensKV == b.tokensKV && a.headDim == b.headDim && a.headDimV == b.headDimV;
@@ -290,7 +279,7 @@ core::EntryResult CudaEngine::run(const core::RunConfig& config, const core::Run
   if (!early) return res;
   res.splitPending = true;
   auto shown = std::make_shared<core::EntryResult>(std::move(res));
-  if (!options.onDeployed(shown)) return withoutHeads(*shown);
+  if (!options.onDeployed(shown)) return core::withoutHeads(*shown);
   throwIfCancelled(options);
   return finishSplit(st, *entry_, plan, *shown, clock, start);
 }

@@ -155,4 +155,8 @@ int64_t rowsWithoutKeys(const EntryInfo& info);
 // visible key, and only the latter get a hint, one that can help them (--sink, --diagonal, τ / top-k).
 std::string emptyRowsWarning(const EntryResult& result, const HeadResult& head, int64_t windowRows);
 
+// What an engine's run() returns when RunOptions::onDeployed stopped it at the early result `shown`: the
+// same result without its heads, marked splitPending.
+EntryResult withoutHeads(const EntryResult& shown);
+
 }  // namespace sparge::core
