@@ -90,7 +90,7 @@ void prepareOperands(const HeadOperands& h, const Geometry& g, const std::vector
   o.kernels = &kern;
   unsigned need = 0;
   for (const PassSpec& p : passes) {
-    need |= quantized(p.numerics) ? kInt8 : 0;
+    if (quantized(p.numerics)) need |= kInt8;
     const Numerics pv = pvNumerics(p);
     need |= pv == Numerics::None ? kExact : pv == Numerics::Int8Fp16 ? kFp16 : kFp8;
   }
