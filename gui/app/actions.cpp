@@ -271,7 +271,7 @@ void ActionRunner::start(const Action& a) {
   }
 }
 
-// `set KEY=VALUE`: through the same command as the controls, so that follow-budget and the per-head
+// `set=KEY=VALUE`: through the same command as the controls, so that follow-budget and the per-head
 // overrides behave as they do for a user.
 void ActionRunner::applySet(const Action& a) {
   core::RunConfig c = session_.runs().config();
