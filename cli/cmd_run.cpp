@@ -69,6 +69,50 @@ void markNonFiniteInputs(core::EntryResult& r, const std::vector<core::NonFinite
     }
 }
 
+// The per-head table of an entry; with a budget, whether each head's L1 over its batch items is over it.
+void printHeadTable(const core::EntryResult& r, std::optional<double> budget) {
+  const auto& e = r.info;
+  const bool quant = r.config.numerics != core::Numerics::None;
+  // Without quantization the sparse-only error is the deployed one and the quantization error is 0; a part
+  // the engine did not measure (an exact head's, or the Q·Kᵀ part on the CUDA engine) is "-".
+  auto cell = [&](const core::ErrorSums& s, double v, int digits) {
+    return quant && s.count > 0 ? fmtNum(v, digits) : std::string("-");
+  };
+  std::map<int64_t, bool> over;
+  if (budget)
+    for (const auto& [h, err] : core::headErrors(r)) over[h] = core::overBudget(err.l1(), *budget);
+  std::vector<std::string> cols = {"head", "θ", "τ/topk", "λ", "stage1", "pv-skip", "total", "total(area)"};
+  if (quant || r.config.mixedNumerics()) cols.push_back("numerics");
+  for (const char* c : {"L1", "L1 sparse", "L1 quant", "L1 quant Q·Kᵀ", "cos", "cos sparse", "cos quant"})
+    cols.push_back(c);
+  if (budget) cols.push_back("budget");
+  Table t(cols);
+  for (const core::HeadResult& h : r.heads) {
+    const auto& p = h.params;
+    std::string sel = p.mode == core::SelectMode::Cdf ? "τ " + fmtNum(p.tau, 3) : "k " + fmtNum(p.topk, 3);
+    std::string head = (e.batch > 1 ? "b" + std::to_string(h.batch) + " " : "") + std::to_string(h.head);
+    std::vector<std::string> row = {
+        head + (p.dense ? " (dense)" : "") + (h.hasNonFinite ? " (NaN/Inf!)" : ""),
+        fmtNum(p.theta, 3),
+        sel,
+        fmtNum(p.lambda, 1),
+        fmtPct(h.sparsity.stage1()),
+        fmtPct(h.sparsity.pvSkipRate()),
+        fmtPct(h.sparsity.total()),
+        fmtPct(h.sparsity.totalArea())};
+    if (quant || r.config.mixedNumerics()) row.push_back(core::toString(r.config.numericsFor(h.head)));
+    for (std::string c :
+         {fmtNum(h.error.l1(), 5), cell(h.errorSparse, h.errorSparse.l1(), 5),
+          cell(h.errorQuant, h.errorQuant.l1(), 5), cell(h.errorQuantQk, h.errorQuantQk.l1(), 5),
+          fmtNum(h.error.cosSim(), 6), cell(h.errorSparse, h.errorSparse.cosSim(), 6),
+          cell(h.errorQuant, h.errorQuant.cosSim(), 6)})
+      row.push_back(c);
+    if (budget) row.push_back(over[h.head] ? "OVER" : "ok");
+    t.row(row);
+  }
+  t.print(std::cout);
+}
+
 // With a budget (the parameter file's), each head's L1 over its batch items is judged against it.
 void printEntry(const core::EntryResult& r, bool perHead, std::optional<double> budget) {
   const auto& e = r.info;
@@ -86,46 +130,7 @@ void printEntry(const core::EntryResult& r, bool perHead, std::optional<double> 
                     : ""))
                   .c_str(),
               r.engine.c_str());
-  // Without quantization the sparse-only error is the deployed one and the quantization error is 0; a part
-  // the engine did not measure (an exact head's, or the Q·Kᵀ part on the CUDA engine) is "-".
-  auto cell = [&](const core::ErrorSums& s, double v, int digits) {
-    return quant && s.count > 0 ? fmtNum(v, digits) : std::string("-");
-  };
-  std::map<int64_t, bool> over;
-  if (budget)
-    for (const auto& [h, err] : core::headErrors(r)) over[h] = core::overBudget(err.l1(), *budget);
-  if (perHead) {
-    std::vector<std::string> cols = {"head", "θ", "τ/topk", "λ", "stage1", "pv-skip", "total", "total(area)"};
-    if (quant || r.config.mixedNumerics()) cols.push_back("numerics");
-    for (const char* c : {"L1", "L1 sparse", "L1 quant", "L1 quant Q·Kᵀ", "cos", "cos sparse", "cos quant"})
-      cols.push_back(c);
-    if (budget) cols.push_back("budget");
-    Table t(cols);
-    for (const core::HeadResult& h : r.heads) {
-      const auto& p = h.params;
-      std::string sel = p.mode == core::SelectMode::Cdf ? "τ " + fmtNum(p.tau, 3) : "k " + fmtNum(p.topk, 3);
-      std::string head = (e.batch > 1 ? "b" + std::to_string(h.batch) + " " : "") + std::to_string(h.head);
-      std::vector<std::string> row = {
-          head + (p.dense ? " (dense)" : "") + (h.hasNonFinite ? " (NaN/Inf!)" : ""),
-          fmtNum(p.theta, 3),
-          sel,
-          fmtNum(p.lambda, 1),
-          fmtPct(h.sparsity.stage1()),
-          fmtPct(h.sparsity.pvSkipRate()),
-          fmtPct(h.sparsity.total()),
-          fmtPct(h.sparsity.totalArea())};
-      if (quant || r.config.mixedNumerics()) row.push_back(core::toString(r.config.numericsFor(h.head)));
-      for (std::string c :
-           {fmtNum(h.error.l1(), 5), cell(h.errorSparse, h.errorSparse.l1(), 5),
-            cell(h.errorQuant, h.errorQuant.l1(), 5), cell(h.errorQuantQk, h.errorQuantQk.l1(), 5),
-            fmtNum(h.error.cosSim(), 6), cell(h.errorSparse, h.errorSparse.cosSim(), 6),
-            cell(h.errorQuant, h.errorQuant.cosSim(), 6)})
-        row.push_back(c);
-      if (budget) row.push_back(over[h.head] ? "OVER" : "ok");
-      t.row(row);
-    }
-    t.print(std::cout);
-  }
+  if (perHead) printHeadTable(r, budget);
   std::printf(
       "all heads: stage1 %s  pv-skip %s  total %s (by token area %s)  L1 %.5f%s  cos %.6f  rmse %.3g\n",
       fmtPct(r.sparsity.stage1()).c_str(), fmtPct(r.sparsity.pvSkipRate()).c_str(),

@@ -213,6 +213,48 @@ BlockStats computeBlockStats(const float* q, int64_t nQ, const float* k, int64_t
   return st;
 }
 
+namespace {
+
+// One q-block row of Stage 1: the softmax of its predicted scores `row` (masked blocks -inf, largest
+// `rowMax`) rounded to float16 into `prob`, its blocks by descending probability into `order`, and how
+// many of them the row keeps (CDF up to tau, or top-k), at least one.
+int rankRowBlocks(const std::vector<float>& row, float rowMax, const HeadParams& p, float* prob,
+                  std::vector<int>& order) {
+  const int nk = int(row.size());
+  int keep = nk;
+  if (rowMax == kNegInf) {
+    // softmax of an all -inf row is NaN everywhere, and searchsorted on NaN keeps every block.
+    std::fill(prob, prob + nk, std::numeric_limits<float>::quiet_NaN());
+    std::iota(order.begin(), order.end(), 0);
+  } else {
+    float denom = 0.0f;
+    for (int j = 0; j < nk; ++j) denom += std::exp(row[j] - rowMax);
+    for (int j = 0; j < nk; ++j) prob[j] = roundToHalf(std::exp(row[j] - rowMax) / denom);
+    std::iota(order.begin(), order.end(), 0);
+    // Descending by probability; ties broken by index so results are deterministic.
+    std::stable_sort(order.begin(), order.end(), [&](int a, int b) { return prob[a] > prob[b]; });
+    if (p.mode == SelectMode::Cdf) {
+      float cdf = 0.0f;
+      keep = 0;
+      const float tau = float(p.tau);
+      for (int r = 0; r < nk; ++r) {
+        cdf += prob[order[r]];
+        if (roundToHalf(cdf) <= tau)
+          keep = r + 1;
+        else
+          break;
+      }
+    } else {
+      keep = int(std::trunc(float(p.topk) * float(nk)));
+    }
+  }
+  // An all-masked row only happens when every valid block of the row is forced on anyway.
+  if (rowMax == kNegInf) keep = nk;
+  return std::clamp(keep, 1, nk);
+}
+
+}  // namespace
+
 Stage1Mask selectBlocks(const BlockStats& st, const HeadParams& p, const ForcedBlocks& forced, int64_t nQ,
                         int64_t nKv) {
   const int nq = st.nq, nk = st.nk;
@@ -241,36 +283,7 @@ Stage1Mask selectBlocks(const BlockStats& st, const HeadParams& p, const ForcedB
       row[j] = masked ? kNegInf : st.scores[size_t(i) * nk + j];
       rowMax = std::max(rowMax, row[j]);
     }
-    int keep = nk;
-    if (rowMax == kNegInf) {
-      // softmax of an all -inf row is NaN everywhere, and searchsorted on NaN keeps every block.
-      std::fill(prow, prow + nk, std::numeric_limits<float>::quiet_NaN());
-      std::iota(order.begin(), order.end(), 0);
-    } else {
-      float denom = 0.0f;
-      for (int j = 0; j < nk; ++j) denom += std::exp(row[j] - rowMax);
-      for (int j = 0; j < nk; ++j) prow[j] = roundToHalf(std::exp(row[j] - rowMax) / denom);
-      std::iota(order.begin(), order.end(), 0);
-      // Descending by probability; ties broken by index so results are deterministic.
-      std::stable_sort(order.begin(), order.end(), [&](int a, int b) { return prow[a] > prow[b]; });
-      if (p.mode == SelectMode::Cdf) {
-        float cdf = 0.0f;
-        keep = 0;
-        const float tau = float(p.tau);
-        for (int r = 0; r < nk; ++r) {
-          cdf += prow[order[r]];
-          if (roundToHalf(cdf) <= tau)
-            keep = r + 1;
-          else
-            break;
-        }
-      } else {
-        keep = int(std::trunc(float(p.topk) * float(nk)));
-      }
-    }
-    // An all-masked row only happens when every valid block of the row is forced on anyway.
-    if (rowMax == kNegInf) keep = nk;
-    keep = std::clamp(keep, 1, nk);
+    const int keep = rankRowBlocks(row, rowMax, p, prow, order);
 
     // In an all-masked row upstream's searchsorted keeps every block, but the blocks that end up on are
     // exactly the forced (non-similar) valid columns, so they are reported as forced, not as selected.

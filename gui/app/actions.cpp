@@ -245,27 +245,9 @@ void ActionRunner::start(const Action& a) {
     case CommandId::PresetCdf:
       session_.applyPreset(*parsePreset(a.arg));
       break;
-    case CommandId::Set: {
-      // Through the same command as the controls, so that follow-budget and the per-head overrides
-      // behave as they do for a user.
-      core::RunConfig c = session_.runs().config();
-      Budget b = session_.tuning().budget();
-      try {
-        applySetting(a.arg, c, b);
-      } catch (const std::exception& e) {
-        fail(a, e.what());
-        return;
-      }
-      if (b.l2 <= b.l1) b.l2 = b.l1 * 1.15;
-      c.perHead = session_.runs().config().perHead;  // a default changes; overrides stay overrides
-      if (!(c.defaults == session_.runs().config().defaults)) {
-        session_.runs().setParams(c.defaults, ApplyTarget::AllHeads);
-        c.perHead.clear();
-      }
-      session_.runs().applyConfig(c);
-      session_.tuning().setBudget(b);
+    case CommandId::Set:
+      applySet(a);
       break;
-    }
     case CommandId::Follow:
       session_.tuning().setFollowBudget(a.arg == "1");
       break;
@@ -287,6 +269,27 @@ void ActionRunner::start(const Action& a) {
       fail(a, "not an automation action");
       break;
   }
+}
+
+// `set=KEY=VALUE`: through the same command as the controls, so that follow-budget and the per-head
+// overrides behave as they do for a user.
+void ActionRunner::applySet(const Action& a) {
+  core::RunConfig c = session_.runs().config();
+  Budget b = session_.tuning().budget();
+  try {
+    applySetting(a.arg, c, b);
+  } catch (const std::exception& e) {
+    fail(a, e.what());
+    return;
+  }
+  if (b.l2 <= b.l1) b.l2 = b.l1 * 1.15;
+  c.perHead = session_.runs().config().perHead;  // a default changes; overrides stay overrides
+  if (!(c.defaults == session_.runs().config().defaults)) {
+    session_.runs().setParams(c.defaults, ApplyTarget::AllHeads);
+    c.perHead.clear();
+  }
+  session_.runs().applyConfig(c);
+  session_.tuning().setBudget(b);
 }
 
 bool ActionRunner::noticeSince(const std::string& needle) const {

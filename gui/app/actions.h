@@ -43,6 +43,7 @@ class ActionRunner {
  private:
   enum class Phase { Start, Running, Wait };
   void start(const Action& a);
+  void applySet(const Action& a);  // the `set` action
   void finish(const Action& a);  // checks the outcome; sets failed_ on a problem
   void fail(const Action& a, const std::string& why);
   bool noticeSince(const std::string& needle) const;

@@ -183,7 +183,6 @@ bool App::enabled(CommandId id) const {
 
 void App::run(CommandId id) {
   if (!enabled(id)) return;
-  const auto selected = session_.capture().selected;
   switch (id) {
     case CommandId::OpenCapture:
       browser_.open("Open capture", FileBrowser::Mode::Open, defaultDir(), {".h5", ".hdf5"});
@@ -221,6 +220,15 @@ void App::run(CommandId id) {
     case CommandId::Quit:
       platform_.requestClose();
       break;
+    default:
+      runSessionCommand(id);
+      break;
+  }
+}
+
+// The commands that run, tune, profile or sweep the session, or apply a preset.
+void App::runSessionCommand(CommandId id) {
+  switch (id) {
     case CommandId::Rerun:
       session_.runs().rerun();
       break;
@@ -259,6 +267,16 @@ void App::run(CommandId id) {
     case CommandId::PresetStored:
       session_.applyPreset(core::Preset::Tuned);
       break;
+    default:
+      runViewCommand(id);
+      break;
+  }
+}
+
+// The commands that move between heads and views, change the text size or the layout, or open help.
+void App::runViewCommand(CommandId id) {
+  const auto selected = session_.capture().selected;
+  switch (id) {
     case CommandId::NextHead:
       session_.selectHead({selected.batch, selected.head + 1});
       break;

@@ -50,6 +50,8 @@ class App {
   void drawAbout();
   void drawErrorModal();
   bool enabled(CommandId id) const;
+  void runSessionCommand(CommandId id);  // run()'s commands on the session
+  void runViewCommand(CommandId id);     // run()'s commands on the views and the window
   void startExport(const std::string& purpose, const std::string& title, const std::string& ext,
                    const std::string& suffix);
   void screenshotNow();

@@ -103,16 +103,8 @@ void FileController::exportReport(const std::string& path) {
   }
 }
 
-void FileController::exportParams(const std::string& path) {
-  if (!targetOk(ExportKind::Params, path)) return;
-  const core::EntryInfo* info = core_.capture.info();
-  if (!info) {
-    core_.messages.pushError("Nothing to export yet: no entry loaded.");
-    return;
-  }
-  if (splitPending()) return;
-  // The file holds every tuned entry plus the current entry's parameters as they are now (tuned,
-  // overridden by hand or defaults), with the figures the latest run achieved.
+// A parameter file with no groups yet: the capture, engine, budget and the run settings the groups share.
+core::ParamsFile FileController::paramsFileSettings() const {
   const core::RunConfig& config = runs_.config();
   core::ParamsFile file;
   file.capture = core_.capture.path;
@@ -125,6 +117,21 @@ void FileController::exportParams(const std::string& path) {
   file.smoothK = config.smoothK;
   file.sink = config.sink;
   file.diagonal = config.diagonal;
+  return file;
+}
+
+void FileController::exportParams(const std::string& path) {
+  if (!targetOk(ExportKind::Params, path)) return;
+  const core::EntryInfo* info = core_.capture.info();
+  if (!info) {
+    core_.messages.pushError("Nothing to export yet: no entry loaded.");
+    return;
+  }
+  if (splitPending()) return;
+  // The file holds every tuned entry plus the current entry's parameters as they are now (tuned,
+  // overridden by hand or defaults), with the figures the latest run achieved.
+  const core::RunConfig& config = runs_.config();
+  core::ParamsFile file = paramsFileSettings();
   auto result = runs_.result();
   auto figures = [&](const std::string& entry, core::ParamsHead& ph) {
     if (const TuneRow* row = tuning_.row(entry, ph.head); row && row->params == ph.params) {

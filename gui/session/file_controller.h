@@ -7,6 +7,7 @@
 
 #include "run_controller.h"
 #include "session_core.h"
+#include "sparge/core/params_io.h"
 #include "tune_controller.h"
 
 namespace sparge::gui {
@@ -36,6 +37,7 @@ class FileController {
   void exportJob(const std::string& what, const std::string& path, Writer write);
   bool splitPending();  // says why and returns true while the latest result waits for its error split
   bool targetOk(ExportKind kind, const std::string& path);  // checkExportTarget; false after its error
+  core::ParamsFile paramsFileSettings() const;
 
   SessionCore& core_;
   RunController& runs_;
