@@ -146,7 +146,8 @@ int entriesInFlight(const core::SynthSpec& spec, int entries, int threads, const
 int writeSynthetic(const SynthOptions& o, const core::SynthSpec& spec) {
   checkOutputs({{"out", o.out}}, {});  // before generating the data
   applyMaxMemory(o.maxMemory);
-  const int threads = entriesInFlight(spec, o.entries, usableThreadsNoted(o.threads), o.out);
+  const int threads =
+      entriesInFlight(spec, o.entries, core::usableThreads(usableThreadsNoted(o.threads)), o.out);
   auto make = [spec](int i) {
     core::SynthSpec s = spec;
     s.seed = spec.seed + uint64_t(i) * 7919;

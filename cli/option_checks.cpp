@@ -93,6 +93,7 @@ CLI::Option* addThreadsOption(CLI::App& cmd, int& threads, const std::string& he
 }
 
 int usableThreadsNoted(int requested) {
+  if (requested <= 0) return 0;  // left to the engine, or to a job's placement (ranks share the cores)
   const int usable = core::usableThreads(requested);
   if (requested > usable)
     std::fprintf(stderr, "note: --threads %d capped at %d (%d per hardware thread of this machine's %d)\n",

@@ -37,7 +37,8 @@ CLI::Option* addHeadsOption(CLI::App& cmd, std::vector<int64_t>& heads, const st
 // --threads N (0 = one per hardware thread), N >= 0.
 CLI::Option* addThreadsOption(CLI::App& cmd, int& threads, const std::string& help);
 // The count a command uses for --threads `requested`: as given, or capped at what the machine runs
-// (core::maxThreads(), said once on stderr).
+// (core::maxThreads(), said once on stderr); 0 stays 0 (one per hardware thread, or in an MPI job the
+// rank's share of its host's cores).
 int usableThreadsNoted(int requested);
 
 }  // namespace sparge::cli

@@ -250,8 +250,11 @@ void CpuEngine::planPasses(EntryResult& result, int64_t first, int64_t last, con
     w.cachedRef = cachedReference({hr.batch, hr.head, g.blockQ, g.blockK});
     w.cachedQuantDense =
         cachedQuantDense({hr.batch, hr.head, g.blockQ, g.blockK, numerics, config.smoothK, false});
+    // The INT8 Q·Kᵀ part is measured on request only (one cached by an earlier run is not reported).
     w.cachedQuantQk =
-        cachedQuantDense({hr.batch, hr.head, g.blockQ, g.blockK, numerics, config.smoothK, true});
+        options.quantBreakdown
+            ? cachedQuantDense({hr.batch, hr.head, g.blockQ, g.blockK, numerics, config.smoothK, true})
+            : nullptr;
     const double lambda = hr.params.dense ? kNoSkip : hr.params.lambda;  // a dense head never skips PV
     const PassSpec sparse{Numerics::None, hr.blockMask.data(), lambda, false};
     w.runsSparse = options.computeError && quant && (split || !ws_->deferSplit);
