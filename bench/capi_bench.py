@@ -20,6 +20,7 @@ import torch
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
+import machine_info  # noqa: E402
 from compare_spargeattn import timed  # noqa: E402  (the same warm-up and timing as the engine comparison)
 
 
@@ -188,7 +189,7 @@ def main():
         extra["kernels_32k_d128_topk0.1_ms"] = kernel_profile(torch)
         for name, ms in extra["kernels_32k_d128_topk0.1_ms"].items():
             print(f"{ms:8.3f} ms  {name[:110]}")
-    doc = {"device": torch.cuda.get_device_name(), "torch": torch.__version__, "sparge_attn": sparge_attn.version(),
+    doc = {**machine_info.stamp("sparge-capi-bench/1"), "device": torch.cuda.get_device_name(), "torch": torch.__version__, "sparge_attn": sparge_attn.version(),
            "repeat": args.repeat, "warmup_ms": args.warmup_ms, "seconds": time.time() - t0,
            "summary": summary(cells, fa3_name), "graph_and_compile": extra, "cells": cells}
     print(json.dumps({"summary": doc["summary"], "graph_and_compile": extra}, indent=1))
