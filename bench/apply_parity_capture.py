@@ -23,6 +23,9 @@ from sparge_capture.engines import Call, EngineUnavailable, make_engine  # noqa:
 from sparge_capture.maskfile import entry_names, read_entry  # noqa: E402
 from sparge_capture.params import read_params  # noqa: E402
 
+sys.path.insert(0, HERE)
+import machine_info  # noqa: E402
+
 AGREE = 0.15
 
 
@@ -68,7 +71,7 @@ def main() -> int:
         for h in range(e.q.shape[1]):
             rows.append({"entry": name, "head": h, "numerics": hp.numerics[h], "sparse": bool(hp.sparse[h]),
                          **{f"l1_{n}": v[h] for n, v in l1.items()}})
-    result = {"gpu": torch.cuda.get_device_name(), "torch": torch.__version__, "capture": a.capture,
+    result = {**machine_info.stamp("sparge-apply-parity/1"), "gpu": torch.cuda.get_device_name(), "torch": torch.__version__, "capture": a.capture,
               "params": a.params, "geometry": pf.geometry, "numerics": pf.numerics, "heads": rows}
     for other in ("reference", "sparge"):
         if "spargeattn" in engines and other in engines:
@@ -77,8 +80,9 @@ def main() -> int:
             print(f"{other} vs spargeattn: per-head L1 within 15 % on {ok} of {n} heads "
                   f"({100 * ok / max(n, 1):.1f} %; target >= 85 %)")
     if a.json:
-        with open(a.json, "w") as f:
+        with open(a.json + ".tmp", "w") as f:
             json.dump(result, f, indent=1)
+        os.replace(a.json + ".tmp", a.json)
     return 0
 
 

@@ -49,12 +49,67 @@ def render_bench(doc, name):
 
 
 def render_compare(doc, name):
-    """bench/compare_spargeattn.py: ours against SpargeAttn (and torch) on the same shapes."""
-    out = [f"### Against SpargeAttn ({name})", "", provenance(doc) + ".", "",
-           "| N | D | causal | figures |", "| --- | --- | --- | --- |"]
+    """bench/compare_spargeattn.py: ours against SpargeAttn (and torch) on the same shapes, whole call."""
+    out = [f"### Against SpargeAttn, whole call ({name})", "", provenance(doc) + ".",
+           f"torch {doc.get('torch')}; B=1 H=32 fp16 random N(0, 1) data; dense-equivalent TOPS "
+           "(4·B·H·N²·D / t, halved when causal; t = median of the whole call: Stage 1, quantization, attention).",
+           "", "| N | D | causal | top-k | ours int8-fp8 | ours fp16 | SpargeAttn | ours int8-fp8 / SpargeAttn | "
+           "torch SDPA | cuDNN | our dense fp16 |", "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
     for r in doc.get("results", []):
-        out.append(f"| {r['tokens']} | {r['head_dim']} | {'yes' if r['causal'] else 'no'} | "
-                   f"{json.dumps(r.get('theirs', {}), sort_keys=True)[:200]} |")
+        ours, theirs = r.get("ours", {}), r.get("theirs", {})
+        for topk, figs in ours.get("topk", {}).items():
+            q8 = (figs.get("int8-fp8") or [None])[0]
+            f16 = (figs.get("none") or [None])[0]
+            sa = (theirs.get("spargeattn", {}).get(topk) or {}).get("tops")
+            ratio = q8 / sa if q8 and sa else None
+            out.append(f"| {r['tokens']} | {r['head_dim']} | {'yes' if r['causal'] else 'no'} | {topk} | "
+                       f"{fmt(q8, 0)} | {fmt(f16, 0)} | {fmt(sa, 0)} | {fmt(ratio, 2)} | "
+                       f"{fmt(theirs.get('sdpa'), 0)} | {fmt(ours.get('cudnn'), 0)} | "
+                       f"{fmt((ours.get('dense') or {}).get('none'), 0)} |")
+    return out
+
+
+def render_capi_bench(doc, name):
+    """bench/capi_bench.py: the sparge_attn op as PyTorch calls it, against SpargeAttn and the dense kernels."""
+    s = doc.get("summary", {})
+    g = doc.get("graph_and_compile", {})
+    out = [f"### The sparge_attn op from PyTorch ({name})", "", provenance(doc) + ".",
+           f"torch {doc.get('torch')}; sparge_attn {doc.get('sparge_attn')}; B=1 H=32 fp16 random data, int8-fp8, "
+           f"θ -0.1, λ 50; median of {doc.get('repeat')} after warm-up, ms. FlashAttention-3: {s.get('fa3')} "
+           "(bfloat16 copies of the same data).",
+           f"Speedup over SpargeAttn's whole call: min {fmt(s.get('min_speedup'), 2)}, median "
+           f"{fmt(s.get('median_speedup'), 2)}, {s.get('cells_at_1_3_or_more')} of {s.get('cells')} cells at 1.3 or "
+           f"more. CUDA graph replay equal to eager: {g.get('graph_equal')}; torch.compile equal: "
+           f"{g.get('compile_equal')} (with CUDA graphs: {g.get('compile_cudagraphs_equal')}).", "",
+           "| N | D | causal | top-k | ours | SpargeAttn | speedup | of our dense | our dense fp16 | FA3 | "
+           "ours vs FA3 | SDPA |", "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
+    for c in doc.get("cells", []):
+        for topk, o in c.get("ours", {}).items():
+            sa = (c.get("spargeattn", {}).get(topk) or {}).get("ms")
+            fa3 = c.get("fa3_ms")
+            out.append(f"| {c['tokens']} | {c['head_dim']} | {'yes' if c['causal'] else 'no'} | {topk} | "
+                       f"{fmt(o['ms'])} | {fmt(sa)} | {fmt(sa / o['ms'] if sa else None, 2)} | "
+                       f"{fmt(o['ms'] / c['dense_exact_ms'])} | {fmt(c['dense_exact_ms'])} | {fmt(fa3)} | "
+                       f"{fmt(fa3 / o['ms'] if fa3 else None, 2)} | {fmt(c.get('sdpa_ms'))} |")
+    return out
+
+
+def render_apply_parity(doc, name):
+    """bench/apply_parity_capture.py: per-head L1 of SpargeApply's engines on a real capture."""
+    heads = doc.get("heads", [])
+    out = [f"### Apply engines on a real capture ({name})", "", provenance(doc) + ".",
+           f"{doc.get('capture')}. torch {doc.get('torch')}; geometry {doc.get('geometry')}, numerics "
+           f"{doc.get('numerics')}. Per-head L1 against the float32 dense output; ratio to SpargeAttn's kernel's.", "",
+           "| engine | heads | within 15 % of SpargeAttn | ratio min | ratio median | ratio max |",
+           "| --- | --- | --- | --- | --- | --- |"]
+    for engine in ("reference", "sparge"):
+        ratios = [h[f"l1_{engine}"] / h["l1_spargeattn"] for h in heads
+                  if h.get(f"l1_{engine}") is not None and h.get("l1_spargeattn")]
+        if not ratios:
+            continue
+        within = sum(abs(r - 1) <= 0.15 for r in ratios)
+        out.append(f"| {engine} | {len(ratios)} | {within} | {min(ratios):.4f} | {statistics.median(ratios):.4f} | "
+                   f"{max(ratios):.4f} |")
     return out
 
 
@@ -103,14 +158,13 @@ def render_cpu_bench(doc, name):
 
 
 RENDERERS = {"sparge-bench/1": render_bench, "sparge-compare-spargeattn/1": render_compare,
-             "sparge-parity/1": render_parity, "sparge-cpu-bench/1": render_cpu_bench}
+             "sparge-parity/1": render_parity, "sparge-cpu-bench/1": render_cpu_bench,
+             "sparge-capi-bench/1": render_capi_bench, "sparge-apply-parity/1": render_apply_parity}
 
 AWAITING = """## Awaiting a GPU run in this form
 
 These figures are still quoted in README.md and kernels/NOTES.md from runs made before results were kept as
 JSON; each comes here once its command (docs/DEVELOPING.md, "GPU testing") writes its file into bench/results/:
-- the whole call against SpargeAttn, torch SDPA and cuDNN (`tools/gpu/engine_check.sh`, its `sparge bench
-  --json` files and `bench/compare_spargeattn.py --json`);
 - the kernel benchmark and the TMA streaming floor (`tools/gpu/kernel_check.sh`);
 - the tuner on one GPU (`tools/gpu/tuner_bench.sh`) and over 1, 2 and 4 GPUs (`tools/gpu/mpi_scaling.sh`);
 - the GUI's slider latency and frame times (`tools/gpu/session.sh gui,frame`);
