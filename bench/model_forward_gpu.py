@@ -118,9 +118,7 @@ def main() -> int:
     for name, r in doc["runs"].items():
         print(f"{name:10s} {r['time']['median_ms']:8.2f} ms  ppl {r['perplexity']:.3f}  "
               f"top-1 {r['top1_agreement']:.4f}  KL {r['kl_mean']:.5f}  logits L1 {r['logits_rel_l1']:.4f}", flush=True)
-    with open(a.out + ".tmp", "w") as f:
-        json.dump(doc, f, indent=1)
-    os.replace(a.out + ".tmp", a.out)
+    machine_info.write_json(a.out, doc)
     return 0
 
 
