@@ -11,7 +11,6 @@ against the same float32 dense reference. Prints and writes (JSON) the share of 
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import sys
 
@@ -80,9 +79,7 @@ def main() -> int:
             print(f"{other} vs spargeattn: per-head L1 within 15 % on {ok} of {n} heads "
                   f"({100 * ok / max(n, 1):.1f} %; target >= 85 %)")
     if a.json:
-        with open(a.json + ".tmp", "w") as f:
-            json.dump(result, f, indent=1)
-        os.replace(a.json + ".tmp", a.json)
+        machine_info.write_json(a.json, result)
     return 0
 
 

@@ -194,9 +194,7 @@ def main():
            "summary": summary(cells, fa3_name), "graph_and_compile": extra, "cells": cells}
     print(json.dumps({"summary": doc["summary"], "graph_and_compile": extra}, indent=1))
     if args.json:
-        with open(args.json + ".tmp", "w") as f:
-            json.dump(doc, f, indent=1)
-        os.replace(args.json + ".tmp", args.json)
+        machine_info.write_json(args.json, doc)
     return 0
 
 

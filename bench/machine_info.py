@@ -2,6 +2,7 @@
 NVIDIA driver and the SM clock as nvidia-smi reports them, the commit of the repository the script runs from,
 and the UTC date. Fields that cannot be read are null, never guessed."""
 import datetime
+import json
 import os
 import subprocess
 
@@ -38,3 +39,10 @@ def stamp(schema):
     """The header fields every result file carries."""
     return {"schema": schema, "machine": machine(), "commit": commit(),
             "date": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")}
+
+
+def write_json(path, doc):
+    """`doc` as JSON at `path`: written beside it, then renamed over it (a finished file or none)."""
+    with open(path + ".tmp", "w") as f:
+        json.dump(doc, f, indent=1)
+    os.replace(path + ".tmp", path)

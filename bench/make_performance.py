@@ -157,9 +157,28 @@ def render_cpu_bench(doc, name):
     return out
 
 
+def render_model_forward(doc, name):
+    """bench/model_forward_gpu.py: one real model's forward pass, dense and through both sparse engines."""
+    out = [f"### A real model's forward pass ({name})", "", provenance(doc) + ".",
+           f"{doc.get('model')}, {doc.get('tokens')} tokens of held-out text, torch {doc.get('torch')}; parameters: "
+           f"`sparge {doc.get('tune')}` on another text (mean tuned sparsity {fmt(doc.get('tuned_sparsity_mean'))}); "
+           "both sparse engines run the same parameters through SpargeApply. Wall time of the whole forward pass "
+           "(median, min-max); metrics of the next-token distributions against the dense run.", "",
+           "| run | forward ms | min-max | perplexity | top-1 agreement | KL | logits rel. L1 |",
+           "| --- | --- | --- | --- | --- | --- | --- |"]
+    for run, r in doc.get("runs", {}).items():
+        t = r["time"]
+        out.append(f"| {run} | {fmt(t['median_ms'], 2)} | {fmt(t['min_ms'], 2)}-{fmt(t['max_ms'], 2)} | "
+                   f"{fmt(r['perplexity'])} | {fmt(r['top1_agreement'], 4)} | {fmt(r['kl_mean'], 4)} | "
+                   f"{fmt(r['logits_rel_l1'], 4)} |")
+    if doc.get("note"):
+        out += ["", doc["note"] + "."]
+    return out
+
+
 RENDERERS = {"sparge-bench/1": render_bench, "sparge-compare-spargeattn/1": render_compare,
              "sparge-parity/1": render_parity, "sparge-cpu-bench/1": render_cpu_bench,
-             "sparge-capi-bench/1": render_capi_bench, "sparge-apply-parity/1": render_apply_parity}
+             "sparge-capi-bench/1": render_capi_bench, "sparge-apply-parity/1": render_apply_parity, "sparge-model-forward/1": render_model_forward}
 
 AWAITING = """## Awaiting a GPU run in this form
 

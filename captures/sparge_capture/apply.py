@@ -38,7 +38,13 @@ class HeadStats:
     abs_diff: Optional[torch.Tensor] = None
     abs_ref: Optional[torch.Tensor] = None
 
+    def cpu(self) -> "HeadStats":
+        move = lambda t: None if t is None else t.cpu()  # noqa: E731
+        return HeadStats(move(self.valid), move(self.selected), move(self.computed), move(self.abs_diff),
+                         move(self.abs_ref))
+
     def add(self, counts: dict, abs_diff, abs_ref) -> None:
+        # Counts stay where the engine produced them (no wait for the GPU per call); take_stats() moves them.
         self.valid += counts["valid"]
         self.selected += counts["selected"]
         self.computed += counts["computed_pv"]
@@ -315,7 +321,7 @@ class SpargeApply:
             s.calls += 1
             if run.counts is not None:
                 if s.stats is None:
-                    z = torch.zeros(heads, dtype=torch.int64)
+                    z = torch.zeros(heads, dtype=torch.int64, device=run.counts["valid"].device)
                     s.stats = HeadStats(z.clone(), z.clone(), z.clone())
                 s.stats.add(run.counts, run.abs_diff, run.abs_ref)
 
@@ -326,7 +332,7 @@ class SpargeApply:
             for name, s in self.summary.sparse.items():
                 if s.stats is not None:
                     out[name] = SparseModule(s.module, s.entry, s.group, s.how, s.heads_q, s.layer, s.numerics,
-                                             s.calls, dict(s.dense_heads), s.stats)
+                                             s.calls, dict(s.dense_heads), s.stats.cpu())
                     s.stats = None
             return out
 
