@@ -1,5 +1,6 @@
 // `sparge run [FILE]`: predict + sparse attention + dense reference + metrics per head, with a table,
 // and optional exports (masks v1, JSON/CSV report).
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
@@ -9,18 +10,19 @@
 #include <set>
 
 #include "commands.h"
-#include "rank_timings.h"
 #include "entry_pieces.h"
 #include "format.h"
 #include "guards.h"
 #include "job_support.h"
 #include "piece_job.h"
+#include "rank_timings.h"
 #include "run_options.h"
 #include "sparge/core/capture.h"
 #include "sparge/core/dense_hint.h"
 #include "sparge/core/error.h"
 #include "sparge/core/exports.h"
 #include "sparge/core/memory_guard.h"
+#include "sparge/core/method_knob.h"
 #include "sparge/core/names.h"
 #include "sparge/core/permutation.h"
 #include "sparge/profiler/profile_entry.h"
@@ -86,16 +88,26 @@ void printEntry(const core::EntryResult& r, bool perHead) {
   // Without quantization the sparse-only error is the deployed one and the quantization error is 0.
   auto quantCell = [&](double v, int digits) { return quant ? fmtNum(v, digits) : std::string("-"); };
   if (perHead) {
-    Table t({"head", "θ", "τ/topk", "λ", "stage1", "pv-skip", "total", "total(area)", "L1", "L1 sparse",
-             "L1 quant", "cos", "cos sparse", "cos quant"});
+    const core::Method method = r.config.method;
+    const bool sparge = method == core::Method::SpargeAttn;
+    Table t({"head", sparge ? "θ" : core::methodLabel(method), sparge ? "τ/topk" : "pairs", "λ", "stage1",
+             "pv-skip", "total", "total(area)", "L1", "L1 sparse", "L1 quant", "cos", "cos sparse",
+             "cos quant"});
     for (const core::HeadResult& h : r.heads) {
       const auto& p = h.params;
       std::string sel = p.mode == core::SelectMode::Cdf ? "τ " + fmtNum(p.tau, 3) : "k " + fmtNum(p.topk, 3);
       std::string head = (e.batch > 1 ? "b" + std::to_string(h.batch) + " " : "") + std::to_string(h.head);
-      t.row({head + (p.dense ? " (dense)" : "") + (h.hasNonFinite ? " (NaN/Inf!)" : ""), fmtNum(p.theta, 3),
-             sel, fmtNum(p.lambda, 1), fmtPct(h.sparsity.stage1()), fmtPct(h.sparsity.pvSkipRate()),
-             fmtPct(h.sparsity.total()), fmtPct(h.sparsity.totalArea()), fmtNum(h.error.l1(), 5),
-             quantCell(h.errorSparse.l1(), 5), quantCell(h.errorQuant.l1(), 5), fmtNum(h.error.cosSim(), 6),
+      // Other methods: their parameters, and the share of token pairs they choose themselves (when they
+      // choose tokens rather than blocks).
+      if (!sparge)
+        sel = std::isfinite(h.elementPairs) && h.sparsity.validArea > 0
+                  ? fmtPct(h.elementPairs / h.sparsity.validArea)
+                  : "-";
+      t.row({head + (p.dense ? " (dense)" : "") + (h.hasNonFinite ? " (NaN/Inf!)" : ""),
+             sparge ? fmtNum(p.theta, 3) : core::describeMethodParams(method, p), sel, fmtNum(p.lambda, 1),
+             fmtPct(h.sparsity.stage1()), fmtPct(h.sparsity.pvSkipRate()), fmtPct(h.sparsity.total()),
+             fmtPct(h.sparsity.totalArea()), fmtNum(h.error.l1(), 5), quantCell(h.errorSparse.l1(), 5),
+             quantCell(h.errorQuant.l1(), 5), fmtNum(h.error.cosSim(), 6),
              quantCell(h.errorSparse.cosSim(), 6), quantCell(h.errorQuant.cosSim(), 6)});
     }
     t.print(std::cout);
@@ -309,7 +321,11 @@ void writeOutputs(const EntryRun& run, double seconds) {
       std::printf("timings written to %s\n", o.timingsPath.c_str());
     }
   }
-  if (const auto hint = core::denseRunHint(run.results))
+  // The hint explains SpargeAttn's parameters; other methods have their own.
+  const bool sparge = std::all_of(run.results.begin(), run.results.end(), [](const core::EntryResult& r) {
+    return r.config.method == core::Method::SpargeAttn;
+  });
+  if (const auto hint = sparge ? core::denseRunHint(run.results) : std::nullopt)
     std::printf("%s\n", hintLine("nearly all dense: ", *hint).c_str());
   if (!o.masksPath.empty()) {
     core::writeMasks(o.masksPath, run.results);

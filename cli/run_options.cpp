@@ -43,6 +43,7 @@ void addMethodOptions(CLI::App& cmd, RunCommandOptions& o) {
   tau->excludes(topk);
   cmd.add_option("--lambda", o.lambda, "λ, pvthreshd: skip PV when the row maxima rise by <= -λ (base 2)")
       ->capture_default_str();
+  addMethodChoiceOptions(cmd, o.method, true);
   addNumericsOptions(cmd, o.numerics);
   cmd.add_flag("--no-smooth-k", o.noSmoothK, "Do not subtract the K token mean before pooling");
   cmd.add_flag("--sink", o.sink, "Attention sink: K block 0 always on");
@@ -90,6 +91,11 @@ core::Permutation runPermutation(const RunCommandOptions& o, const core::EntryIn
 core::RunConfig makeRunConfig(const RunCommandOptions& o, const core::EntryInfo& entry, const std::string&,
                               std::vector<std::string>* warnings) {
   core::RunConfig c;
+  c.method = o.method.parsed();
+  if (c.method != core::Method::SpargeAttn && (o.tau || o.topk))
+    throw Error(o.tau ? "--tau" : "--topk", std::string("is SpargeAttn's; --method ") +
+                                                core::toString(c.method) +
+                                                " has its own options (sparge run --help)");
   c.geometry = o.numerics.geometry();
   c.numerics = o.numerics.numerics();
   c.smoothK = !o.noSmoothK;
@@ -99,14 +105,16 @@ core::RunConfig makeRunConfig(const RunCommandOptions& o, const core::EntryInfo&
   p.theta = o.theta;
   p.lambda = o.lambda;
   p.dense = o.dense;
+  o.method.apply(c.method, p);
   if (o.topk) {
     p.mode = core::SelectMode::TopK;
     p.topk = *o.topk;
-    core::validate(p, "--topk");
+    core::validate(p, "--topk", c.method);
   } else {
     p.mode = core::SelectMode::Cdf;
     p.tau = o.tau.value_or(0.98);
-    core::validate(p, "--theta/--tau/--lambda");
+    core::validate(p, c.method == core::Method::SpargeAttn ? "--theta/--tau/--lambda" : "--method options",
+                   c.method);
   }
   if (!o.paramsPath.empty())
     core::applyParams(core::readParams(o.paramsPath), o.paramsPath, entry, c, warnings);

@@ -83,6 +83,7 @@ void CpuEngine::setEntry(std::shared_ptr<const EntryData> entry) {
   quantDense_.clear();
   stats_.clear();
   validity_.clear();
+  methodStats_.clear();
 }
 
 const BlockStats& CpuEngine::blockStats(int64_t b, int64_t h, const Geometry& g, bool smoothK) {
@@ -251,6 +252,8 @@ EntryResult CpuEngine::run(const RunConfig& config, const RunOptions& options) {
     hr.params = config.forHead(hr.head);
     hr.nq = nq;
     hr.nk = nk;
+    if (config.method != Method::SpargeAttn)
+      return predictHead(hr, *entry_, config, blockValidity(g), methodStats_);
     const BlockStats& st = blockStats(hr.batch, hr.head, g, config.smoothK);
     Stage1Mask m = selectBlocks(st, hr.params, {config.sink, config.diagonal}, info.tokensQ, info.tokensKV);
     hr.blockMask = std::move(m.mask);

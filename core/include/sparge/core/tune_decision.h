@@ -38,6 +38,8 @@ struct TuneDecision {
     PvSkipOff,  // the λ check failed: PV skip off, the verified (θ, τ / top-k) point kept
   };
 
+  Method method = Method::SpargeAttn;  // other methods: `sel` is the method's knob (method_knob.h), no θ
+  MInferencePattern pattern = MInferencePattern::VerticalSlash;  // MInference: the pattern chosen
   SelectMode mode = SelectMode::Cdf;  // names `sel`: τ or the top-k fraction
   int entries = 1;                    // entries tuned together (1: one entry, best-point search)
   Basis basis = Basis::None;
