@@ -27,11 +27,9 @@ import hashlib
 import json
 import os
 import re
-import struct
 import subprocess
 import sys
 import tempfile
-import wave
 
 import numpy as np
 import torch
@@ -39,104 +37,16 @@ import torch
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "captures"))
 from sparge_capture import SpargeCapture  # noqa: E402
+from sparge_capture.models import load_whisper_tiny_en, read_wav  # noqa: E402
 
 TEXT = "/usr/share/common-licenses/GPL-3"
 SAMPLE_RATE = 16000
 SOT, EOT, NO_TIMESTAMPS = 50257, 50256, 50362  # tiny.en special tokens
 
 
-def read_ct2(path: str) -> dict:
-    """Variables of a CTranslate2 model.bin (format version 6) as numpy arrays, aliases resolved."""
-    dtypes = {0: np.float32, 1: np.int8, 2: np.int16, 3: np.int32, 4: np.float16}
-    out = {}
-    with open(path, "rb") as f:
-        def u32():
-            return struct.unpack("<I", f.read(4))[0]
-
-        def string():
-            n = struct.unpack("<H", f.read(2))[0]
-            return f.read(n).rstrip(b"\0").decode()
-
-        if u32() != 6:
-            raise SystemExit(f"{path}: unexpected CTranslate2 format version")
-        string(), u32()  # spec name, revision
-        for _ in range(u32()):
-            name = string()
-            rank = f.read(1)[0]
-            dims = [u32() for _ in range(rank)]
-            dt = f.read(1)[0]
-            raw = f.read(u32())
-            out[name] = np.frombuffer(raw, dtype=dtypes[dt]).reshape(dims) if dims else raw
-        for _ in range(u32()):
-            alias, target = string(), string()
-            out[alias] = out[target]
-    return out
-
-
-def hf_state_dict(ct2: dict) -> dict:
-    """Maps CTranslate2's Whisper variables onto transformers' names (q/k/v are fused in CTranslate2)."""
-    sd = {}
-
-    def put(name, array):
-        sd[name] = torch.from_numpy(np.array(array, dtype=np.float32))
-
-    def linear(src, dst):
-        put(dst + ".weight", ct2[src + "/weight"])
-        if src + "/bias" in ct2:
-            put(dst + ".bias", ct2[src + "/bias"])
-
-    def norm(src, dst):
-        put(dst + ".weight", ct2[src + "/gamma"])
-        put(dst + ".bias", ct2[src + "/beta"])
-
-    def fused(src, dst, names):
-        w, b = ct2[src + "/weight"], ct2[src + "/bias"]
-        d = w.shape[0] // len(names)
-        for i, n in enumerate(names):
-            put(f"{dst}.{n}.weight", w[i * d:(i + 1) * d])
-            if n != "k_proj":  # Whisper's key projections have no bias (CTranslate2 stores zeros)
-                put(f"{dst}.{n}.bias", b[i * d:(i + 1) * d])
-
-    for c in ("conv1", "conv2"):
-        linear(f"encoder/{c}", f"model.encoder.{c}")
-    put("model.encoder.embed_positions.weight", ct2["encoder/position_encodings/encodings"])
-    norm("encoder/layer_norm", "model.encoder.layer_norm")
-    put("model.decoder.embed_tokens.weight", ct2["decoder/embeddings/weight"])
-    put("model.decoder.embed_positions.weight", ct2["decoder/position_encodings/encodings"])
-    norm("decoder/layer_norm", "model.decoder.layer_norm")
-    for side in ("encoder", "decoder"):
-        for i in range(4):
-            s, d = f"{side}/layer_{i}", f"model.{side}.layers.{i}"
-            fused(s + "/self_attention/linear_0", d + ".self_attn", ["q_proj", "k_proj", "v_proj"])
-            linear(s + "/self_attention/linear_1", d + ".self_attn.out_proj")
-            norm(s + "/self_attention/layer_norm", d + ".self_attn_layer_norm")
-            linear(s + "/ffn/linear_0", d + ".fc1")
-            linear(s + "/ffn/linear_1", d + ".fc2")
-            norm(s + "/ffn/layer_norm", d + ".final_layer_norm")
-            if side == "decoder":
-                linear(s + "/attention/linear_0", d + ".encoder_attn.q_proj")
-                fused(s + "/attention/linear_1", d + ".encoder_attn", ["k_proj", "v_proj"])
-                linear(s + "/attention/linear_2", d + ".encoder_attn.out_proj")
-                norm(s + "/attention/layer_norm", d + ".encoder_attn_layer_norm")
-    return sd
-
-
 def load_model(model_dir: str):
-    from transformers import WhisperConfig, WhisperForConditionalGeneration
-
-    cfg = WhisperConfig(vocab_size=51864, num_mel_bins=80, d_model=384, encoder_layers=4, decoder_layers=4,
-                        encoder_attention_heads=6, decoder_attention_heads=6, encoder_ffn_dim=1536,
-                        decoder_ffn_dim=1536, max_source_positions=1500, max_target_positions=448,
-                        decoder_start_token_id=SOT, eos_token_id=EOT, pad_token_id=EOT, bos_token_id=EOT)
-    model = WhisperForConditionalGeneration(cfg)
-    model.config._attn_implementation = "sdpa"
-    sd = hf_state_dict(read_ct2(os.path.join(model_dir, "model.bin")))
-    missing, unexpected = model.load_state_dict(sd, strict=False)
-    missing = [m for m in missing if m != "proj_out.weight"]  # tied to the token embedding
-    if missing or unexpected:
-        raise SystemExit(f"weight conversion: missing {missing}, unexpected {unexpected}")
-    model.tie_weights()
-    return model.eval()
+    model, _, _ = load_whisper_tiny_en(model_dir)
+    return model
 
 
 def passage(words_from: int, n_words: int) -> str:
@@ -149,12 +59,7 @@ def speak(text: str, voice: str, speed: int) -> np.ndarray:
     with tempfile.TemporaryDirectory() as tmp:
         wav = os.path.join(tmp, "s.wav")
         subprocess.run(["espeak-ng", "-v", voice, "-s", str(speed), "-w", wav, text], check=True)
-        with wave.open(wav) as w:
-            rate, raw = w.getframerate(), w.readframes(w.getnframes())
-    x = np.frombuffer(raw, dtype=np.int16).astype(np.float32) / 32768.0
-    t = np.arange(0, len(x) / rate, 1.0 / SAMPLE_RATE)
-    y = np.interp(t, np.arange(len(x)) / rate, x).astype(np.float32)
-    return y[: 30 * SAMPLE_RATE]
+        return read_wav(wav)
 
 
 def transcribe(model, features, tokenizer, max_tokens: int = 440):

@@ -42,7 +42,10 @@ add_library(sparge_kernels STATIC
   ${CMAKE_CURRENT_LIST_DIR}/engine/engine_errors.cpp
   ${CMAKE_CURRENT_LIST_DIR}/engine/engine_results.cpp
   ${CMAKE_CURRENT_LIST_DIR}/engine/head_results.cpp
-  ${CMAKE_CURRENT_LIST_DIR}/engine/bench.cpp)
+  ${CMAKE_CURRENT_LIST_DIR}/engine/bench.cpp
+  ${CMAKE_CURRENT_LIST_DIR}/stages/stats_quant.cu
+  ${CMAKE_CURRENT_LIST_DIR}/call/call_kernels.cu
+  ${CMAKE_CURRENT_LIST_DIR}/call/whole_call.cpp)
 target_include_directories(sparge_kernels PUBLIC ${CMAKE_CURRENT_LIST_DIR}/include
                                           PRIVATE ${CMAKE_CURRENT_LIST_DIR})
 # The engine's stage clock is the one CUDA-event timer (profiler/, a leaf target of core + cudart).

@@ -38,12 +38,17 @@ Requires Python >= 3.9, torch, h5py and numpy (transformers is optional).
 
 import math
 
+from .apply import ApplySummary, SpargeApply, SpargeApplyError
 from .capture import CAPTURE_VERSION, SpargeCapture, __version__
+from .engines import EngineUnavailable
+from .maskfile import load_mask_id
 from .grid import TokenGrid, grid_for_latents, grid_from_pipeline
 from .masks import MaskInfo, describe_mask
+from .params import ParamsError, read_params
 
-__all__ = ["SpargeCapture", "CAPTURE_VERSION", "MaskInfo", "describe_mask", "scale_of", "__version__", "TokenGrid",
-           "grid_for_latents", "grid_from_pipeline"]
+__all__ = ["SpargeCapture", "SpargeApply", "ApplySummary", "SpargeApplyError", "EngineUnavailable", "ParamsError",
+           "read_params", "load_mask_id", "CAPTURE_VERSION", "MaskInfo", "describe_mask", "scale_of",
+           "__version__", "TokenGrid", "grid_for_latents", "grid_from_pipeline"]
 
 
 def scale_of(head_dim: int) -> float:

@@ -12,19 +12,14 @@ from typing import Any, Callable, Dict, Iterable, List, Optional, Tuple
 import h5py
 import numpy as np
 import torch
-import torch.nn.functional as F
 
 from . import masks, storage
 from .grid import call_grid_attrs
+from .hooks import AttentionHooks, bind_hf, bind_sdpa, hf_mask_info, sdpa_mask_info
 from .identity import CallTracker, EntryNames, Identity
 
 CAPTURE_VERSION = 1
-__version__ = "1.1.0"
-
-# Only one capture may patch the globals at a time; nested patching would make restoring order-dependent.
-_active_lock = threading.Lock()
-_active: Optional["SpargeCapture"] = None
-
+__version__ = "1.2.0"
 
 def _to_set(values: Optional[Iterable[int]]) -> Optional[set]:
     if values is None:
@@ -96,12 +91,9 @@ class SpargeCapture:
         self._file: Optional[h5py.File] = None
         self._group: Optional[h5py.Group] = None
         self._calls_in_step: Dict[int, int] = {}
-        self._local = threading.local()
         self._write_lock = threading.Lock()
-        self._orig_sdpa: Optional[Callable] = None
-        self._hf_registry: Any = None
-        self._hf_saved: Dict[str, Tuple[bool, Callable]] = {}
         self._tracker = CallTracker()
+        self._hooks = AttentionHooks(self, self._tracker, self.hf_implementations, self._on_sdpa, self._on_hf)
         self._names = EntryNames()
 
     # ----- step API (diffusion models) -----
@@ -111,30 +103,24 @@ class SpargeCapture:
 
     # ----- context manager -----
     def __enter__(self) -> "SpargeCapture":
-        global _active
-        with _active_lock:
-            if _active is not None:
-                raise RuntimeError("another SpargeCapture is already active")
-            _active = self
+        self._hooks.claim()
         try:
             self._file = h5py.File(self.path, "w")
             self._write_root_attrs()
             self._group = self._file.create_group("entries")
-            self._patch()
+            self._hooks.patch()
         except BaseException:
-            self._unpatch()
+            self._hooks.unpatch()
             if self._file is not None:
                 self._file.close()
                 self._file = None
-            with _active_lock:
-                _active = None
+            self._hooks.release()
             raise
         return self
 
     def __exit__(self, exc_type, exc, tb) -> None:
-        global _active
         try:
-            self._unpatch()
+            self._hooks.unpatch()
         finally:
             try:
                 if self._file is not None:
@@ -143,8 +129,7 @@ class SpargeCapture:
             finally:
                 self._file = None
                 self._group = None
-                with _active_lock:
-                    _active = None
+                self._hooks.release()
 
     def set_attrs(self, **attrs: Any) -> None:
         """Adds root attributes (for example provenance known only after the run)."""
@@ -171,70 +156,14 @@ class SpargeCapture:
         for key, value in self.attrs.items():
             a[key] = _attr_value(value)
 
-    def _patch(self) -> None:
-        self._tracker.start()
-        self._orig_sdpa = F.scaled_dot_product_attention
-        F.scaled_dot_product_attention = self._make_sdpa_wrapper(self._orig_sdpa)
-        registry = _hf_attention_registry()
-        if registry is None:
-            return
-        self._hf_registry = registry
-        for name in self.hf_implementations:
-            try:
-                original = registry[name]
-            except KeyError:
-                continue
-            local = getattr(registry, "_local_mapping", None)
-            had_local = local is not None and name in local
-            self._hf_saved[name] = (had_local, local[name] if had_local else original)
-            registry[name] = self._make_hf_wrapper(original)
+    def _on_sdpa(self, original: Callable, args, kwargs):
+        self._guarded(self._record_sdpa, args, kwargs)
+        # Exactly the caller's arguments, so the result is the one the model would have had.
+        return original(*args, **kwargs)
 
-    def _unpatch(self) -> None:
-        self._tracker.stop()
-        if self._orig_sdpa is not None:
-            F.scaled_dot_product_attention = self._orig_sdpa
-            self._orig_sdpa = None
-        registry = self._hf_registry
-        if registry is not None:
-            local = getattr(registry, "_local_mapping", None)
-            for name, (had_local, fn) in self._hf_saved.items():
-                if local is not None and not had_local:
-                    # The original lived in the class-wide mapping: remove our override only.
-                    local.pop(name, None)
-                else:
-                    registry[name] = fn
-        self._hf_registry = None
-        self._hf_saved = {}
-
-    def _inside_hf(self) -> bool:
-        return getattr(self._local, "depth", 0) > 0
-
-    def _make_sdpa_wrapper(self, original: Callable) -> Callable:
-        capture = self
-
-        def scaled_dot_product_attention(*args, **kwargs):
-            if not capture._inside_hf():
-                capture._guarded(capture._record_sdpa, args, kwargs)
-            # Exactly the caller's arguments, so the result is the one the model would have had.
-            return original(*args, **kwargs)
-
-        scaled_dot_product_attention.__wrapped__ = original  # type: ignore[attr-defined]
-        scaled_dot_product_attention.__doc__ = original.__doc__
-        return scaled_dot_product_attention
-
-    def _make_hf_wrapper(self, original: Callable) -> Callable:
-        capture = self
-
-        def attention_forward(module, query, key, value, attention_mask, *args, **kwargs):
-            capture._guarded(capture._record_hf, module, query, key, value, attention_mask, args, kwargs)
-            capture._local.depth = getattr(capture._local, "depth", 0) + 1
-            try:
-                return original(module, query, key, value, attention_mask, *args, **kwargs)
-            finally:
-                capture._local.depth -= 1
-
-        attention_forward.__wrapped__ = original  # type: ignore[attr-defined]
-        return attention_forward
+    def _on_hf(self, original: Callable, module, query, key, value, attention_mask, args, kwargs):
+        self._guarded(self._record_hf, module, query, key, value, attention_mask, args, kwargs)
+        return original(module, query, key, value, attention_mask, *args, **kwargs)
 
     def _guarded(self, fn: Callable, *args: Any) -> None:
         try:
@@ -255,17 +184,8 @@ class SpargeCapture:
         self.calls_seen += 1
         call_index = self._next_call_in_step()
         nq, nkv = query.shape[-2], key.shape[-2]
-        scaling = kwargs.get("scaling", args[1] if len(args) > 1 else None)
-        dropout = kwargs.get("dropout", args[0] if len(args) > 0 else 0.0)
-        is_causal = kwargs.get("is_causal", args[2] if len(args) > 2 else None)
-        info = masks.describe_mask(attention_mask, nq, nkv)
-        if kwargs.get("position_bias") is not None:
-            info = masks.MaskInfo("other", description="a T5-style position bias added to the scores")
-        if info.kind == "none" and attention_mask is None:
-            # Mirrors transformers' sdpa_attention_forward: causal when the module says so and more than
-            # one query token is processed without an explicit mask.
-            causal = getattr(module, "is_causal", True) if is_causal is None else bool(is_causal)
-            info = masks.from_rule(bool(causal) and nq > 1, None, None)
+        dropout, scaling, is_causal = bind_hf(args, kwargs)
+        info = hf_mask_info(module, attention_mask, nq, nkv, is_causal, kwargs)
         module_causal = bool(getattr(module, "is_causal", False)) and nq > 1
         ident = self._tracker.identify(module, info.causal if info.expressible else module_causal)
         if not self._wanted(ident.layer if ident.layer is not None else call_index):
@@ -283,19 +203,12 @@ class SpargeCapture:
                           scaling, extra)
 
     def _record_sdpa(self, args, kwargs) -> None:
-        names = ("query", "key", "value", "attn_mask", "dropout_p", "is_causal")
-        bound = dict(zip(names, args))
-        bound.update(kwargs)
+        bound = bind_sdpa(args, kwargs)
         query, key, value = bound["query"], bound["key"], bound["value"]
-        attn_mask, is_causal = bound.get("attn_mask"), bool(bound.get("is_causal", False))
+        is_causal = bool(bound.get("is_causal", False))
         self.calls_seen += 1
         call_index = self._next_call_in_step()
-        nq, nkv = query.shape[-2], key.shape[-2]
-        info = masks.describe_mask(attn_mask, nq, nkv)
-        if is_causal:
-            # SDPA's is_causal is top-left aligned; with an explicit mask as well SDPA refuses the call.
-            info = masks.from_rule(True, None, None) if info.kind == "none" else masks.MaskInfo(
-                "other", description="is_causal together with an explicit mask")
+        info = sdpa_mask_info(bound, query.shape[-2], key.shape[-2])
         ident = self._tracker.identify(None, info.causal)
         if not self._wanted(ident.layer if ident.layer is not None else call_index):
             return
@@ -366,7 +279,7 @@ class SpargeCapture:
                 store = "float32"
             errs = {}
             if storage.narrows(store, q.dtype):
-                errs = storage.precision_report(q, k, v, store, info.causal, info.window, scale, self._orig_sdpa)
+                errs = storage.precision_report(q, k, v, store, info.causal, info.window, scale, self._hooks.orig_sdpa)
                 storage.warn_precision(name, where, q.dtype, store, errs, k)
             # Convert everything before creating the group, so a failure leaves no half-written entry.
             arrays = {label: storage.to_numpy(t, store) for label, t in (("q", q), ("k", k), ("v", v))}
@@ -432,17 +345,3 @@ def _as_bhnd(t: torch.Tensor) -> torch.Tensor:
     if t.dim() > 4:
         return t.reshape(-1, *t.shape[-3:])
     raise ValueError(f"attention tensor of rank {t.dim()} (shape {tuple(t.shape)}) cannot be captured")
-
-
-def _hf_attention_registry() -> Any:
-    """transformers' global attention-function registry, or None when transformers is absent/old."""
-    if sys.modules.get("transformers") is None:
-        try:
-            import transformers  # noqa: F401
-        except Exception:
-            return None
-    try:
-        from transformers.modeling_utils import ALL_ATTENTION_FUNCTIONS
-    except Exception:
-        return None
-    return ALL_ATTENTION_FUNCTIONS

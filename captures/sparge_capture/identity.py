@@ -35,10 +35,11 @@ class Identity:
 class CallTracker:
     """The stack of nn.Module calls in progress, per thread, with their arguments."""
 
-    def __init__(self) -> None:
+    def __init__(self, on_outer_call: Optional[Callable[[], None]] = None) -> None:
         self._local = threading.local()
         self._relative: Dict[Tuple[int, int], Optional[str]] = {}
         self._original: Optional[Callable] = None
+        self._on_outer_call = on_outer_call  # called when a module call starts with no other in progress
 
     def start(self) -> None:
         tracker = self
@@ -47,6 +48,8 @@ class CallTracker:
 
         def __call__(module, *args, **kwargs):
             stack = tracker._stack()
+            if not stack and tracker._on_outer_call is not None:
+                tracker._on_outer_call()
             stack.append((module, args, kwargs))
             try:
                 return original(module, *args, **kwargs)

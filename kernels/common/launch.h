@@ -101,6 +101,11 @@ size_t quantWorkspaceBytes(const Problem& p, core::Numerics n);
 // Fills the workspace from q, k, v (T) and km (T, [B*Hkv][D], from launchKeyMean); returns views into it.
 QuantOperands launchQuantize(ElemType t, const Problem& p, core::Numerics n, const void* q, const void* k,
                              const void* km, const void* v, void* workspace, cudaStream_t s);
+// The same in parts, for a caller that quantizes Q and K elsewhere (launchBlockPass): where the operands will
+// lie in the workspace, and V alone (int8-fp16 with fp16 inputs points ops.v at v itself).
+QuantOperands quantOperandViews(const Problem& p, core::Numerics n, void* workspace);
+void launchQuantizeV(ElemType t, const Problem& p, core::Numerics n, const void* v, void* workspace,
+                     QuantOperands& ops, cudaStream_t s);
 
 // --- attention_sm80.cu (Stage 2, mma.sync) ---
 struct AttnArgs {

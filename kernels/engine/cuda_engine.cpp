@@ -75,17 +75,6 @@ void upload(CudaEngine::State& st, const core::EntryData& entry) {
   st.uploaded = true;
 }
 
-HeadParamsDev deviceParams(const core::HeadParams& x) {
-  HeadParamsDev d;
-  d.theta = x.theta;
-  d.mode = x.mode == core::SelectMode::TopK ? 1 : 0;
-  d.tau = (float)x.tau;
-  d.topk = (float)x.topk;
-  d.lambda = x.dense ? INFINITY : (float)x.lambda;
-  d.dense = x.dense ? 1 : 0;
-  return d;
-}
-
 // Heads, problem and device-side parameters of one run.
 RunPlan makePlan(CudaEngine::State& st, const core::EntryInfo& info, const core::RunConfig& config,
                  const core::RunOptions& options) {
@@ -98,7 +87,7 @@ RunPlan makePlan(CudaEngine::State& st, const core::EntryInfo& info, const core:
   for (int h : plan.heads) plan.allDense = plan.allDense && config.forHead(h).dense;
 
   std::vector<HeadParamsDev> hp(st.Hq);
-  for (int h = 0; h < st.Hq; ++h) hp[h] = deviceParams(config.forHead(h));
+  for (int h = 0; h < st.Hq; ++h) hp[h] = toDeviceParams(config.forHead(h));
   uploadHeads(st.heads, plan.heads);
   st.params.reserve(sizeof(HeadParamsDev) * hp.size(), "head params");
   check(cudaMemcpy(st.params.get(), hp.data(), sizeof(HeadParamsDev) * hp.size(), cudaMemcpyHostToDevice),

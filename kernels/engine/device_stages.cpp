@@ -131,6 +131,17 @@ AttnArgs makeAttnArgs(const DeviceQkv& x, double scale, const DeviceSelection& s
   return a;
 }
 
+HeadParamsDev toDeviceParams(const core::HeadParams& x) {
+  HeadParamsDev d;
+  d.theta = x.theta;
+  d.mode = x.mode == core::SelectMode::TopK ? 1 : 0;
+  d.tau = (float)x.tau;
+  d.topk = (float)x.topk;
+  d.lambda = x.dense ? INFINITY : (float)x.lambda;
+  d.dense = x.dense ? 1 : 0;
+  return d;
+}
+
 void uploadHeads(DeviceBuffer& dst, const std::vector<int>& heads) {
   dst.reserve(sizeof(int) * heads.size(), "head list");
   check(cudaMemcpy(dst.get(), heads.data(), sizeof(int) * heads.size(), cudaMemcpyHostToDevice), "heads");

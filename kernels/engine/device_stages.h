@@ -86,6 +86,9 @@ AttnArgs makeAttnArgs(const DeviceQkv& x, double scale, const DeviceSelection& s
                       const HeadParamsDev* params, void* o, uint8_t* pvSkipped, int* emptyRows,
                       core::Numerics numerics, const QuantOperands* quant, const KernelSwitches& switches);
 
+// A head's parameters as the kernels read them (a dense head never skips: λ = +inf).
+HeadParamsDev toDeviceParams(const core::HeadParams& x);
+
 // Uploads a list of query heads for Problem::heads.
 void uploadHeads(DeviceBuffer& dst, const std::vector<int>& heads);
 

@@ -15,6 +15,7 @@
 #include "common/head_dim.h"
 #include "common/launch.h"
 #include "common/mma_sm80.cuh"
+#include "stages/block_pass.cuh"
 #include "sparge/core/result.h"
 
 namespace sparge::cuda {
@@ -24,15 +25,6 @@ namespace {
 // sums of fp16/bf16 values of ordinary range are exact in double, so the order does not show). 64 rather
 // than 256: each thread's chain of dependent double adds is what the kernel waited on.
 constexpr int kMeanChunk = 64;
-
-__device__ __forceinline__ float warpSum(float v) {
-  for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
-  return v;
-}
-__device__ __forceinline__ float warpMax(float v) {
-  for (int o = 16; o > 0; o >>= 1) v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, o));
-  return v;
-}
 
 template <typename T>
 __global__ void sparge_predict_key_mean(const T* __restrict__ k, int N, int D, double* __restrict__ sums) {
@@ -52,94 +44,12 @@ __global__ void sparge_predict_key_mean_finalize(const double* __restrict__ sums
   if (x < total) km[x] = Elem<T>::fromF((float)(sums[x] / (double)N));
 }
 
-// NC consecutive elements of a row (one 4-, 8- or 16-byte load), as floats.
-template <typename T, int NC>
-__device__ __forceinline__ void loadConsecutive(const T* p, float (&v)[NC]) {
-  struct alignas(sizeof(T) * NC) Pack {
-    T e[NC];
-  };
-  const Pack pk = *reinterpret_cast<const Pack*>(p);
-#pragma unroll
-  for (int c = 0; c < NC; ++c) v[c] = Elem<T>::toF(pk.e[c]);
-}
-
-// One CTA (4 warps) per (block, bh). Lane l of a warp holds dims NC·l .. NC·l + NC - 1 of a row (one wide
-// load). Each (warp, dim) sums its rows in row order, so the pooled sums do not depend on the lanes' layout;
-// a row's squared norm is summed in another order than with one dim a lane (the CPU engine's order differs
-// from both; the self-similarities agree with it within 1e-4).
+// One CTA (4 warps) per (block, bh): blockStatsPass (block_pass.cuh) without the INT8 amax.
 template <typename T, int NC>
 __global__ void __launch_bounds__(128)
     sparge_predict_block_stats(const T* __restrict__ x, int N, int BS, const T* __restrict__ km,
                                T* __restrict__ pooled, float* __restrict__ selfSim) {
-  constexpr int D = NC * 32;
-  __shared__ float sCol[4][D];
-  __shared__ float sUnit[4][D];
-  __shared__ float sSq[D];
-  const int blk = blockIdx.x, bh = blockIdx.y, nb = gridDim.x;
-  const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
-  const int row0 = blk * BS;
-  const int nValid = min(BS, N - row0);
-  const T* base = x + (size_t)bh * N * D + NC * lane;
-  float col[NC], unit[NC], kmv[NC];
-#pragma unroll
-  for (int c = 0; c < NC; ++c) col[c] = unit[c] = kmv[c] = 0.f;
-  if (km) loadConsecutive<T, NC>(km + (size_t)bh * D + NC * lane, kmv);
-  // The warp's rows r = warp, warp + 4, ... in groups of kRows, whose norms' shuffle chains interleave (one
-  // row at a time, each row waited for its five dependent shuffles); the sums still take the rows in order.
-  constexpr int kRows = 4;
-  for (int r0 = warp; r0 < BS; r0 += 4 * kRows) {
-    float v[kRows][NC], ss[kRows];
-#pragma unroll
-    for (int g = 0; g < kRows; ++g) {
-      const int gr = row0 + r0 + 4 * g;
-      const bool present = r0 + 4 * g < BS && gr < N;
-      if (present) {
-        loadConsecutive<T, NC>(base + (size_t)gr * D, v[g]);
-      } else {
-#pragma unroll
-        for (int c = 0; c < NC; ++c) v[g][c] = 0.f;
-      }
-      ss[g] = 0.f;
-#pragma unroll
-      for (int c = 0; c < NC; ++c) {
-        if (km && present) v[g][c] = roundT<T>(v[g][c] - kmv[c]);  // smoothing in half arithmetic
-        ss[g] += v[g][c] * v[g][c];
-      }
-    }
-#pragma unroll
-    for (int o = 16; o > 0; o >>= 1)
-#pragma unroll
-      for (int g = 0; g < kRows; ++g) ss[g] += __shfl_xor_sync(0xffffffffu, ss[g], o);
-#pragma unroll
-    for (int g = 0; g < kRows; ++g) {
-      if (r0 + 4 * g >= BS) break;
-      const float nrm = sqrtf(ss[g]);  // zero (padded or zero) rows give 0/0 = NaN below: the NaN rule
-#pragma unroll
-      for (int c = 0; c < NC; ++c) {
-        col[c] += v[g][c];
-        unit[c] += __half2float(__float2half_rn(v[g][c] / nrm));  // unit vectors are fp16 even for bf16
-      }
-    }
-  }
-#pragma unroll
-  for (int c = 0; c < NC; ++c) {
-    sCol[warp][NC * lane + c] = col[c];
-    sUnit[warp][NC * lane + c] = unit[c];
-  }
-  __syncthreads();
-  for (int d = threadIdx.x; d < D; d += blockDim.x) {
-    float cs = sCol[0][d] + sCol[1][d] + sCol[2][d] + sCol[3][d];
-    float us = sUnit[0][d] + sUnit[1][d] + sUnit[2][d] + sUnit[3][d];
-    pooled[((size_t)bh * nb + blk) * D + d] = Elem<T>::fromF(cs / (float)nValid);
-    sSq[d] = us * us;
-  }
-  __syncthreads();
-  if (warp == 0) {
-    float s = 0.f;
-    for (int d = lane; d < D; d += 32) s += sSq[d];
-    s = warpSum(s);
-    if (lane == 0) selfSim[(size_t)bh * nb + blk] = s / ((float)nValid * (float)nValid);
-  }
+  blockStatsPass<T, NC, false>(x, N, BS, km, pooled, selfSim, blockIdx.x, blockIdx.y, gridDim.x);
 }
 
 // Two consecutive elements (col even) of row `row` of a [n][D] array as one 32-bit fragment register; rows

@@ -18,6 +18,7 @@
 #include "common/device_common.cuh"
 #include "common/head_dim.h"
 #include "common/launch.h"
+#include "stages/block_pass.cuh"
 
 namespace sparge::cuda {
 namespace {
@@ -58,18 +59,6 @@ struct QuantLayout {
     total = at;
   }
 };
-
-// The value SpargeAttn quantizes: the input in fp32, K smoothed in the input precision.
-template <typename T>
-__device__ __forceinline__ float smoothed(T x, const T* km, int d) {
-  if (!km) return Elem<T>::toF(x);
-  return roundT<T>(Elem<T>::toF(x) - Elem<T>::toF(km[d]));
-}
-
-__device__ __forceinline__ int8_t toInt8(float x, float scale) {
-  const float v = x / scale;
-  return (int8_t)__float2int_rz(v + (v >= 0.f ? 0.5f : -0.5f));
-}
 
 __device__ __forceinline__ float blockMax(float v, float* red) {
 #pragma unroll
@@ -220,20 +209,32 @@ void launchQkTiles(const T* x, const T* km, int n, int bh, int tiles, int rows, 
   checkLaunch("sparge_quant_int8_tiles");
 }
 
-template <typename T, int D>
-QuantOperands quantizeTyped(const Problem& p, Numerics n, const T* q, const T* k, const T* km, const T* v,
-                            uint8_t* ws, cudaStream_t s) {
+// The operands' places in the workspace (QuantLayout), before anything is written there.
+QuantOperands operandViews(const Problem& p, Numerics n, uint8_t* ws) {
   const QuantLayout L(p, n);
-  const int bhq = p.B * p.Hq, bhk = p.B * p.Hkv;
   QuantOperands o;
   o.q8 = reinterpret_cast<int8_t*>(ws + L.q8);
   o.qScale = reinterpret_cast<float*>(ws + L.qScale);
   o.k8 = reinterpret_cast<int8_t*>(ws + L.k8);
   o.kScale = reinterpret_cast<float*>(ws + L.kScale);
-  launchQkTiles<T, D>(q, nullptr, p.Nq, bhq, p.nq, p.BQ, const_cast<int8_t*>(o.q8),
+  o.v = ws + L.v;
+  if (n == Numerics::Int8Fp8) o.vScale = reinterpret_cast<float*>(ws + L.vScale);
+  return o;
+}
+
+template <typename T, int D>
+void quantizeQk(const Problem& p, const T* q, const T* k, const T* km, const QuantOperands& o, cudaStream_t s) {
+  launchQkTiles<T, D>(q, nullptr, p.Nq, p.B * p.Hq, p.nq, p.BQ, const_cast<int8_t*>(o.q8),
                       const_cast<float*>(o.qScale), s);
-  launchQkTiles<T, D>(k, km, p.Nkv, bhk, p.nk, p.BK, const_cast<int8_t*>(o.k8), const_cast<float*>(o.kScale),
-                      s);
+  launchQkTiles<T, D>(k, km, p.Nkv, p.B * p.Hkv, p.nk, p.BK, const_cast<int8_t*>(o.k8),
+                      const_cast<float*>(o.kScale), s);
+}
+
+// V in the numerics' format (int8-fp16: fp16, in place for fp16 inputs; int8-fp8: e4m3 with channel scales).
+template <typename T, int D>
+void quantizeV(const Problem& p, Numerics n, const T* v, uint8_t* ws, QuantOperands& o, cudaStream_t s) {
+  const QuantLayout L(p, n);
+  const int bhk = p.B * p.Hkv;
   if (n == Numerics::Int8Fp16) {
     if constexpr (std::is_same_v<T, __half>) {
       o.v = v;
@@ -242,9 +243,8 @@ QuantOperands quantizeTyped(const Problem& p, Numerics n, const T* q, const T* k
       const int blocks = (int)std::min<size_t>((count + kQuantThreads - 1) / kQuantThreads, 65535);
       sparge_quant_v_half<T><<<blocks, kQuantThreads, 0, s>>>(v, count, reinterpret_cast<__half*>(ws + L.v));
       checkLaunch("sparge_quant_v_half");
-      o.v = ws + L.v;
     }
-    return o;
+    return;
   }
   float* amax = reinterpret_cast<float*>(ws + L.vAmax);
   check(cudaMemsetAsync(amax, 0, (size_t)bhk * D * sizeof(float), s), "cudaMemsetAsync(V amax)");
@@ -255,21 +255,16 @@ QuantOperands quantizeTyped(const Problem& p, Numerics n, const T* q, const T* k
   sparge_quant_v_fp8<T, D><<<dim3(nPad / fp8VSliceKeys(D), bhk), kQuantThreads, 0, s>>>(
       v, p.Nkv, nPad, amax, ws + L.v, reinterpret_cast<float*>(ws + L.vScale));
   checkLaunch("sparge_quant_v_fp8");
-  o.v = ws + L.v;
-  o.vScale = reinterpret_cast<float*>(ws + L.vScale);
-  return o;
 }
 
-template <typename T>
-QuantOperands quantizeHeadDim(const Problem& p, Numerics n, const void* q, const void* k, const void* km,
-                              const void* v, void* ws, cudaStream_t s) {
-  auto* w = static_cast<uint8_t*>(ws);
-  auto* tq = static_cast<const T*>(q);
-  auto* tk = static_cast<const T*>(k);
-  auto* tkm = static_cast<const T*>(km);
-  auto* tv = static_cast<const T*>(v);
-  return withHeadDim(p.D, "CUDA engine", [&](auto d) {
-    return quantizeTyped<T, decltype(d)::value>(p, n, tq, tk, tkm, tv, w, s);
+// Calls f(T, D) with the element type and head dim as template arguments.
+template <class F>
+void withTypeAndDim(ElemType t, int d, F&& f) {
+  withHeadDim(d, "CUDA engine", [&](auto dim) {
+    if (t == ElemType::F16)
+      f(__half{}, dim);
+    else
+      f(__nv_bfloat16{}, dim);
   });
 }
 
@@ -283,8 +278,28 @@ size_t quantWorkspaceBytes(const Problem& p, core::Numerics n) {
 QuantOperands launchQuantize(ElemType t, const Problem& p, core::Numerics n, const void* q, const void* k,
                              const void* km, const void* v, void* workspace, cudaStream_t s) {
   if (n == Numerics::None) return QuantOperands{};
-  if (t == ElemType::F16) return quantizeHeadDim<__half>(p, n, q, k, km, v, workspace, s);
-  return quantizeHeadDim<__nv_bfloat16>(p, n, q, k, km, v, workspace, s);
+  QuantOperands o = operandViews(p, n, static_cast<uint8_t*>(workspace));
+  withTypeAndDim(t, p.D, [&](auto type, auto dim) {
+    using T = decltype(type);
+    constexpr int D = decltype(dim)::value;
+    quantizeQk<T, D>(p, static_cast<const T*>(q), static_cast<const T*>(k), static_cast<const T*>(km), o, s);
+    quantizeV<T, D>(p, n, static_cast<const T*>(v), static_cast<uint8_t*>(workspace), o, s);
+  });
+  return o;
+}
+
+QuantOperands quantOperandViews(const Problem& p, core::Numerics n, void* workspace) {
+  if (n == Numerics::None) return QuantOperands{};
+  return operandViews(p, n, static_cast<uint8_t*>(workspace));
+}
+
+void launchQuantizeV(ElemType t, const Problem& p, core::Numerics n, const void* v, void* workspace,
+                     QuantOperands& ops, cudaStream_t s) {
+  if (n == Numerics::None) return;
+  withTypeAndDim(t, p.D, [&](auto type, auto dim) {
+    using T = decltype(type);
+    quantizeV<T, decltype(dim)::value>(p, n, static_cast<const T*>(v), static_cast<uint8_t*>(workspace), ops, s);
+  });
 }
 
 }  // namespace sparge::cuda

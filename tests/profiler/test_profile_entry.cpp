@@ -163,7 +163,9 @@ TEST(ProfileEntry, WarmUpByTimeGrowsTheProgressTotalAndLeavesTheProfiledRoundsAl
   for (size_t i = 0; i < progress.size(); ++i) {
     EXPECT_EQ(progress[i].first, int(i) + 1);
     EXPECT_LE(progress[i].first, progress[i].second) << i;
-    if (i > 0) EXPECT_GE(progress[i].second, progress[i - 1].second) << i;
+    if (i > 0) {
+      EXPECT_GE(progress[i].second, progress[i - 1].second) << i;
+    }
   }
   EXPECT_EQ(progress.back().first, progress.back().second);
   EXPECT_EQ(progress.front().second, profileRunCount(req, 1));

@@ -22,15 +22,8 @@ export LD_LIBRARY_PATH=/tmp/sp/lib:${LD_LIBRARY_PATH:-}
 B=/tmp/sp/bin
 # cuDNN for the baseline: PyTorch's wheel carries libcudnn.so.9.
 export SPARGE_CUDNN_LIBRARY="${SPARGE_CUDNN_LIBRARY:-$(find /opt /usr -name 'libcudnn.so.9' 2>/dev/null | head -1)}"
-SRC=""
-if [ -n "$SA" ]; then
-  SRC="$WORK/SpargeAttn"
-  mkdir -p "$SRC"
-  tar -xJf "$SA/spargeattn-py.tar.xz" -C "$SRC" && tar -xJf "$SA/spargeattn-so.tar.xz" -C "$SRC"
-  python3 -c "import einops" 2>/dev/null ||
-    python3 -m pip install -q --no-index --no-deps --target "$WORK/site" "$SA"/einops-*.whl
-  export PYTHONPATH="$WORK/site:${PYTHONPATH:-}"
-fi
+. "$HERE/spargeattn_env.sh"
+spargeattn_env "$SA" "$WORK"
 {
   date -u
   nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm,temperature.gpu --format=csv

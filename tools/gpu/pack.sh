@@ -5,6 +5,8 @@
 # the folder), plus the Debian GL loader packages for off-screen rendering on the NVIDIA driver.
 # Build first:  SPARGE_BUILD_DIR=build-gpu scripts/build.sh
 # Then copy the repository with the pack folder to the GPU machine and run tools/gpu/session.sh there.
+# Other sets (tools/gpu/capi_pack.sh): $SPARGE_PACK_BINARIES (paths in the build folder), $SPARGE_PACK_NAME
+# (the archive's name), SPARGE_PACK_GL=0 (no GL loader packages).
 set -euo pipefail
 ROOT="$(cd "$(dirname "$0")/../.." && pwd)"
 BUILD="${SPARGE_BUILD_DIR:-$ROOT/build}"
@@ -12,10 +14,10 @@ PACK="${SPARGE_PACK_DIR:-$ROOT/gpu-pack}"
 TMP="$(mktemp -d)"
 trap 'rm -rf "$TMP"' EXIT
 mkdir -p "$TMP/bin" "$TMP/lib" "$PACK"
-cp "$BUILD/cli/sparge" "$BUILD/gui/sparge-studio" "$BUILD/gui/sparge-studio-bench" \
-   "$BUILD/tests/kernels/sparge_kernel_tests" "$BUILD/tests/kernels/sparge_attention_tests" \
-   "$BUILD/tests/profiler/sparge_profiler_gpu_tests" \
-   "$BUILD/tests/profiler/sparge_profiler_nocupti_tests" "$BUILD/tests/tuner/sparge_tuner_bench" "$TMP/bin/"
+BINARIES="${SPARGE_PACK_BINARIES:-cli/sparge gui/sparge-studio gui/sparge-studio-bench tests/kernels/sparge_kernel_tests
+  tests/kernels/sparge_attention_tests tests/profiler/sparge_profiler_gpu_tests
+  tests/profiler/sparge_profiler_nocupti_tests tests/tuner/sparge_tuner_bench}"
+for b in $BINARIES; do cp "$BUILD/$b" "$TMP/bin/"; done
 strip "$TMP"/bin/*
 for lib in $(ldd "$TMP"/bin/* 2>/dev/null | awk '/=>/{print $3}' | sort -u); do
   case "$(basename "$lib")" in
@@ -25,10 +27,10 @@ for lib in $(ldd "$TMP"/bin/* 2>/dev/null | awk '/=>/{print $3}' | sort -u); do
     *) cp -L "$lib" "$TMP/lib/" ;;
   esac
 done
-tar -cJf "$PACK/pack.tar.xz" -C "$TMP" bin lib
+tar -cJf "$PACK/${SPARGE_PACK_NAME:-pack.tar.xz}" -C "$TMP" bin lib
 # The GL loader (glvnd) packages: NVIDIA's EGL driver needs them, and GPU machines without a desktop often
 # lack them. Downloaded once; unpacked by tools/gpu/session.sh for the gui and frame steps.
-if [ ! -d "$PACK/gl" ]; then
+if [ "${SPARGE_PACK_GL:-1}" != 0 ] && [ ! -d "$PACK/gl" ]; then
   lists="$(mktemp -d)"
   mkdir -p "$PACK/gl" "$lists/partial"
   o=(-oAPT::Architecture=amd64 -oAPT::Architectures=amd64 "-oDir::State::Lists=$lists")

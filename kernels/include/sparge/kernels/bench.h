@@ -42,7 +42,7 @@ struct TimeStats {
 
 struct BenchSparse {
   double topk = 0;
-  TimeStats call;               // the whole call: Stage 1 (fresh) + quantization + attention
+  TimeStats call;  // the whole call as deployed (kernels/call/whole_call.h: Stage 1 fused with Q/K quantization)
   TimeStats stage2;             // attention alone
   int64_t validBlocks = 0;      // exact (causal) denominator, summed over B*H
   int64_t selectedBlocks = 0;   // Stage-1 mask

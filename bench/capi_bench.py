@@ -1,0 +1,196 @@
+#!/usr/bin/env python3
+"""The sparge_attn op as a user calls it from PyTorch, timed against SpargeAttn's whole call
+(spas_sage2_attn_meansim_topk_cuda), our exact dense walk, torch SDPA and FlashAttention-3 (when importable),
+over N x D x causal x top-k; then a CUDA-graph replay and a torch.compile'd call of the op, each checked
+against the eager call. Random N(0, 1) fp16 data, B 1, H 32, simthreshd1 -0.1, pvthreshd 50 (as
+bench/compare_spargeattn.py). Times: median of --repeat CUDA-event measurements after --warmup-ms of untimed
+running.
+
+usage: python3 bench/capi_bench.py [--spargeattn DIR] [--json OUT] [--quick] [--repeat 10] [--warmup-ms 200]
+Needs the sparge_attn package importable and libsparge_attn.so (SPARGE_ATTN_LIBRARY or the package's lib/).
+"""
+import argparse
+import json
+import os
+import statistics
+import sys
+import time
+
+import torch
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+from compare_spargeattn import timed  # noqa: E402  (the same warm-up and timing as the engine comparison)
+
+
+def load_fa3():
+    """FlashAttention-3's forward on NHD tensors, or None: the flash_attn_interface wheel, or a module fa3_fwd."""
+    for name in ("flash_attn_interface", "fa3_fwd"):
+        try:
+            mod = __import__(name)
+        except Exception:
+            continue
+        fn = getattr(mod, "flash_attn_func", None) or getattr(mod, "fwd", None)
+        if callable(fn):
+            def call(q, k, v, causal, fn=fn):
+                out = fn(q, k, v, causal=causal)
+                return out[0] if isinstance(out, tuple) else out
+            return name, call
+    return None, None
+
+
+def cell(torch, api, fa3, N, D, causal, topks, args):
+    import sparge_attn
+    B, H = 1, 32
+    g = torch.Generator(device="cuda").manual_seed(N + D + causal)
+    q, k, v = (torch.randn(B, H, N, D, device="cuda", dtype=torch.float16, generator=g) for _ in range(3))
+    flops = 4.0 * B * H * N * N * D / (2 if causal else 1)
+    r = {"tokens": N, "head_dim": D, "causal": causal, "ours": {}, "spargeattn": {}}
+    run = lambda fn: timed(torch, fn, args.repeat, args.warmup_ms)[0]  # noqa: E731
+    r["dense_exact_ms"] = run(lambda: sparge_attn.attention(q, k, v, simthreshd1=-0.1, topk=1.0, numerics="none",
+                                                            is_sparse=False, is_causal=causal))
+    r["dense_int8fp8_ms"] = run(lambda: sparge_attn.attention(q, k, v, simthreshd1=-0.1, topk=1.0, is_sparse=False,
+                                                              is_causal=causal))
+    r["sdpa_ms"] = run(lambda: torch.nn.functional.scaled_dot_product_attention(q, k, v, is_causal=causal))
+    if fa3:
+        qn, kn, vn = (t.transpose(1, 2).contiguous() for t in (q, k, v))
+        r["fa3_ms"] = run(lambda: fa3(qn, kn, vn, causal))
+    for t in topks:
+        fn = lambda: sparge_attn.attention(q, k, v, simthreshd1=-0.1, topk=t, pvthreshd=50, is_causal=causal)  # noqa
+        _, stats = sparge_attn.attention(q, k, v, simthreshd1=-0.1, topk=t, pvthreshd=50, is_causal=causal,
+                                         return_sparsity=True)
+        r["ours"][t] = {"ms": run(fn), "stage1_sparsity": stats.stage1, "pv_skip_rate": stats.pv_skip_rate}
+        if api is not None:
+            call = lambda: api(q, k, v, is_causal=causal, topk=t, simthreshd1=-0.1, pvthreshd=50)  # noqa
+            try:
+                r["spargeattn"][t] = {"ms": run(call)}
+            except Exception as e:  # a shape upstream rejects
+                r["spargeattn"][t] = {"error": str(e).splitlines()[0][:160]}
+    for t, x in r["ours"].items():
+        x["tops"] = flops / (x["ms"] * 1e-3) / 1e12
+        theirs = r["spargeattn"].get(t, {}).get("ms")
+        x["speedup_vs_spargeattn"] = theirs / x["ms"] if theirs else None
+        x["of_dense_exact"] = x["ms"] / r["dense_exact_ms"]
+    del q, k, v
+    torch.cuda.empty_cache()
+    return r
+
+
+def graph_and_compile(torch):
+    """A CUDA-graph replay and a torch.compile'd call of the op against the eager call (bit for bit), with the
+    replay's time next to the eager call's."""
+    import sparge_attn
+    q, k, v = (torch.randn(1, 32, 8192, 128, device="cuda", dtype=torch.float16) for _ in range(3))
+    kw = dict(simthreshd1=-0.1, topk=0.2, is_causal=True)
+    eager = sparge_attn.attention(q, k, v, **kw)
+    side = torch.cuda.Stream()
+    side.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(side):  # warm-up on a side stream, as torch.cuda.graph's documentation asks
+        sparge_attn.attention(q, k, v, **kw)
+    torch.cuda.current_stream().wait_stream(side)
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        static_out = sparge_attn.attention(q, k, v, **kw)
+    graph.replay()
+    torch.cuda.synchronize()
+    out = {"graph_equal": bool(torch.equal(static_out, eager))}
+    out["graph_replay_ms"] = timed(torch, graph.replay, 10, 200)[0]
+    out["eager_ms"] = timed(torch, lambda: sparge_attn.attention(q, k, v, **kw), 10, 200)[0]
+    f = torch.compile(lambda q, k, v: sparge_attn.attention(q, k, v, **kw) * 1.0, fullgraph=True)
+    out["compile_equal"] = bool(torch.equal(f(q, k, v), eager))
+    g = torch.compile(lambda q, k, v: sparge_attn.attention(q, k, v, **kw) * 1.0, mode="reduce-overhead",
+                      fullgraph=True)
+    for _ in range(3):
+        got = g(q, k, v)
+    out["compile_cudagraphs_equal"] = bool(torch.equal(got, eager))
+    return out
+
+
+def kernel_profile(torch, N=32768, D=128, topk=0.1):
+    """CUDA time per kernel of one op call (torch.profiler), largest first: where the whole call goes."""
+    import sparge_attn
+    q, k, v = (torch.randn(1, 32, N, D, device="cuda", dtype=torch.float16) for _ in range(3))
+    fn = lambda: sparge_attn.attention(q, k, v, simthreshd1=-0.1, topk=topk, pvthreshd=50)  # noqa: E731
+    for _ in range(3):
+        fn()
+    torch.cuda.synchronize()
+    with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CUDA]) as prof:
+        for _ in range(5):
+            fn()
+        torch.cuda.synchronize()
+    rows = {}
+    for e in prof.key_averages():
+        t = getattr(e, "device_time_total", None) or getattr(e, "cuda_time_total", 0)
+        if t > 0:
+            rows[e.key] = t / 5 / 1000.0  # ms per call
+    return dict(sorted(rows.items(), key=lambda kv: -kv[1]))
+
+
+def summary(cells, fa3_name):
+    ratios = [x["speedup_vs_spargeattn"] for c in cells for x in c["ours"].values() if x["speedup_vs_spargeattn"]]
+    s = {"cells": len(ratios), "min_speedup": min(ratios) if ratios else None,
+         "median_speedup": statistics.median(ratios) if ratios else None,
+         "cells_at_1_3_or_more": sum(r >= 1.3 for r in ratios), "fa3": fa3_name}
+    for c in cells:
+        if c["tokens"] == 32768 and c["head_dim"] == 128 and not c["causal"] and 0.1 in c["ours"]:
+            s["32k_d128_topk0.1_of_dense_exact"] = c["ours"][0.1]["of_dense_exact"]
+            s["32k_d128_topk0.1_of_dense_int8fp8"] = c["ours"][0.1]["ms"] / c["dense_int8fp8_ms"]
+    return s
+
+
+def print_table(cells):
+    print("N      D    mask    top-k  ours ms  SpargeAttn ms  speedup  of dense  dense fp16 ms  FA3 ms  SDPA ms")
+    for c in cells:
+        for t, x in c["ours"].items():
+            sa = c["spargeattn"].get(t, {}).get("ms")
+            print(f"{c['tokens']:<6} {c['head_dim']:<4} {'causal' if c['causal'] else 'full':<7} {t:<6g} "
+                  f"{x['ms']:8.3f}  {sa if sa is None else round(sa, 3)!s:>13}  "
+                  f"{x['speedup_vs_spargeattn'] and round(x['speedup_vs_spargeattn'], 2)!s:>7}  "
+                  f"{x['of_dense_exact']:8.3f}  {c['dense_exact_ms']:13.3f}  "
+                  f"{c.get('fa3_ms', float('nan')):6.3f}  {c['sdpa_ms']:7.3f}", flush=True)
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--spargeattn", help="SpargeAttn's source folder with its extension built in place")
+    ap.add_argument("--json", help="write every figure here")
+    ap.add_argument("--quick", action="store_true", help="8K, D 128, non-causal, top-k 1.0 and 0.2 only")
+    ap.add_argument("--repeat", type=int, default=10)
+    ap.add_argument("--warmup-ms", type=int, default=200)
+    ap.add_argument("--profile", action="store_true", help="also the CUDA time per kernel at 32K, D 128, top-k 0.1")
+    args = ap.parse_args()
+    api = None
+    if args.spargeattn:
+        sys.path.insert(0, args.spargeattn)
+        try:
+            from spas_sage_attn import spas_sage2_attn_meansim_topk_cuda as api
+        except Exception as e:
+            print(f"SpargeAttn not importable: {e}")
+    fa3_name, fa3 = load_fa3()
+    import sparge_attn
+    print(f"device {torch.cuda.get_device_name()}, torch {torch.__version__}, sparge_attn {sparge_attn.version()}, "
+          f"FlashAttention-3: {fa3_name or 'not importable'}, repeat {args.repeat} after {args.warmup_ms}+ ms")
+    grid = [(8192, 128, False)] if args.quick else [(n, d, c) for c in (False, True) for d in (128, 64)
+                                                      for n in (8192, 16384, 32768)]
+    topks = [1.0, 0.2] if args.quick else [1.0, 0.5, 0.2, 0.1]
+    t0 = time.time()
+    cells = [cell(torch, api, fa3, n, d, c, topks, args) for n, d, c in grid]
+    print_table(cells)
+    extra = graph_and_compile(torch)
+    if args.profile:
+        extra["kernels_32k_d128_topk0.1_ms"] = kernel_profile(torch)
+        for name, ms in extra["kernels_32k_d128_topk0.1_ms"].items():
+            print(f"{ms:8.3f} ms  {name[:110]}")
+    doc = {"device": torch.cuda.get_device_name(), "torch": torch.__version__, "sparge_attn": sparge_attn.version(),
+           "repeat": args.repeat, "warmup_ms": args.warmup_ms, "seconds": time.time() - t0,
+           "summary": summary(cells, fa3_name), "graph_and_compile": extra, "cells": cells}
+    print(json.dumps({"summary": doc["summary"], "graph_and_compile": extra}, indent=1))
+    if args.json:
+        with open(args.json + ".tmp", "w") as f:
+            json.dump(doc, f, indent=1)
+        os.replace(args.json + ".tmp", args.json)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,230 @@
+// WholeCall: the workspace's layout (once per shape) and the launches of one call (whole_call.h).
+#include "call/whole_call.h"
+
+#include <cstring>
+#include <vector>
+
+#include "common/cuda_util.h"
+#include "engine/device_stages.h"
+#include "sparge/core/error.h"
+
+namespace sparge::cuda {
+namespace {
+
+constexpr size_t kAlign = 256;
+
+size_t alignUp(size_t x) {
+  return (x + kAlign - 1) / kAlign * kAlign;
+}
+
+bool contiguous(const Strides4& s, int H, int N, int D) {
+  return s.token == D && s.head == int64_t(N) * D && s.batch == int64_t(H) * N * D;
+}
+
+Strides4 hnd(int H, int N, int D) {
+  return {int64_t(H) * N * D, int64_t(N) * D, D};
+}
+
+}  // namespace
+
+// Device pointers of one call: the inputs as the kernels read them (the caller's, or contiguous copies),
+// where Stage 2 writes O, and the workspace's buffers.
+struct WholeCall::Ptrs {
+  const void *q, *k, *v;
+  void* o;
+  uint8_t* ws;
+  template <typename T>
+  T* at(size_t offset) const {
+    return reinterpret_cast<T*>(ws + offset);
+  }
+};
+
+// The heads of each Stage-2 launch: quantized numerics, exact numerics; each all dense or not.
+struct WholeCall::Groups {
+  int quantized = 0, exact = 0;
+  bool quantizedDense = true, exactDense = true;
+};
+
+WholeCall::WholeCall(const CallShape& shape) : shape_(shape) {
+  const CallShape& s = shape_;
+  p_ = makeProblem(s.B, s.Hq, s.Hkv, s.Nq, s.Nkv, s.D, s.geometry, s.causal, s.window);
+  copyQ_ = !contiguous(s.q, s.Hq, s.Nq, s.D);
+  copyK_ = !contiguous(s.k, s.Hkv, s.Nkv, s.D);
+  copyV_ = !contiguous(s.v, s.Hkv, s.Nkv, s.D);
+  copyO_ = !contiguous(s.o, s.Hq, s.Nq, s.D);
+  const size_t bhq = size_t(s.B) * s.Hq, bhk = size_t(s.B) * s.Hkv, grid = size_t(p_.nq) * p_.nk;
+  const size_t qElems = bhq * s.Nq * s.D, kvElems = bhk * s.Nkv * s.D;
+  size_t at = 0;
+  auto take = [&at](size_t bytes) {
+    const size_t here = at;
+    at += alignUp(bytes);
+    return here;
+  };
+  at_.upload = take(s.Hq * (sizeof(HeadParamsDev) + 3 * sizeof(int)));
+  at_.flags = take(grid);
+  at_.km = take(bhk * s.D * 2);
+  at_.kmScratch = take(s.smoothK ? bhk * s.D * sizeof(double) : 0);
+  at_.q = take(copyQ_ ? qElems * 2 : 0);
+  at_.k = take(copyK_ ? kvElems * 2 : 0);
+  at_.v = take(copyV_ ? kvElems * 2 : 0);
+  at_.o = take(copyO_ ? qElems * 2 : 0);
+  at_.pooledQ = take(bhq * p_.nq * s.D * 2);
+  at_.pooledK = take(bhk * p_.nk * s.D * 2);
+  at_.simQ = take(bhq * p_.nq * sizeof(float));
+  at_.simK = take(bhk * p_.nk * sizeof(float));
+  at_.scores = take(bhq * grid * 2);
+  at_.mask = take(bhq * grid);
+  at_.reasons = take(bhq * grid);
+  at_.prob = take(bhq * grid * sizeof(float));
+  at_.lut = take(bhq * grid * sizeof(int32_t));
+  at_.validCount = take(bhq * p_.nq * sizeof(int32_t));
+  at_.pvSkipped = take(bhq * grid);
+  at_.emptyRows = take(bhq * sizeof(int));
+  at_.quant = take(quantWorkspaceBytes(p_, s.numerics));
+  total_ = at;
+}
+
+WholeCall::Ptrs WholeCall::resolve(const CallArgs& a) const {
+  const CallShape& s = shape_;
+  Ptrs x{a.q, a.k, a.v, a.o, static_cast<uint8_t*>(a.workspace)};
+  auto copyIn = [&](const void*& ptr, size_t slot, const Strides4& from, int H, int N) {
+    launchLayoutCopy(ptr, from, x.ws + slot, hnd(H, N, s.D), s.B, H, N, s.D, a.stream);
+    ptr = x.ws + slot;
+  };
+  if (copyQ_) copyIn(x.q, at_.q, s.q, s.Hq, s.Nq);
+  if (copyK_) copyIn(x.k, at_.k, s.k, s.Hkv, s.Nkv);
+  if (copyV_) copyIn(x.v, at_.v, s.v, s.Hkv, s.Nkv);
+  if (copyO_) x.o = x.ws + at_.o;
+  return x;
+}
+
+namespace {
+
+// Parameters and head lists (all heads, the quantized group, the exact group), by value.
+void uploadRunState(const CallArgs& a, const CallShape& s, uint8_t* dst, int* quantized, int* exact) {
+  std::vector<uint8_t> bytes(s.Hq * (sizeof(HeadParamsDev) + 3 * sizeof(int)));
+  std::memcpy(bytes.data(), a.params, s.Hq * sizeof(HeadParamsDev));
+  int* lists = reinterpret_cast<int*>(bytes.data() + s.Hq * sizeof(HeadParamsDev));
+  const bool allExact = s.numerics == core::Numerics::None;
+  for (int h = 0; h < s.Hq; ++h) {
+    lists[h] = h;
+    const bool e = allExact || (a.exact && a.exact[h]);
+    if (e)
+      lists[2 * s.Hq + (*exact)++] = h;
+    else
+      lists[s.Hq + (*quantized)++] = h;
+  }
+  launchUpload(dst, bytes.data(), bytes.size(), a.stream);
+}
+
+}  // namespace
+
+void WholeCall::stage1(const CallArgs& a, const Ptrs& x, const Groups& g, QuantOperands* ops) const {
+  const CallShape& s = shape_;
+  const int bhq = s.B * s.Hq, bhk = s.B * s.Hkv;
+  const void* km = nullptr;
+  if (s.smoothK) {
+    launchKeyMean(s.et, x.k, bhk, s.Nkv, s.D, x.at<double>(at_.kmScratch), x.ws + at_.km, a.stream);
+    km = x.ws + at_.km;
+  }
+  const bool quantize = g.quantized > 0;
+  if (quantize) *ops = quantOperandViews(p_, s.numerics, x.ws + at_.quant);
+  launchBlockPass(s.et, x.q, bhq, s.Nq, s.D, p_.BQ, nullptr, x.ws + at_.pooledQ, x.at<float>(at_.simQ),
+                  quantize ? const_cast<int8_t*>(ops->q8) : nullptr, const_cast<float*>(ops->qScale),
+                  a.stream);
+  launchBlockPass(s.et, x.k, bhk, s.Nkv, s.D, p_.BK, km, x.ws + at_.pooledK, x.at<float>(at_.simK),
+                  quantize ? const_cast<int8_t*>(ops->k8) : nullptr, const_cast<float*>(ops->kScale),
+                  a.stream);
+  launchScores(s.et, p_, x.ws + at_.pooledQ, x.ws + at_.pooledK, x.ws + at_.scores, a.stream);
+  Problem all = p_;
+  all.heads = x.at<int>(at_.upload + s.Hq * sizeof(HeadParamsDev));
+  all.nHeads = s.Hq;
+  SelectArgs sel;
+  sel.scores = x.ws + at_.scores;
+  sel.selfSimQ = x.at<float>(at_.simQ);
+  sel.selfSimK = x.at<float>(at_.simK);
+  sel.blocks = x.at<uint8_t>(at_.flags);
+  sel.params = x.at<HeadParamsDev>(at_.upload);
+  sel.sink = s.sink;
+  sel.diagonal = s.diagonal;
+  sel.mask = a.out.mask ? a.out.mask : x.at<uint8_t>(at_.mask);
+  sel.reasons = x.at<uint8_t>(at_.reasons);
+  sel.prob = x.at<float>(at_.prob);
+  sel.lut = a.out.lut ? a.out.lut : x.at<int32_t>(at_.lut);
+  sel.validCount = a.out.lutCount ? a.out.lutCount : x.at<int32_t>(at_.validCount);
+  sel.ctaPerRow = s.switches.selectCtaPerRow;
+  launchSelect(s.et, all, sel, a.stream);
+  if (quantize) launchQuantizeV(s.et, p_, s.numerics, x.v, x.ws + at_.quant, *ops, a.stream);
+}
+
+void WholeCall::stage2(const CallArgs& a, const Ptrs& x, const Groups& g, const QuantOperands& ops) const {
+  const CallShape& s = shape_;
+  const size_t bhq = size_t(s.B) * s.Hq;
+  const bool stats = a.out.headStats != nullptr;
+  uint8_t* skipped = a.out.pvSkipped ? a.out.pvSkipped : stats ? x.at<uint8_t>(at_.pvSkipped) : nullptr;
+  int* empty = stats ? x.at<int>(at_.emptyRows) : nullptr;
+  if (skipped) check(cudaMemsetAsync(skipped, 0, bhq * p_.nq * p_.nk, a.stream), "cudaMemsetAsync(PV skips)");
+  if (empty) check(cudaMemsetAsync(empty, 0, bhq * sizeof(int), a.stream), "cudaMemsetAsync(empty rows)");
+  AttnArgs base;
+  base.q = x.q;
+  base.k = x.k;
+  base.v = x.v;
+  base.o = x.o;
+  base.scaleLog2 = float(s.scale * 1.4426950408889634);
+  base.lut = a.out.lut ? a.out.lut : x.at<int32_t>(at_.lut);
+  base.validCount = a.out.lutCount ? a.out.lutCount : x.at<int32_t>(at_.validCount);
+  base.params = x.at<HeadParamsDev>(at_.upload);
+  base.pvSkipped = skipped;
+  base.emptyRows = empty;
+  base.family = s.switches.family;
+  base.sm90SplitBelow = s.switches.sm90SplitBelow;
+  const int* lists = x.at<int>(at_.upload + s.Hq * sizeof(HeadParamsDev));
+  Problem group = p_;
+  if (g.quantized) {
+    group.heads = lists + s.Hq;
+    group.nHeads = g.quantized;
+    AttnArgs quantized = base;
+    quantized.numerics = s.numerics;
+    quantized.quant = ops;
+    launchAttention(s.et, group, quantized, g.quantizedDense, a.stream);
+  }
+  if (g.exact) {
+    group.heads = lists + 2 * s.Hq;
+    group.nHeads = g.exact;
+    launchAttention(s.et, group, base, g.exactDense, a.stream);
+  }
+}
+
+void WholeCall::finish(const CallArgs& a, const Ptrs& x) const {
+  const CallShape& s = shape_;
+  if (copyO_) launchLayoutCopy(x.o, hnd(s.Hq, s.Nq, s.D), a.o, s.o, s.B, s.Hq, s.Nq, s.D, a.stream);
+  if (!a.out.headStats) return;
+  HeadStatsArgs h;
+  h.flags = x.at<uint8_t>(at_.flags);
+  h.validCount = a.out.lutCount ? a.out.lutCount : x.at<int32_t>(at_.validCount);
+  h.pvSkipped = a.out.pvSkipped ? a.out.pvSkipped : x.at<uint8_t>(at_.pvSkipped);
+  h.emptyRows = x.at<int>(at_.emptyRows);
+  h.stats = a.out.headStats;
+  launchHeadStats(h, s.B * s.Hq, p_.nq, p_.nk, a.stream);
+}
+
+void WholeCall::run(const CallArgs& a) const {
+  const CallShape& s = shape_;
+  if (!a.workspace || reinterpret_cast<uintptr_t>(a.workspace) % kAlign != 0)
+    throw Error("whole call", "the workspace must be a 256-byte aligned device buffer");
+  Groups g;
+  uploadRunState(a, s, static_cast<uint8_t*>(a.workspace) + at_.upload, &g.quantized, &g.exact);
+  for (int h = 0; h < s.Hq; ++h) {
+    const bool e = s.numerics == core::Numerics::None || (a.exact && a.exact[h]);
+    (e ? g.exactDense : g.quantizedDense) &= a.params[h].dense != 0;
+  }
+  const BlockRule rule{p_.BQ, p_.BK, s.Nq, s.Nkv, s.causal, s.window.left, s.window.right};
+  launchBlockFlags(rule, p_.nq, p_.nk, static_cast<uint8_t*>(a.workspace) + at_.flags, a.stream);
+  const Ptrs x = resolve(a);
+  QuantOperands ops;
+  stage1(a, x, g, &ops);
+  stage2(a, x, g, ops);
+  finish(a, x);
+}
+
+}  // namespace sparge::cuda

@@ -1,0 +1,133 @@
+// One pass over a block of BS rows of Q or K, shared by Stage 1's statistics kernel and the fused
+// statistics-and-quantization kernel so that both compute the same bits: the pooled row (fp32 sums in row
+// order, rounded to the input type), the self-similarity (NaN rule) and, for the fused kernel, the largest
+// |value| that the block's INT8 scale comes from. Also the INT8 rounding of the quantized numerics.
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include "common/device_common.cuh"
+
+namespace sparge::cuda {
+
+__device__ __forceinline__ float warpSum(float v) {
+  for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
+  return v;
+}
+__device__ __forceinline__ float warpMax(float v) {
+  for (int o = 16; o > 0; o >>= 1) v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, o));
+  return v;
+}
+
+// NC consecutive elements of a row (one 4-, 8- or 16-byte load), as floats.
+template <typename T, int NC>
+__device__ __forceinline__ void loadConsecutive(const T* p, float (&v)[NC]) {
+  struct alignas(sizeof(T) * NC) Pack {
+    T e[NC];
+  };
+  const Pack pk = *reinterpret_cast<const Pack*>(p);
+#pragma unroll
+  for (int c = 0; c < NC; ++c) v[c] = Elem<T>::toF(pk.e[c]);
+}
+
+// The value SpargeAttn quantizes: the input in fp32, K smoothed in the input precision.
+template <typename T>
+__device__ __forceinline__ float smoothed(T x, const T* km, int d) {
+  if (!km) return Elem<T>::toF(x);
+  return roundT<T>(Elem<T>::toF(x) - Elem<T>::toF(km[d]));
+}
+
+// SpargeAttn's INT8 rounding: round half away from zero of x / scale (fp32 division).
+__device__ __forceinline__ int8_t toInt8(float x, float scale) {
+  const float v = x / scale;
+  return (int8_t)__float2int_rz(v + (v >= 0.f ? 0.5f : -0.5f));
+}
+
+// The statistics of block `blk` of head `bh` (x: [BH][N][D], D = 32·NC), called by all 128 threads of the
+// CTA (4 warps). Lane l of a warp holds dims NC·l .. NC·l + NC - 1 of a row (one wide load). Each (warp, dim)
+// sums its rows in row order, so the pooled sums do not depend on the lanes' layout; a row's squared norm is
+// summed in another order than with one dim a lane (the CPU engine's order differs from both; the
+// self-similarities agree with it within 1e-4). With kAmax, returns the largest |value| of the block (after
+// smoothing; rows past N are zero) to every thread; else 0.
+template <typename T, int NC, bool kAmax>
+__device__ __forceinline__ float blockStatsPass(const T* __restrict__ x, int N, int BS,
+                                                const T* __restrict__ km, T* __restrict__ pooled,
+                                                float* __restrict__ selfSim, int blk, int bh, int nb) {
+  constexpr int D = NC * 32;
+  __shared__ float sCol[4][D];
+  __shared__ float sUnit[4][D];
+  __shared__ float sSq[D];
+  __shared__ float sMax[4];
+  const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+  const int row0 = blk * BS;
+  const int nValid = min(BS, N - row0);
+  const T* base = x + (size_t)bh * N * D + NC * lane;
+  float col[NC], unit[NC], kmv[NC], amax = 0.f;
+#pragma unroll
+  for (int c = 0; c < NC; ++c) col[c] = unit[c] = kmv[c] = 0.f;
+  if (km) loadConsecutive<T, NC>(km + (size_t)bh * D + NC * lane, kmv);
+  // The warp's rows r = warp, warp + 4, ... in groups of kRows, whose norms' shuffle chains interleave (one
+  // row at a time, each row waited for its five dependent shuffles); the sums still take the rows in order.
+  constexpr int kRows = 4;
+  for (int r0 = warp; r0 < BS; r0 += 4 * kRows) {
+    float v[kRows][NC], ss[kRows];
+#pragma unroll
+    for (int g = 0; g < kRows; ++g) {
+      const int gr = row0 + r0 + 4 * g;
+      const bool present = r0 + 4 * g < BS && gr < N;
+      if (present) {
+        loadConsecutive<T, NC>(base + (size_t)gr * D, v[g]);
+      } else {
+#pragma unroll
+        for (int c = 0; c < NC; ++c) v[g][c] = 0.f;
+      }
+      ss[g] = 0.f;
+#pragma unroll
+      for (int c = 0; c < NC; ++c) {
+        if (km && present) v[g][c] = roundT<T>(v[g][c] - kmv[c]);  // smoothing in half arithmetic
+        ss[g] += v[g][c] * v[g][c];
+        if (kAmax) amax = fmaxf(amax, fabsf(v[g][c]));
+      }
+    }
+#pragma unroll
+    for (int o = 16; o > 0; o >>= 1)
+#pragma unroll
+      for (int g = 0; g < kRows; ++g) ss[g] += __shfl_xor_sync(0xffffffffu, ss[g], o);
+#pragma unroll
+    for (int g = 0; g < kRows; ++g) {
+      if (r0 + 4 * g >= BS) break;
+      const float nrm = sqrtf(ss[g]);  // zero (padded or zero) rows give 0/0 = NaN below: the NaN rule
+#pragma unroll
+      for (int c = 0; c < NC; ++c) {
+        col[c] += v[g][c];
+        unit[c] += __half2float(__float2half_rn(v[g][c] / nrm));  // unit vectors are fp16 even for bf16
+      }
+    }
+  }
+#pragma unroll
+  for (int c = 0; c < NC; ++c) {
+    sCol[warp][NC * lane + c] = col[c];
+    sUnit[warp][NC * lane + c] = unit[c];
+  }
+  if (kAmax) {
+    amax = warpMax(amax);
+    if (lane == 0) sMax[warp] = amax;
+  }
+  __syncthreads();
+  for (int d = threadIdx.x; d < D; d += blockDim.x) {
+    float cs = sCol[0][d] + sCol[1][d] + sCol[2][d] + sCol[3][d];
+    float us = sUnit[0][d] + sUnit[1][d] + sUnit[2][d] + sUnit[3][d];
+    pooled[((size_t)bh * nb + blk) * D + d] = Elem<T>::fromF(cs / (float)nValid);
+    sSq[d] = us * us;
+  }
+  __syncthreads();
+  if (warp == 0) {
+    float s = 0.f;
+    for (int d = lane; d < D; d += 32) s += sSq[d];
+    s = warpSum(s);
+    if (lane == 0) selfSim[(size_t)bh * nb + blk] = s / ((float)nValid * (float)nValid);
+  }
+  return kAmax ? fmaxf(fmaxf(sMax[0], sMax[1]), fmaxf(sMax[2], sMax[3])) : 0.f;
+}
+
+}  // namespace sparge::cuda

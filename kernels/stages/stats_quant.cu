@@ -1,0 +1,66 @@
+// Stage 1's block statistics and the INT8 operands of the quantized numerics in one pass over Q or K: the
+// tile of the geometry is both the pooling block and the quantization tile, so one CTA reads its rows once
+// from memory for blockStatsPass (the same code as sparge_predict_block_stats, so the same bits), then
+// quantizes them from L2 with the block's amax (the same arithmetic as sparge_quant_int8_tiles).
+#include <cuda_runtime.h>
+
+#include "call/call_launch.h"
+#include "common/cuda_util.h"
+#include "common/head_dim.h"
+#include "stages/block_pass.cuh"
+
+namespace sparge::cuda {
+namespace {
+
+// One CTA (4 warps) per (block, bh). int8 [BH][nb·BS][D] (rows past N zero), scale [BH][nb].
+template <typename T, int NC>
+__global__ void __launch_bounds__(128)
+    sparge_predict_stats_quant(const T* __restrict__ x, int N, int BS, const T* __restrict__ km,
+                               T* __restrict__ pooled, float* __restrict__ selfSim, int8_t* __restrict__ q8,
+                               float* __restrict__ scale) {
+  constexpr int D = NC * 32;
+  const int blk = blockIdx.x, bh = blockIdx.y, nb = gridDim.x;
+  const float amax = blockStatsPass<T, NC, true>(x, N, BS, km, pooled, selfSim, blk, bh, nb);
+  const float s = amax / 127.f + 1e-7f;
+  if (threadIdx.x == 0) scale[(size_t)bh * nb + blk] = s;
+  const T* src = x + (size_t)bh * N * D;
+  const T* kmh = km ? km + (size_t)bh * D : nullptr;
+  int8_t* dst = q8 + ((size_t)bh * nb + blk) * BS * D;
+  // Chunks of 8 values (one 16-byte load, one 8-byte store), rows in order.
+  for (int chunk = threadIdx.x; chunk < BS * D / 8; chunk += blockDim.x) {
+    const int row = blk * BS + chunk / (D / 8), col = (chunk % (D / 8)) * 8;
+    uint4 raw = make_uint4(0, 0, 0, 0);
+    const bool ok = row < N;
+    if (ok) raw = *reinterpret_cast<const uint4*>(src + (size_t)row * D + col);
+    const T* e = reinterpret_cast<const T*>(&raw);
+    uint2 packed;
+    int8_t* b = reinterpret_cast<int8_t*>(&packed);
+#pragma unroll
+    for (int u = 0; u < 8; ++u) b[u] = toInt8(ok ? smoothed(e[u], kmh, col + u) : 0.f, s);
+    *reinterpret_cast<uint2*>(dst + (size_t)chunk * 8) = packed;
+  }
+}
+
+template <typename T>
+void blockPass(const void* x, int BH, int N, int D, int BS, const void* km, void* pooled, float* sim,
+               int8_t* q8, float* scale, cudaStream_t s) {
+  dim3 grid((N + BS - 1) / BS, BH);
+  withHeadDim(D, "CUDA engine", [&](auto d) {
+    sparge_predict_stats_quant<T, decltype(d)::value / 32><<<grid, 128, 0, s>>>(
+        static_cast<const T*>(x), N, BS, static_cast<const T*>(km), static_cast<T*>(pooled), sim, q8, scale);
+  });
+  checkLaunch("sparge_predict_stats_quant");
+}
+
+}  // namespace
+
+void launchBlockPass(ElemType t, const void* x, int BH, int N, int D, int BS, const void* km, void* pooled,
+                     float* selfSim, int8_t* q8, float* scale, cudaStream_t s) {
+  if (!q8) return launchBlockStats(t, x, BH, N, D, BS, km, pooled, selfSim, s);
+  if (t == ElemType::F16)
+    blockPass<__half>(x, BH, N, D, BS, km, pooled, selfSim, q8, scale, s);
+  else
+    blockPass<__nv_bfloat16>(x, BH, N, D, BS, km, pooled, selfSim, q8, scale, s);
+}
+
+}  // namespace sparge::cuda
