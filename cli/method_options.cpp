@@ -8,7 +8,7 @@
 namespace sparge::cli {
 
 core::Method MethodOptions::parsed() const {
-  return core::parseMethod(method, "--method");
+  return method.empty() ? core::Method::SpargeAttn : core::parseMethod(method, "--method");
 }
 
 namespace {
@@ -43,17 +43,35 @@ void MethodOptions::apply(core::Method m, core::HeadParams& p) const {
   set(mobaTopk, p.moba.topk, "--moba-topk", Method::Moba, m);
 }
 
-void addMethodChoiceOptions(CLI::App& cmd, MethodOptions& o, bool withKnobs) {
-  cmd.add_option("--method", o.method,
-                 "Block predictor of Stage 1: spargeattn | xattention | minference | flexprefill | moba "
-                 "(docs/methods.md)")
-      ->capture_default_str();
+void MethodOptions::applyEach(core::HeadParams& p) const {
+  for (core::Method m : core::kAllMethods) {
+    MethodOptions own;  // only the options of method m
+    if (m == core::Method::XAttention) own.xattnThreshold = xattnThreshold, own.xattnStride = xattnStride;
+    if (m == core::Method::MInference)
+      own.minferencePattern = minferencePattern, own.minferenceVertical = minferenceVertical,
+      own.minferenceSlash = minferenceSlash, own.minferenceTopk = minferenceTopk;
+    if (m == core::Method::FlexPrefill)
+      own.flexGamma = flexGamma, own.flexTau = flexTau, own.flexMinBudget = flexMinBudget,
+      own.flexMaxBudget = flexMaxBudget;
+    if (m == core::Method::Moba) own.mobaTopk = mobaTopk;
+    own.apply(m, p);
+  }
+}
+
+void addMethodFixedOptions(CLI::App& cmd, MethodOptions& o) {
   cmd.add_option("--xattn-stride", o.xattnStride, "XAttention: antidiagonal stride S (default 8)");
   cmd.add_option("--flex-tau", o.flexTau,
                  "FlexPrefill: JS-distance threshold of query-aware heads (default 0.1)");
   cmd.add_option("--flex-min-budget", o.flexMinBudget,
                  "FlexPrefill: min_budget in tokens (default: one block)");
   cmd.add_option("--flex-max-budget", o.flexMaxBudget, "FlexPrefill: max_budget in tokens (default: none)");
+}
+
+void addMethodChoiceOptions(CLI::App& cmd, MethodOptions& o, bool withKnobs) {
+  cmd.add_option("--method", o.method,
+                 "Block predictor of Stage 1: spargeattn (default) | xattention | minference | flexprefill | "
+                 "moba (docs/methods.md)");
+  addMethodFixedOptions(cmd, o);
   if (!withKnobs) return;
   cmd.add_option("--xattn-threshold", o.xattnThreshold, "XAttention: cumulative threshold τ (default 0.9)");
   cmd.add_option("--minference-pattern", o.minferencePattern,

@@ -11,7 +11,7 @@
 namespace sparge::cli {
 
 struct MethodOptions {
-  std::string method = "spargeattn";
+  std::string method;  // empty: not given (SpargeAttn, or a parameter file's method)
   std::optional<double> xattnThreshold;
   std::optional<int> xattnStride;
   std::optional<std::string> minferencePattern;
@@ -24,8 +24,12 @@ struct MethodOptions {
   core::Method parsed() const;
   // The given options onto `p`; an option of another method than `m` is refused (it would do nothing).
   void apply(core::Method m, core::HeadParams& p) const;
+  // Every given option onto its own method's parameters in `p` (several methods compared at once).
+  void applyEach(core::HeadParams& p) const;
 };
 
+// The methods' fixed options that tune and compare do not search (stride, FlexPrefill's τ and budgets).
+void addMethodFixedOptions(CLI::App& cmd, MethodOptions& o);
 // `withKnobs`: also the options that set a method's knob (run); tune and compare search the knob themselves.
 void addMethodChoiceOptions(CLI::App& cmd, MethodOptions& o, bool withKnobs);
 

@@ -116,8 +116,13 @@ core::RunConfig makeRunConfig(const RunCommandOptions& o, const core::EntryInfo&
     core::validate(p, c.method == core::Method::SpargeAttn ? "--theta/--tau/--lambda" : "--method options",
                    c.method);
   }
-  if (!o.paramsPath.empty())
+  if (!o.paramsPath.empty()) {
     core::applyParams(core::readParams(o.paramsPath), o.paramsPath, entry, c, warnings);
+    if (!o.method.method.empty() && o.method.parsed() != c.method)
+      throw Error("--method", std::string(core::toString(o.method.parsed())) + " was asked, but " +
+                                  o.paramsPath + " holds " + core::toString(c.method) +
+                                  "'s parameters for this entry: drop --method or pass that method's file");
+  }
   for (int64_t h : o.heads)
     if (h < 0 || h >= entry.headsQ)
       throw Error("--heads", "head " + std::to_string(h) + " does not exist in entry " + entry.name +

@@ -57,6 +57,53 @@ options)
   expect_exit 1 "vertical_slash" -- "$SPARGE" run "$WORK/s.h5" --engine cpu --method minference --minference-pattern a_shape
   expect_exit 1 "at least 1" -- "$SPARGE" run "$WORK/s.h5" --engine cpu --method moba --moba-topk 0
   ;;
+tune)
+  # A method's tuned parameter file carries the method; run --params reproduces it; --resume and run refuse
+  # another method.
+  $PY "$HERE/make_planted_capture.py" "$WORK/p.h5" 1024 || fail "write planted capture"
+  "$SPARGE" tune "$WORK/p.h5" --engine cpu --quant none --method moba --l1 0.05 --no-tune-pv -o "$WORK/moba.json" \
+    >"$WORK/tune.log" 2>&1 || fail "tune: $(cat "$WORK/tune.log")"
+  $PY -c "import json,sys; p=json.load(open(sys.argv[1])); assert p['method']=='moba', p.get('method')" \
+    "$WORK/moba.json" || fail "params.json does not carry the method"
+  "$SPARGE" run "$WORK/p.h5" --engine cpu --params "$WORK/moba.json" --report "$WORK/r.json" >/dev/null 2>&1 \
+    || fail "run --params"
+  $PY -c "import json,sys; e=json.load(open(sys.argv[1]))['entries'][0]; assert e['method']=='moba', e['method']" \
+    "$WORK/r.json" || fail "run --params did not run the file's method"
+  expect_exit 1 "moba" -- "$SPARGE" run "$WORK/p.h5" --engine cpu --params "$WORK/moba.json" --method xattention
+  ;;
+compare)
+  # Planted heads whose winners are known by construction (make_planted_capture.py); Stage 1 alone (no PV
+  # skip) so that the predictors are compared; each method's figures against its own tune + run --params.
+  $PY "$HERE/make_planted_capture.py" "$WORK/p.h5" || fail "write planted capture"
+  common=(--engine cpu --quant none --l1 0.05 --no-tune-pv)
+  "$SPARGE" compare "$WORK/p.h5" "${common[@]}" --methods spargeattn,xattention,minference,flexprefill,moba \
+    --report "$WORK/cmp.json" >"$WORK/cmp.log" 2>&1 || fail "compare: $(cat "$WORK/cmp.log")"
+  grep -q "of dense" "$WORK/cmp.log" || fail "no Stage 1 share in the table: $(cat "$WORK/cmp.log")"
+  runs=()
+  for m in spargeattn xattention minference flexprefill moba; do
+    "$SPARGE" tune "$WORK/p.h5" "${common[@]}" --method "$m" -o "$WORK/$m.json" >/dev/null 2>&1 || fail "tune $m"
+    "$SPARGE" run "$WORK/p.h5" --engine cpu --params "$WORK/$m.json" --method "$m" --report "$WORK/run_$m.json" \
+      >/dev/null 2>&1 || fail "run --params $m"
+    runs+=("$m=$WORK/run_$m.json")
+  done
+  $PY "$HERE/check_compare.py" "$WORK/cmp.json" "${runs[@]}" || fail "compare report"
+  # CSV and Markdown reports, one method on one head (quick).
+  "$SPARGE" compare "$WORK/p.h5" "${common[@]}" --methods moba --heads 1 --report "$WORK/c.csv" >/dev/null 2>&1 \
+    || fail "compare --report csv"
+  head -1 "$WORK/c.csv" | grep -q "^entry,head,variant,permute,method,params,sparsity_stage1,sparsity_total" \
+    || fail "csv header: $(head -1 "$WORK/c.csv")"
+  grep -q "^planted,1,none,none,moba," "$WORK/c.csv" && grep -q "^planted,all,none,none,moba," "$WORK/c.csv" \
+    || fail "csv rows: $(cat "$WORK/c.csv")"
+  "$SPARGE" compare "$WORK/p.h5" "${common[@]}" --methods moba,xattention --heads 1 --report "$WORK/c.md" \
+    >/dev/null 2>&1 || fail "compare --report md"
+  grep -q "of dense" "$WORK/c.md" || fail "markdown: $(cat "$WORK/c.md")"
+  # Errors: unknown and empty method lists, budgets, a repeated method, another method's option.
+  expect_exit 1 "is not known" -- "$SPARGE" compare "$WORK/p.h5" --engine cpu --l1 0.05 --no-tune-pv --methods moba,quest
+  expect_exit 1 "--methods" -- "$SPARGE" compare "$WORK/p.h5" --engine cpu --l1 0.05 --no-tune-pv --methods ""
+  expect_exit 1 "l2 must be larger than l1" -- "$SPARGE" compare "$WORK/p.h5" --engine cpu --l1 0.05 --l2 0.01 --methods moba
+  expect_exit 1 "l1 must be a positive number" -- "$SPARGE" compare "$WORK/p.h5" --engine cpu --l1 -1 --no-tune-pv --methods moba
+  expect_exit 1 "no entry has a token grid" -- "$SPARGE" compare "$WORK/p.h5" --engine cpu --l1 0.05 --no-tune-pv
+  ;;
 *)
   fail "unknown case $CASE"
   ;;
