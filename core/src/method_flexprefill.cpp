@@ -72,7 +72,7 @@ double jsDistance(const std::vector<float>& a, const std::vector<float>& b) {
 void blockScores(const PredictInput& in, const std::vector<float>& q, const std::vector<float>& k,
                  const std::vector<float>& qs, int64_t last, FlexStats& st) {
   const int64_t B = st.block, d = in.d;
-  const float scale = float(1.0 / std::sqrt(double(d)));
+  const float scale = float(in.scale);
   std::vector<std::vector<float>> avgK(static_cast<size_t>(st.nbk));
   for (int j = 0; j < st.nbk; ++j) {
     const int64_t r0 = j * B, r1 = std::min(in.nKv, r0 + B);
@@ -134,8 +134,8 @@ class FlexPrefillPredictor : public Predictor {
     st->nbk = int(ceilDiv(in.nKv, st->block));
     const std::vector<float> q = roundedRows(in.q, in.nQ, in.d, in.dtype);
     const std::vector<float> k = roundedRows(in.k, in.nKv, in.d, in.dtype);
-    std::vector<float> qs = q;  // upstream scales Q by D^-1/2 in the input type first
-    const float scale = float(1.0 / std::sqrt(double(in.d)));
+    std::vector<float> qs = q;  // upstream scales Q (by D^-1/2: the entry's scale) in the input type first
+    const float scale = float(in.scale);
     for (float& v : qs) v = roundToInput(v * scale, in.dtype);
     const int64_t last = std::min(st->block, in.nQ);
     std::vector<float> vertical, slash;

@@ -27,7 +27,7 @@ void lineScores(const PredictInput& in, const std::vector<float>& q, const std::
   const int64_t d = in.d, last = std::min(kLastQueries, in.nQ);
   st.vertical.assign(size_t(in.nKv), 0.0f);
   st.slash.assign(size_t(in.nQ), 0.0f);
-  const float scale = float(1.0 / std::sqrt(double(d)));
+  const float scale = float(in.scale);
   std::vector<float> p(static_cast<size_t>(in.nKv));
   for (int64_t qi = in.nQ - last; qi < in.nQ; ++qi) {
     const KeyRange r = visibleKeys(qi, in.nKv, in.causal, in.window);

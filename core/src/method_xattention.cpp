@@ -46,7 +46,7 @@ class XAttentionPredictor : public Predictor {
     const int nk = blocksK(in), rowsPerBlock = g.blockQ / s, colsPerBlock = g.blockK / s;
     auto out = std::make_unique<XAttentionStats>();
     out->block.assign(size_t(blocksQ(in)) * nk, 0.0f);
-    const float scale = float(1.0 / std::sqrt(double(d)) / s);
+    const float scale = float(in.scale / s);
     std::vector<float> score(static_cast<size_t>(cols));
     for (int64_t a = 0; a < rows; ++a) {
       // Strided keys whose S x S sub-tile holds a visible pair.

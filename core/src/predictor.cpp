@@ -80,6 +80,7 @@ void predictHead(HeadResult& hr, const EntryData& entry, const RunConfig& config
   in.geometry = config.geometry;
   in.causal = info.causal;
   in.window = info.window;
+  in.scale = info.scale;
   in.smoothK = config.smoothK;
   in.validity = &validity;
   const Predictor& predictor = predictorFor(config.method);

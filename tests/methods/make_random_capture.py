@@ -1,6 +1,7 @@
 #!/usr/bin/env python3
 """A small random capture for the method oracles: GQA, partial blocks, causal and bidirectional entries,
-windows (causal sliding and bidirectional local), an NHD entry and a bfloat16 one. Queries and keys share a
+windows (causal sliding and bidirectional local), an NHD entry, a bfloat16 one and one whose softmax scale is not
+D^-1/2 (as captures of models that pre-scale Q and K have). Queries and keys share a
 per-head offset and a few strong key columns, so that the methods' scores are not uniform.
 
 usage: make_random_capture.py OUT.h5
@@ -23,10 +24,12 @@ def main():
         for name, causal, n, window, layout, dtype in (
                 ("causal", 1, 1000, None, "HND", "f16"), ("bidir", 0, 900, None, "HND", "f16"),
                 ("slide", 1, 1100, [300, 0], "HND", "f16"), ("local", 0, 800, [200, 200], "NHD", "f16"),
-                ("bf", 1, 700, None, "HND", "bf16")):
+                ("bf", 1, 700, None, "HND", "bf16"), ("scaled", 0, 600, None, "HND", "f16")):
             g = f.create_group(f"entries/{name}")
             g.attrs["causal"] = causal
             g.attrs["layout"] = layout
+            if name == "scaled":
+                g.attrs["scale"] = 0.05
             if window:
                 g.attrs["window"] = np.array(window, dtype=np.int64)
             hq, hkv, d = 4, 2, 64

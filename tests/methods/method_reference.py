@@ -106,7 +106,7 @@ def boundary_ties(values, order, keep, explained_cols):
 
 # ---- XAttention: strided antidiagonal sums, softmax per strided row, block sums, cumulative threshold ----
 
-def xattention(q, k, pairs, bq, bk, causal, prm):
+def xattention(q, k, pairs, bq, bk, causal, prm, scale):
     s = prm["stride"]
     nq_tok, d = q.shape
     nk_tok = k.shape[0]
@@ -115,7 +115,7 @@ def xattention(q, k, pairs, bq, bk, causal, prm):
     pad = np.zeros((rows * s, cols * s))
     pad[:nq_tok, :nk_tok] = full
     tiles = pad.reshape(rows, s, cols, s)[:, ::-1, :, :]          # row i of a sub-tile becomes S-1-i
-    anti = np.einsum("atbt->ab", tiles) / math.sqrt(d) / s        # antidiagonal of each S x S sub-tile
+    anti = np.einsum("atbt->ab", tiles) * scale / s       # antidiagonal of each S x S sub-tile
     allowed = block_sum(pairs, s, s)                              # sub-tiles holding a visible pair
     prob = softmax_rows(anti, allowed)
     blocks = block_sum(prob, bq // s, bk // s)
@@ -150,7 +150,7 @@ def xattention(q, k, pairs, bq, bk, causal, prm):
 
 # ---- MInference ----
 
-def minference(q, k, pairs, bq, bk, causal, prm):
+def minference(q, k, pairs, bq, bk, causal, prm, scale):
     nq_tok, d = q.shape
     nk_tok = k.shape[0]
     valid = block_sum(pairs, bq, bk)
@@ -159,7 +159,7 @@ def minference(q, k, pairs, bq, bk, causal, prm):
     last = min(MINF_LAST_Q, nq_tok)
     rows = np.arange(nq_tok - last, nq_tok)
     # upstream computes the last queries' scores in the input's half type
-    s = half(half(q[rows].astype(np.float64) @ k.astype(np.float64).T) / math.sqrt(d))
+    s = half(half(q[rows].astype(np.float64) @ k.astype(np.float64).T) * scale)
     p = softmax_rows(s, pairs[rows])
     vertical = p.sum(axis=0)
     offsets = rows[:, None] - np.arange(nk_tok)[None, :]
@@ -238,7 +238,7 @@ def js_distance(a, b):
     return math.sqrt(max(0.0, 0.5 * t.sum()))
 
 
-def flexprefill(q, k, pairs, bq, bk, causal, prm):
+def flexprefill(q, k, pairs, bq, bk, causal, prm, scale):
     B = max(bq, bk)
     nq_tok, d = q.shape
     nk_tok = k.shape[0]
@@ -251,7 +251,7 @@ def flexprefill(q, k, pairs, bq, bk, causal, prm):
     max_b = min(nbk, -(-prm["max_budget"] // B) if prm["max_budget"] > 0 else nbk)
     last = min(B, nq_tok)
     rows = np.arange(nq_tok - last, nq_tok)
-    p = softmax_rows(q[rows].astype(np.float64) @ k.astype(np.float64).T / math.sqrt(d), pairs[rows])
+    p = softmax_rows(q[rows].astype(np.float64) @ k.astype(np.float64).T * scale, pairs[rows])
     vertical = p.mean(axis=0)
     off = rows[:, None] - np.arange(nk_tok)[None, :]
     slash = np.zeros(nk_tok)
@@ -267,7 +267,7 @@ def flexprefill(q, k, pairs, bq, bk, causal, prm):
         sblock[nbk - 1 - (nk_tok - 1 - o) // B] += slash[o]
     kpad = [k[j * B:min(nk_tok, (j + 1) * B)].astype(np.float64).mean(axis=0) for j in range(nbk)]
     kmean = np.array(kpad)
-    qlast = (q[rows].astype(np.float64) / math.sqrt(d)).mean(axis=0)
+    qlast = (q[rows].astype(np.float64) * scale).mean(axis=0)
     seen = pairs[rows].any(axis=0)
     seen_blocks = np.array([seen[j * B:(j + 1) * B].any() for j in range(nbk)])
     pooled = softmax_rows((qlast @ kmean.T)[None, :], seen_blocks[None, :])[0]
@@ -301,7 +301,7 @@ def flexprefill(q, k, pairs, bq, bk, causal, prm):
     if query_aware:
         fvalid = block_sum(pairs, B, B)
         qm = np.array([q[i * B:min(nq_tok, (i + 1) * B)].astype(np.float64).mean(axis=0) for i in range(nbq)])
-        attn = softmax_rows(qm / math.sqrt(d) @ kmean.T, fvalid).ravel()
+        attn = softmax_rows(qm * scale @ kmean.T, fvalid).ravel()
         order = sorted(range(attn.size), key=lambda x: (-attn[x], x))
         c = np.cumsum(attn[order])
         keep = int(np.sum(c <= prm["gamma"] * nbq))
@@ -324,7 +324,7 @@ def flexprefill(q, k, pairs, bq, bk, causal, prm):
 
 # ---- MoBA-style gate: per query token, its own block plus the best others by q · mean(K block) ----
 
-def moba(q, k, pairs, bq, bk, causal, prm):
+def moba(q, k, pairs, bq, bk, causal, prm, scale):
     nq_tok, d = q.shape
     nk_tok = k.shape[0]
     nk = -(-nk_tok // bk)
@@ -388,6 +388,8 @@ def main():
             if e.attrs.get("layout", b"HND") in (b"NHD", "NHD"):
                 q, k = q.transpose(0, 2, 1, 3), k.transpose(0, 2, 1, 3)
             causal = bool(int(e.attrs.get("causal", 0)))
+            # the entry's softmax scale, where the methods' reference code writes D^-1/2
+            scale = float(e.attrs["scale"]) if "scale" in e.attrs else 1.0 / math.sqrt(q.shape[-1])
             window = tuple(int(x) for x in e.attrs["window"]) if "window" in e.attrs else None
             bf16 = e["q"].attrs.get("dtype", b"") in (b"bfloat16", "bfloat16")
             half = to_bf16 if bf16 else to_half
@@ -402,7 +404,7 @@ def main():
                     if not present[h]:
                         continue
                     prm = params[h] if isinstance(params, list) else params
-                    want, expl, density = fn(q[b, h], k[b, h // group], pairs, bq, bk, causal, prm)
+                    want, expl, density = fn(q[b, h], k[b, h // group], pairs, bq, bk, causal, prm, scale)
                     # the run's forced blocks: the sink (key block 0) and the diagonal extension
                     if int(grp.attrs.get("sink", 0)):
                         want[:, 0] = True

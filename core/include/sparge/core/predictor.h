@@ -25,6 +25,9 @@ struct PredictInput {
   Geometry geometry;
   bool causal = false;
   Window window;
+  // The entry's softmax scale: the line and antidiagonal scores use it where the methods' reference code
+  // writes D^-1/2 (the same number for most models; not for captures of models that pre-scale Q and K).
+  double scale = 0;
   bool smoothK = true;                      // SpargeAttn's K smoothing (the other methods ignore it)
   const BlockValidity* validity = nullptr;  // of `geometry` for this entry (computeBlockValidity)
 };
