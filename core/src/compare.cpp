@@ -36,11 +36,12 @@ RunConfig configOf(const TuneOptions& o, const TunedGroup& g, int64_t headsQ) {
   return c;
 }
 
-// The index of the largest value (ties: the first) and whether another one equals it.
+// The index of the largest value (ties: the first) and whether another one equals it; none when no value
+// is above 0 (no variant reached any sparsity: nothing to win).
 std::pair<int, bool> best(const std::vector<double>& values) {
   int w = -1;
   for (size_t i = 0; i < values.size(); ++i)
-    if (std::isfinite(values[i]) && (w < 0 || values[i] > values[size_t(w)])) w = int(i);
+    if (std::isfinite(values[i]) && values[i] > 0 && (w < 0 || values[i] > values[size_t(w)])) w = int(i);
   bool tie = false;
   for (size_t i = 0; w >= 0 && i < values.size(); ++i)
     tie = tie || (int(i) != w && values[i] == values[size_t(w)]);

@@ -45,7 +45,8 @@ struct VariantHead {
 struct CompareHead {
   int64_t head = 0;
   std::vector<VariantHead> variants;  // one per CompareVariant
-  int winner = -1;                    // largest total sparsity reached (ties: the first), -1 if none ran
+  int winner = -1;                    // largest total sparsity reached (ties: the first); -1 when none
+                                      // reached any (every variant dense) or none ran
   bool tie = false;                   // another variant reached the same
 };
 
@@ -54,7 +55,7 @@ struct CompareEntry {
   std::vector<CompareHead> heads;          // ordered by head
   std::vector<EntryResult> runs;           // per variant: the re-run with the tuned parameters, every head
   std::vector<SelfSimilarity> similarity;  // per variant, over every head
-  int winner = -1;                         // largest total sparsity over the heads (ties: the first)
+  int winner = -1;  // largest total sparsity over the heads (ties: the first; -1: none)
   bool tie = false;
   std::vector<int> headsWon;  // per variant: heads it wins (a tie counts for each tied variant)
   // The dense pass on the same engine, heads and numerics (every block computed, no Stage 1), its Stage 2
