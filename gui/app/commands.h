@@ -31,6 +31,7 @@ enum class CommandId {
   Profile,
   SweepHead,
   SweepAll,
+  CompareMethods,
   // Parameters
   PresetCdf,
   PresetTopk,
