@@ -24,8 +24,9 @@ from compare_spargeattn import timed  # noqa: E402  (the same warm-up and timing
 
 
 def load_fa3():
-    """FlashAttention-3's forward on NHD tensors, or None: the flash_attn_interface wheel, or a module fa3_fwd."""
-    for name in ("flash_attn_interface", "fa3_fwd"):
+    """FlashAttention-3's forward on NHD tensors, or None: the flash_attn_interface module, or
+    fa3_fwd_interface (the PyPI wheel fa3_fwd)."""
+    for name in ("flash_attn_interface", "fa3_fwd_interface", "fa3_fwd"):
         try:
             mod = __import__(name)
         except Exception:

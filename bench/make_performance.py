@@ -1,6 +1,7 @@
 #!/usr/bin/env python3
 """Renders docs/performance.md from the benchmark results committed under bench/results/ (JSON written by
-`sparge bench --json`, bench/compare_spargeattn.py, bench/compare_torch.py and the numerics parity check).
+`sparge bench --json` (GPU) and `sparge bench --engine cpu --json`, bench/compare_spargeattn.py,
+bench/compare_torch.py and the numerics parity check).
 Every table names the GPU, driver, clock, commit and date its file records; nothing is typed in by hand.
 
 usage: python3 bench/make_performance.py [--results bench/results] [--out docs/performance.md] [--check]
@@ -74,8 +75,35 @@ def render_parity(doc, name):
     return out
 
 
+def render_cpu_bench(doc, name):
+    """`sparge bench --engine cpu --json`: the CPU engine per case, instruction-set variant and numerics."""
+    m = doc.get("machine") or {}
+    load = doc.get("load_average") or [None, None]
+    span = lambda s: f"{fmt(s['median_ms'], 1)} ({fmt(s['min_ms'], 1)}-{fmt(s['max_ms'], 1)})"
+    out = [f"### CPU engine ({name})", "",
+           f"CPU {m.get('cpu') or 'not recorded'}, {m.get('logical_cores')} logical cores (variants it runs: "
+           f"{', '.join(m.get('variants') or [])}), engine threads {doc.get('threads')}, load average "
+           f"{fmt(load[0], 2)} before and {fmt(load[1], 2)} after, commit {doc.get('commit') or 'not recorded'}, "
+           f"{doc.get('date') or 'date not recorded'}. Wall clock, ms, median (min-max).",
+           f"`changes`: parameter changes on a {doc.get('changes_entry')} entry (θ -0.1, τ stepped over 0.900-0.987, "
+           "dense outputs cached), as the GUI's slider makes them: *shown* when the deployed figures are out, "
+           "*complete* with the error split's exact sparse pass; the engine keeps the query tiles whose mask rows a "
+           "change leaves as they were, and *every tile* runs all of them (its raw speed). `first-run`: a fresh "
+           "engine on a "
+           f"{doc.get('first_run_entry')} entry (defaults θ 0.6, τ 0.98, λ 50) with the dense reference and every "
+           "error figure, as `sparge run` computes them (without loading the file). Stages are medians.", "",
+           "| case | entry | variant | numerics | runs | shown | complete | Stage 1 | quantize | Stage 2 | metrics |",
+           "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
+    for r in doc.get("rows", []):
+        out.append(f"| {r['case']} | {r['entry']} | {r['isa']} | {r['numerics']} | {r['runs']} | {span(r['shown'])} | "
+                   f"{span(r['complete'])} | {fmt(r['predict']['median_ms'], 1)} | "
+                   f"{fmt(r['quantize']['median_ms'], 1)} | {fmt(r['sparse']['median_ms'], 1)} | "
+                   f"{fmt(r['metrics']['median_ms'], 1)} |")
+    return out
+
+
 RENDERERS = {"sparge-bench/1": render_bench, "sparge-compare-spargeattn/1": render_compare,
-             "sparge-parity/1": render_parity}
+             "sparge-parity/1": render_parity, "sparge-cpu-bench/1": render_cpu_bench}
 
 AWAITING = """## Awaiting a GPU run in this form
 

@@ -1,6 +1,7 @@
 // `sparge bench`: times the whole GPU call (Stage 1 + quantization + attention) and its parts on random
 // device data over a sweep of sequence lengths, head dims, causal and top-k, next to our dense kernel and
 // cuDNN's fused attention; prints a table and writes JSON.
+#include <cfloat>
 #include <cstdlib>
 #include <ctime>
 #include <iostream>
@@ -10,14 +11,17 @@
 #include <vector>
 
 #include "commands.h"
-#include "rank_timings.h"
+#include "cpu_bench.h"
 #include "format.h"
 #include "guards.h"
 #include "job_support.h"
+#include "option_checks.h"
 #include "piece_job.h"
+#include "rank_timings.h"
+#include "sparge/build_info.h"
 #include "sparge/core/atomic_file.h"
 #include "sparge/core/error.h"
-#include "sparge/build_info.h"
+#include "sparge/core/types.h"
 #include "sparge/profiler/profiler.h"
 #include "sparge/profiler/report.h"
 
@@ -27,11 +31,11 @@
 
 namespace sparge::cli {
 
-using scaleout::PieceJobHooks;
-using scaleout::PieceJobSpec;
 using scaleout::encodeTimings;
 using scaleout::jobTransport;
 using scaleout::mergeTimings;
+using scaleout::PieceJobHooks;
+using scaleout::PieceJobSpec;
 using scaleout::placeThisRank;
 using scaleout::runPieceJob;
 
@@ -56,6 +60,8 @@ struct BenchOptions {
   std::string json;
   std::string timings;          // CUPTI kernel records of the whole sweep (.json | .csv | .trace.json)
   std::string kernel = "auto";  // Stage-2 family: auto (the launcher's choice), sm80 (mma.sync) or sm90
+  std::string engine = "auto";  // auto: the CUDA kernels in a build that has them, else the CPU engine
+  CpuBenchOptions cpu;
 };
 
 #ifdef SPARGE_HAVE_CUDA_KERNELS
@@ -64,7 +70,9 @@ struct BenchOptions {
 // records it; tools/gpu scripts log nvidia-smi's driver version and clocks beside the file).
 nlohmann::json machineJson() {
   const prof::DeviceInfo d = prof::queryDevice(0);
-  const auto version = [](int v) { return v > 0 ? std::to_string(v / 1000) + "." + std::to_string(v % 1000 / 10) : ""; };
+  const auto version = [](int v) {
+    return v > 0 ? std::to_string(v / 1000) + "." + std::to_string(v % 1000 / 10) : "";
+  };
   nlohmann::json m;
   m["gpu"] = d.name;
   m["compute_capability"] = std::to_string(d.ccMajor) + "." + std::to_string(d.ccMinor);
@@ -72,16 +80,6 @@ nlohmann::json machineJson() {
   m["cuda_runtime"] = version(d.runtimeVersion);
   m["max_sm_clock_mhz"] = d.maxSmClockKHz / 1000;
   return m;
-}
-
-// "2026-11-29T02:52:04Z".
-std::string utcNow() {
-  const std::time_t t = std::time(nullptr);
-  std::tm tm{};
-  gmtime_r(&t, &tm);
-  char buf[32];
-  std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%SZ", &tm);
-  return buf;
 }
 
 nlohmann::json statsJson(const cuda::TimeStats& s) {
@@ -362,11 +360,22 @@ int runBenchCommand(const BenchOptions& o) {
 
 void registerBench(CLI::App& app, Action& action) {
   auto o = std::make_shared<BenchOptions>();
-  CLI::App* cmd = app.add_subcommand("bench", "Time the CUDA kernels on random data (needs a GPU)");
-  cmd->add_option("--tokens", o->tokens, "Sequence lengths (Nq = Nkv)")->delimiter(',');
-  cmd->add_option("--dims", o->dims, "Head dims (64, 128, 256)")->delimiter(',');
-  cmd->add_option("--topk", o->topk, "Top-k fractions")->delimiter(',');
-  cmd->add_option("--causal", o->causal, "Causal values to sweep (0, 1)")->delimiter(',');
+  CLI::App* cmd = app.add_subcommand(
+      "bench", "Time the CUDA kernels on random data (needs a GPU), or the CPU engine (--engine cpu)");
+  cmd->add_option("--engine", o->engine,
+                  "auto (the CUDA kernels when this build has them, else the CPU engine), cuda or cpu; the "
+                  "options marked CPU apply to the CPU engine only")
+      ->check(CLI::IsMember({"auto", "cuda", "cpu"}))
+      ->capture_default_str();
+  addCpuBenchOptions(*cmd, o->cpu);
+  cmd->add_option("--tokens", o->tokens, "Sequence lengths (Nq = Nkv)")
+      ->delimiter(',')
+      ->check(integerIn(1, core::kMaxDimension));
+  cmd->add_option("--dims", o->dims, "Head dims (64, 128, 256)")->delimiter(',')->check(integerIn(64, 256));
+  cmd->add_option("--topk", o->topk, "Top-k fractions, in (0, 1]")->delimiter(',')->check(realIn(0, 1));
+  cmd->add_option("--causal", o->causal, "Causal values to sweep (0, 1)")
+      ->delimiter(',')
+      ->check(integerIn(0, 1));
   cmd->add_option("--repeat", o->repeat, "Timed repetitions per measurement")->check(CLI::Range(1, 100000));
   cmd->add_option("--warmup", o->warmup, "Untimed runs before timing, at least (default 2)")
       ->check(CLI::Range(0, 1000));
@@ -374,9 +383,10 @@ void registerBench(CLI::App& app, Action& action) {
                   "Untimed running before timing, at least this many milliseconds: every measurement then "
                   "starts in the state sustained load leaves the GPU in (default 200; 0: runs only)")
       ->check(CLI::Range(0, 600000));
-  cmd->add_option("--pause-ms", o->pauseMs,
-                  "Idle milliseconds before each timed measurement, so that none inherits the state a heavy one "
-                  "before it leaves (default 0)")
+  cmd->add_option(
+         "--pause-ms", o->pauseMs,
+         "Idle milliseconds before each timed measurement, so that none inherits the state a heavy one "
+         "before it leaves (default 0)")
       ->check(CLI::Range(0, 60000));
   cmd->add_option("--heads", o->heads, "Heads (H)")->check(CLI::Range(1, 4096));
   cmd->add_option("--batch", o->batch, "Batch (B)")->check(CLI::Range(1, 4096));
@@ -385,7 +395,7 @@ void registerBench(CLI::App& app, Action& action) {
   cmd->add_option("--quant", o->quant, "Numerics of the attention: none, int8-fp16 or int8-fp8")
       ->check(CLI::IsMember({"none", "int8-fp16", "int8-fp8"}))
       ->capture_default_str();
-  cmd->add_option("--lambda", o->lambda, "PV-skip threshold λ (pvthreshd)");
+  cmd->add_option("--lambda", o->lambda, "PV-skip threshold λ (pvthreshd)")->check(realIn(0, DBL_MAX));
   cmd->add_flag("--no-cudnn", o->noCudnn, "Do not time cuDNN's fused attention next to our dense kernel");
   cmd->add_option("--json", o->json, "Write the results as JSON to this file");
   cmd->add_option(
@@ -395,12 +405,21 @@ void registerBench(CLI::App& app, Action& action) {
          "(mma.sync always) or sm90 (as auto)")
       ->check(CLI::IsMember({"auto", "sm80", "sm90"}))
       ->capture_default_str();
-  cmd->add_option(
-      "--timings", o->timings,
-      "Also record every kernel with the CUPTI collector and write it (.json, .csv, .trace.json)");
+  cmd->add_option("--timings", o->timings,
+                  "Also record every kernel with the CUPTI collector and write it (.json, .csv, .trace.json)")
+      ->check(outputFormats(kTimingFormats));
   cmd->callback([o, &action] {
     action = [o]() -> int {
       checkOutputs({{"--json", o->json}, {"--timings", o->timings}}, {});  // before minutes on the GPU
+#ifdef SPARGE_HAVE_CUDA_KERNELS
+      const bool cpu = o->engine == "cpu";
+#else
+      const bool cpu = o->engine != "cuda";
+#endif
+      if (cpu) {
+        o->cpu.json = o->json;
+        return runCpuBench(o->cpu);
+      }
 #ifdef SPARGE_HAVE_CUDA_KERNELS
       for (int64_t d : o->dims)
         if (d != 64 && d != 128 && d != 256) throw Error("--dims", "head dims must be 64, 128 or 256");
@@ -409,7 +428,7 @@ void registerBench(CLI::App& app, Action& action) {
       return runBenchCommand(*o);
 #else
       std::cerr << "sparge bench: this build has no CUDA engine (configured without a CUDA compiler); "
-                   "benchmarks need a GPU build\n";
+                   "--engine cpu times the CPU engine\n";
       return 1;
 #endif
     };

@@ -123,19 +123,25 @@ void printEntry(const core::CompareEntry& e, const std::vector<core::CompareVari
   std::fflush(stdout);
 }
 
+// --methods alone compares predictors in the capture's order, on every entry.
+bool ordersAsked(const CLI::App& cmd) {
+  return cmd.count("--permute") > 0 || cmd.count("--methods") == 0;
+}
+
+std::vector<core::CompareVariant> variantsOf(const CompareOptions& o, const CLI::App& cmd) {
+  return core::compareVariants(core::parsePermutationList(ordersAsked(cmd) ? o.permute : "none", "--permute"),
+                               core::parseMethodList(o.methods, "--methods"));
+}
+
 int runCompare(const CompareOptions& o, const CLI::App& cmd) {
   const core::TuneOptions opt = tuneOptionsOf(o, cmd);
-  // --methods alone compares predictors in the capture's order, on every entry.
-  const bool ordersAsked = cmd.count("--permute") > 0 || cmd.count("--methods") == 0;
-  const std::vector<core::CompareVariant> variants =
-      core::compareVariants(core::parsePermutationList(ordersAsked ? o.permute : "none", "--permute"),
-                            core::parseMethodList(o.methods, "--methods"));
+  const std::vector<core::CompareVariant> variants = variantsOf(o, cmd);
   const std::string path = o.file.empty() ? defaultCapturePath() : o.file;
   core::CaptureReader reader(path);
   std::vector<std::string> names = uniqueEntries(o.entries);
   if (names.empty())
     for (const auto& e : reader.entries())
-      if (e.grid || !ordersAsked) names.push_back(e.name);
+      if (e.grid || !ordersAsked(cmd)) names.push_back(e.name);
   if (names.empty())
     throw Error(
         path,
@@ -174,7 +180,13 @@ void registerCompare(CLI::App& app, Action& action) {
                                  "tuned per head against one budget");
   auto o = std::make_shared<CompareOptions>();
   addCompareOptions(*cmd, *o);
-  cmd->callback([&action, o, cmd] { action = [o, cmd]() -> int { return runCompare(*o, *cmd); }; });
+  cmd->callback([&action, o, cmd] {
+    // Budgets, orders, methods and the engine are checked before any work (usage errors).
+    tuneOptionsOf(*o, *cmd);
+    variantsOf(*o, *cmd);
+    core::parseEngineChoice(o->engine);
+    action = [o, cmd]() -> int { return runCompare(*o, *cmd); };
+  });
 }
 
 }  // namespace sparge::cli

@@ -15,23 +15,25 @@ namespace {
 
 const char* const kGroupKeys[] = {"stack", "kind", "layer", "step", "window", "causal", "module"};
 
+// Names come from the file: shown without control characters and shortened (exports keep them whole).
 std::string orDash(const std::string& s) {
-  return s.empty() ? "-" : core::printable(s);  // names come from the file: no control characters
+  return s.empty() ? "-" : core::shortForDisplay(s);
 }
 
 std::string windowCell(const core::EntryInfo& e) {
   return e.window.bounded() ? core::toString(e.window) : "-";
 }
 
-// The value of entry `e` under `key` (one of kGroupKeys); "-" when the entry does not record it.
+// The value of entry `e` under `key` (one of kGroupKeys), whole (groups are told apart by it); "" when the
+// entry does not record it.
 std::string groupValue(const core::EntryInfo& e, const std::string& key) {
-  if (key == "stack") return orDash(e.stack);
-  if (key == "kind") return orDash(e.kind);
-  if (key == "layer") return e.layer ? std::to_string(*e.layer) : "-";
-  if (key == "step") return e.step ? std::to_string(*e.step) : "-";
-  if (key == "window") return windowCell(e);
+  if (key == "stack") return e.stack;
+  if (key == "kind") return e.kind;
+  if (key == "layer") return e.layer ? std::to_string(*e.layer) : "";
+  if (key == "step") return e.step ? std::to_string(*e.step) : "";
+  if (key == "window") return e.window.bounded() ? core::toString(e.window) : "";
   if (key == "causal") return e.causal ? "yes" : "no";
-  return orDash(e.module);
+  return e.module;
 }
 
 // Which optional columns carry information in this file (old captures have none of them).
@@ -59,7 +61,7 @@ void printEntries(const std::vector<const core::EntryInfo*>& entries, const Colu
   Table t(header);
   for (const core::EntryInfo* p : entries) {
     const core::EntryInfo& e = *p;
-    std::vector<std::string> row{core::printable(e.name)};
+    std::vector<std::string> row{core::shortForDisplay(e.name)};
     if (c.identity) row.insert(row.end(), {orDash(e.stack), orDash(e.kind)});
     row.insert(row.end(), {e.layer ? std::to_string(*e.layer) : "-", e.step ? std::to_string(*e.step) : "-",
                            std::to_string(e.batch), std::to_string(e.headsQ), std::to_string(e.headsKV),
@@ -97,7 +99,8 @@ void printGroups(const std::vector<const core::EntryInfo*>& entries, const std::
   }
   Table t({key, "entries", "query heads (B x Hq)", "size"});
   for (const std::string& v : order)
-    t.row({v, std::to_string(sums[v].entries), std::to_string(sums[v].heads), fmtBytes(sums[v].bytes)});
+    t.row(
+        {orDash(v), std::to_string(sums[v].entries), std::to_string(sums[v].heads), fmtBytes(sums[v].bytes)});
   std::printf("\nby %s\n", key.c_str());
   t.print(std::cout);
 }
@@ -119,10 +122,10 @@ void registerInfo(CLI::App& app, Action& action) {
     action = [file, groupBy] {
       const std::string path = file->empty() ? defaultCapturePath() : *file;
       core::CaptureReader reader(path);
-      std::printf("capture  %s\nversion  %d\n", core::printable(path).c_str(), reader.version());
+      std::printf("capture  %s\nversion  %d\n", core::shortForDisplay(path).c_str(), reader.version());
       for (const auto& [k, v] : reader.rootAttributes())
         if (k != "sparge_capture_version")
-          std::printf("  %-22s %s\n", core::printable(k).c_str(), core::printable(v).c_str());
+          std::printf("  %-22s %s\n", core::shortForDisplay(k).c_str(), core::shortForDisplay(v).c_str());
       std::printf("\n%zu entries\n", reader.entries().size());
       std::vector<const core::EntryInfo*> entries;
       int64_t total = 0;

@@ -6,6 +6,7 @@
 #include <cstdio>
 #include <future>
 #include <iostream>
+#include <map>
 #include <optional>
 #include <set>
 
@@ -14,6 +15,7 @@
 #include "format.h"
 #include "guards.h"
 #include "job_support.h"
+#include "option_checks.h"
 #include "piece_job.h"
 #include "rank_timings.h"
 #include "run_options.h"
@@ -24,6 +26,9 @@
 #include "sparge/core/memory_guard.h"
 #include "sparge/core/method_knob.h"
 #include "sparge/core/names.h"
+#include "sparge/core/option_values.h"
+#include "sparge/core/parallel.h"
+#include "sparge/core/params_io.h"
 #include "sparge/core/permutation.h"
 #include "sparge/profiler/profile_entry.h"
 #include "sparge/profiler/profiler.h"
@@ -31,21 +36,17 @@
 
 namespace sparge::cli {
 
-using scaleout::PieceJobHooks;
-using scaleout::RankEngine;
 using scaleout::encodeTimings;
 using scaleout::entryJobSpec;
 using scaleout::jobTransport;
 using scaleout::makeRankEngine;
 using scaleout::mergeEntryPieces;
 using scaleout::mergeTimings;
+using scaleout::PieceJobHooks;
 using scaleout::placeThisRank;
+using scaleout::RankEngine;
 using scaleout::runPieceJob;
 namespace {
-
-bool endsWith(const std::string& s, const std::string& suffix) {
-  return s.size() >= suffix.size() && s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
-}
 
 // Dense attention work in FLOP: 4·B·H·Nq·Nkv·D (QKᵀ and PV), halved when causal.
 double denseFlops(const core::EntryInfo& e) {
@@ -70,13 +71,74 @@ void markNonFiniteInputs(core::EntryResult& r, const std::vector<core::NonFinite
     }
 }
 
-void printEntry(const core::EntryResult& r, bool perHead) {
+// The per-head table of an entry; with a budget, whether each head's L1 over its batch items is over it.
+void printHeadTable(const core::EntryResult& r, std::optional<double> budget) {
+  const auto& e = r.info;
+  const bool quant = r.config.numerics != core::Numerics::None;
+  // Without quantization the sparse-only error is the deployed one and the quantization error is 0; a part
+  // the engine did not measure (an exact head's, or the Q·Kᵀ part on the CUDA engine) is "-".
+  auto cell = [&](const core::ErrorSums& s, double v, int digits) {
+    return quant && s.count > 0 ? fmtNum(v, digits) : std::string("-");
+  };
+  std::map<int64_t, bool> over;
+  if (budget)
+    for (const auto& [h, err] : core::headErrors(r)) over[h] = core::overBudget(err.l1(), *budget);
+  const core::Method method = r.config.method;
+  const bool sparge = method == core::Method::SpargeAttn;
+  std::vector<std::string> cols = {"head",
+                                   sparge ? "θ" : core::methodLabel(method),
+                                   sparge ? "τ/topk" : "pairs",
+                                   "λ",
+                                   "stage1",
+                                   "pv-skip",
+                                   "total",
+                                   "total(area)"};
+  if (quant || r.config.mixedNumerics()) cols.push_back("numerics");
+  for (const char* c : {"L1", "L1 sparse", "L1 quant", "L1 quant Q·Kᵀ", "cos", "cos sparse", "cos quant"})
+    cols.push_back(c);
+  if (budget) cols.push_back("budget");
+  Table t(cols);
+  for (const core::HeadResult& h : r.heads) {
+    const auto& p = h.params;
+    std::string sel = p.mode == core::SelectMode::Cdf ? "τ " + fmtNum(p.tau, 3) : "k " + fmtNum(p.topk, 3);
+    std::string head = (e.batch > 1 ? "b" + std::to_string(h.batch) + " " : "") + std::to_string(h.head);
+    // Other methods: their parameters, and the share of token pairs they choose themselves (when they choose
+    // tokens rather than blocks).
+    if (!sparge)
+      sel = std::isfinite(h.elementPairs) && h.sparsity.validArea > 0
+                ? fmtPct(h.elementPairs / h.sparsity.validArea)
+                : "-";
+    std::vector<std::string> row = {
+        head + (p.dense ? " (dense)" : "") + (h.hasNonFinite ? " (NaN/Inf!)" : ""),
+        sparge ? fmtNum(p.theta, 3) : core::describeMethodParams(method, p),
+        sel,
+        fmtNum(p.lambda, 1),
+        fmtPct(h.sparsity.stage1()),
+        fmtPct(h.sparsity.pvSkipRate()),
+        fmtPct(h.sparsity.total()),
+        fmtPct(h.sparsity.totalArea())};
+    if (quant || r.config.mixedNumerics()) row.push_back(core::toString(r.config.numericsFor(h.head)));
+    for (std::string c :
+         {fmtNum(h.error.l1(), 5), cell(h.errorSparse, h.errorSparse.l1(), 5),
+          cell(h.errorQuant, h.errorQuant.l1(), 5), cell(h.errorQuantQk, h.errorQuantQk.l1(), 5),
+          fmtNum(h.error.cosSim(), 6), cell(h.errorSparse, h.errorSparse.cosSim(), 6),
+          cell(h.errorQuant, h.errorQuant.cosSim(), 6)})
+      row.push_back(c);
+    if (budget) row.push_back(over[h.head] ? "OVER" : "ok");
+    t.row(row);
+  }
+  t.print(std::cout);
+}
+
+// With a budget (the parameter file's), each head's L1 over its batch items is judged against it.
+void printEntry(const core::EntryResult& r, bool perHead, std::optional<double> budget) {
   const auto& e = r.info;
   const bool quant = r.config.numerics != core::Numerics::None;
   const std::string grid = e.grid ? " grid " + e.grid->shape() : "";
   std::printf("\nentry %s  [B=%lld Hq=%lld Hkv=%lld Nq=%lld Nkv=%lld D=%lld%s%s%s]  %s%s  engine %s\n",
-              core::printable(e.name).c_str(), (long long)e.batch, (long long)e.headsQ, (long long)e.headsKV,
-              (long long)e.tokensQ, (long long)e.tokensKV, (long long)e.headDim, e.causal ? " causal" : "",
+              core::shortForDisplay(e.name).c_str(), (long long)e.batch, (long long)e.headsQ,
+              (long long)e.headsKV, (long long)e.tokensQ, (long long)e.tokensKV, (long long)e.headDim,
+              e.causal ? " causal" : "",
               e.window.bounded() ? (" window " + core::toString(e.window)).c_str() : "", grid.c_str(),
               numericsHeader(r.config.geometry, r.config.numerics).c_str(),
               (std::string(r.config.diagonal ? "  +diagonal blocks (extension)" : "") +
@@ -85,33 +147,7 @@ void printEntry(const core::EntryResult& r, bool perHead) {
                     : ""))
                   .c_str(),
               r.engine.c_str());
-  // Without quantization the sparse-only error is the deployed one and the quantization error is 0.
-  auto quantCell = [&](double v, int digits) { return quant ? fmtNum(v, digits) : std::string("-"); };
-  if (perHead) {
-    const core::Method method = r.config.method;
-    const bool sparge = method == core::Method::SpargeAttn;
-    Table t({"head", sparge ? "θ" : core::methodLabel(method), sparge ? "τ/topk" : "pairs", "λ", "stage1",
-             "pv-skip", "total", "total(area)", "L1", "L1 sparse", "L1 quant", "cos", "cos sparse",
-             "cos quant"});
-    for (const core::HeadResult& h : r.heads) {
-      const auto& p = h.params;
-      std::string sel = p.mode == core::SelectMode::Cdf ? "τ " + fmtNum(p.tau, 3) : "k " + fmtNum(p.topk, 3);
-      std::string head = (e.batch > 1 ? "b" + std::to_string(h.batch) + " " : "") + std::to_string(h.head);
-      // Other methods: their parameters, and the share of token pairs they choose themselves (when they
-      // choose tokens rather than blocks).
-      if (!sparge)
-        sel = std::isfinite(h.elementPairs) && h.sparsity.validArea > 0
-                  ? fmtPct(h.elementPairs / h.sparsity.validArea)
-                  : "-";
-      t.row({head + (p.dense ? " (dense)" : "") + (h.hasNonFinite ? " (NaN/Inf!)" : ""),
-             sparge ? fmtNum(p.theta, 3) : core::describeMethodParams(method, p), sel, fmtNum(p.lambda, 1),
-             fmtPct(h.sparsity.stage1()), fmtPct(h.sparsity.pvSkipRate()), fmtPct(h.sparsity.total()),
-             fmtPct(h.sparsity.totalArea()), fmtNum(h.error.l1(), 5), quantCell(h.errorSparse.l1(), 5),
-             quantCell(h.errorQuant.l1(), 5), fmtNum(h.error.cosSim(), 6),
-             quantCell(h.errorSparse.cosSim(), 6), quantCell(h.errorQuant.cosSim(), 6)});
-    }
-    t.print(std::cout);
-  }
+  if (perHead) printHeadTable(r, budget);
   std::printf(
       "all heads: stage1 %s  pv-skip %s  total %s (by token area %s)  L1 %.5f%s  cos %.6f  rmse %.3g\n",
       fmtPct(r.sparsity.stage1()).c_str(), fmtPct(r.sparsity.pvSkipRate()).c_str(),
@@ -138,7 +174,7 @@ void printEntry(const core::EntryResult& r, bool perHead) {
     std::printf("dense reference: %.1f GFLOP in %.1f ms = %.1f GFLOP/s\n", denseFlops(e) / 1e9,
                 tm.referenceMs, denseFlops(e) / (tm.referenceMs * 1e6));
   for (const std::string& w : r.warnings)
-    std::fprintf(stderr, "warning: entry %s: %s\n", core::printable(e.name).c_str(),
+    std::fprintf(stderr, "warning: entry %s: %s\n", core::shortForDisplay(e.name).c_str(),
                  core::printable(w).c_str());
 }
 
@@ -188,6 +224,7 @@ struct EntryRun {
       for (const auto& e : reader.entries()) names.push_back(e.name);
     // Fail early on a misspelt entry, and on a permutation that cannot apply (before any rank computes).
     for (const auto& n : names) runPermutation(o, reader.entry(n));
+    if (!o.paramsPath.empty()) params = core::readParams(o.paramsPath);
   }
 
   // An entry in memory with its NaN/Inf reports.
@@ -221,7 +258,7 @@ struct EntryRun {
                    {{"capture", path}, {"--params", o.paramsPath}});
     const scaleout::Placement placement = placeThisRank(jobTransport(), o.threads);
     if (firstUnit)
-      prefetched = std::async(std::launch::async, [this, unit = *firstUnit] {
+      prefetched = core::startAsync([this, unit = *firstUnit] {
         return load(unit, firstHeads, makeRunConfig(o, reader.entry(names[unit]), path, nullptr).geometry);
       });
     rank = std::make_unique<RankEngine>(makeRankEngine(placement, core::parseEngineChoice(o.engine)));
@@ -249,14 +286,21 @@ struct EntryRun {
     const LoadedEntry loaded = loading ? prefetched.get() : load(unit, runHeads, config.geometry);
     for (const auto& nf : loaded.nonFinite)
       std::fprintf(stderr, "warning: %s:/entries/%s/%s batch %lld head %lld holds %lld NaN/Inf values\n",
-                   core::printable(path).c_str(), core::printable(name).c_str(), core::toString(nf.tensor),
-                   (long long)nf.batch, (long long)nf.head, (long long)nf.count);
+                   core::shortForDisplay(path).c_str(), core::shortForDisplay(name).c_str(),
+                   core::toString(nf.tensor), (long long)nf.batch, (long long)nf.head, (long long)nf.count);
     for (const auto& w : configWarnings)
-      std::fprintf(stderr, "note: entry %s: %s\n", core::printable(name).c_str(), core::printable(w).c_str());
+      std::fprintf(stderr, "note: entry %s: %s\n", core::shortForDisplay(name).c_str(),
+                   core::printable(w).c_str());
+    // Parameters tuned on other inputs are refused unless asked for (--params-any-capture).
+    const std::string identity =
+        params ? core::checkParamsIdentity(*params, o.paramsPath, loaded.data->info, path,
+                                           loaded.data->digest, o.paramsAnyCapture)
+               : std::string();
     // Permuted once here, before either engine sees the entry (docs/permutation.md).
     engine.setEntry(core::permuteEntry(loaded.data, runPermutation(o, reader.entry(name)), "--permute"));
     core::RunOptions ro;
     ro.heads = runHeads;
+    ro.quantBreakdown = true;
     core::EntryResult r;
     if (profiling) {
       prof::ProfileRequest req;
@@ -272,6 +316,7 @@ struct EntryRun {
       r = engine.run(config, ro);
     }
     markNonFiniteInputs(r, loaded.nonFinite);
+    if (!identity.empty()) r.warnings.push_back(identity);
     return scaleout::encodeResult(r);
   }
 
@@ -287,7 +332,7 @@ struct EntryRun {
     h.final = [this] { return profiler ? encodeTimings(profiler->collect()) : std::string(); };
     h.unitDone = [this](size_t unit, std::vector<std::string>& parts) {
       results.push_back(mergeEntryPieces(parts, names[unit]));
-      printEntry(results.back(), !o.summaryOnly);
+      printEntry(results.back(), !o.summaryOnly, params ? std::optional<double>(params->l2) : std::nullopt);
     };
     h.finals = [this](std::vector<std::string>& payloads) {
       if (profiling) timings = mergeTimings(payloads);
@@ -299,6 +344,7 @@ struct EntryRun {
   std::string path;
   core::CaptureReader reader;
   std::vector<std::string> names;
+  std::optional<core::ParamsFile> params;  // --params
   bool profiling = false;
   std::optional<size_t> firstUnit;  // the first piece's entry and heads, see first()
   std::vector<int64_t> firstHeads;
@@ -308,6 +354,32 @@ struct EntryRun {
   std::vector<core::EntryResult> results;  // rank 0
   prof::ReportInput timings;               // rank 0: every rank's runs
 };
+
+// The heads above the parameter file's budget, over all entries (those the file was not tuned on counted
+// apart: held-out violations, as `sparge tune --validate` records them).
+void printBudgetSummary(const std::vector<core::EntryResult>& results, const core::ReportBudget& budget) {
+  int64_t heads = 0, over = 0, heldOutHeads = 0, heldOutOver = 0;
+  std::string list;
+  for (const core::EntryResult& r : results) {
+    const bool heldOut = budget.heldOut.count(r.info.name) > 0;
+    for (const auto& [h, err] : core::headErrors(r)) {
+      const bool o = core::overBudget(err.l1(), budget.l1);
+      ++heads;
+      over += o;
+      heldOutHeads += heldOut;
+      heldOutOver += heldOut && o;
+      if (o)
+        list += (list.empty() ? "" : ", ") + core::printable(r.info.name) + " head " + std::to_string(h) +
+                " " + fmtNum(err.l1(), 4);
+    }
+  }
+  std::printf("budget (the parameter file's deployed L1 %g): %lld of %lld heads over", budget.l1,
+              (long long)over, (long long)heads);
+  if (heldOutHeads > 0)
+    std::printf("; on held-out inputs (not tuned on) %lld of %lld", (long long)heldOutOver,
+                (long long)heldOutHeads);
+  std::printf("%s%s\n", list.empty() ? "" : ": ", list.c_str());
+}
 
 // Rank 0, after the job: totals, timings, why the run came out dense (when it did), masks and the report.
 void writeOutputs(const EntryRun& run, double seconds) {
@@ -321,23 +393,35 @@ void writeOutputs(const EntryRun& run, double seconds) {
       std::printf("timings written to %s\n", o.timingsPath.c_str());
     }
   }
+  std::optional<core::ReportBudget> budget;
+  if (run.params) {
+    budget = core::ReportBudget{run.params->l2, {}};
+    for (const core::EntryResult& r : run.results)
+      for (const std::string& w : r.warnings)
+        if (w.rfind(core::kHeldOutNote, 0) == 0) budget->heldOut.insert(r.info.name);
+    printBudgetSummary(run.results, *budget);
+  }
   // The hint explains SpargeAttn's parameters; other methods have their own.
   const bool sparge = std::all_of(run.results.begin(), run.results.end(), [](const core::EntryResult& r) {
     return r.config.method == core::Method::SpargeAttn;
   });
-  if (const auto hint = sparge ? core::denseRunHint(run.results) : std::nullopt)
-    std::printf("%s\n", hintLine("nearly all dense: ", *hint).c_str());
+  if (const auto hint =
+          sparge ? core::denseRunHint(run.results, budget ? std::optional<double>(budget->l1) : std::nullopt)
+                 : std::nullopt)
+    std::printf("%s\n", hintLine(hint->quantization ? "" : "nearly all dense: ", *hint).c_str());
   if (!o.masksPath.empty()) {
     core::writeMasks(o.masksPath, run.results);
     std::printf("masks written to %s\n", o.masksPath.c_str());
   }
   if (!o.reportPath.empty()) {
-    if (endsWith(o.reportPath, ".csv"))
-      core::writeReportCsv(o.reportPath, run.results);
-    else if (endsWith(o.reportPath, ".md"))
-      core::writeReportMarkdown(o.reportPath, run.results, run.path);
+    const core::ReportBudget* b = budget ? &*budget : nullptr;
+    const std::string format = core::outputFormat(o.reportPath, kReportFormats);
+    if (format == ".csv")
+      core::writeReportCsv(o.reportPath, run.results, b);
+    else if (format == ".md")
+      core::writeReportMarkdown(o.reportPath, run.results, run.path, {}, b);
     else
-      core::writeReportJson(o.reportPath, run.results, run.path);
+      core::writeReportJson(o.reportPath, run.results, run.path, b);
     std::printf("report written to %s\n", o.reportPath.c_str());
   }
 }
@@ -354,7 +438,8 @@ void registerRun(CLI::App& app, Action& action) {
   addMethodOptions(*cmd, *o);
   addMaxMemoryOption(*cmd, *maxMemory);
   cmd->add_option("--masks", o->masksPath, "Write masks v1 (.h5)");
-  cmd->add_option("--report", o->reportPath, "Write the report (.json, .csv or .md)");
+  cmd->add_option("--report", o->reportPath, "Write the report (.json, .csv or .md)")
+      ->check(outputFormats(kReportFormats));
   cmd->add_flag("--summary-only", o->summaryOnly,
                 "Print only the per-entry summary line, not the per-head table");
   cmd->add_option("--repeat", o->repeat, "Profiled runs per entry (min / median / max in the timing report)")
@@ -370,13 +455,16 @@ void registerRun(CLI::App& app, Action& action) {
       ->check(CLI::Range(0, 600000))
       ->capture_default_str();
   cmd->add_option("--timings", o->timingsPath,
-                  "Write timing statistics: .json, .csv or .trace.json (Perfetto)");
+                  "Write timing statistics: .json, .csv or .trace.json (Perfetto)")
+      ->check(outputFormats(kTimingFormats));
   cmd->add_flag(
       "--no-dense-baseline", o->noDenseBaseline,
       "Do not time dense runs (ours over every valid block, and cuDNN's) next to each profiled run");
   cmd->callback([&action, o, maxMemory] {
+    checkMethodOptions(*o);
     action = [o, maxMemory] {
       applyMaxMemory(*maxMemory);
+      o->threads = usableThreadsNoted(o->threads);
       EntryRun run(*o);
       const auto t0 = std::chrono::steady_clock::now();
       const int code =

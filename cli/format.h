@@ -1,9 +1,10 @@
 // Small text-formatting helpers for the CLI: aligned tables, numbers, byte sizes, the numerics header,
-// the dense-run hint.
+// the dense-run hint, timestamps.
 #pragma once
 
 #include <cstdint>
 #include <cstdio>
+#include <ctime>
 #include <ostream>
 #include <string>
 #include <vector>
@@ -17,6 +18,16 @@ namespace sparge::cli {
 // "geometry 128x64  numerics int8-fp8  target sm89": what every table header states about a run.
 inline std::string numericsHeader(const core::Geometry& g, core::Numerics n) {
   return "geometry " + g.label() + "  numerics " + core::toString(n) + "  target " + core::targetLabel(g, n);
+}
+
+// The current UTC time as result files record it: "2026-11-29T02:52:04Z".
+inline std::string utcNow() {
+  const std::time_t t = std::time(nullptr);
+  std::tm tm{};
+  gmtime_r(&t, &tm);
+  char buf[32];
+  std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%SZ", &tm);
+  return buf;
 }
 
 inline std::string fmtNum(double v, int digits = 4) {

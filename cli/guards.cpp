@@ -7,16 +7,18 @@
 #include <map>
 #include <set>
 
+#include "option_checks.h"
 #include "sparge/core/atomic_file.h"
 #include "sparge/core/error.h"
 #include "sparge/core/memory_guard.h"
 #include "sparge/core/names.h"
+#include "sparge/core/option_values.h"
 
 namespace sparge::cli {
 namespace {
 
 std::string label(const NamedPath& p) {
-  return p.option + " " + core::printable(p.path);
+  return p.option + " " + core::shortForDisplay(p.path);
 }
 
 // The same file, however it is spelt: device and inode when it exists, else the canonical path.
@@ -44,7 +46,7 @@ void checkOutputs(const std::vector<NamedPath>& outputs, const std::vector<Named
     if (auto it = outputIds.find(id); it != outputIds.end())
       throw Error(label(out),
                   "is the same file as " + label(*it->second) + " — give each output its own path");
-    core::checkWritableTarget(out.path, label(out));
+    core::checkOutputPath(out.path, out.option);
     outputIds.emplace(id, &out);
   }
 }
@@ -60,7 +62,8 @@ std::vector<std::string> uniqueEntries(const std::vector<std::string>& names) {
 void addMaxMemoryOption(CLI::App& cmd, std::string& value) {
   cmd.add_option("--max-memory", value,
                  "Memory a run may use (e.g. 8G), instead of what the machine reports available; runs that "
-                 "need more stop before loading");
+                 "need more stop before loading")
+      ->check(byteSize());
 }
 
 void applyMaxMemory(const std::string& value) {

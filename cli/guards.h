@@ -16,9 +16,10 @@ struct NamedPath {
   std::string path;
 };
 
-// Throws sparge::Error naming the option unless every non-empty output can be written (its folder exists
-// and takes files, it is not a folder, not read-only), no two outputs are the same file, and no output is
-// the same file as an input (compared by device and inode, so links and other spellings count).
+// Throws sparge::Error naming the option unless every non-empty output can be written (core::
+// checkOutputPath: a name the file system takes, its folder exists and takes files, it is not a folder, not
+// read-only; the formats were checked when the options were parsed), no two outputs are the same file, and
+// no output is the same file as an input (compared by device and inode, so links and other spellings count).
 void checkOutputs(const std::vector<NamedPath>& outputs, const std::vector<NamedPath>& inputs);
 
 // The entries to run in the order given, each once (a repeated --entry would be exported twice).

@@ -1,6 +1,10 @@
 #include "run_options.h"
 
+#include <cfloat>
+
+#include "option_checks.h"
 #include "sparge/core/error.h"
+#include "sparge/core/names.h"
 #include "sparge/core/params_io.h"
 #include "sparge/core/permutation.h"
 
@@ -38,10 +42,13 @@ void addMethodOptions(CLI::App& cmd, RunCommandOptions& o) {
   cmd.add_option("--theta", o.theta, "θ, simthreshd1: blocks with self-similarity <= θ are forced on")
       ->capture_default_str();
   auto* tau =
-      cmd.add_option("--tau", o.tau, "τ, cdfthreshd: keep blocks while the pooled CDF <= τ (default 0.98)");
-  auto* topk = cmd.add_option("--topk", o.topk, "Top-k mode: fraction of K blocks kept per row, in (0, 1]");
+      cmd.add_option("--tau", o.tau, "τ, cdfthreshd: keep blocks while the pooled CDF <= τ (default 0.98)")
+          ->check(realIn(0, 1));
+  auto* topk = cmd.add_option("--topk", o.topk, "Top-k mode: fraction of K blocks kept per row, in (0, 1]")
+                   ->check(realIn(0, 1));
   tau->excludes(topk);
   cmd.add_option("--lambda", o.lambda, "λ, pvthreshd: skip PV when the row maxima rise by <= -λ (base 2)")
+      ->check(realIn(0, DBL_MAX))
       ->capture_default_str();
   addMethodChoiceOptions(cmd, o.method, true);
   addNumericsOptions(cmd, o.numerics);
@@ -51,12 +58,16 @@ void addMethodOptions(CLI::App& cmd, RunCommandOptions& o) {
                "Extension, not SpargeAttn's: the diagonal blocks (those holding key == query) always on");
   cmd.add_flag("--dense", o.dense, "Compute every valid block (is_sparse = false), no PV skip");
   cmd.add_option("--engine", o.engine, "auto | cpu | cuda")->capture_default_str();
-  cmd.add_option("--threads", o.threads, "CPU engine threads (0 = all cores)")->capture_default_str();
+  addThreadsOption(cmd, o.threads, "CPU engine threads");
   cmd.add_option("--params", o.paramsPath,
                  "Per-head parameters from `sparge tune` (JSON); they also set geometry, numerics, smooth-k, "
                  "sink, diagonal")
-      ->check(CLI::ExistingFile);
-  cmd.add_option("--heads", o.heads, "Only these query heads (comma separated)")->delimiter(',');
+      ->check(existingFile());
+  cmd.add_flag(
+      "--params-any-capture", o.paramsAnyCapture,
+      "Apply --params to entries it was not tuned on (its tuned_on digests do not match): a deliberate "
+      "transfer, e.g. held-out validation; the output marks those entries held-out");
+  addHeadsOption(cmd, o.heads, "Only these query heads");
   addPermuteOption(cmd, o.permute);
 }
 
@@ -88,34 +99,43 @@ core::Permutation runPermutation(const RunCommandOptions& o, const core::EntryIn
   return p;
 }
 
+core::HeadParams checkMethodOptions(const RunCommandOptions& o) {
+  const core::Method method = o.method.parsed();
+  if (method != core::Method::SpargeAttn && (o.tau || o.topk))
+    throw Error(o.tau ? "--tau" : "--topk", std::string("is SpargeAttn's; --method ") +
+                                                core::toString(method) +
+                                                " has its own options (sparge run --help)");
+  core::HeadParams p;
+  p.theta = o.theta;
+  p.lambda = o.lambda;
+  p.dense = o.dense;
+  o.method.apply(method, p);
+  if (o.topk) {
+    p.mode = core::SelectMode::TopK;
+    p.topk = *o.topk;
+    core::validate(p, "--topk", method);
+  } else {
+    p.mode = core::SelectMode::Cdf;
+    p.tau = o.tau.value_or(0.98);
+    core::validate(p, method == core::Method::SpargeAttn ? "--theta/--tau/--lambda" : "--method options",
+                   method);
+  }
+  o.numerics.geometry();
+  o.numerics.numerics();
+  core::parseEngineChoice(o.engine);
+  return p;
+}
+
 core::RunConfig makeRunConfig(const RunCommandOptions& o, const core::EntryInfo& entry, const std::string&,
                               std::vector<std::string>* warnings) {
   core::RunConfig c;
   c.method = o.method.parsed();
-  if (c.method != core::Method::SpargeAttn && (o.tau || o.topk))
-    throw Error(o.tau ? "--tau" : "--topk", std::string("is SpargeAttn's; --method ") +
-                                                core::toString(c.method) +
-                                                " has its own options (sparge run --help)");
   c.geometry = o.numerics.geometry();
   c.numerics = o.numerics.numerics();
   c.smoothK = !o.noSmoothK;
   c.sink = o.sink;
   c.diagonal = o.diagonal;
-  core::HeadParams& p = c.defaults;
-  p.theta = o.theta;
-  p.lambda = o.lambda;
-  p.dense = o.dense;
-  o.method.apply(c.method, p);
-  if (o.topk) {
-    p.mode = core::SelectMode::TopK;
-    p.topk = *o.topk;
-    core::validate(p, "--topk", c.method);
-  } else {
-    p.mode = core::SelectMode::Cdf;
-    p.tau = o.tau.value_or(0.98);
-    core::validate(p, c.method == core::Method::SpargeAttn ? "--theta/--tau/--lambda" : "--method options",
-                   c.method);
-  }
+  c.defaults = checkMethodOptions(o);
   if (!o.paramsPath.empty()) {
     core::applyParams(core::readParams(o.paramsPath), o.paramsPath, entry, c, warnings);
     if (!o.method.method.empty() && o.method.parsed() != c.method)
@@ -125,8 +145,9 @@ core::RunConfig makeRunConfig(const RunCommandOptions& o, const core::EntryInfo&
   }
   for (int64_t h : o.heads)
     if (h < 0 || h >= entry.headsQ)
-      throw Error("--heads", "head " + std::to_string(h) + " does not exist in entry " + entry.name +
-                                 " (it has " + std::to_string(entry.headsQ) + " query heads)");
+      throw Error("--heads", "head " + std::to_string(h) + " does not exist in entry " +
+                                 core::shortForDisplay(entry.name) + " (it has " +
+                                 std::to_string(entry.headsQ) + " query heads)");
   return c;
 }
 

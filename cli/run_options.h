@@ -42,7 +42,8 @@ struct RunCommandOptions {
   int threads = 0;
   std::vector<int64_t> heads;
   std::string paramsPath;
-  std::string permute = "none";  // token order of grid entries (docs/permutation.md)
+  bool paramsAnyCapture = false;  // apply --params to inputs it was not tuned on (held-out validation)
+  std::string permute = "none";   // token order of grid entries (docs/permutation.md)
   std::string masksPath;
   std::string reportPath;
   bool summaryOnly = false;
@@ -54,6 +55,9 @@ struct RunCommandOptions {
 };
 
 void addMethodOptions(CLI::App& cmd, RunCommandOptions& o);
+// The method options' defaults for every head, checked together (τ or top-k with θ and λ, target, tiles,
+// numerics, engine); throws sparge::Error naming the option. Called when the command line is parsed.
+core::HeadParams checkMethodOptions(const RunCommandOptions& o);
 
 // --permute: registered by addMethodOptions for run; tune and compare register it themselves.
 void addPermuteOption(CLI::App& cmd, std::string& permute);

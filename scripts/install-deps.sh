@@ -9,7 +9,6 @@ PACKAGES=(
   libcli11-dev nlohmann-json3-dev libfmt-dev libgtest-dev
   libimgui-dev libglfw3-dev libgl-dev libegl-dev libegl1-mesa-dev libgles-dev libstb-dev
   xvfb xauth libgl1-mesa-dri mesa-utils fonts-dejavu-core
-  libeigen3-dev
   python3 python3-h5py python3-numpy python3-pytest
   libopenmpi-dev openmpi-bin
 )

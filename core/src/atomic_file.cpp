@@ -10,6 +10,7 @@
 
 #include <atomic>
 #include <cerrno>
+#include <climits>
 #include <csignal>
 #include <cstdio>
 #include <cstring>
@@ -68,6 +69,20 @@ struct Target {
   mode_t mode = 0;  // permission bits of the existing file
 };
 
+// A name longer than the file system takes would fail only when the finished data is written.
+void checkNameLength(const Target& t, const std::string& what) {
+  const size_t name = t.file.filename().string().size();
+  const long nameMax = ::pathconf(t.dir.c_str(), _PC_NAME_MAX);
+  const size_t limit = nameMax > 0 ? size_t(nameMax) : 255;
+  if (name > limit)
+    throw Error(what, "the file name is " + std::to_string(name) + " bytes long, more than the " +
+                          std::to_string(limit) + " this file system takes — choose a shorter name");
+  if (t.file.string().size() >= PATH_MAX)
+    throw Error(what, "the path is " + std::to_string(t.file.string().size()) +
+                          " bytes long, more than the " + std::to_string(PATH_MAX - 1) +
+                          " the system takes — choose a shorter path");
+}
+
 Target inspectTarget(const std::string& path, const std::string& what) {
   if (path.empty()) throw Error(what, "empty output path — give a file name");
   Target t;
@@ -78,6 +93,7 @@ Target inspectTarget(const std::string& path, const std::string& what) {
     throw Error(what, "the folder " + t.dir.string() + " does not exist (" + errnoText(errno) +
                           ") — create it first or choose another path");
   if (!S_ISDIR(dst.st_mode)) throw Error(what, t.dir.string() + " is not a folder — choose another path");
+  checkNameLength(t, what);
   struct stat st {};
   if (::stat(t.file.c_str(), &st) == 0) {
     if (S_ISDIR(st.st_mode)) throw Error(what, "is a folder — give a file name inside it");
@@ -99,9 +115,10 @@ Target inspectTarget(const std::string& path, const std::string& what) {
 }
 
 std::string tempPrefix(const Target& t) {
-  // append rather than `"." + std::string`: the latter trips a GCC 12 -Wrestrict false positive.
+  // append rather than `"." + std::string`: the latter trips a GCC 12 -Wrestrict false positive. At most
+  // 200 bytes of the name, so that the temporary's name fits wherever the target's does.
   std::string prefix = ".";
-  prefix.append(t.file.filename().string()).append(".tmp-");
+  prefix.append(t.file.filename().string().substr(0, 200)).append(".tmp-");
   return prefix;
 }
 

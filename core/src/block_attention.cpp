@@ -1,18 +1,15 @@
 // Stage 2 on the CPU: block-sparse attention with SpargeAttn's PV skip, exact element masks and the three
-// numerics (docs/numerics.md). One query tile at a time; per key block the scores come from one matrix
-// product per numerics family and every pass (deployed run, exact-numerics run, dense references) that
-// visits the block consumes them with its own online softmax.
+// numerics (docs/numerics.md). One query tile at a time; per key block the scores come from one product per
+// numerics family and every pass (deployed run, exact-numerics run, dense references) that visits the block
+// consumes them with its own online softmax. The inner loops are the tile kernels (tile_kernels.h).
 #include <algorithm>
 #include <cmath>
-#include <cstring>
 #include <limits>
-#include <vector>
 
-#include "gemm.h"
-#include "sparge/core/cpu_engine.h"
 #include "sparge/core/half.h"
 #include "sparge/core/quant.h"
 #include "sparge/core/stage1.h"
+#include "stage2.h"
 
 namespace sparge::core {
 namespace {
@@ -21,453 +18,395 @@ constexpr float kNegInf = -std::numeric_limits<float>::infinity();
 constexpr double kLog2e = 1.4426950408889634;
 // Upstream's FP8 offset: P = 2^(s - m + 8.807) spans e4m3's [0, 448] before the conversion.
 constexpr float kFp8Offset = 8.807f;
-// Keys per tensor-core step of the sm80 P·V (m16n8k16): the fp16 accumulator is rounded after each.
-constexpr int kFp16Step = 16;
 
 bool quantized(Numerics n) {
   return n != Numerics::None;
 }
 
-// 2^x for x < 128, exactly 0 below -126 (masked logits are -inf). Branch-free so that the compiler
-// vectorises the loops that call it; relative error ~2e-7 (degree-6 polynomial on [-0.5, 0.5]).
-inline float exp2Fast(float x) {
-  const float xc = x < -126.0f ? -126.0f : x;
-  const float magic = 12582912.0f;  // 1.5 * 2^23: adding it rounds to the nearest integer
-  const float n = (xc + magic) - magic;
-  const float f = xc - n;
-  float p = 1.5403530393381606e-4f;
-  p = p * f + 1.3333558146428443e-3f;
-  p = p * f + 9.6181291076284772e-3f;
-  p = p * f + 5.5504108664821580e-2f;
-  p = p * f + 2.4022650695910071e-1f;
-  p = p * f + 6.9314718055994531e-1f;
-  p = p * f + 1.0f;
-  const int32_t bits = (int32_t(n) + 127) << 23;
-  float scale;
-  std::memcpy(&scale, &bits, sizeof(scale));
-  return x < -126.0f ? 0.0f : p * scale;
+// The numerics of a pass's P·V product and output (its scores follow PassSpec::numerics).
+Numerics pvNumerics(const PassSpec& p) {
+  return p.exactPv ? Numerics::None : p.numerics;
 }
 
-// The element loops below are compiled for AVX-512, AVX2+FMA and baseline x86-64; the loader picks one.
-// Reductions keep 16 partial results whatever the vector width, so every variant gives the same bits.
-#define SPARGE_VECTOR_CLONES __attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default")))
-constexpr int kLanes = 16;
-// GCC warns that passing 64-byte vectors changes the ABI without AVX-512; these helpers are always inlined
-// into the cloned loops, so no call ever passes one.
-#pragma GCC diagnostic ignored "-Wpsabi"
-typedef float Lanes __attribute__((vector_size(kLanes * sizeof(float))));
-
-[[gnu::always_inline]] inline Lanes loadLanes(const float* p) {
-  Lanes v;
-  std::memcpy(&v, p, sizeof v);
-  return v;
+int roundUp(int64_t x, int step) {
+  return int((x + step - 1) / step * step);
 }
 
-[[gnu::always_inline]] inline Lanes splat(float x) {
-  return Lanes{} + x;
-}
-
-[[gnu::always_inline]] inline float sumOfLanes(const Lanes& v) {
-  float s = 0.0f;
-  for (int k = 0; k < kLanes; ++k) s += v[k];
-  return s;
-}
-
-// Largest of x[0, n) (-inf when empty), and in *probe a value that is NaN when some x is NaN or infinite.
-[[gnu::always_inline]] inline float maxAndProbe(const float* x, int n, float* probe) {
-  Lanes m = splat(kNegInf), p = Lanes{};
-  int i = 0;
-  for (; i + kLanes <= n; i += kLanes) {
-    const Lanes v = loadLanes(x + i);
-    m = v > m ? v : m;
-    p += v * 0.0f;  // inf · 0 and NaN · 0 are NaN
-  }
-  float mx = kNegInf;
-  for (int k = 0; k < kLanes; ++k) mx = m[k] > mx ? m[k] : mx;
-  float pr = sumOfLanes(p);
-  for (; i < n; ++i) {
-    mx = x[i] > mx ? x[i] : mx;
-    pr += x[i] * 0.0f;
-  }
-  *probe += pr;
-  return mx;
-}
-
-// s [rows, ld]: keys outside [lo[r], hi[r]] (block-local, inclusive; empty when lo > hi) become -inf and
-// rowMax[r] is the largest visible score. Returns true when a visible score is NaN or infinite.
-SPARGE_VECTOR_CLONES bool maskAndMax(float* s, int rows, int cols, int ld, const int* lo, const int* hi,
-                                     float* rowMax) {
-  float probe = 0.0f;
-  for (int r = 0; r < rows; ++r) {
-    float* row = s + size_t(r) * ld;
-    const int a = std::max(lo[r], 0), b = std::min(hi[r], cols - 1);
-    if (a > b) {
-      for (int x = 0; x < cols; ++x) row[x] = kNegInf;
-      rowMax[r] = kNegInf;
-      continue;
-    }
-    rowMax[r] = maxAndProbe(row + a, b - a + 1, &probe);
-    for (int x = 0; x < a; ++x) row[x] = kNegInf;
-    for (int x = b + 1; x < cols; ++x) row[x] = kNegInf;
-  }
-  return !(probe == probe);
-}
-
-// s · factor for the INT8 scores (one dequantisation factor per query tile and key block).
-SPARGE_VECTOR_CLONES void scaleScores(float* s, int rows, int cols, int ld, float factor) {
-  for (int r = 0; r < rows; ++r)
-    for (int x = 0; x < cols; ++x) s[size_t(r) * ld + x] *= factor;
-}
-
-enum class PRounding { None, Fp16, E4m3 };
-
-// p = 2^(s + offset[r]) into p [rows, ldp] (s [rows, lds]); rowSum[r] = Σ p before rounding (None, E4m3: the
-// FP8 kernels sum the fp32 P) or after it (Fp16: the sm80 kernel sums the fp16 P); then p is rounded as the
-// P·V operand.
-template <PRounding R>
-inline void exponentiateRows(const float* s, int lds, float* p, int ldp, int rows, int cols,
-                             const float* offset, float* rowSum) {
-  for (int r = 0; r < rows; ++r) {
-    const float* srow = s + size_t(r) * lds;
-    float* prow = p + size_t(r) * ldp;
-    const float off = offset[r];
-    for (int x = 0; x < cols; ++x) {
-      const float e = exp2Fast(srow[x] + off);
-      prow[x] = R == PRounding::Fp16 ? roundToHalf(e) : e;
-    }
-    Lanes acc{};
-    int x = 0;
-    for (; x + kLanes <= cols; x += kLanes) acc += loadLanes(prow + x);
-    float sum = sumOfLanes(acc);
-    for (; x < cols; ++x) sum += prow[x];
-    rowSum[r] = sum;
-    if (R == PRounding::E4m3)
-      for (int y = 0; y < cols; ++y) prow[y] = roundToE4m3(prow[y]);
+// K [nKv, d] as [key block][d][blockCols], zero beyond the last key.
+void transposeKeys(const float* k, int64_t nKv, int64_t d, int blockK, int blockCols, int nk,
+                   std::vector<float>& out) {
+  out.assign(size_t(nk) * d * blockCols, 0.0f);
+  for (int64_t key = 0; key < nKv; ++key) {
+    float* dst = out.data() + size_t(key / blockK) * d * blockCols + key % blockK;
+    for (int64_t c = 0; c < d; ++c) dst[size_t(c) * blockCols] = k[key * d + c];
   }
 }
 
-SPARGE_VECTOR_CLONES void exponentiate(const float* s, int lds, float* p, int ldp, int rows, int cols,
-                                       const float* offset, PRounding rounding, float* rowSum) {
-  switch (rounding) {
-    case PRounding::None:
-      return exponentiateRows<PRounding::None>(s, lds, p, ldp, rows, cols, offset, rowSum);
-    case PRounding::Fp16:
-      return exponentiateRows<PRounding::Fp16>(s, lds, p, ldp, rows, cols, offset, rowSum);
-    case PRounding::E4m3:
-      return exponentiateRows<PRounding::E4m3>(s, lds, p, ldp, rows, cols, offset, rowSum);
+// V [nKv, dv] with rows padded to nk whole blocks and columns to `width`, each value through `f`.
+template <class F>
+void padValues(const float* v, int64_t nKv, int64_t dv, int rows, int width, std::vector<float>& out, F f) {
+  out.assign(size_t(rows) * width, 0.0f);
+  for (int64_t r = 0; r < nKv; ++r)
+    for (int64_t c = 0; c < dv; ++c) out[size_t(r) * width + c] = f(v[r * dv + c]);
+}
+
+// Two INT8 codes (held as floats) as the int16 halves of one 32-bit word, the first in the low half.
+int32_t codePair(float lo, float hi) {
+  return int32_t(uint32_t(uint16_t(int16_t(lo))) | (uint32_t(uint16_t(int16_t(hi))) << 16));
+}
+
+void prepareInt8(const HeadOperands& h, const Geometry& g, int nk, Stage2Operands& o) {
+  quantizeRowsInt8(h.q, h.nQ, h.d, g.blockQ, nullptr, h.dtype, o.q8);
+  quantizeRowsInt8(h.k, h.nKv, h.d, g.blockK, h.keyMean, h.dtype, o.k8);
+  const int64_t d = h.d;
+  o.pairs = int((d + 1) / 2);
+  auto code = [d](const std::vector<float>& codes, int64_t row, int64_t c) {
+    return c < d ? codes[size_t(row * d + c)] : 0.0f;
+  };
+  o.q8Pairs.resize(size_t(h.nQ) * o.pairs);
+  for (int64_t r = 0; r < h.nQ; ++r)
+    for (int c = 0; c < o.pairs; ++c)
+      o.q8Pairs[size_t(r) * o.pairs + c] =
+          codePair(code(o.q8.codes, r, 2 * c), code(o.q8.codes, r, 2 * c + 1));
+  o.k8Pairs.assign(size_t(nk) * o.pairs * o.blockCols, 0);
+  for (int64_t key = 0; key < h.nKv; ++key) {
+    int32_t* dst = o.k8Pairs.data() + size_t(key / g.blockK) * o.pairs * o.blockCols + key % g.blockK;
+    for (int c = 0; c < o.pairs; ++c)
+      dst[size_t(c) * o.blockCols] = codePair(code(o.k8.codes, key, 2 * c), code(o.k8.codes, key, 2 * c + 1));
   }
+  o.int8Factor = float(h.scale) * float(kLog2e);
+  // The float codes were only the staging of the pairs: the operands stay in memory between runs.
+  std::vector<float>().swap(o.q8.codes);
+  std::vector<float>().swap(o.k8.codes);
 }
 
-SPARGE_VECTOR_CLONES void roundToHalfInPlace(float* x, size_t n) {
-  for (size_t i = 0; i < n; ++i) x[i] = roundToHalf(x[i]);
-}
+// The operand groups of the numerics families (Stage2Operands::families).
+enum Family : unsigned { kExact = 1, kInt8 = 2, kFp16 = 4, kFp8 = 8 };
 
-// m_new = max(m, rowMax) and alpha = 2^(m - m_new) per row; a row that has seen no visible key yet keeps
-// m = -inf, alpha 1 and gets nothing added. Returns whether some row has seen a key.
-SPARGE_VECTOR_CLONES bool advanceMaxima(const float* m, const float* rowMax, int rows, float* mNew,
-                                        float* alpha) {
-  int any = 0;
-  for (int r = 0; r < rows; ++r) {
-    mNew[r] = m[r] > rowMax[r] ? m[r] : rowMax[r];
-    alpha[r] = mNew[r] == kNegInf ? 1.0f : exp2Fast(m[r] - mNew[r]);
-    any |= int(mNew[r] != kNegInf);
-  }
-  return any != 0;
-}
-
-// acc = acc · alpha[r] + g, row-wise ([rows, dv]).
-SPARGE_VECTOR_CLONES void rescaleAdd(float* acc, const float* g, const float* alpha, int rows, int dv) {
-  for (int r = 0; r < rows; ++r)
-    for (int e = 0; e < dv; ++e)
-      acc[size_t(r) * dv + e] = acc[size_t(r) * dv + e] * alpha[r] + g[size_t(r) * dv + e];
-}
-
-// The operands of one head in every numerics a set of passes needs.
-struct Operands {
-  // Exact scores: (q · scale · log2e) · kᵀ.
-  std::vector<float> qScaled;
-  // INT8 scores: codes of Q per query tile and of (smoothed) K per key block, fp32-exact products.
-  Int8Rows q8, k8;
-  float int8Factor = 0;  // sm_scale · log2e in fp32, as the kernel folds it with the two block scales
-  // P·V operands: fp16 V (sm80) and e4m3 V with per-channel scales (sm89/sm90).
-  std::vector<float> vHalf;
-  Fp8Columns v8;
-};
-
-Operands prepareOperands(const HeadOperands& h, const Geometry& g, const std::vector<PassSpec>& passes) {
-  Operands o;
-  bool exact = false, int8 = false, fp16 = false, fp8 = false;
+void prepareOperands(const HeadOperands& h, const Geometry& g, const std::vector<PassSpec>& passes, int nk,
+                     const tile::Kernels& kern, const OperandsKey& key, Stage2Operands& o) {
+  if (key.entry == 0 || !(key == o.key) || o.kernels != &kern) o.families = 0;
+  o.key = key;
+  o.kernels = &kern;
+  unsigned need = 0;
   for (const PassSpec& p : passes) {
-    exact |= p.numerics == Numerics::None;
-    int8 |= quantized(p.numerics);
-    fp16 |= p.numerics == Numerics::Int8Fp16;
-    fp8 |= p.numerics == Numerics::Int8Fp8;
+    if (quantized(p.numerics)) need |= kInt8;
+    const Numerics pv = pvNumerics(p);
+    need |= pv == Numerics::None ? kExact : pv == Numerics::Int8Fp16 ? kFp16 : kFp8;
   }
-  if (exact) {
+  need &= ~o.families;
+  o.families |= need;
+  o.blockCols = roundUp(g.blockK, kern.columnStep);
+  o.width = roundUp(h.dv, kern.columnStep);
+  const int rows = nk * g.blockK;
+  if (need & kExact) {
     const float c2 = float(h.scale * kLog2e);  // logits in base 2, as the kernels compute them
     o.qScaled.resize(size_t(h.nQ * h.d));
     for (size_t i = 0; i < o.qScaled.size(); ++i) o.qScaled[i] = h.q[i] * c2;
+    transposeKeys(h.k, h.nKv, h.d, g.blockK, o.blockCols, nk, o.kExact);
+    padValues(h.v, h.nKv, h.dv, rows, o.width, o.vExact, [](float x) { return x; });
   }
-  if (int8) {
-    o.q8 = quantizeRowsInt8(h.q, h.nQ, h.d, g.blockQ, nullptr, h.dtype);
-    o.k8 = quantizeRowsInt8(h.k, h.nKv, h.d, g.blockK, h.keyMean, h.dtype);
-    o.int8Factor = float(h.scale) * float(kLog2e);
-  }
-  if (fp16) {
-    o.vHalf.resize(size_t(h.nKv * h.dv));
-    for (size_t i = 0; i < o.vHalf.size(); ++i) o.vHalf[i] = roundToHalf(h.v[i]);
-  }
-  if (fp8) o.v8 = quantizeColumnsFp8(h.v, h.nKv, h.dv, h.nKv);
-  return o;
+  if (need & kInt8) prepareInt8(h, g, nk, o);
+  if (need & kFp16)
+    padValues(h.v, h.nKv, h.dv, rows, o.width, o.vHalf, [](float x) { return roundToHalf(x); });
+  if (need & kFp8) quantizeColumnsFp8(h.v, h.nKv, h.dv, rows, o.width, o.v8);
 }
 
-// Online-softmax state of one pass over one query tile.
-struct PassState {
-  const PassSpec* spec = nullptr;
-  AttentionOutput* out = nullptr;
-  int visits = 0;  // key blocks of this tile's row in the pass's mask
-  int t = 0;       // index of the next visited block
-  std::vector<float> m, l, acc, mNew, alpha;
-  std::vector<float> partSum, partMax;  // block mass: per row and visited block
-  std::vector<int> visited;             // key block of each visited index (block mass)
-};
+}  // namespace
 
-// P·V of one key block for rows whose new running maxima are `mNew`: kept so that a second pass with the
-// same maxima reuses it (the dense reference and the sparse run agree on most blocks).
-struct BlockProduct {
-  bool valid = false;
-  std::vector<float> mNew, rowSum, g;
-};
-
-// Scores of one key block of the current query tile in one numerics family. Every block is scored by its own
-// matrix product of a fixed shape: the product's rounding depends on its shape, and a block's scores must not
-// depend on which other blocks a run visits (a cached reference must not change the sparse run's bits).
-struct BlockScores {
-  std::vector<float> s;       // [BQ, BK], base-2 logits, -inf where masked
-  std::vector<float> rowMax;  // [BQ]
-};
-
-class TileRunner {
+// The passes of one query tile: scores per key block and family, the PV skip, the online softmax.
+class TileRun {
  public:
-  TileRunner(const HeadOperands& h, const Geometry& g, const Operands& ops, std::vector<PassState>& passes)
-      : h_(h), g_(g), ops_(ops), passes_(passes), nk_(int(ceilDiv(h.nKv, g.blockK))) {
-    for (BlockScores& b : scores_) {
-      b.s.resize(size_t(g.blockQ) * g.blockK);
-      b.rowMax.resize(g.blockQ);
-    }
-    p_.resize(size_t(g.blockQ) * g.blockK);
-    for (auto* v : {&offset_, &rowSum_}) v->resize(g.blockQ);
-    for (auto* v : {&lo_, &hi_, &loBlock_, &hiBlock_}) v->resize(g.blockQ);
-  }
-
-  void run(int i);
+  TileRun(HeadStage2& head, TileScratch& sc, int i);
+  void run();
 
  private:
-  void startTile(int i);
   void scoreBlock(int j, bool int8);
-  void visit(PassState& p, int j);
-  const BlockProduct& product(const PassState& p);
-  void finishTile(PassState& p, int i);
-  const BlockScores& scoresOf(Numerics n) const { return scores_[quantized(n) ? 1 : 0]; }
+  void visit(size_t pass, int j);
+  const BlockProduct& product(const PassState& st, const PassSpec& spec);
+  void finish(size_t pass);
+  const BlockScores& scoresOf(Numerics n) const { return sc_.scores[quantized(n) ? 1 : 0]; }
+  // Pass `pass` runs this tile and visits key block j.
+  bool visits(size_t pass, int j) const {
+    const HeadStage2::Pass& hp = hs_.passes_[pass];
+    return hp.runs[size_t(i_)] && hp.spec.mask[size_t(i_) * hs_.nk_ + j] != 0;
+  }
 
+  HeadStage2& hs_;
+  TileScratch& sc_;
   const HeadOperands& h_;
   const Geometry& g_;
-  const Operands& ops_;
-  std::vector<PassState>& passes_;
-  int nk_;
-  int r0_ = 0, rows_ = 0, k0_ = 0, cols_ = 0;
-  BlockScores scores_[2];  // exact, int8
-  std::vector<float> p_, offset_, rowSum_;
-  std::vector<int> lo_, hi_, loBlock_, hiBlock_;  // visible keys per row: global, then block-local
-  BlockProduct shared_[3];                        // by numerics
+  const Stage2Operands& ops_;
+  const tile::Kernels& kern_;
+  const int i_, r0_, rows_;
+  int k0_ = 0, cols_ = 0;
 };
 
-void TileRunner::startTile(int i) {
-  r0_ = i * g_.blockQ;
-  rows_ = int(std::min<int64_t>(g_.blockQ, h_.nQ - r0_));
-  for (PassState& p : passes_) {
-    p.visits = 0;
-    for (int j = 0; j < nk_; ++j) p.visits += p.spec->mask[size_t(i) * nk_ + j] ? 1 : 0;
-    p.t = 0;
-    p.m.assign(rows_, kNegInf);
-    p.l.assign(rows_, 0.0f);
-    p.acc.assign(size_t(rows_) * h_.dv, 0.0f);
-    p.mNew.resize(rows_);
-    p.alpha.resize(rows_);
-    if (p.spec->wantBlockMass) {
-      p.partSum.assign(size_t(rows_) * p.visits, 0.0f);
-      p.partMax.assign(size_t(rows_) * p.visits, kNegInf);
-      p.visited.clear();
+TileRun::TileRun(HeadStage2& head, TileScratch& sc, int i)
+    : hs_(head),
+      sc_(sc),
+      h_(head.h_),
+      g_(head.g_),
+      ops_(head.ops_),
+      kern_(*head.kernels_),
+      i_(i),
+      r0_(i * head.g_.blockQ),
+      rows_(int(std::min<int64_t>(head.g_.blockQ, head.h_.nQ - int64_t(i) * head.g_.blockQ))) {
+  const size_t tileScores = size_t(g_.blockQ) * ops_.blockCols, tileOut = size_t(g_.blockQ) * ops_.width;
+  for (BlockScores& b : sc_.scores) {
+    b.s.resize(tileScores);
+    b.rowMax.resize(g_.blockQ);
+  }
+  for (BlockProduct& bp : sc_.products) {
+    bp.rowSum.resize(g_.blockQ);
+    bp.g.resize(tileOut);
+  }
+  sc_.p.resize(tileScores);
+  sc_.offset.resize(g_.blockQ);
+  for (auto* v : {&sc_.lo, &sc_.hi, &sc_.loBlock, &sc_.hiBlock}) v->resize(g_.blockQ);
+  for (int r = 0; r < rows_; ++r) {
+    const KeyRange kr = visibleKeys(r0_ + r, h_.nKv, h_.causal, h_.window);
+    sc_.lo[r] = int(kr.first);
+    sc_.hi[r] = int(kr.last);
+  }
+  sc_.passes.resize(hs_.passes_.size());
+  for (size_t p = 0; p < hs_.passes_.size(); ++p) {
+    HeadStage2::Pass& hp = hs_.passes_[p];
+    if (!hp.runs[size_t(i)]) continue;
+    hp.history->kept[size_t(i)] = 0;  // until this tile is complete (a cancelled run keeps nothing half-done)
+    hp.history->nonFinite[size_t(i)] = 0;
+    std::fill_n(hp.out->pvSkipped.begin() + ptrdiff_t(i) * hs_.nk_, hs_.nk_, uint8_t(0));
+    PassState& st = sc_.passes[p];
+    st.visits = 0;
+    for (int j = 0; j < hs_.nk_; ++j) st.visits += visits(p, j) ? 1 : 0;
+    st.t = 0;
+    st.m.assign(rows_, kNegInf);
+    st.l.assign(rows_, 0.0f);
+    st.acc.assign(size_t(rows_) * ops_.width, 0.0f);
+    st.mNew.resize(rows_);
+    st.alpha.resize(rows_);
+    if (hs_.passes_[p].spec.wantBlockMass) {
+      st.partSum.assign(size_t(rows_) * st.visits, 0.0f);
+      st.partMax.assign(size_t(rows_) * st.visits, kNegInf);
+      st.visited.clear();
     }
   }
 }
 
-void TileRunner::scoreBlock(int j, bool int8) {
-  BlockScores& b = scores_[int8 ? 1 : 0];
-  const int BK = g_.blockK, d = int(h_.d);
-  float* s = b.s.data();
+void TileRun::scoreBlock(int j, bool int8) {
+  BlockScores& b = sc_.scores[int8 ? 1 : 0];
+  const int d = int(h_.d), bc = ops_.blockCols;
   if (int8) {
-    gemm::multiply(rows_, cols_, d, ops_.q8.codes.data() + size_t(r0_) * d, d,
-                   ops_.k8.codes.data() + size_t(k0_) * d, d, true, s, BK, false);
-    // The kernel's factor: (sm_scale · log2e) · (q_scale · k_scale), in fp32.
-    scaleScores(s, rows_, cols_, BK, ops_.int8Factor * (ops_.q8.scales[r0_ / g_.blockQ] * ops_.k8.scales[j]));
+    // The kernel's factor: (sm_scale · log2e) · (q_scale · k_scale), in fp32, on exact int32 sums.
+    const float factor = ops_.int8Factor * (ops_.q8.scales[size_t(i_)] * ops_.k8.scales[size_t(j)]);
+    const int pairs = ops_.pairs;
+    kern_.multiplyInt8(rows_, bc, pairs, ops_.q8Pairs.data() + size_t(r0_) * pairs, pairs,
+                       ops_.k8Pairs.data() + size_t(j) * pairs * bc, bc, factor, b.s.data(), bc);
   } else {
-    gemm::multiply(rows_, cols_, d, ops_.qScaled.data() + size_t(r0_) * d, d, h_.k + size_t(k0_) * d, d, true,
-                   s, BK, false);
+    kern_.multiply(rows_, bc, d, ops_.qScaled.data() + size_t(r0_) * d, d,
+                   ops_.kExact.data() + size_t(j) * d * bc, bc, 1.0f, false, b.s.data(), bc);
   }
   for (int r = 0; r < rows_; ++r) {
-    loBlock_[r] = lo_[r] - k0_;
-    hiBlock_[r] = hi_[r] - k0_;
+    sc_.loBlock[r] = sc_.lo[r] - k0_;
+    sc_.hiBlock[r] = std::min(sc_.hi[r] - k0_, cols_ - 1);  // the padding past the block is never visible
   }
-  if (maskAndMax(s, rows_, cols_, BK, loBlock_.data(), hiBlock_.data(), b.rowMax.data()))
-    for (PassState& p : passes_) p.out->nonFinite = true;
+  if (kern_.maskAndMax(b.s.data(), bc, rows_, bc, sc_.loBlock.data(), sc_.hiBlock.data(), b.rowMax.data()))
+    for (HeadStage2::Pass& p : hs_.passes_)
+      if (p.runs[size_t(i_)]) p.history->nonFinite[size_t(i_)] = 1;
 }
 
-const BlockProduct& TileRunner::product(const PassState& p) {
-  const Numerics n = p.spec->numerics;
-  BlockProduct& bp = shared_[int(n)];
-  if (bp.valid && std::equal(p.mNew.begin(), p.mNew.end(), bp.mNew.begin())) return bp;
-  const int BK = g_.blockK;
-  const int dv = int(h_.dv);
+const BlockProduct& TileRun::product(const PassState& st, const PassSpec& spec) {
+  const Numerics n = pvNumerics(spec);
+  BlockProduct& bp = sc_.products[spec.exactPv ? 3 : int(n)];
+  if (bp.valid && std::equal(st.mNew.begin(), st.mNew.end(), bp.mNew.begin())) return bp;
   // Rows that have seen no visible key yet (m = -inf) get P = 0.
   for (int r = 0; r < rows_; ++r)
-    offset_[r] =
-        p.mNew[r] == kNegInf ? kNegInf : (n == Numerics::Int8Fp8 ? -p.mNew[r] + kFp8Offset : -p.mNew[r]);
-  const PRounding rounding = n == Numerics::Int8Fp8
-                                 ? PRounding::E4m3
-                                 : (n == Numerics::Int8Fp16 ? PRounding::Fp16 : PRounding::None);
-  bp.rowSum.resize(rows_);
-  exponentiate(scoresOf(n).s.data(), BK, p_.data(), BK, rows_, cols_, offset_.data(), rounding,
-               bp.rowSum.data());
-  bp.g.resize(size_t(rows_) * dv);
-  if (n == Numerics::Int8Fp16) {
-    // fp16 accumulation in a fresh per-block buffer, rounded after every 16-key tensor-core step.
-    for (int c0 = 0; c0 < cols_; c0 += kFp16Step) {
-      gemm::multiply(rows_, dv, std::min(kFp16Step, cols_ - c0), p_.data() + c0, BK,
-                     ops_.vHalf.data() + size_t(k0_ + c0) * dv, dv, false, bp.g.data(), dv, c0 > 0);
-      roundToHalfInPlace(bp.g.data(), bp.g.size());
-    }
-  } else {
-    const float* v = n == Numerics::Int8Fp8 ? ops_.v8.codes.data() : h_.v;
-    gemm::multiply(rows_, dv, cols_, p_.data(), BK, v + size_t(k0_) * dv, dv, false, bp.g.data(), dv, false);
-  }
-  bp.mNew = p.mNew;
+    sc_.offset[r] =
+        st.mNew[r] == kNegInf ? kNegInf : (n == Numerics::Int8Fp8 ? -st.mNew[r] + kFp8Offset : -st.mNew[r]);
+  const tile::PRounding rounding = n == Numerics::Int8Fp8    ? tile::PRounding::E4m3
+                                   : n == Numerics::Int8Fp16 ? tile::PRounding::Fp16
+                                                             : tile::PRounding::None;
+  const int bc = ops_.blockCols, w = ops_.width;
+  kern_.exponentiate(scoresOf(spec.numerics).s.data(), bc, sc_.p.data(), bc, rows_, bc, sc_.offset.data(),
+                     rounding, bp.rowSum.data());
+  // P·V over the block's keys (V rows past the last key are 0, as are their probabilities); the sm80 kernel
+  // accumulates in a fresh fp16 buffer, rounded after every 16-key tensor-core step.
+  const float* v = n == Numerics::Int8Fp8
+                       ? ops_.v8.codes.data()
+                       : (n == Numerics::Int8Fp16 ? ops_.vHalf.data() : ops_.vExact.data());
+  kern_.multiply(rows_, w, g_.blockK, sc_.p.data(), bc, v + size_t(k0_) * w, w, 1.0f, n == Numerics::Int8Fp16,
+                 bp.g.data(), w);
+  bp.mNew.assign(st.mNew.begin(), st.mNew.end());
   bp.valid = true;
   return bp;
 }
 
-void TileRunner::visit(PassState& p, int j) {
-  const int t = p.t++;
-  const float* mx = scoresOf(p.spec->numerics).rowMax.data();
+void TileRun::visit(size_t pass, int j) {
+  const PassSpec& spec = hs_.passes_[pass].spec;
+  PassState& st = sc_.passes[pass];
+  const int t = st.t++;
+  const float* mx = scoresOf(spec.numerics).rowMax.data();
   // PV skip (docs/method.md): one decision for the whole query tile, from the largest rise of any row's
   // running max. The first visited block and the tail blocks are never skipped.
-  const bool eligible = t > 0 && t < p.visits - g_.tailBlocks();
+  const bool eligible = t > 0 && t < st.visits - g_.tailBlocks();
   if (eligible) {
     float delta = kNegInf;
     for (int r = 0; r < rows_; ++r) {
       if (mx[r] == kNegInf) continue;  // nothing visible in this block for this row
-      delta = std::max(delta, p.m[r] == kNegInf ? std::numeric_limits<float>::infinity() : mx[r] - p.m[r]);
+      delta = std::max(delta, st.m[r] == kNegInf ? std::numeric_limits<float>::infinity() : mx[r] - st.m[r]);
     }
     // The quantized kernels vote with the zero rows that pad a partial last query tile too: their scores are
     // 0, so after the first block their maxima rise by exactly 0, and such a tile skips only when λ = 0.
-    if (quantized(p.spec->numerics) && rows_ < g_.blockQ) delta = std::max(delta, 0.0f);
-    if (double(delta) + p.spec->lambda <= 0.0) {
-      p.out->pvSkipped[size_t(r0_ / g_.blockQ) * nk_ + j] = 1;
+    if (quantized(spec.numerics) && rows_ < g_.blockQ) delta = std::max(delta, 0.0f);
+    if (double(delta) + spec.lambda <= 0.0) {
+      hs_.passes_[pass].out->pvSkipped[size_t(i_) * hs_.nk_ + j] = 1;
       return;
     }
   }
-  const bool anyRow = advanceMaxima(p.m.data(), mx, rows_, p.mNew.data(), p.alpha.data());
-  if (!anyRow) return;
-  const BlockProduct& bp = product(p);
-  for (int r = 0; r < rows_; ++r) {
-    if (p.mNew[r] == kNegInf) continue;
-    p.l[r] = p.l[r] * p.alpha[r] + bp.rowSum[r];
-  }
-  rescaleAdd(p.acc.data(), bp.g.data(), p.alpha.data(), rows_, int(h_.dv));
-  p.m.swap(p.mNew);
-  p.mNew.resize(rows_);
-  if (p.spec->wantBlockMass) {
-    const int slot = int(p.visited.size());
-    p.visited.push_back(j);
+  if (!kern_.advanceMaxima(st.m.data(), mx, rows_, st.mNew.data(), st.alpha.data())) return;
+  const BlockProduct& bp = product(st, spec);
+  for (int r = 0; r < rows_; ++r)
+    if (st.mNew[r] != kNegInf) st.l[r] = st.l[r] * st.alpha[r] + bp.rowSum[r];
+  kern_.rescaleAdd(st.acc.data(), bp.g.data(), ops_.width, st.alpha.data(), rows_, ops_.width);
+  st.m.swap(st.mNew);
+  if (spec.wantBlockMass) {
+    const int slot = int(st.visited.size());
+    st.visited.push_back(j);
     for (int r = 0; r < rows_; ++r) {
-      p.partSum[size_t(r) * p.visits + slot] = bp.rowSum[r];
-      p.partMax[size_t(r) * p.visits + slot] = p.m[r];
+      st.partSum[size_t(r) * st.visits + slot] = bp.rowSum[r];
+      st.partMax[size_t(r) * st.visits + slot] = st.m[r];
     }
   }
 }
 
-void TileRunner::finishTile(PassState& p, int i) {
-  const Numerics n = p.spec->numerics;
-  const int64_t dv = h_.dv;
-  for (int r = 0; r < rows_; ++r) {
-    float* dst = p.out->out.data() + (r0_ + r) * dv;
-    const float* arow = p.acc.data() + size_t(r) * dv;
-    if (!(p.l[r] > 0.0f)) {
-      ++p.out->emptyRows;  // no visible key among the computed blocks: output defined as 0
-      continue;
-    }
-    const float inv = 1.0f / p.l[r];
-    for (int64_t e = 0; e < dv; ++e) {
-      float o = arow[e] * inv;
-      if (n == Numerics::Int8Fp8) o *= ops_.v8.scales[size_t(e)];
-      // The deployed kernel writes O in the input's half type.
-      dst[e] = quantized(n) ? roundToInput(o, h_.dtype) : o;
-    }
-  }
-  if (!p.spec->wantBlockMass) return;
-  for (size_t slot = 0; slot < p.visited.size(); ++slot) {
-    double mass = 0;
-    for (int r = 0; r < rows_; ++r) {
-      const float pm = p.partMax[size_t(r) * p.visits + slot];
-      if (!(p.l[r] > 0.0f) || pm == kNegInf) continue;
-      mass += double(p.partSum[size_t(r) * p.visits + slot]) * std::exp2(double(pm) - p.m[r]) / p.l[r];
-    }
-    p.out->blockMass[size_t(i) * nk_ + p.visited[slot]] = float(mass / rows_);
-  }
+void TileRun::finish(size_t pass) {
+  HeadStage2::Pass& hp = hs_.passes_[pass];
+  const PassState& st = sc_.passes[pass];
+  const Numerics n = pvNumerics(hp.spec);
+  TileHistory& th = *hp.history;
+  // The deployed kernels multiply by the FP8 V scales and write O in the input's half type.
+  th.emptyRows[size_t(i_)] =
+      kern_.normalizeRows(st.acc.data(), ops_.width, st.l.data(), rows_, int(h_.dv),
+                          n == Numerics::Int8Fp8 ? ops_.v8.scales.data() : nullptr, quantized(n), h_.dtype,
+                          hp.out->out.data() + size_t(r0_) * h_.dv, int(h_.dv));
+  const size_t row = size_t(i_) * hs_.nk_;
+  std::copy_n(hp.spec.mask + row, hs_.nk_, th.mask.begin() + ptrdiff_t(row));
+  th.kept[size_t(i_)] = 1;
+  if (!hp.spec.wantBlockMass) return;
+  sc_.mass.resize(size_t(st.visits));
+  kern_.blockMass(st.partSum.data(), st.partMax.data(), st.visits, st.m.data(), st.l.data(), rows_,
+                  sc_.mass.data());
+  for (size_t slot = 0; slot < st.visited.size(); ++slot)
+    hp.out->blockMass[size_t(i_) * hs_.nk_ + st.visited[slot]] = sc_.mass[slot] / float(rows_);
 }
 
-void TileRunner::run(int i) {
-  startTile(i);
-  for (int r = 0; r < rows_; ++r) {
-    const KeyRange kr = visibleKeys(r0_ + r, h_.nKv, h_.causal, h_.window);
-    lo_[r] = int(kr.first);
-    hi_[r] = int(kr.last);
-  }
-  for (int j = 0; j < nk_; ++j) {
+void TileRun::run() {
+  const size_t n = hs_.passes_.size();
+  for (int j = 0; j < hs_.nk_; ++j) {
     bool need[2] = {false, false};  // exact, int8: some pass visits block j in that family
-    for (const PassState& p : passes_)
-      if (p.spec->mask[size_t(i) * nk_ + j]) need[quantized(p.spec->numerics) ? 1 : 0] = true;
+    for (size_t p = 0; p < n; ++p)
+      if (visits(p, j)) need[quantized(hs_.passes_[p].spec.numerics) ? 1 : 0] = true;
     if (!need[0] && !need[1]) continue;
     k0_ = j * g_.blockK;
     cols_ = int(std::min<int64_t>(g_.blockK, h_.nKv - k0_));
     for (int f = 0; f < 2; ++f)
       if (need[f]) scoreBlock(j, f == 1);
-    for (BlockProduct& bp : shared_) bp.valid = false;
-    for (PassState& p : passes_)
-      if (p.spec->mask[size_t(i) * nk_ + j]) visit(p, j);
+    for (BlockProduct& bp : sc_.products) bp.valid = false;
+    for (size_t p = 0; p < n; ++p)
+      if (visits(p, j)) visit(p, j);
   }
-  for (PassState& p : passes_) finishTile(p, i);
+  for (size_t p = 0; p < n; ++p)
+    if (hs_.passes_[p].runs[size_t(i_)]) finish(p);
 }
 
-}  // namespace
+// The pass's history (reset when what its tiles depend on besides their mask rows changed), which tiles it
+// runs, and its output sized.
+void HeadStage2::preparePass(Pass& hp, const OperandsKey& key) {
+  TileHistory& th = *hp.history;
+  const size_t blocks = size_t(nq_) * nk_, outSize = size_t(h_.nQ * h_.dv);
+  AttentionOutput& o = *hp.out;
+  // Block masses are not kept: a pass that wants them runs every tile.
+  const bool same = key.entry != 0 && th.key == key && th.kernels == kernels_ &&
+                    th.numerics == hp.spec.numerics && th.exactPv == hp.spec.exactPv &&
+                    th.lambda == hp.spec.lambda && !hp.spec.wantBlockMass && th.mask.size() == blocks &&
+                    o.out.size() == outSize && o.pvSkipped.size() == blocks;
+  if (!same) {
+    th.key = key;
+    th.kernels = kernels_;
+    th.numerics = hp.spec.numerics;
+    th.exactPv = hp.spec.exactPv;
+    th.lambda = hp.spec.lambda;
+    th.mask.assign(blocks, 0);
+    th.kept.assign(size_t(nq_), 0);
+    th.emptyRows.assign(size_t(nq_), 0);
+    th.nonFinite.assign(size_t(nq_), 0);
+  }
+  o.out.resize(outSize);  // every row is written by its tile
+  o.pvSkipped.resize(blocks);
+  o.blockMass.assign(hp.spec.wantBlockMass ? blocks : 0, 0.0f);
+  hp.runs.assign(size_t(nq_), 1);
+  for (int i = 0; i < nq_; ++i) {
+    const uint8_t* row = hp.spec.mask + size_t(i) * nk_;
+    if (th.kept[size_t(i)] && std::equal(row, row + nk_, th.mask.begin() + ptrdiff_t(i) * nk_)) {
+      hp.runs[size_t(i)] = 0;
+      continue;
+    }
+    runs_[size_t(i)] = 1;
+    cost_[size_t(i)] += std::count_if(row, row + nk_, [](uint8_t m) { return m != 0; });
+  }
+}
+
+void HeadStage2::prepare(const HeadOperands& head, const Geometry& g, const std::vector<PassSpec>& passes,
+                         const std::vector<AttentionOutput*>& outs, const OperandsKey& key,
+                         const std::vector<TileHistory*>& histories) {
+  h_ = head;
+  g_ = g;
+  kernels_ = &tile::kernels();
+  nq_ = int(ceilDiv(head.nQ, g.blockQ));
+  nk_ = int(ceilDiv(head.nKv, g.blockK));
+  passes_.resize(passes.size());
+  cost_.assign(size_t(nq_), 0);
+  runs_.assign(size_t(nq_), 0);
+  for (size_t p = 0; p < passes.size(); ++p) {
+    Pass& hp = passes_[p];
+    hp.spec = passes[p];
+    hp.out = outs[p];
+    hp.history = p < histories.size() && histories[p] ? histories[p] : &hp.own;
+    if (hp.history == &hp.own) hp.own.key = OperandsKey{};  // nothing is kept without a caller's history
+    preparePass(hp, key);
+  }
+  prepareOperands(head, g, passes, nk_, *kernels_, key, ops_);
+  for (size_t p = 0; p < passes.size(); ++p)
+    outs[p]->zeroVChannels =
+        pvNumerics(passes[p]) == Numerics::Int8Fp8 ? ops_.v8.zeroChannels : std::vector<int64_t>{};
+}
+
+void HeadStage2::runTile(int i, TileScratch& scratch) {
+  TileRun(*this, scratch, i).run();
+}
+
+void HeadStage2::finish() {
+  for (Pass& p : passes_) {
+    p.out->emptyRows = 0;
+    p.out->nonFinite = false;
+    for (int i = 0; i < nq_; ++i) {
+      p.out->emptyRows += p.history->emptyRows[size_t(i)];
+      p.out->nonFinite = p.out->nonFinite || p.history->nonFinite[size_t(i)] != 0;
+    }
+  }
+}
 
 std::vector<AttentionOutput> stage2Passes(const HeadOperands& h, const Geometry& g,
                                           const std::vector<PassSpec>& passes) {
-  const int nq = int(ceilDiv(h.nQ, g.blockQ)), nk = int(ceilDiv(h.nKv, g.blockK));
   std::vector<AttentionOutput> outs(passes.size());
-  std::vector<PassState> states(passes.size());
-  for (size_t p = 0; p < passes.size(); ++p) {
-    outs[p].out.assign(size_t(h.nQ * h.dv), 0.0f);
-    outs[p].pvSkipped.assign(size_t(nq) * nk, 0);
-    if (passes[p].wantBlockMass) outs[p].blockMass.assign(size_t(nq) * nk, 0.0f);
-    states[p].spec = &passes[p];
-    states[p].out = &outs[p];
-  }
-  const Operands ops = prepareOperands(h, g, passes);
-  for (size_t p = 0; p < passes.size(); ++p)
-    if (passes[p].numerics == Numerics::Int8Fp8) outs[p].zeroVChannels = ops.v8.zeroChannels;
-  TileRunner runner(h, g, ops, states);
-  for (int i = 0; i < nq; ++i) runner.run(i);
+  std::vector<AttentionOutput*> ptrs;
+  for (AttentionOutput& o : outs) ptrs.push_back(&o);
+  HeadStage2 head;
+  head.prepare(h, g, passes, ptrs);
+  TileScratch scratch;
+  for (int i = 0; i < head.tiles(); ++i)
+    if (head.tileRuns(i)) head.runTile(i, scratch);
+  head.finish();
   return outs;
 }
 

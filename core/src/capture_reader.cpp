@@ -10,15 +10,18 @@
 #include <map>
 #include <sstream>
 
+#include "capture_datasets.h"
 #include "entry_attrs.h"
 #include "hdf5_util.h"
 #include "input_file.h"
 #include "isolated.h"
 #include "sparge/core/atomic_file.h"
 #include "sparge/core/capture.h"
+#include "sparge/core/digest.h"
 #include "sparge/core/error.h"
 #include "sparge/core/half.h"
 #include "sparge/core/memory_guard.h"
+#include "sparge/core/names.h"
 #include "sparge/core/parallel.h"
 
 namespace sparge::core {
@@ -26,50 +29,7 @@ namespace {
 
 constexpr const char* kVersionAttr = "sparge_capture_version";
 constexpr int kSupportedVersion = 1;
-constexpr const char* kAcceptedDtypes =
-    "use float16, float32, or bfloat16 stored as uint16 with the dataset attribute dtype = \"bfloat16\"";
-constexpr const char* kFixCorrupt = "re-create the capture or copy it again";
 constexpr int64_t kMaxWindow = 2147483647;  // the largest dimension a capture may have (hdf5_util.h)
-constexpr const char* kExternalLink =
-    "is an external link to another file — a capture must hold its data itself; copy the data into the file";
-
-// How the raw values of a dataset are read and converted.
-enum class Storage { Half, BFloat16, Float32 };
-
-struct DatasetMeta {
-  Storage storage = Storage::Float32;
-  bool bigEndian = false;         // 16-bit data is read raw, so we swap bytes ourselves
-  std::array<hsize_t, 4> dims{};  // as stored (HND or NHD)
-  int64_t batch = 0, heads = 0, tokens = 0, dim = 0;
-};
-
-std::string shapeText(const hsize_t* dims, int rank) {
-  std::string s = "[";
-  for (int i = 0; i < rank; ++i) s += (i ? ", " : "") + std::to_string(dims[i]);
-  return s + "]";
-}
-
-std::string describeType(hid_t type) {
-  const size_t bits = H5Tget_size(type) * 8;
-  switch (H5Tget_class(type)) {
-    case H5T_INTEGER:
-      return std::string(H5Tget_sign(type) == H5T_SGN_NONE ? "uint" : "int") + std::to_string(bits);
-    case H5T_FLOAT:
-      return "float" + std::to_string(bits);
-    case H5T_STRING:
-      return "string";
-    case H5T_COMPOUND:
-      return "compound";
-    case H5T_ENUM:
-      return "enum (bool?)";
-    case H5T_ARRAY:
-      return "array";
-    case H5T_VLEN:
-      return "variable-length";
-    default:
-      return "an unsupported type";
-  }
-}
 
 // Natural order: "l2" before "l10"; digit runs compare by value, everything else by character.
 bool naturalLess(const std::string& a, const std::string& b) {
@@ -127,14 +87,20 @@ std::optional<std::string> attributeText(hid_t attr) {
   if (n == 1) {
     if (cls == H5T_FLOAT) {
       if (auto d = h5::readNumber(attr)) return numberText(*d);
-    } else if (auto i = h5::readInteger(attr)) {
-      return std::to_string(*i);
+    } else {
+      std::optional<uint64_t> beyond;
+      if (auto i = h5::readInteger(attr, &beyond)) return std::to_string(*i);
+      if (beyond) return std::to_string(*beyond);
     }
     return std::nullopt;
   }
   if (n < 1 || n > 64 || cls == H5T_ENUM) return std::nullopt;
   std::string out = "[";
-  if (cls == H5T_INTEGER) {
+  if (cls == H5T_INTEGER && H5Tget_sign(type.get()) == H5T_SGN_NONE) {
+    std::vector<uint64_t> v(static_cast<size_t>(n));  // as int64, HDF5 would clamp values beyond 2^63 − 1
+    if (H5Aread(attr, H5T_NATIVE_UINT64, v.data()) < 0) return std::nullopt;
+    for (size_t i = 0; i < v.size(); ++i) out += (i ? ", " : "") + std::to_string(v[i]);
+  } else if (cls == H5T_INTEGER) {
     std::vector<int64_t> v(static_cast<size_t>(n));
     if (H5Aread(attr, H5T_NATIVE_INT64, v.data()) < 0) return std::nullopt;
     for (size_t i = 0; i < v.size(); ++i) out += (i ? ", " : "") + std::to_string(v[i]);
@@ -144,11 +110,6 @@ std::optional<std::string> attributeText(hid_t attr) {
     for (size_t i = 0; i < v.size(); ++i) out += (i ? ", " : "") + numberText(v[i]);
   }
   return out + "]";
-}
-
-std::string withDetail(const std::string& problem) {
-  const std::string detail = h5::lastErrorDetail();
-  return detail.empty() ? problem : problem + " (HDF5: " + detail + ")";
 }
 
 // A thread's buffer for one head's raw 16-bit values, reused by its next reads: no read allocates and
@@ -229,7 +190,6 @@ struct CaptureReader::Impl {
   void readRootAttributes();
   void readEntries();
   EntryInfo readEntry(const std::string& name, EntryMeta& meta);
-  DatasetMeta inspectDataset(hid_t group, const std::string& groupPath, const char* name, Layout layout);
   hid_t dataset(size_t entryIndex, Tensor tensor) const;
 };
 
@@ -313,89 +273,6 @@ void CaptureReader::Impl::readEntries() {
   }
 }
 
-DatasetMeta CaptureReader::Impl::inspectDataset(hid_t group, const std::string& groupPath, const char* name,
-                                                Layout layout) {
-  const std::string dsPath = groupPath + "/" + name;
-  const htri_t has = H5Lexists(group, name, linkAccess.get());
-  if (has < 0) fail(dsPath, withDetail("file is truncated or corrupt") + " — " + kFixCorrupt);
-  if (has == 0)
-    fail(dsPath, std::string("missing dataset ") + name + " — every entry needs datasets q, k and v");
-  if (h5::isExternalLink(group, name)) fail(dsPath, kExternalLink);
-  h5::Handle dapl = h5::refuseExternalLinks(H5P_DATASET_ACCESS);
-  h5::Handle ds = h5::dataset(H5Dopen2(group, name, dapl.get()));
-  if (!ds) {
-    fail(dsPath, withDetail("cannot open it as a dataset") +
-                     " — q, k and v must be datasets; if they are, the file is truncated or corrupt");
-  }
-  h5::Handle space = h5::dataspace(H5Dget_space(ds.get()));
-  const int rank = space ? H5Sget_simple_extent_ndims(space.get()) : -1;
-  if (rank < 0)
-    fail(dsPath, withDetail("file is truncated or corrupt: shape unreadable") + " — " + kFixCorrupt);
-  hsize_t dims[H5S_MAX_RANK] = {};
-  H5Sget_simple_extent_dims(space.get(), dims, nullptr);
-  const char* shapeHelp = layout == Layout::HND ? "[B, H, N, D] (layout HND)" : "[B, N, H, D] (layout NHD)";
-  if (rank != 4) {
-    fail(dsPath, "wrong rank " + std::to_string(rank) + " (shape " + shapeText(dims, rank) +
-                     ") — q, k and v must have rank 4: " + shapeHelp);
-  }
-  for (int i = 0; i < 4; ++i) {
-    if (dims[i] == 0) {
-      fail(dsPath, "zero-size dimension (shape " + shapeText(dims, 4) + ", " + shapeHelp +
-                       ") — every dimension must be at least 1");
-    }
-  }
-  if (const std::string p = h5::shapeProblem(dims, 4); !p.empty())
-    fail(dsPath, "shape " + shapeText(dims, 4) + ": " + p);
-  if (const std::string p = h5::storageProblem(ds.get(), dims, 4); !p.empty()) fail(dsPath, withDetail(p));
-
-  DatasetMeta m;
-  std::copy(dims, dims + 4, m.dims.begin());
-  m.batch = static_cast<int64_t>(dims[0]);
-  m.heads = static_cast<int64_t>(layout == Layout::HND ? dims[1] : dims[2]);
-  m.tokens = static_cast<int64_t>(layout == Layout::HND ? dims[2] : dims[1]);
-  m.dim = static_cast<int64_t>(dims[3]);
-
-  h5::Handle type = h5::datatype(H5Dget_type(ds.get()));
-  if (!type) fail(dsPath, withDetail("file is truncated or corrupt: dtype unreadable") + " — " + kFixCorrupt);
-  const H5T_class_t cls = H5Tget_class(type.get());
-  const size_t size = H5Tget_size(type.get());
-  m.bigEndian = H5Tget_order(type.get()) == H5T_ORDER_BE;
-  const std::string typeName = describeType(type.get());
-  if (cls == H5T_FLOAT && size == 4) {
-    m.storage = Storage::Float32;
-  } else if (cls == H5T_FLOAT && size == 2) {
-    size_t spos = 0, epos = 0, esize = 0, mpos = 0, msize = 0;
-    H5Tget_fields(type.get(), &spos, &epos, &esize, &mpos, &msize);
-    if (esize == 5 && msize == 10) {
-      m.storage = Storage::Half;
-    } else if (esize == 8 && msize == 7) {
-      m.storage = Storage::BFloat16;  // a native 16-bit float type with bfloat16's fields
-    } else {
-      fail(dsPath, "unsupported 16-bit float format — " + std::string(kAcceptedDtypes));
-    }
-  } else if (cls == H5T_INTEGER && size == 2) {
-    // bfloat16 has no HDF5 type: its bits are stored as uint16 (int16 is accepted too: same bits).
-    std::optional<std::string> tag;
-    if (H5Aexists(ds.get(), "dtype") > 0) {
-      h5::Handle attr = h5::attribute(H5Aopen(ds.get(), "dtype", H5P_DEFAULT));
-      if (attr) tag = h5::readString(attr.get());
-      if (!tag) fail(dsPath, "attribute dtype is not a string — set it to \"bfloat16\"");
-    }
-    if (!tag) {
-      fail(dsPath, "unsupported dtype " + typeName +
-                       " without the dataset attribute dtype = \"bfloat16\" — " + kAcceptedDtypes);
-    }
-    if (*tag != "bfloat16") {
-      fail(dsPath,
-           "unsupported dtype " + typeName + " with attribute dtype = \"" + *tag + "\" — " + kAcceptedDtypes);
-    }
-    m.storage = Storage::BFloat16;
-  } else {
-    fail(dsPath, "unsupported dtype " + typeName + " — " + kAcceptedDtypes);
-  }
-  return m;
-}
-
 EntryInfo CaptureReader::Impl::readEntry(const std::string& name, EntryMeta& meta) {
   const std::string groupPath = "/entries/" + name;
   h5::Handle g = h5::group(H5Gopen2(file.get(), groupPath.c_str(), groupAccess.get()));
@@ -422,51 +299,23 @@ EntryInfo CaptureReader::Impl::readEntry(const std::string& name, EntryMeta& met
     }
   }
 
-  const DatasetMeta q = inspectDataset(g.get(), groupPath, "q", info.layout);
-  const DatasetMeta k = inspectDataset(g.get(), groupPath, "k", info.layout);
-  const DatasetMeta v = inspectDataset(g.get(), groupPath, "v", info.layout);
-  const std::string qPath = groupPath + "/q", kPath = groupPath + "/k", vPath = groupPath + "/v";
+  const DatasetMeta q = inspectDataset(path, g.get(), groupPath, "q", info.layout, linkAccess.get());
+  const DatasetMeta k = inspectDataset(path, g.get(), groupPath, "k", info.layout, linkAccess.get());
+  const DatasetMeta v = inspectDataset(path, g.get(), groupPath, "v", info.layout, linkAccess.get());
+  checkEntryDatasets(path, groupPath, q, k, v, info);
   auto num = [](int64_t x) { return std::to_string(x); };
-
-  if (k.storage != q.storage) fail(kPath, "dtype differs from q's — store q, k and v in one dtype");
-  if (v.storage != q.storage) fail(vPath, "dtype differs from q's — store q, k and v in one dtype");
-  if (k.batch != q.batch)
-    fail(kPath, "mismatched batch: B = " + num(k.batch) + " but q has B = " + num(q.batch) +
-                    " — q, k and v must have the same B");
-  if (v.batch != q.batch)
-    fail(vPath, "mismatched batch: B = " + num(v.batch) + " but q has B = " + num(q.batch) +
-                    " — q, k and v must have the same B");
-  if (k.dim != q.dim)
-    fail(kPath, "mismatched head dim: D = " + num(k.dim) + " but q has D = " + num(q.dim) +
-                    " — q and k must have the same D");
-  if (v.heads != k.heads)
-    fail(vPath, "mismatched heads: v has " + num(v.heads) + " heads but k has " + num(k.heads) +
-                    " — k and v must have the same number of heads");
-  if (v.tokens != k.tokens)
-    fail(vPath, "mismatched tokens: v has N = " + num(v.tokens) + " but k has N = " + num(k.tokens) +
-                    " — k and v must have the same N");
-  if (q.heads % k.heads != 0) {
-    fail(kPath, "q has Hq = " + num(q.heads) + " heads, not a multiple of k's Hkv = " + num(k.heads) +
-                    " — GQA needs Hq to be a multiple of Hkv");
-  }
-
-  info.batch = q.batch;
-  info.headsQ = q.heads;
-  info.headsKV = k.heads;
-  info.tokensQ = q.tokens;
-  info.tokensKV = k.tokens;
-  info.headDim = q.dim;
-  info.headDimV = v.dim;
-  info.dtype = q.storage == Storage::Half       ? DType::Float16
-               : q.storage == Storage::BFloat16 ? DType::BFloat16
-                                                : DType::Float32;
 
   auto intAttr = [&](const char* attrName) -> std::optional<int64_t> {
     const htri_t has = H5Aexists(g.get(), attrName);
     if (has < 0) fail(groupPath, withDetail("file is truncated or corrupt") + " — " + kFixCorrupt);
     if (has == 0) return std::nullopt;
     h5::Handle attr = h5::attribute(H5Aopen(g.get(), attrName, H5P_DEFAULT));
-    std::optional<int64_t> val = attr ? h5::readInteger(attr.get()) : std::nullopt;
+    std::optional<uint64_t> beyond;
+    std::optional<int64_t> val = attr ? h5::readInteger(attr.get(), &beyond) : std::nullopt;
+    if (beyond)
+      fail(groupPath, std::string("attribute ") + attrName + " = " + std::to_string(*beyond) +
+                          " lies beyond the signed 64-bit range this reader takes (2^63 − 1) — store the "
+                          "index as an int64");
     if (!val)
       fail(groupPath,
            std::string("attribute ") + attrName + " is not a single integer or bool — store it as an int");
@@ -580,9 +429,9 @@ const EntryInfo& CaptureReader::entry(const std::string& name) const {
   if (it == impl_->index.end()) {
     std::string names;
     for (size_t i = 0; i < impl_->infos.size() && i < 20; ++i)
-      names += (i ? ", " : "") + impl_->infos[i].name;
+      names += (i ? ", " : "") + shortForDisplay(impl_->infos[i].name);
     if (impl_->infos.size() > 20) names += ", ...";
-    impl_->fail("/entries/" + name, "no such entry — the capture has: " + names);
+    impl_->fail("/entries/" + shortForDisplay(name), "no such entry — the capture has: " + names);
   }
   return impl_->infos[it->second];
 }
@@ -592,7 +441,7 @@ const std::vector<std::pair<std::string, std::string>>& CaptureReader::rootAttri
 }
 
 void CaptureReader::readHeadInto(const std::string& entryName, Tensor tensor, int64_t batch, int64_t head,
-                                 float* out, int64_t* nonFinite) const {
+                                 float* out, int64_t* nonFinite, uint64_t* sliceHash) const {
   std::unique_lock lock(h5::mutex());
   h5::silenceErrors();  // a thread-safe HDF5 keeps this per thread, and loading threads read heads too
   const EntryInfo& info = entry(entryName);
@@ -638,6 +487,7 @@ void CaptureReader::readHeadInto(const std::string& entryName, Tensor tensor, in
     }
     lock.unlock();
     if (nonFinite) *nonFinite = countNonFinite(out, total);
+    if (sliceHash) *sliceHash = headSliceHash(out, total, DType::Float32);
     return;
   }
   // Raw 16-bit read: the memory type is the file type itself, so HDF5 converts nothing (its own
@@ -651,6 +501,11 @@ void CaptureReader::readHeadInto(const std::string& entryName, Tensor tensor, in
   lock.unlock();
   const int64_t bad = convertRaw(m.storage, m.bigEndian, raw, out, total);
   if (nonFinite) *nonFinite = bad;
+  // The stored values as little-endian words: the raw buffer itself unless the file is big-endian.
+  if (sliceHash) {
+    const DType stored = m.storage == Storage::Half ? DType::Float16 : DType::BFloat16;
+    *sliceHash = m.bigEndian ? headSliceHashOfFloats(out, total, stored) : headSliceHash(raw, total, stored);
+  }
 }
 
 std::vector<float> CaptureReader::readHead(const std::string& entryName, Tensor tensor, int64_t batch,
@@ -691,10 +546,13 @@ EntryData loadEntry(const CaptureReader& reader, const std::string& entryName,
   add(Tensor::V, data.v, in.headsKV, in.tokensKV * in.headDimV);
   // NaN/Inf are counted while each head is converted, not in a second pass over the entry.
   std::vector<int64_t> bad(slices.size(), 0);
+  std::vector<uint64_t> hashes(slices.size(), 0);  // the digest's, hashed while each head is read
   parallelFor(int64_t(slices.size()), threads > 0 ? threads : bulkThreads(), [&](int64_t i) {
     const Slice& s = slices[size_t(i)];
-    reader.readHeadInto(entryName, s.tensor, s.b, s.h, s.dst, nonFinite ? &bad[size_t(i)] : nullptr);
+    reader.readHeadInto(entryName, s.tensor, s.b, s.h, s.dst, nonFinite ? &bad[size_t(i)] : nullptr,
+                        &hashes[size_t(i)]);
   });
+  data.digest = entryDigest(in, hashes);
   for (size_t i = 0; i < slices.size(); ++i)
     if (bad[i] > 0 && nonFinite) nonFinite->push_back({slices[i].b, slices[i].h, slices[i].tensor, bad[i]});
   return data;

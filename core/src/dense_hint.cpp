@@ -154,9 +154,54 @@ DenseHint selectionHint(const Tally& t) {
   }
   return h;
 }
+// A head whose quantization alone reaches the budget.
+struct QuantHead {
+  std::string where;  // entry or group
+  int64_t head = 0;
+  double l1Quant = 0;
+};
+
+// "l00 head 3 (0.541), l00 head 7 (0.32) and 8 more": the largest first.
+std::string listHeads(std::vector<QuantHead> v) {
+  constexpr size_t kListed = 6;
+  std::stable_sort(v.begin(), v.end(), [](const QuantHead& a, const QuantHead& b) {
+    return a.l1Quant > b.l1Quant || (std::isnan(a.l1Quant) && !std::isnan(b.l1Quant));
+  });
+  std::string s;
+  for (size_t i = 0; i < v.size() && i < kListed; ++i)
+    s +=
+        (i ? ", " : "") + v[i].where + " head " + std::to_string(v[i].head) + format(" (%.3g)", v[i].l1Quant);
+  if (v.size() > kListed) s += format(" and %.0f more", double(v.size() - kListed));
+  return s;
+}
+
+// Heads of `results` that run quantized and whose quantization alone reaches `budget`.
+std::optional<DenseHint> quantRunHint(std::span<const EntryResult> results, double budget) {
+  std::vector<QuantHead> over;
+  int64_t heads = 0;
+  Numerics numerics = Numerics::None;
+  for (const auto& r : results)
+    for (const auto& h : r.heads) {
+      ++heads;
+      if (r.config.numericsFor(h.head) == Numerics::None || h.errorQuant.count == 0) continue;
+      numerics = r.config.numericsFor(h.head);
+      if (!(h.errorQuant.l1() < budget)) over.push_back({r.info.name, h.head, h.errorQuant.l1()});
+    }
+  if (over.empty()) return std::nullopt;
+  DenseHint h;
+  h.quantization = true;
+  h.why = std::string("in ") + toString(numerics) + " quantization alone costs " +
+          format("%.0f of %.0f heads at least the budget L1 %g", double(over.size()), double(heads), budget) +
+          " (dense L1: " + listHeads(over) + "), so no θ, τ or λ can meet it there";
+  h.fix = "sparge tune --exact-fallback head (those heads are then tuned and deployed in exact numerics)";
+  return h;
+}
+
 }  // namespace
 
-std::optional<DenseHint> denseRunHint(std::span<const EntryResult> results) {
+std::optional<DenseHint> denseRunHint(std::span<const EntryResult> results, std::optional<double> budget) {
+  if (budget)
+    if (auto q = quantRunHint(results, *budget)) return q;
   SparsityCounts all;
   for (const auto& r : results) {
     for (const auto& h : r.heads) all += h.sparsity;
@@ -182,33 +227,38 @@ std::optional<DenseHint> denseRunHint(std::span<const EntryResult> results) {
 
 std::optional<DenseHint> denseTuneHint(const TuneResult& result, bool causal) {
   const TuneOptions& o = result.options;
-  int64_t finished = 0, overBudget = 0;  // heads whose quantization error alone reaches l1
-  double quantMax = 0;
-  for (const auto& g : result.groups) {
+  std::vector<QuantHead> over;  // heads that stayed quantized although quantization alone reaches l1
+  int64_t finished = 0, others = 0, othersDense = 0;
+  for (const auto& g : result.groups)
     for (const auto& h : g.heads) {
-      if (h.isSparse) return std::nullopt;
       ++finished;
-      if (o.numerics != Numerics::None && std::isfinite(h.l1Quant) && h.l1Quant >= o.l1) {
-        ++overBudget;
-        quantMax = std::max(quantMax, h.l1Quant);
+      if (o.numerics != Numerics::None && !h.exact && std::isfinite(h.l1Quant) && h.l1Quant >= o.l1) {
+        over.push_back({g.name, h.head, h.l1Quant});
+        continue;
       }
+      ++others;
+      othersDense += h.isSparse ? 0 : 1;
     }
-  }
   if (finished == 0) return std::nullopt;
+  // No parameter can help when quantization alone costs the budget: the first cause, said first.
+  if (!over.empty()) {
+    DenseHint h;
+    h.quantization = true;
+    h.why = std::string("in ") + toString(o.numerics) + " quantization alone costs " +
+            format("%.0f of %.0f heads at least l1 %g", double(over.size()), double(finished), o.l1) +
+            " (dense L1: " + listHeads(over) +
+            "), so no θ, τ or λ can meet the budget there; they are marked dense and still run quantized";
+    h.fix =
+        "--exact-fallback head (tunes them in exact numerics, to be deployed on a full-precision kernel), or "
+        "raise --l1 and --l2 above their dense L1";
+    return h;
+  }
+  if (others == 0 || othersDense < others) return std::nullopt;
   bool topk = o.mode == SelectMode::TopK;
   DenseHint h;
   h.why = std::string("every head came out dense: no θ and ") + (topk ? "top-k" : "τ") +
           format(" kept L1 below %g while leaving out more than %.0f %% of the blocks", o.l1,
                  100 * o.minSparsity);
-  // No parameter can help when quantization alone costs the whole budget; only a larger one does.
-  if (overBudget == finished) {
-    h.why += std::string("; in ") + toString(o.numerics) +
-             format(
-                 " quantization alone already costs up to L1 %.3g, over the budget: raise --l1 (and --l2) "
-                 "above that",
-                 quantMax);
-    return h;
-  }
   // The diagonal blocks (an extension) give every causal row its own key, as the sink gives it key 0.
   if (causal && !o.sink && !o.diagonal) {
     h.why +=
@@ -220,6 +270,37 @@ std::optional<DenseHint> denseTuneHint(const TuneResult& result, bool causal) {
     h.fix = "--topk-mode";
   }
   return h;
+}
+
+std::string exactFallbackNote(const TuneResult& result) {
+  const TuneOptions& o = result.options;
+  std::vector<QuantHead> own;
+  int64_t exact = 0, finished = 0;
+  for (const auto& g : result.groups)
+    for (const auto& h : g.heads) {
+      ++finished;
+      if (o.numerics == Numerics::None || !h.exact) continue;
+      ++exact;
+      // Heads kept by --resume have no decision: their own dense L1 says whether it was theirs.
+      const auto cause = h.decision.exactCause;
+      if (cause == TuneDecision::ExactCause::OwnQuantization ||
+          (cause == TuneDecision::ExactCause::None && !(h.l1Quant < o.l1)))
+        own.push_back({g.name, h.head, h.l1Quant});
+    }
+  if (exact == 0) return "";
+  const size_t others = size_t(exact) - own.size();
+  std::string s = "exact fallback (" + std::string(toString(o.exactFallback)) + "): " +
+                  format("%.0f of %.0f heads tuned and recorded in exact numerics (\"numerics\": \"none\")",
+                         double(exact), double(finished));
+  if (!own.empty())
+    s += std::string(": in ") + toString(o.numerics) +
+         format(" quantization alone costs %.0f of them at least l1 %g (dense L1: ", double(own.size()), o.l1) +
+         listHeads(own) + ")";
+  if (others > 0 && !own.empty())
+    s += format(", %.0f more share their ", double(others)) +
+         (o.exactFallback == ExactFallback::Layer ? "entry or layer" : "entry");
+  return s + "; deploy those heads on a full-precision attention kernel (SpargeAttn's kernels are always "
+             "quantized)";
 }
 
 }  // namespace sparge::core

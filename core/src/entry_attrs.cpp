@@ -32,8 +32,20 @@ std::string readWindow(hid_t group, EntryInfo& info) {
       H5Sget_simple_extent_dims(space.get(), dims, nullptr) != 1 || dims[0] != 2)
     return "attribute window must hold exactly two values" + std::string(kWindowHelp);
   std::array<int64_t, 2> v{};
-  if (H5Aread(attr.get(), H5T_NATIVE_INT64, v.data()) < 0)
+  if (H5Tget_sign(type.get()) == H5T_SGN_NONE) {
+    // Read as int64, HDF5 would clamp values beyond 2^63 − 1 and show a wrong window.
+    std::array<uint64_t, 2> u{};
+    if (H5Aread(attr.get(), H5T_NATIVE_UINT64, u.data()) < 0)
+      return "attribute window is unreadable" + std::string(kWindowHelp);
+    for (size_t i = 0; i < 2; ++i) {
+      if (u[i] > uint64_t(INT64_MAX))
+        return "attribute window holds " + std::to_string(u[i]) + ", beyond the signed 64-bit range" +
+               std::string(kWindowHelp);
+      v[i] = int64_t(u[i]);
+    }
+  } else if (H5Aread(attr.get(), H5T_NATIVE_INT64, v.data()) < 0) {
     return "attribute window is unreadable" + std::string(kWindowHelp);
+  }
   info.window = Window{v[0], v[1]};
   return windowProblem(info.window, info.causal);
 }

@@ -1,6 +1,7 @@
 // Masks v1 writer, JSON, CSV and Markdown reports.
 #include "sparge/core/exports.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <fstream>
@@ -221,6 +222,19 @@ std::string errorSplitText(const char* what, const ErrorSums& deployed, const Er
          ", quantization alone " + cell(quant) + ")";
 }
 
+// The budget figures of a head, for the reports: its L1 over its batch items against the budget.
+struct HeadBudget {
+  bool known = false;
+  double budget = 0;
+  bool over = false;
+};
+HeadBudget headBudget(const EntryResult& r, int64_t head, const ReportBudget* budget) {
+  if (!budget) return {};
+  for (const auto& [h, e] : headErrors(r))
+    if (h == head) return {true, budget->l1, overBudget(e.l1(), budget->l1)};
+  return {};
+}
+
 std::string markdownRow(const std::vector<std::string>& cells) {
   std::string row = "|";
   for (const std::string& c : cells) row += " " + c + " |";
@@ -228,7 +242,7 @@ std::string markdownRow(const std::vector<std::string>& cells) {
 }
 
 // One entry of the Markdown report: what ran, its totals and a row per head.
-std::string markdownEntry(const EntryResult& r, const MarkdownExtras& extras) {
+std::string markdownEntry(const EntryResult& r, const MarkdownExtras& extras, const ReportBudget* budget) {
   const EntryInfo& e = r.info;
   const RunConfig& c = r.config;
   std::string s = "\n## " + utf8Safe(e.name) + "\n\n";
@@ -256,13 +270,17 @@ std::string markdownEntry(const EntryResult& r, const MarkdownExtras& extras) {
   s += formatted(
       "- Times (%s clock): predict %.2f ms, sparse %.2f ms, reference %s, metrics %.2f ms, total %.2f ms\n\n",
       t.clock.c_str(), t.predictMs, t.sparseMs, reference.c_str(), t.metricsMs, t.totalMs);
-  std::vector<std::string> header = {"batch",     "head",     "mode",    "θ",          "τ / top-k",
-                                     "λ",         "stage-1",  "PV skip", "total",      "L1",
-                                     "L1 sparse", "L1 quant", "cos",     "cos sparse", "cos quant"};
+  if (budget && budget->heldOut.count(e.name))
+    s += "- Held-out: the parameters were not tuned on this entry\n";
+  std::vector<std::string> header = {"batch",      "head",      "numerics", "mode",          "θ",
+                                     "τ / top-k",  "λ",         "stage-1",  "PV skip",       "total",
+                                     "L1",         "L1 sparse", "L1 quant", "L1 quant Q·Kᵀ", "cos",
+                                     "cos sparse", "cos quant"};
+  if (budget) header.push_back("budget");
   const size_t numeric = header.size();
   header.insert(header.end(), extras.headers.begin(), extras.headers.end());
   std::vector<std::string> align(header.size(), "---:");
-  align[2] = ":---";
+  align[2] = align[3] = ":---";
   for (size_t i = numeric; i < align.size(); ++i) align[i] = ":---:";
   s += markdownRow(header) + markdownRow(align);
   for (const HeadResult& h : r.heads) {
@@ -270,6 +288,7 @@ std::string markdownEntry(const EntryResult& r, const MarkdownExtras& extras) {
     const bool topk = p.mode == SelectMode::TopK;
     std::vector<std::string> row = {std::to_string(h.batch),
                                     std::to_string(h.head) + (h.hasNonFinite ? " (NaN/Inf)" : ""),
+                                    toString(c.numericsFor(h.head)),
                                     p.dense ? "dense" : (topk ? "top-k" : "cdf"),
                                     formatted("%.3f", p.theta),
                                     formatted("%.3f", topk ? p.topk : p.tau),
@@ -280,9 +299,14 @@ std::string markdownEntry(const EntryResult& r, const MarkdownExtras& extras) {
                                     measuredCell(h.error, h.error.l1(), 5),
                                     measuredCell(h.errorSparse, h.errorSparse.l1(), 5),
                                     measuredCell(h.errorQuant, h.errorQuant.l1(), 5),
+                                    measuredCell(h.errorQuantQk, h.errorQuantQk.l1(), 5),
                                     measuredCell(h.error, h.error.cosSim(), 6),
                                     measuredCell(h.errorSparse, h.errorSparse.cosSim(), 6),
                                     measuredCell(h.errorQuant, h.errorQuant.cosSim(), 6)};
+    if (budget) {
+      const HeadBudget hb = headBudget(r, h.head, budget);
+      row.push_back(formatted("%g", hb.budget) + (hb.over ? " **over**" : ""));
+    }
     if (extras.cells) {
       std::vector<std::string> more = extras.cells(r, h);
       more.resize(extras.headers.size());
@@ -303,7 +327,8 @@ void writeMasks(const std::string& path, const std::vector<EntryResult>& results
   writeTextAtomically(path, masksImage(path, results));
 }
 
-nlohmann::json reportJson(const std::vector<EntryResult>& results, const std::string& capturePath) {
+nlohmann::json reportJson(const std::vector<EntryResult>& results, const std::string& capturePath,
+                          const ReportBudget* budget) {
   nlohmann::json root;
   root["sparge_report_version"] = 1;
   root["capture"] = utf8Safe(capturePath);
@@ -328,6 +353,8 @@ nlohmann::json reportJson(const std::vector<EntryResult>& results, const std::st
     e["method"] = toString(r.config.method);
     e["totals"] = sparsityJson(r.sparsity);
     e["totals"].update(errorJson(r.error, r.errorSparse, r.errorQuant));
+    if (r.errorQuantQk.count > 0) e["totals"]["l1_quant_qk"] = finiteOr(r.errorQuantQk.l1(), -1);
+    if (budget) e["held_out"] = budget->heldOut.count(r.info.name) > 0;
     e["times_ms"] = {{"predict", r.times.predictMs},
                      {"sparse", r.times.sparseMs},
                      {"reference", r.times.referenceMs},
@@ -343,6 +370,12 @@ nlohmann::json reportJson(const std::vector<EntryResult>& results, const std::st
       nlohmann::json hj = {{"batch", h.batch}, {"head", h.head}};
       hj.update(sparsityJson(h.sparsity));
       hj.update(errorJson(h.error, h.errorSparse, h.errorQuant));
+      if (h.errorQuantQk.count > 0) hj["l1_quant_qk"] = finiteOr(h.errorQuantQk.l1(), -1);
+      hj["numerics"] = toString(r.config.numericsFor(h.head));
+      if (const HeadBudget hb = headBudget(r, h.head, budget); hb.known) {
+        hj["budget_l1"] = hb.budget;
+        hj["over_budget"] = hb.over;
+      }
       hj["params"] = paramsJson(h.params);
       if (r.config.method != Method::SpargeAttn)
         hj["params"][toString(r.config.method)] = methodParamsJson(r.config.method, h.params);
@@ -359,11 +392,12 @@ nlohmann::json reportJson(const std::vector<EntryResult>& results, const std::st
 }
 
 void writeReportJson(const std::string& path, const std::vector<EntryResult>& results,
-                     const std::string& capturePath) {
+                     const std::string& capturePath, const ReportBudget* budget) {
   // Names were made UTF-8 in reportJson; `replace` keeps any string we missed from failing the export.
   writeTextAtomically(
       path,
-      reportJson(results, capturePath).dump(2, ' ', false, nlohmann::json::error_handler_t::replace) + "\n");
+      reportJson(results, capturePath, budget).dump(2, ' ', false, nlohmann::json::error_handler_t::replace) +
+          "\n");
 }
 
 std::string csvField(const std::string& text) {
@@ -374,19 +408,20 @@ std::string csvField(const std::string& text) {
   return quoted + "\"";
 }
 
-std::string reportCsv(const std::vector<EntryResult>& results) {
+std::string reportCsv(const std::vector<EntryResult>& results, const ReportBudget* budget) {
   std::ostringstream out;
   out << "entry,batch,head,geometry,numerics,target,mode,simthreshd1,cdfthreshd,topk,pvthreshd,is_sparse,"
          "sparsity_stage1,pv_skip_rate,sparsity_total,sparsity_stage1_area,sparsity_total_area,l1,l1_sparse,"
-         "l1_quant,cos_sim,cos_sim_sparse,cos_sim_quant,rmse,rmse_sparse,rmse_quant,non_finite,method,"
-         "method_params\n";
+         "l1_quant,cos_sim,cos_sim_sparse,cos_sim_quant,rmse,rmse_sparse,rmse_quant,non_finite,l1_quant_qk,"
+         "budget_l1,over_budget,held_out,method,method_params\n";
   out.precision(8);
   for (const EntryResult& r : results)
     for (const HeadResult& h : r.heads) {
       const HeadParams& p = h.params;
       out << csvField(r.info.name) << ',' << h.batch << ',' << h.head << ',' << r.config.geometry.label()
-          << ',' << toString(r.config.numerics) << ',' << targetLabel(r.config.geometry, r.config.numerics)
-          << ',' << toString(p.mode) << ',' << p.theta << ',';
+          << ',' << toString(r.config.numericsFor(h.head)) << ','
+          << targetLabel(r.config.geometry, r.config.numericsFor(h.head)) << ',' << toString(p.mode) << ','
+          << p.theta << ',';
       if (p.mode == SelectMode::Cdf)
         out << p.tau << ",,";
       else
@@ -397,7 +432,14 @@ std::string reportCsv(const std::vector<EntryResult>& results) {
       for (const ErrorSums* e : {&h.error, &h.errorSparse, &h.errorQuant}) out << ',' << e->l1();
       for (const ErrorSums* e : {&h.error, &h.errorSparse, &h.errorQuant}) out << ',' << e->cosSim();
       for (const ErrorSums* e : {&h.error, &h.errorSparse, &h.errorQuant}) out << ',' << e->rmse();
-      out << ',' << (h.hasNonFinite ? 1 : 0) << ',' << toString(r.config.method) << ','
+      out << ',' << (h.hasNonFinite ? 1 : 0) << ',';
+      if (h.errorQuantQk.count > 0) out << h.errorQuantQk.l1();
+      if (const HeadBudget hb = headBudget(r, h.head, budget); hb.known)
+        out << ',' << hb.budget << ',' << (hb.over ? 1 : 0) << ','
+            << (budget->heldOut.count(r.info.name) ? 1 : 0);
+      else
+        out << ",,,";
+      out << ',' << toString(r.config.method) << ','
           << (r.config.method == Method::SpargeAttn
                   ? std::string()
                   : csvField(methodParamsJson(r.config.method, h.params).dump()))
@@ -406,26 +448,45 @@ std::string reportCsv(const std::vector<EntryResult>& results) {
   return out.str();
 }
 
-void writeReportCsv(const std::string& path, const std::vector<EntryResult>& results) {
-  writeTextAtomically(path, reportCsv(results));
+void writeReportCsv(const std::string& path, const std::vector<EntryResult>& results,
+                    const ReportBudget* budget) {
+  writeTextAtomically(path, reportCsv(results, budget));
 }
 
 std::string reportMarkdown(const std::vector<EntryResult>& results, const std::string& capturePath,
-                           const MarkdownExtras& extras) {
+                           const MarkdownExtras& extras, const ReportBudget* budget) {
   std::ostringstream o;
   o << "# Sparge Studio report\n\n- Capture: `" << capturePath << "`\n";
   o << "- L1 = Σ|O − O_ref| / Σ|O_ref| against the dense fp32 reference: **L1** is what deployment gives "
        "(sparse, in the chosen numerics), *sparse* the same mask and λ in exact numerics, *quant* every "
        "valid "
-       "block in the chosen numerics; the same three for the cosine similarity (cos). \"-\": not measured.\n";
+       "block in the head's numerics, *quant Q·Kᵀ* its INT8 Q·Kᵀ part (every valid block, P·V in fp32); the "
+       "same "
+       "three for the cosine similarity (cos). \"-\": not measured.\n";
+  if (budget)
+    o << formatted("- Budget: the parameter file's L1 %g (deployed); **over** marks heads above it.\n",
+                   budget->l1);
   if (!extras.legend.empty()) o << "\n" << extras.legend << "\n";
-  for (const EntryResult& r : results) o << markdownEntry(r, extras);
+  for (const EntryResult& r : results) o << markdownEntry(r, extras, budget);
   return o.str();
 }
 
 void writeReportMarkdown(const std::string& path, const std::vector<EntryResult>& results,
-                         const std::string& capturePath, const MarkdownExtras& extras) {
-  writeTextAtomically(path, reportMarkdown(results, capturePath, extras));
+                         const std::string& capturePath, const MarkdownExtras& extras,
+                         const ReportBudget* budget) {
+  writeTextAtomically(path, reportMarkdown(results, capturePath, extras, budget));
+}
+
+std::vector<std::pair<int64_t, ErrorSums>> headErrors(const EntryResult& r) {
+  std::vector<std::pair<int64_t, ErrorSums>> out;
+  for (const HeadResult& h : r.heads) {
+    auto it = std::find_if(out.begin(), out.end(), [&](const auto& p) { return p.first == h.head; });
+    if (it == out.end())
+      out.emplace_back(h.head, h.error);
+    else
+      it->second += h.error;
+  }
+  return out;
 }
 
 }  // namespace sparge::core

@@ -10,6 +10,8 @@
 #include <cstring>
 #include <vector>
 
+#include "sparge/core/types.h"
+
 namespace sparge::core::h5 {
 
 namespace {
@@ -92,11 +94,18 @@ std::optional<std::string> readString(hid_t attr) {
   return s;
 }
 
-std::optional<int64_t> readInteger(hid_t attr) {
+std::optional<int64_t> readInteger(hid_t attr, std::optional<uint64_t>* beyond) {
   Handle type = datatype(H5Aget_type(attr));
   if (!type || elementCount(attr) != 1) return std::nullopt;
   switch (H5Tget_class(type.get())) {
     case H5T_INTEGER: {
+      if (H5Tget_sign(type.get()) == H5T_SGN_NONE && H5Tget_size(type.get()) >= 8) {
+        uint64_t u = 0;
+        if (H5Aread(attr, H5T_NATIVE_UINT64, &u) < 0) return std::nullopt;
+        if (u <= uint64_t(INT64_MAX)) return int64_t(u);
+        if (beyond) *beyond = u;
+        return std::nullopt;
+      }
       int64_t v = 0;
       if (H5Aread(attr, H5T_NATIVE_INT64, &v) < 0) return std::nullopt;
       return v;
@@ -125,6 +134,9 @@ std::optional<int64_t> readInteger(hid_t attr) {
       }
       if (H5Tget_sign(base.get()) == H5T_SGN_2 && size < 8 && (u >> (8 * size - 1)) & 1u) {
         u |= ~uint64_t(0) << (8 * size);  // sign-extend
+      } else if (H5Tget_sign(base.get()) != H5T_SGN_2 && u > uint64_t(INT64_MAX)) {
+        if (beyond) *beyond = u;
+        return std::nullopt;
       }
       return static_cast<int64_t>(u);
     }
@@ -145,10 +157,9 @@ std::optional<double> readNumber(hid_t attr) {
 
 namespace {
 
-// Every dimension fits an int (block counts and engine loops use int) and every tensor's float32 copy
-// fits comfortably in int64 bytes, so no size computed from a shape can overflow.
-constexpr hsize_t kMaxDimension = 2147483647;
-constexpr hsize_t kMaxElements = hsize_t(1) << 59;
+// The shape limits of every entry (types.h).
+constexpr hsize_t kMaxDimension = hsize_t(core::kMaxDimension);
+constexpr hsize_t kMaxElements = hsize_t(core::kMaxTensorValues);
 
 std::string filterName(H5Z_filter_t id, const char* stored) {
   switch (id) {

@@ -83,7 +83,9 @@ Handle halfType();
 // Reading attributes of any reasonable encoding. Each returns nullopt when the attribute's type class
 // does not fit (the caller words the error) and throws nothing.
 std::optional<std::string> readString(hid_t attr);  // fixed or variable length
-std::optional<int64_t> readInteger(hid_t attr);     // integer, enum (h5py bool), integral float
+// Integer, enum (h5py bool), integral float. An unsigned value beyond 2^63 − 1 (HDF5 would clamp it to
+// that) gives nullopt and, when `beyond` is given, its exact value there.
+std::optional<int64_t> readInteger(hid_t attr, std::optional<uint64_t>* beyond = nullptr);
 std::optional<double> readNumber(hid_t attr);       // float or integer
 int64_t elementCount(hid_t attr);                   // number of values (1 for scalars)
 

@@ -22,8 +22,8 @@ void checkRegularInputFile(const std::string& path, const std::string& kind) {
     const char* type = S_ISFIFO(st.st_mode)   ? "a FIFO (named pipe)"
                        : S_ISSOCK(st.st_mode) ? "a socket"
                                               : "a device";
-    throw Error(path, std::string("is ") + type + ", not a regular file — pass a " + kind +
-                          " file (copy the data to a file first)");
+    throw Error(path, std::string("is ") + type + ", not a regular file — pass the " + kind +
+                          " as a regular file (copy the data to one first)");
   }
 }
 

@@ -100,23 +100,32 @@ void setMemoryLimit(double bytes) {
   gLimit.store(bytes > 0 ? bytes : 0.0);
 }
 
-void checkMemory(const MemoryEstimate& m, const std::string& what) {
+double memoryBudgetBytes() {
   const double limit = gLimit.load();
-  const double have = limit > 0 ? limit : availableMemoryBytes();
+  return limit > 0 ? limit : availableMemoryBytes();
+}
+
+void checkMemory(const MemoryEstimate& m, const std::string& what, const std::string& fix) {
+  const double limit = gLimit.load();
+  const double have = memoryBudgetBytes();
   if (have < 0 || m.total() <= have) return;
   std::string parts = "entry data " + gib(m.entryBytes);
   if (m.engineBytes > 0) parts += ", engine buffers " + gib(m.engineBytes);
   if (m.referenceBytes > 0) parts += ", dense reference " + gib(m.referenceBytes);
   const std::string source = limit > 0 ? "the --max-memory limit is " + gib(limit)
                                        : "only " + gib(have) + " is available (MemAvailable)";
-  throw Error(what, "needs about " + gib(m.total()) + " of memory (" + parts + "), but " + source +
-                        " — run fewer heads (--heads 0,1), another entry (--entry NAME), or raise the "
-                        "limit with --max-memory SIZE (e.g. --max-memory 64G) if you know it fits");
+  const std::string runFix =
+      "run fewer heads (--heads 0,1), another entry (--entry NAME), or raise the limit with --max-memory "
+      "SIZE "
+      "(e.g. --max-memory 64G) if you know it fits";
+  throw Error(what, "needs about " + gib(m.total()) + " of memory (" + parts + "), but " + source + " — " +
+                        (fix.empty() ? runFix : fix));
 }
 
 double parseByteSize(const std::string& text, const std::string& option) {
   const auto bad = [&] {
-    return Error(option, "'" + text + "' is not a size — use bytes or a number with K, M, G or T (e.g. 8G)");
+    return Error(option, "'" + shortForDisplay(text) +
+                             "' is not a size — use bytes or a number with K, M, G or T (e.g. 8G)");
   };
   char* end = nullptr;
   const double number = std::strtod(text.c_str(), &end);
@@ -135,14 +144,21 @@ double parseByteSize(const std::string& text, const std::string& option) {
     scale = 1024.0 * 1024 * 1024 * 1024;
   else if (!unit.empty() && unit != "B")
     throw bad();
-  return number * scale;
+  const double bytes = number * scale;
+  if (bytes < 1) throw bad();
+  // A product beyond every machine (1e300T is infinite) would mean "no limit" without saying so.
+  if (!(bytes <= kMaxByteSize))
+    throw Error(option, "'" + shortForDisplay(text) +
+                            "' is more than any machine's memory (at most 1 EiB, "
+                            "1048576T) — give the memory the run may use, e.g. 64G");
+  return bytes;
 }
 
 void checkRunMemory(const std::string& capturePath, const EntryInfo& entry, const Geometry& geometry,
                     size_t heads) {
   const int64_t count = heads > 0 ? int64_t(heads) : entry.headsQ;
   checkMemory(estimateRunMemory(entry, geometry, count),
-              printable(capturePath) + ":/entries/" + printable(entry.name));
+              shortForDisplay(capturePath) + ":/entries/" + shortForDisplay(entry.name));
 }
 
 }  // namespace sparge::core

@@ -3,6 +3,7 @@
 
 #include <cstdint>
 #include <cstdio>
+#include <string>
 
 namespace sparge::core {
 namespace {
@@ -86,6 +87,20 @@ std::string printable(std::string_view text) {
     }
   }
   return out;
+}
+
+std::string shortForDisplay(std::string_view text, size_t maxBytes) {
+  if (text.size() <= maxBytes) return printable(text);
+  // Cut points move back to the start of a UTF-8 sequence, so no character is split.
+  const auto boundary = [&](size_t i) {
+    while (i > 0 && i < text.size() && (static_cast<unsigned char>(text[i]) & 0xC0) == 0x80) --i;
+    return i;
+  };
+  const size_t tailBytes = maxBytes / 3;
+  const size_t head = boundary(maxBytes - tailBytes);
+  const size_t tail = boundary(text.size() - tailBytes);
+  return printable(text.substr(0, head)) + "…" + printable(text.substr(tail)) + " (" +
+         std::to_string(text.size()) + " bytes)";
 }
 
 }  // namespace sparge::core

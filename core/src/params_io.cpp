@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cmath>
 #include <fstream>
+#include <map>
 #include <nlohmann/json.hpp>
 #include <set>
 #include <sstream>
@@ -13,9 +14,10 @@
 #include "params_grid.h"
 #include "sparge/core/atomic_file.h"
 #include "sparge/core/error.h"
+#include "sparge/core/json_reader.h"
 #include "sparge/core/method_json.h"
-#include "sparge/core/quant.h"
 #include "sparge/core/names.h"
+#include "sparge/core/quant.h"
 
 namespace sparge::core {
 namespace {
@@ -26,10 +28,13 @@ const char* modeName(SelectMode m) {
   return m == SelectMode::Cdf ? "cdf" : "topk";
 }
 
-json headJson(const ParamsHead& h, SelectMode mode, Method method) {
+json headJson(const ParamsHead& h, SelectMode mode, Method method, Numerics fileNumerics) {
+  // Exact numerics in an exact file are no exception.
+  const bool exact = h.exact && fileNumerics != Numerics::None;
   json j;
   j["head"] = h.head;
   j["is_sparse"] = h.isSparse;
+  if (exact) j["numerics"] = toString(Numerics::None);
   if (method != Method::SpargeAttn) {
     j[toString(method)] = methodParamsJson(method, h.params);  // the method's own names, no θ / τ
   } else {
@@ -46,6 +51,12 @@ json headJson(const ParamsHead& h, SelectMode mode, Method method) {
   // Not measured (a head whose final verification fell back to an earlier probe): left out.
   if (std::isfinite(h.l1Sparse)) j["l1_sparse"] = h.l1Sparse;
   if (std::isfinite(h.l1Quant)) j["l1_quant"] = h.l1Quant;
+  if (std::isfinite(h.l1QuantQk)) j["l1_quant_qk"] = h.l1QuantQk;
+  if (h.heldOut)
+    j["held_out"] = {{"inputs", h.heldOut->inputs},
+                     {"violations", h.heldOut->violations},
+                     {"max_l1", h.heldOut->maxL1},
+                     {"max_l1_entry", utf8Safe(h.heldOut->maxL1Entry)}};
   return j;
 }
 
@@ -76,60 +87,13 @@ json traceJson(const TunedHead& th) {
   return t;
 }
 
-// Reader helpers: every failure names the source file and the JSON pointer of the offending value.
-class Reader {
- public:
-  explicit Reader(std::string source) : source_(std::move(source)) {}
-
-  [[noreturn]] void fail(const std::string& path, const std::string& problem) const {
-    throw Error(source_ + ":" + (path.empty() ? "/" : path), problem);
-  }
-
-  const json& member(const json& obj, const std::string& path, const std::string& key) const {
-    if (!obj.is_object()) fail(path, "expected a JSON object");
-    auto it = obj.find(key);
-    if (it == obj.end()) fail(path + "/" + key, "missing key \"" + key + "\"");
-    return *it;
-  }
-  const json* optional(const json& obj, const std::string& key) const {
-    auto it = obj.find(key);
-    return it == obj.end() ? nullptr : &*it;
-  }
-  double number(const json& v, const std::string& path) const {
-    if (!v.is_number()) fail(path, "expected a number, got " + std::string(v.type_name()));
-    const double d = v.get<double>();
-    if (!std::isfinite(d)) fail(path, "expected a finite number");
-    return d;
-  }
-  double number(const json& obj, const std::string& path, const std::string& key) const {
-    return number(member(obj, path, key), path + "/" + key);
-  }
-  int64_t integer(const json& obj, const std::string& path, const std::string& key) const {
-    const json& v = member(obj, path, key);
-    if (!v.is_number_integer())
-      fail(path + "/" + key, "expected an integer, got " + std::string(v.type_name()));
-    if (v.is_number_unsigned() && v.get<uint64_t>() > uint64_t(INT64_MAX))
-      fail(path + "/" + key, "integer out of range");
-    return v.get<int64_t>();
-  }
-  bool boolean(const json& obj, const std::string& path, const std::string& key) const {
-    const json& v = member(obj, path, key);
-    if (!v.is_boolean()) fail(path + "/" + key, "expected true or false, got " + std::string(v.type_name()));
-    return v.get<bool>();
-  }
-  std::string string(const json& v, const std::string& path) const {
-    if (!v.is_string()) fail(path, "expected a string, got " + std::string(v.type_name()));
-    return v.get<std::string>();
-  }
-  std::string string(const json& obj, const std::string& path, const std::string& key) const {
-    return string(member(obj, path, key), path + "/" + key);
-  }
-
- private:
-  std::string source_;
-};
+using Reader = JsonReader;
 
 }  // namespace
+
+Numerics numericsOf(const ParamsFile& f, const ParamsHead& h) {
+  return h.exact ? Numerics::None : f.numerics;
+}
 
 ParamsFile toParamsFile(const TuneResult& r, const std::string& capturePath) {
   ParamsFile f;
@@ -145,12 +109,14 @@ ParamsFile toParamsFile(const TuneResult& r, const std::string& capturePath) {
   f.sink = r.options.sink;
   f.diagonal = r.options.diagonal;
   f.method = r.options.method;
+  f.exactFallback = r.options.exactFallback;
   f.complete = !r.cancelled;
   for (const TunedGroup& g : r.groups) {
     if (g.heads.empty()) continue;
     ParamsGroup pg;
     pg.name = g.name;
     pg.entries = g.entries;
+    pg.tunedOn = g.tunedOn;
     pg.layer = g.layer;
     pg.headsQ = g.headsQ;
     pg.complete = g.complete && int64_t(g.heads.size()) == g.headsQ;
@@ -159,11 +125,13 @@ ParamsFile toParamsFile(const TuneResult& r, const std::string& capturePath) {
       ph.head = th.head;
       ph.params = th.params;
       ph.isSparse = th.isSparse;
+      ph.exact = th.exact && r.options.numerics != Numerics::None;
       ph.stage1Sparsity = th.stage1Sparsity;
       ph.totalSparsity = th.totalSparsity;
       ph.l1 = th.l1;
       ph.l1Sparse = th.l1Sparse;
       ph.l1Quant = th.l1Quant;
+      ph.l1QuantQk = th.l1QuantQk;
       pg.heads.push_back(ph);
     }
     f.groups.push_back(std::move(pg));
@@ -189,6 +157,7 @@ std::string paramsToJson(const ParamsFile& f, const TuneResult* traceSource) {
   root["sink"] = f.sink;
   root["diagonal"] = f.diagonal;
   if (f.method != Method::SpargeAttn) root["method"] = toString(f.method);
+  if (f.exactFallback) root["exact_fallback"] = toString(*f.exactFallback);
   if (f.permute != Permutation::None) root["permute"] = toString(f.permute);
   json groups = json::array();
   for (const ParamsGroup& g : f.groups) {
@@ -197,6 +166,12 @@ std::string paramsToJson(const ParamsFile& f, const TuneResult* traceSource) {
     jg["name"] = utf8Safe(g.name);
     jg["entries"] = json::array();
     for (const std::string& e : g.entries) jg["entries"].push_back(utf8Safe(e));
+    if (!g.tunedOn.empty()) {
+      jg["tuned_on"] = json::array();
+      for (const TunedOn& t : g.tunedOn)
+        jg["tuned_on"].push_back(
+            {{"capture", utf8Safe(t.capture)}, {"entry", utf8Safe(t.entry)}, {"digest", t.digest}});
+    }
     jg["layer"] = g.layer ? json(*g.layer) : json(nullptr);
     jg["heads_q"] = g.headsQ;
     jg["complete"] = g.complete;
@@ -208,7 +183,7 @@ std::string paramsToJson(const ParamsFile& f, const TuneResult* traceSource) {
       for (const TunedGroup& c : traceSource->groups)
         if (c.name == g.name) tg = &c;
     for (const ParamsHead& h : g.heads) {
-      json jh = headJson(h, f.mode, methodOf(f, g));
+      json jh = headJson(h, f.mode, methodOf(f, g), f.numerics);
       if (tg)
         if (const TunedHead* th = tg->find(h.head)) jh["trace"] = traceJson(*th);
       heads.push_back(jh);
@@ -287,6 +262,13 @@ void parseFileFields(const Reader& rd, const json& root, ParamsFile& f) {
   f.sink = rd.boolean(root, "", "sink");
   if (rd.optional(root, "diagonal")) f.diagonal = rd.boolean(root, "", "diagonal");
   if (const json* m = rd.optional(root, "method")) f.method = parseFileMethod(rd, *m, "/method");
+  if (const json* x = rd.optional(root, "exact_fallback")) {
+    try {
+      f.exactFallback = parseExactFallback(rd.string(*x, "/exact_fallback"));
+    } catch (const Error& e) {
+      rd.fail("/exact_fallback", e.problem());
+    }
+  }
   if (const json* p = rd.optional(root, "permute")) {
     try {
       f.permute = parsePermutation(rd.string(*p, "/permute"));
@@ -297,7 +279,8 @@ void parseFileFields(const Reader& rd, const json& root, ParamsFile& f) {
 }
 
 // SpargeAttn's θ and τ (or top-k) of one head.
-void readSpargeSelection(const Reader& rd, const json& jh, const std::string& hp, SelectMode mode, HeadParams& p) {
+void readSpargeSelection(const Reader& rd, const json& jh, const std::string& hp, SelectMode mode,
+                         HeadParams& p) {
   p.theta = rd.number(jh, hp, "simthreshd1");
   if (mode == SelectMode::Cdf) {
     if (rd.optional(jh, "topk")) rd.fail(hp + "/topk", "a cdf-mode file must not hold \"topk\"");
@@ -311,12 +294,51 @@ void readSpargeSelection(const Reader& rd, const json& jh, const std::string& hp
   }
 }
 
+HeldOut parseHeldOut(const Reader& rd, const json& j, const std::string& p) {
+  HeldOut h;
+  h.inputs = rd.integer(j, p, "inputs");
+  h.violations = rd.integer(j, p, "violations");
+  if (h.inputs < 0) rd.fail(p + "/inputs", "must be >= 0");
+  if (h.violations < 0 || h.violations > h.inputs) rd.fail(p + "/violations", "must be in [0, inputs]");
+  h.maxL1 = rd.number(j, p, "max_l1");
+  if (h.maxL1 < 0) rd.fail(p + "/max_l1", "must be >= 0");
+  h.maxL1Entry = rd.string(j, p, "max_l1_entry");
+  return h;
+}
+
+std::vector<TunedOn> parseTunedOn(const Reader& rd, const json& j, const std::string& p) {
+  if (!j.is_array() || j.empty()) rd.fail(p, "expected a non-empty array of {capture, entry, digest}");
+  std::vector<TunedOn> out;
+  for (size_t i = 0; i < j.size(); ++i) {
+    const std::string ip = p + "/" + std::to_string(i);
+    TunedOn t{rd.string(j[i], ip, "capture"), rd.string(j[i], ip, "entry"), rd.string(j[i], ip, "digest")};
+    if (t.entry.empty()) rd.fail(ip + "/entry", "must not be empty");
+    if (t.digest.empty()) rd.fail(ip + "/digest", "must not be empty");
+    out.push_back(std::move(t));
+  }
+  return out;
+}
+
 // One head of a group at JSON path hp; its index is checked against the group's head count.
 ParamsHead parseHead(const Reader& rd, const json& jh, const std::string& hp, const ParamsGroup& g,
-                     SelectMode mode, Method method, const std::string& source) {
+                     const ParamsFile& f, Method method, const std::string& source) {
+  const SelectMode mode = f.mode;
   if (!jh.is_object()) rd.fail(hp, "expected a JSON object");
   ParamsHead h;
   h.head = rd.integer(jh, hp, "head");
+  if (const json* n = rd.optional(jh, "numerics")) {
+    Numerics numerics = f.numerics;
+    try {
+      numerics = parseNumerics(rd.string(*n, hp + "/numerics"));
+    } catch (const Error& e) {
+      rd.fail(hp + "/numerics", e.problem());
+    }
+    // A head can only fall back from the file's numerics to exact ones.
+    if (numerics != f.numerics && numerics != Numerics::None)
+      rd.fail(hp + "/numerics", std::string("\"") + toString(numerics) + "\" in a file tuned in \"" +
+                                    toString(f.numerics) + "\" (a head may only differ by being \"none\")");
+    h.exact = numerics != f.numerics;
+  }
   if (h.head < 0 || h.head >= g.headsQ)
     rd.fail(hp + "/head",
             "head " + std::to_string(h.head) + " out of range [0, " + std::to_string(g.headsQ) + ")");
@@ -342,12 +364,14 @@ ParamsHead parseHead(const Reader& rd, const json& jh, const std::string& hp, co
   figure("l1", 0.0, 1e300, h.l1);
   figure("l1_sparse", 0.0, 1e300, h.l1Sparse);
   figure("l1_quant", 0.0, 1e300, h.l1Quant);
+  figure("l1_quant_qk", 0.0, 1e300, h.l1QuantQk);
+  if (const json* ho = rd.optional(jh, "held_out")) h.heldOut = parseHeldOut(rd, *ho, hp + "/held_out");
   validate(h.params, source + ":" + hp, method);
   return h;
 }
 
-ParamsGroup parseGroup(const Reader& rd, const json& jg, const std::string& gp, SelectMode mode,
-                       Method fileMethod, const std::string& source) {
+ParamsGroup parseGroup(const Reader& rd, const json& jg, const std::string& gp, const ParamsFile& f,
+                       const std::string& source) {
   if (!jg.is_object()) rd.fail(gp, "expected a JSON object");
   ParamsGroup g;
   g.name = rd.string(jg, gp, "name");
@@ -357,6 +381,7 @@ ParamsGroup parseGroup(const Reader& rd, const json& jg, const std::string& gp, 
     rd.fail(gp + "/entries", "expected a non-empty array of entry names");
   for (size_t i = 0; i < entries.size(); ++i)
     g.entries.push_back(rd.string(entries[i], gp + "/entries/" + std::to_string(i)));
+  if (const json* t = rd.optional(jg, "tuned_on")) g.tunedOn = parseTunedOn(rd, *t, gp + "/tuned_on");
   if (const json* l = rd.optional(jg, "layer"); l && !l->is_null()) g.layer = rd.integer(jg, gp, "layer");
   g.headsQ = rd.integer(jg, gp, "heads_q");
   if (g.headsQ <= 0) rd.fail(gp + "/heads_q", "must be positive");
@@ -368,7 +393,7 @@ ParamsGroup parseGroup(const Reader& rd, const json& jg, const std::string& gp, 
   std::set<int64_t> seen;
   for (size_t hi = 0; hi < heads.size(); ++hi) {
     const std::string hp = gp + "/heads/" + std::to_string(hi);
-    ParamsHead h = parseHead(rd, heads[hi], hp, g, mode, g.method.value_or(fileMethod), source);
+    ParamsHead h = parseHead(rd, heads[hi], hp, g, f, g.method.value_or(f.method), source);
     if (!seen.insert(h.head).second) rd.fail(hp + "/head", "duplicate head " + std::to_string(h.head));
     g.heads.push_back(h);
   }
@@ -391,10 +416,21 @@ ParamsFile parseParams(const std::string& text, const std::string& source) {
   const json& groups = rd.member(root, "", "groups");
   if (!groups.is_array()) rd.fail("/groups", "expected an array");
   std::set<std::string> names;
+  std::map<std::string, std::string> groupOf;  // entry -> the group that lists it
   for (size_t gi = 0; gi < groups.size(); ++gi) {
     const std::string gp = "/groups/" + std::to_string(gi);
-    ParamsGroup g = parseGroup(rd, groups[gi], gp, f.mode, f.method, source);
+    ParamsGroup g = parseGroup(rd, groups[gi], gp, f, source);
     if (!names.insert(g.name).second) rd.fail(gp + "/name", "duplicate group name \"" + g.name + "\"");
+    // An entry in two groups would get whichever group comes first, and --resume would keep both.
+    for (size_t i = 0; i < g.entries.size(); ++i) {
+      const auto [it, fresh] = groupOf.emplace(g.entries[i], g.name);
+      if (!fresh && it->second == g.name)
+        rd.fail(gp + "/entries/" + std::to_string(i), "entry \"" + g.entries[i] + "\" is listed twice");
+      if (!fresh)
+        rd.fail(gp + "/entries/" + std::to_string(i),
+                "entry \"" + g.entries[i] + "\" is listed in group \"" + it->second + "\" and in group \"" +
+                    g.name + "\": each entry must have one set of parameters — remove one of the groups");
+    }
     f.groups.push_back(std::move(g));
   }
   return f;
@@ -459,8 +495,17 @@ void applyParams(const ParamsFile& f, const std::string& source, const EntryInfo
   config.perHead = headParamsFor(f, source, info.name, info.layer, info.headsQ, config.defaults, warnings);
   const Method method = methodOf(f, *findGroup(f, info.name, info.layer));
   if (warnings && config.method != method)
-    warnings->push_back(source + ": using method " + toString(method) + " (the parameters were tuned with it)");
+    warnings->push_back(source + ": using method " + toString(method) +
+                        " (the parameters were tuned with it)");
   config.method = method;
+  // headParamsFor found the group; heads it lacks run in the file's numerics like the rest.
+  config.perHeadNumerics.clear();
+  const ParamsGroup* g = findGroup(f, info.name, info.layer);
+  if (g && std::any_of(g->heads.begin(), g->heads.end(),
+                       [&](const ParamsHead& h) { return numericsOf(f, h) != f.numerics; })) {
+    config.perHeadNumerics.assign(size_t(info.headsQ), f.numerics);
+    for (const ParamsHead& h : g->heads) config.perHeadNumerics[size_t(h.head)] = numericsOf(f, h);
+  }
   if (warnings) {
     if (!(config.geometry == f.geometry))
       warnings->push_back(source + ": using block geometry " + f.geometry.label() +

@@ -92,6 +92,7 @@ std::shared_ptr<const EntryData> permuteEntry(std::shared_ptr<const EntryData> e
   auto out = std::make_shared<EntryData>();
   out->info = in;
   out->info.permutation = p;
+  out->digest = entry->digest;  // the captured content's identity; the file records the order apart
   const int64_t qSlices = in.batch * in.headsQ, kvSlices = in.batch * in.headsKV;
   out->q = perm.q.empty() ? entry->q : permuteRows(entry->q, qSlices, in.tokensQ, in.headDim, perm.q);
   out->k = perm.kv.empty() ? entry->k : permuteRows(entry->k, kvSlices, in.tokensKV, in.headDim, perm.kv);

@@ -1,6 +1,7 @@
 // Aggregation of per-head counts and error sums, parameter validation, small parsers.
 #include "sparge/core/result.h"
 
+#include <algorithm>
 #include <cmath>
 
 #include "sparge/core/engine.h"
@@ -68,12 +69,72 @@ void aggregate(EntryResult& r) {
   r.error = {};
   r.errorSparse = {};
   r.errorQuant = {};
+  r.errorQuantQk = {};
   for (const HeadResult& h : r.heads) {
     r.sparsity += h.sparsity;
     r.error += h.error;
     r.errorSparse += h.errorSparse;
     r.errorQuant += h.errorQuant;
+    r.errorQuantQk += h.errorQuantQk;
   }
+}
+
+EntryResult joinHeadRuns(std::vector<EntryResult> parts) {
+  if (parts.empty()) return {};
+  EntryResult out = std::move(parts[0]);
+  for (size_t i = 1; i < parts.size(); ++i) {
+    EntryResult& part = parts[i];
+    for (HeadResult& h : part.heads) out.heads.push_back(std::move(h));
+    for (std::string& w : part.warnings)
+      if (std::find(out.warnings.begin(), out.warnings.end(), w) == out.warnings.end())
+        out.warnings.push_back(std::move(w));
+    out.times += part.times;
+    out.splitPending = out.splitPending || part.splitPending;
+  }
+  std::sort(out.heads.begin(), out.heads.end(), [](const HeadResult& a, const HeadResult& b) {
+    return a.batch != b.batch ? a.batch < b.batch : a.head < b.head;
+  });
+  aggregate(out);
+  return out;
+}
+
+int64_t rowsWithoutKeys(const EntryInfo& info) {
+  int64_t rows = 0;
+  for (int64_t t = 0; t < info.tokensQ; ++t)
+    if (visibleKeys(t, info.tokensKV, info.causal, info.window).empty()) ++rows;
+  return rows;
+}
+
+namespace {
+
+// What turns on a visible block in rows whose selection holds none; "" when nothing but more blocks would.
+std::string emptySelectionFix(const EntryResult& r, const HeadParams& p) {
+  if (p.dense) return "";
+  // The sink's block 0 lies outside the window of every row beyond the window's left reach.
+  if (!r.config.sink && r.info.window.left < 0) return "--sink keeps key block 0 on for every row";
+  if (!r.config.diagonal) return "--diagonal (an extension) keeps the block holding each row's own key on";
+  return p.mode == SelectMode::TopK ? "a larger top-k keeps more blocks" : "a larger τ keeps more blocks";
+}
+
+}  // namespace
+
+std::string emptyRowsWarning(const EntryResult& r, const HeadResult& h, int64_t windowRows) {
+  std::string text = "head " + std::to_string(h.head) +
+                     (r.info.batch > 1 ? " batch " + std::to_string(h.batch) : std::string()) + ": ";
+  const int64_t byWindow = std::min(windowRows, h.emptyRows);
+  const int64_t bySelection = h.emptyRows - byWindow;
+  if (byWindow > 0)
+    text += std::to_string(byWindow) + " query rows have no key inside their " +
+            (r.info.window.bounded() ? "window " + toString(r.info.window) : std::string("causal range")) +
+            " (the entry has " + std::to_string(r.info.tokensKV) +
+            " keys): their output is 0, as in dense attention";
+  if (bySelection > 0) {
+    const std::string fix = emptySelectionFix(r, h.params);
+    text += std::string(byWindow > 0 ? "; " : "") + std::to_string(bySelection) +
+            " query rows see no key in their selected blocks (output set to 0" +
+            (fix.empty() ? "" : "; " + fix) + ")";
+  }
+  return text;
 }
 
 EngineChoice parseEngineChoice(const std::string& text) {
@@ -85,6 +146,16 @@ EngineChoice parseEngineChoice(const std::string& text) {
 
 double Engine::runDenseBaseline(const std::string& name) {
   throw Error(this->name(), "no dense baseline '" + name + "' on this engine");
+}
+
+EntryResult withoutHeads(const EntryResult& shown) {
+  EntryResult r;
+  r.info = shown.info;
+  r.config = shown.config;
+  r.engine = shown.engine;
+  r.times = shown.times;
+  r.splitPending = true;
+  return r;
 }
 
 }  // namespace sparge::core

@@ -22,6 +22,17 @@ struct BlockPass {
   std::vector<float> selfSim;  // [nBlocks]
 };
 
+// A row of Q (mean == nullptr) or of K smoothed: K smoothing happens in half arithmetic, computed in fp32 and
+// rounded to the input type. One loop per type, so that each vectorises.
+void smoothedRow(const float* src, int64_t d, const float* mean, DType t, float* row) {
+  if (!mean)
+    std::copy(src, src + d, row);
+  else if (t == DType::BFloat16)
+    for (int64_t c = 0; c < d; ++c) row[c] = roundToBf16(src[c] - mean[c]);
+  else
+    for (int64_t c = 0; c < d; ++c) row[c] = roundToHalf(src[c] - mean[c]);
+}
+
 // One pass over Q (mean == nullptr) or K (mean = the per-head token mean, already rounded).
 BlockPass blockPass(const float* x, int64_t n, int64_t d, int blockSize, const float* mean, DType t) {
   const int64_t nBlocks = ceilDiv(n, blockSize);
@@ -36,14 +47,10 @@ BlockPass blockPass(const float* x, int64_t n, int64_t d, int blockSize, const f
     std::fill(unitSum.begin(), unitSum.end(), 0.0f);
     bool zeroRow = false;
     for (int64_t r = r0; r < r1; ++r) {
-      const float* src = x + r * d;
-      float norm2 = 0.0f;
-      for (int64_t c = 0; c < d; ++c) {
-        // K smoothing happens in half arithmetic: compute in fp32, round to the input type.
-        row[c] = mean ? roundToInput(src[c] - mean[c], t) : src[c];
-        sum[c] += row[c];
-        norm2 += row[c] * row[c];
-      }
+      smoothedRow(x + r * d, d, mean, t, row.data());
+      for (int64_t c = 0; c < d; ++c) sum[c] += row[c];
+      float norm2 = 0.0f;  // in column order, a sum of its own (the loops above vectorise)
+      for (int64_t c = 0; c < d; ++c) norm2 += row[c] * row[c];
       const float norm = std::sqrt(norm2);
       if (norm == 0.0f) zeroRow = true;
       // Unit vectors are stored as fp16 upstream, even for bf16 inputs.
@@ -162,8 +169,13 @@ SparsityCounts countSparsity(const BlockValidity& validity, const uint8_t* mask,
 std::vector<float> keyTokenMean(const float* k, int64_t nKv, int64_t d, DType inputType) {
   // Upstream casts float32 inputs to float16 first, so float32 captures are rounded like float16 ones.
   std::vector<double> acc(d, 0.0);
-  for (int64_t r = 0; r < nKv; ++r)
-    for (int64_t c = 0; c < d; ++c) acc[c] += roundToInput(k[r * d + c], inputType);
+  for (int64_t r = 0; r < nKv; ++r) {
+    const float* row = k + r * d;
+    if (inputType == DType::BFloat16)  // one loop per type, so that each vectorises
+      for (int64_t c = 0; c < d; ++c) acc[c] += roundToBf16(row[c]);
+    else
+      for (int64_t c = 0; c < d; ++c) acc[c] += roundToHalf(row[c]);
+  }
   std::vector<float> mean(d);
   for (int64_t c = 0; c < d; ++c) mean[c] = roundToInput(float(acc[c] / double(nKv)), inputType);
   return mean;
@@ -179,9 +191,9 @@ BlockStats computeBlockStats(const float* q, int64_t nQ, const float* k, int64_t
   st.nq = int(ceilDiv(nQ, geometry.blockQ));
   st.nk = int(ceilDiv(nKv, geometry.blockK));
 
-  const std::vector<float> mean = smoothK ? keyTokenMean(k, nKv, d, inputType) : std::vector<float>{};
+  if (smoothK) st.keyMean = keyTokenMean(k, nKv, d, inputType);
   BlockPass pq = blockPass(q, nQ, d, geometry.blockQ, nullptr, inputType);
-  BlockPass pk = blockPass(k, nKv, d, geometry.blockK, smoothK ? mean.data() : nullptr, inputType);
+  BlockPass pk = blockPass(k, nKv, d, geometry.blockK, smoothK ? st.keyMean.data() : nullptr, inputType);
   st.selfSimQ = std::move(pq.selfSim);
   st.selfSimK = std::move(pk.selfSim);
 
@@ -200,6 +212,48 @@ BlockStats computeBlockStats(const float* q, int64_t nQ, const float* k, int64_t
   }
   return st;
 }
+
+namespace {
+
+// One q-block row of Stage 1: the softmax of its predicted scores `row` (masked blocks -inf, largest
+// `rowMax`) rounded to float16 into `prob`, its blocks by descending probability into `order`, and how
+// many of them the row keeps (CDF up to tau, or top-k), at least one.
+int rankRowBlocks(const std::vector<float>& row, float rowMax, const HeadParams& p, float* prob,
+                  std::vector<int>& order) {
+  const int nk = int(row.size());
+  int keep = nk;
+  if (rowMax == kNegInf) {
+    // softmax of an all -inf row is NaN everywhere, and searchsorted on NaN keeps every block.
+    std::fill(prob, prob + nk, std::numeric_limits<float>::quiet_NaN());
+    std::iota(order.begin(), order.end(), 0);
+  } else {
+    float denom = 0.0f;
+    for (int j = 0; j < nk; ++j) denom += std::exp(row[j] - rowMax);
+    for (int j = 0; j < nk; ++j) prob[j] = roundToHalf(std::exp(row[j] - rowMax) / denom);
+    std::iota(order.begin(), order.end(), 0);
+    // Descending by probability; ties broken by index so results are deterministic.
+    std::stable_sort(order.begin(), order.end(), [&](int a, int b) { return prob[a] > prob[b]; });
+    if (p.mode == SelectMode::Cdf) {
+      float cdf = 0.0f;
+      keep = 0;
+      const float tau = float(p.tau);
+      for (int r = 0; r < nk; ++r) {
+        cdf += prob[order[r]];
+        if (roundToHalf(cdf) <= tau)
+          keep = r + 1;
+        else
+          break;
+      }
+    } else {
+      keep = int(std::trunc(float(p.topk) * float(nk)));
+    }
+  }
+  // An all-masked row only happens when every valid block of the row is forced on anyway.
+  if (rowMax == kNegInf) keep = nk;
+  return std::clamp(keep, 1, nk);
+}
+
+}  // namespace
 
 Stage1Mask selectBlocks(const BlockStats& st, const HeadParams& p, const ForcedBlocks& forced, int64_t nQ,
                         int64_t nKv) {
@@ -229,36 +283,7 @@ Stage1Mask selectBlocks(const BlockStats& st, const HeadParams& p, const ForcedB
       row[j] = masked ? kNegInf : st.scores[size_t(i) * nk + j];
       rowMax = std::max(rowMax, row[j]);
     }
-    int keep = nk;
-    if (rowMax == kNegInf) {
-      // softmax of an all -inf row is NaN everywhere, and searchsorted on NaN keeps every block.
-      std::fill(prow, prow + nk, std::numeric_limits<float>::quiet_NaN());
-      std::iota(order.begin(), order.end(), 0);
-    } else {
-      float denom = 0.0f;
-      for (int j = 0; j < nk; ++j) denom += std::exp(row[j] - rowMax);
-      for (int j = 0; j < nk; ++j) prow[j] = roundToHalf(std::exp(row[j] - rowMax) / denom);
-      std::iota(order.begin(), order.end(), 0);
-      // Descending by probability; ties broken by index so results are deterministic.
-      std::stable_sort(order.begin(), order.end(), [&](int a, int b) { return prow[a] > prow[b]; });
-      if (p.mode == SelectMode::Cdf) {
-        float cdf = 0.0f;
-        keep = 0;
-        const float tau = float(p.tau);
-        for (int r = 0; r < nk; ++r) {
-          cdf += prow[order[r]];
-          if (roundToHalf(cdf) <= tau)
-            keep = r + 1;
-          else
-            break;
-        }
-      } else {
-        keep = int(std::trunc(float(p.topk) * float(nk)));
-      }
-    }
-    // An all-masked row only happens when every valid block of the row is forced on anyway.
-    if (rowMax == kNegInf) keep = nk;
-    keep = std::clamp(keep, 1, nk);
+    const int keep = rankRowBlocks(row, rowMax, p, prow, order);
 
     // In an all-masked row upstream's searchsorted keeps every block, but the blocks that end up on are
     // exactly the forced (non-similar) valid columns, so they are reported as forced, not as selected.

@@ -3,7 +3,9 @@
 // sharpness varies by head, from diffuse heads to very sparse ones.
 #include "sparge/core/synthetic.h"
 
+#include <algorithm>
 #include <cmath>
+#include <cstdio>
 #include <random>
 
 #include "sparge/core/error.h"
@@ -56,6 +58,21 @@ std::vector<double> unitVector(Normal& n, int64_t d) {
   return v;
 }
 
+// K channel 0 of KV head hk becomes ±outlierValue and Q channel 0 of its query heads 0 (see SynthSpec). The
+// signs come from their own generator, so the other values are those of a capture without outliers.
+void plantOutliers(EntryData& e, const SynthSpec& s, int64_t b, int64_t hk) {
+  std::mt19937_64 signs(s.seed * 0x9E3779B97F4A7C15ull + uint64_t(b * s.headsKV + hk));
+  const int64_t d = s.headDim, group = s.headsQ / s.headsKV;
+  const int64_t nQ = e.info.tokensQ, nKv = e.info.tokensKV;
+  float* k = e.k.data() + ((b * s.headsKV + hk) * nKv) * d;
+  for (int64_t t = 0; t < nKv; ++t)
+    k[t * d] = roundTo(float((signs() & 1) ? s.outlierValue : -s.outlierValue), s.dtype);
+  for (int64_t hq = hk * group; hq < (hk + 1) * group; ++hq) {
+    float* q = e.q.data() + ((b * s.headsQ + hq) * nQ) * d;
+    for (int64_t t = 0; t < nQ; ++t) q[t * d] = 0.0f;
+  }
+}
+
 // Random Fourier features of an RBF kernel over (t, h, w): φ(p) = √(2/d) · cos(Ω p + β) with Ω's rows drawn
 // from N(0, diag(1/ℓt², 1/ℓ², 1/ℓ²)), so that φ(p)·φ(p') ≈ exp(−|Δt|²/2ℓt² − |Δh, Δw|²/2ℓ²): Q and K built
 // from φ give logits that fall with the distance on the grid, smooth in the position.
@@ -80,7 +97,9 @@ class GridFeatures {
   std::vector<double> omega_, beta_;
 };
 
-EntryInfo entryInfoOf(const SynthSpec& s) {
+}  // namespace
+
+EntryInfo syntheticEntryInfo(const SynthSpec& s) {
   EntryInfo info;
   info.name = s.name;
   info.batch = s.batch;
@@ -97,6 +116,8 @@ EntryInfo entryInfoOf(const SynthSpec& s) {
   info.grid = s.grid;
   return info;
 }
+
+namespace {
 
 // One (batch, KV head) of a grid entry: K and V, and Q of the query heads that share them. Head h scales the
 // smooth part by its own amplitude (diffuse to sharp heads); prompt tokens are random.
@@ -131,34 +152,70 @@ void fillGridHead(EntryData& e, const SynthSpec& s, Normal& n, int64_t b, int64_
 
 }  // namespace
 
-EntryData makeSyntheticEntry(const SynthSpec& s) {
-  if (s.batch <= 0 || s.headsQ <= 0 || s.headsKV <= 0 || s.tokensQ <= 0 || s.tokensKV <= 0 ||
-      s.headDim <= 0 || s.headDimV <= 0 || s.segment <= 0)
-    throw Error("synthetic capture", "every dimension must be positive");
+SynthProblem synthSpecProblem(const SynthSpec& s) {
+  const EntryInfo info = syntheticEntryInfo(s);
+  if (const EntryInfo::ShapeProblem p = info.shapeProblem(); !p.dimension.empty())
+    return {p.dimension, p.problem};
   if (s.headsQ % s.headsKV != 0)
-    throw Error("synthetic capture", "query heads (" + std::to_string(s.headsQ) +
-                                         ") must be a multiple of KV heads (" + std::to_string(s.headsKV) +
-                                         ")");
-  if (s.grid && s.causal) throw Error("synthetic capture", "a grid entry is bidirectional: drop --causal");
+    return {"kv-heads", "query heads (" + std::to_string(s.headsQ) + ") must be a multiple of KV heads (" +
+                            std::to_string(s.headsKV) + ")"};
+  for (int64_t h : s.outlierKvHeads)
+    if (h < 0 || h >= s.headsKV)
+      return {"outlier-heads",
+              "KV head " + std::to_string(h) + " out of range [0, " + std::to_string(s.headsKV) + ")"};
+  if (!std::isfinite(s.outlierValue) || std::fabs(s.outlierValue) > 60000)
+    return {"outlier-value", "must be a finite number of magnitude <= 60000 (float16 range)"};
+  if (s.grid && s.causal) return {"causal", "a grid entry is bidirectional: drop --causal"};
   if (s.grid)
-    if (std::string p =
-            gridProblem(*s.grid, s.grid->offset + s.grid->count(), s.grid->offset + s.grid->count());
-        !p.empty())
-      throw Error("synthetic capture", p);
+    if (std::string p = gridProblem(*s.grid, info.tokensQ, info.tokensKV); !p.empty()) return {"grid", p};
+  if (s.segment < 1) return {"segment", std::to_string(s.segment) + " tokens: a segment holds at least 1"};
+  // Beyond it the largest values overflow float16 (and NaN or a negative one would make every value NaN).
+  if (!(s.sharpness >= 0 && s.sharpness <= kMaxSharpness)) {
+    char text[64];
+    std::snprintf(text, sizeof text, "%g", s.sharpness);
+    return {"sharpness", std::string(text) + " is outside [0, " + std::to_string(int(kMaxSharpness)) +
+                             "] — larger values overflow float16, negative ones give NaN"};
+  }
+  return {};
+}
+
+double syntheticEntryBytes(const SynthSpec& s) {
+  const EntryInfo info = syntheticEntryInfo(s);
+  const double b = double(s.batch);
+  const double data = 4.0 * b *
+                      (double(s.headsQ) * double(info.tokensQ) * double(s.headDim) +
+                       double(s.headsKV) * double(info.tokensKV) * double(s.headDim + s.headDimV));
+  // One KV head's topic directions at a time: a vector of head-dim doubles per segment.
+  const double segments =
+      double(ceilDiv(std::max(info.tokensQ, info.tokensKV), std::max<int64_t>(1, s.segment)));
+  return data + segments * (8.0 * double(s.headDim) + 32.0);
+}
+
+EntryData makeSyntheticEntry(const SynthSpec& s) {
+  if (const SynthProblem p = synthSpecProblem(s); !p.field.empty())
+    throw Error("synthetic capture: " + p.field, p.problem);
   EntryData e;
-  e.info = entryInfoOf(s);
+  e.info = syntheticEntryInfo(s);
+  // synthSpecProblem keeps every tensor within kMaxTensorValues: these products cannot overflow.
   const EntryInfo& info = e.info;
   e.q.resize(size_t(s.batch * s.headsQ * info.tokensQ * s.headDim));
   e.k.resize(size_t(s.batch * s.headsKV * info.tokensKV * s.headDim));
   e.v.resize(size_t(s.batch * s.headsKV * info.tokensKV * s.headDimV));
   const int64_t d = s.headDim;
   Normal n(s.seed);
+  auto outliers = [&](int64_t b, int64_t hk) {
+    if (std::find(s.outlierKvHeads.begin(), s.outlierKvHeads.end(), hk) != s.outlierKvHeads.end())
+      plantOutliers(e, s, b, hk);
+  };
   if (s.grid) {
     for (int64_t b = 0; b < s.batch; ++b)
-      for (int64_t hk = 0; hk < s.headsKV; ++hk) fillGridHead(e, s, n, b, hk);
+      for (int64_t hk = 0; hk < s.headsKV; ++hk) {
+        fillGridHead(e, s, n, b, hk);
+        outliers(b, hk);
+      }
     return e;
   }
-  const int64_t segments = (std::max(s.tokensQ, s.tokensKV) + s.segment - 1) / s.segment;
+  const int64_t segments = ceilDiv(std::max(s.tokensQ, s.tokensKV), s.segment);
   for (int64_t b = 0; b < s.batch; ++b)
     for (int64_t hk = 0; hk < s.headsKV; ++hk) {
       std::vector<std::vector<double>> topics;
@@ -185,6 +242,7 @@ EntryData makeSyntheticEntry(const SynthSpec& s) {
               float((sink ? kAmp * sinkDir[c] : kAmp * topics[t / s.segment][c]) + 0.25 * n.next()), s.dtype);
         for (int64_t c = 0; c < s.headDimV; ++c) v[t * s.headDimV + c] = roundTo(float(n.next()), s.dtype);
       }
+      outliers(b, hk);
     }
   return e;
 }

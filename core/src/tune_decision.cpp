@@ -91,7 +91,40 @@ std::string lambda(const TuneDecision& d) {
   return "";
 }
 
+// Why the head was tuned in exact numerics, as a prefix; empty when it was not.
+std::string exact(const TuneDecision& d) {
+  using E = TuneDecision::ExactCause;
+  const std::string quant = std::string(toString(d.quantNumerics));
+  switch (d.exactCause) {
+    case E::None:
+      return "";
+    case E::OwnQuantization:
+      return "exact numerics (dense L1 in " + quant + " " + num(d.quantL1) + " >= l1 " + num(d.l1Budget) +
+             "); ";
+    case E::SameEntry:
+      return "exact numerics (another head of its entry breaks l1 in " + quant + "; own " + num(d.quantL1) +
+             "); ";
+    case E::SameLayer:
+      return "exact numerics (a head of its layer breaks l1 in " + quant + "; own " + num(d.quantL1) + "); ";
+  }
+  return "";
+}
+
 }  // namespace
+
+const char* toString(TuneDecision::ExactCause c) {
+  switch (c) {
+    case TuneDecision::ExactCause::None:
+      return "none";
+    case TuneDecision::ExactCause::OwnQuantization:
+      return "own-quantization";
+    case TuneDecision::ExactCause::SameEntry:
+      return "same-entry";
+    case TuneDecision::ExactCause::SameLayer:
+      return "same-layer";
+  }
+  return "?";
+}
 
 const char* toString(TuneDecision::Basis b) {
   switch (b) {
@@ -144,7 +177,7 @@ const char* toString(TuneDecision::LambdaSource s) {
 }
 
 std::string describe(const TuneDecision& d) {
-  return selection(d) + lambda(d);
+  return exact(d) + selection(d) + lambda(d);
 }
 
 std::ostream& operator<<(std::ostream& os, const TuneDecision& d) {

@@ -51,6 +51,27 @@ void TuneOptions::validate(const std::string& where) const {
   sparge::core::validate(methodBase, where, method);
 }
 
+const char* toString(ExactFallback f) {
+  switch (f) {
+    case ExactFallback::Off:
+      return "off";
+    case ExactFallback::Head:
+      return "head";
+    case ExactFallback::Entry:
+      return "entry";
+    case ExactFallback::Layer:
+      return "layer";
+  }
+  return "?";
+}
+
+ExactFallback parseExactFallback(const std::string& text) {
+  for (ExactFallback f :
+       {ExactFallback::Off, ExactFallback::Head, ExactFallback::Entry, ExactFallback::Layer})
+    if (text == toString(f)) return f;
+  throw Error("--exact-fallback", "unknown value \"" + text + "\" (expected off, head, entry or layer)");
+}
+
 const char* toString(ProbePhase p) {
   switch (p) {
     case ProbePhase::Select:
@@ -89,6 +110,7 @@ TuneInput TuneInput::fromData(std::shared_ptr<const EntryData> data) {
 std::vector<TuneGroupInput> makeGroups(const std::vector<TuneInput>& entries, bool byLayer) {
   std::vector<TuneGroupInput> groups;
   std::map<int64_t, size_t> byLayerIndex;
+  std::map<std::string, size_t> byName;  // the same entry of several captures
   for (const TuneInput& e : entries) {
     if (byLayer && e.layer) {
       auto it = byLayerIndex.find(*e.layer);
@@ -97,14 +119,27 @@ std::vector<TuneGroupInput> makeGroups(const std::vector<TuneInput>& entries, bo
         continue;
       }
       byLayerIndex[*e.layer] = groups.size();
-      groups.push_back(TuneGroupInput{"layer " + std::to_string(*e.layer), e.layer, {e}});
+      groups.push_back(TuneGroupInput{"layer " + std::to_string(*e.layer), e.layer, {e}, {}});
       continue;
     }
-    groups.push_back(TuneGroupInput{e.name, e.layer, {e}});
+    auto it = byName.find(e.name);
+    if (it != byName.end()) {
+      groups[it->second].entries.push_back(e);
+      continue;
+    }
+    byName[e.name] = groups.size();
+    groups.push_back(TuneGroupInput{e.name, e.layer, {e}, {}});
   }
-  // A layer with a single entry is just that entry.
-  for (TuneGroupInput& g : groups)
-    if (g.entries.size() == 1) g.name = g.entries[0].name;
+  for (TuneGroupInput& g : groups) {
+    // A layer whose entries all have one name (one entry of several captures) is named by it.
+    bool oneName = true;
+    for (const TuneInput& e : g.entries) oneName = oneName && e.name == g.entries[0].name;
+    if (oneName) g.name = g.entries[0].name;
+    if (!g.layer) continue;
+    for (const TuneGroupInput& other : groups)
+      if (&other != &g && other.layer == g.layer)
+        g.layerPeers.insert(g.layerPeers.end(), other.entries.begin(), other.entries.end());
+  }
   return groups;
 }
 
@@ -151,7 +186,7 @@ TuneResult tuneEntry(Engine& engine, std::shared_ptr<const EntryData> entry, con
                      const TuneCallbacks& callbacks) {
   if (!entry) throw Error("tune", "no entry given");
   std::vector<TuneGroupInput> groups = {
-      TuneGroupInput{entry->info.name, entry->info.layer, {TuneInput::fromData(entry)}}};
+      TuneGroupInput{entry->info.name, entry->info.layer, {TuneInput::fromData(entry)}, {}}};
   return tune(engine, groups, options, callbacks);
 }
 

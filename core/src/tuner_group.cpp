@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cmath>
 
+#include "sparge/core/digest.h"
 #include "sparge/core/error.h"
 #include "sparge/core/method_knob.h"
 #include "sparge/core/run_request.h"
@@ -60,13 +61,21 @@ GroupRunner::GroupRunner(Engine& engine, const TuneOptions& o, const TuneCallbac
 void GroupRunner::run() {
   group_.name = input_.name;
   group_.layer = input_.layer;
-  for (const TuneInput& e : input_.entries) group_.entries.push_back(e.name);
+  for (const TuneInput& e : input_.entries)
+    if (std::find(group_.entries.begin(), group_.entries.end(), e.name) == group_.entries.end())
+      group_.entries.push_back(e.name);
+  inputs_.assign(input_.entries.size(), TunedOn{});
   // The first entry fixes the head count (others are checked on load).
   setEntry(0);
   group_.headsQ = headsQ_;
+  exact_.assign(size_t(headsQ_), 0);
+  exactCause_.assign(size_t(headsQ_), TuneDecision::ExactCause::None);
+  quantL1_.assign(size_t(headsQ_), std::numeric_limits<double>::quiet_NaN());
+  quantQkL1_ = quantL1_;
   heads_ = resolveRunHeads(engine_.entry()->info, probeConfig(), o_.heads);
   work_.assign(size_t(headsQ_), TunedHead{});
   for (int64_t h : heads_) work_[size_t(h)].head = h;
+  if (o_.numerics != Numerics::None) scanQuantization();
   if (input_.entries.size() == 1)
     runSingle();
   else if (o_.method == Method::SpargeAttn)
@@ -93,8 +102,19 @@ void GroupRunner::setEntry(size_t idx) {
     throw Error("tune " + input_.name, "entries tuned together must have the same number of query heads (" +
                                            in.name + " has " + std::to_string(data->info.headsQ) + ", " +
                                            input_.entries[0].name + " has " + std::to_string(headsQ_) + ")");
-  engine_.setEntry(std::move(data));
+  if (inputs_[idx].entry.empty()) {
+    inputs_[idx] = TunedOn{in.capture, in.name, data->digest.empty() ? entryDigest(*data) : data->digest};
+    group_.tunedOn.clear();
+    for (const TunedOn& t : inputs_)
+      if (!t.entry.empty()) group_.tunedOn.push_back(t);
+  }
+  useEntry(std::move(data));
   current_ = int(idx);
+}
+
+void GroupRunner::useEntry(std::shared_ptr<const EntryData> data) {
+  engine_.setEntry(std::move(data));
+  current_ = -1;
 }
 
 // The run-wide settings of every probe; per-head parameters are filled in by the probes.
@@ -107,6 +127,11 @@ RunConfig GroupRunner::probeConfig() const {
   cfg.sink = o_.sink;
   cfg.diagonal = o_.diagonal;
   cfg.perHead.assign(size_t(headsQ_), cfg.defaults);
+  if (std::find(exact_.begin(), exact_.end(), 1) != exact_.end()) {
+    cfg.perHeadNumerics.assign(size_t(headsQ_), o_.numerics);
+    for (size_t h = 0; h < exact_.size(); ++h)
+      if (exact_[h]) cfg.perHeadNumerics[h] = Numerics::None;
+  }
   return cfg;
 }
 
@@ -147,16 +172,18 @@ void GroupRunner::lockstep(int32_t entry, const std::vector<HeadTask*>& tasks,
 }
 
 // One engine run; per head, the figures summed over the batch items.
-std::map<int64_t, Measured> GroupRunner::evaluate(const RunConfig& config,
-                                                  const std::vector<int64_t>& heads) {
+std::map<int64_t, Measured> GroupRunner::evaluate(const RunConfig& config, const std::vector<int64_t>& heads,
+                                                  bool quantBreakdown) {
   RunOptions ro;
   ro.cancel = cb_.cancel;
   ro.computeError = true;
+  ro.quantBreakdown = quantBreakdown;
   ro.heads = heads;
   const EntryResult res = engine_.run(config, ro);
   ++result_.probes;
   std::map<int64_t, std::pair<SparsityCounts, ErrorSums>> sums;
   std::map<int64_t, std::pair<ErrorSums, ErrorSums>> splitSums;  // sparse alone, quantization alone
+  std::map<int64_t, ErrorSums> qkSums;                           // the INT8 Q·Kᵀ part
   std::map<int64_t, Measured> measured;
   for (const HeadResult& hr : res.heads) {
     auto& s = sums[hr.head];
@@ -164,6 +191,7 @@ std::map<int64_t, Measured> GroupRunner::evaluate(const RunConfig& config,
     s.second += hr.error;
     splitSums[hr.head].first += hr.errorSparse;
     splitSums[hr.head].second += hr.errorQuant;
+    qkSums[hr.head] += hr.errorQuantQk;
     Measured& m = measured[hr.head];
     addRecall(m, hr, res.info.tokensQ, config.geometry.blockQ);
     m.simQ.insert(m.simQ.end(), hr.selfSimQ.begin(), hr.selfSimQ.end());
@@ -179,6 +207,7 @@ std::map<int64_t, Measured> GroupRunner::evaluate(const RunConfig& config,
     m.l1 = it->second.second.l1();
     m.l1Sparse = splitSums[h].first.l1();
     m.l1Quant = splitSums[h].second.l1();
+    if (qkSums[h].count > 0) m.l1QuantQk = qkSums[h].l1();
   }
   return measured;
 }
@@ -275,6 +304,7 @@ void GroupRunner::report(double groupFraction) {
 }
 
 void GroupRunner::publish(int64_t h) {
+  recordExact(work_[size_t(h)]);
   group_.heads.push_back(std::move(work_[size_t(h)]));
   std::sort(group_.heads.begin(), group_.heads.end(),
             [](const TunedHead& a, const TunedHead& b) { return a.head < b.head; });

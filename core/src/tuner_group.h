@@ -48,13 +48,21 @@ class GroupRunner {
 
   // Evaluation.
   void setEntry(size_t idx);
+  void useEntry(std::shared_ptr<const EntryData> data);
   RunConfig probeConfig() const;
   void lockstep(int32_t entry, const std::vector<HeadTask*>& tasks,
                 const std::function<void(int64_t)>& onDone, const std::function<double(double)>& progressOf);
-  std::map<int64_t, Measured> evaluate(const RunConfig& config, const std::vector<int64_t>& heads);
+  std::map<int64_t, Measured> evaluate(const RunConfig& config, const std::vector<int64_t>& heads,
+                                       bool quantBreakdown = false);
   void recordProbe(int64_t head, int32_t entry, const Probe& p, const Measured& m, bool pass);
   std::vector<Chosen> verifyAcross(const std::vector<std::vector<Probe>>& candidates, bool acceptLast,
                                    ProgressSpan span);
+  // Exact fallback (tuner_fallback.cpp): every head's dense L1 in the tuned numerics, and which heads are
+  // tuned in exact numerics because of it.
+  void scanQuantization();
+  std::map<int64_t, Measured> scanCurrent(const std::vector<int64_t>& heads);
+  void chooseExactHeads(const std::vector<uint8_t>& ownHit, bool entryHit, bool layerHit);
+  void recordExact(TunedHead& th) const;
   // Progress and results.
   void report(double groupFraction);
   void publish(int64_t h);
@@ -83,6 +91,12 @@ class GroupRunner {
   std::vector<int64_t> heads_;
   std::vector<TunedHead> work_;
   ProbePhase phase_ = ProbePhase::Select;
+  std::vector<TunedOn> inputs_;  // per entry, once loaded (its digest)
+  // Per head: tuned in exact numerics (ExactFallback), why, and its dense L1 (and its INT8 Q·Kᵀ part) in
+  // the tuned numerics, max over the group's entries (NaN when not scanned).
+  std::vector<uint8_t> exact_;
+  std::vector<TuneDecision::ExactCause> exactCause_;
+  std::vector<double> quantL1_, quantQkL1_;
 };
 
 }  // namespace sparge::core::tuning

@@ -18,6 +18,8 @@ struct Measured {
   // The same run in exact numerics, and dense in the tuned numerics (NaN when not measured).
   double l1Sparse = std::numeric_limits<double>::quiet_NaN(),
          l1Quant = std::numeric_limits<double>::quiet_NaN();
+  // Dense with INT8 Q·Kᵀ and fp32 P·V (only in the quantization scan; NaN otherwise).
+  double l1QuantQk = std::numeric_limits<double>::quiet_NaN();
   // Self-similarity of every Q / K block of every batch item (empty when the engine does not report
   // them); used to find θ values that give identical masks.
   std::vector<float> simQ, simK;

@@ -3,10 +3,13 @@
 
 #include <algorithm>
 #include <cctype>
+#include <cstdio>
 #include <initializer_list>
+#include <utility>
 
 #include "enum_names.h"
 #include "sparge/core/capture.h"
+#include "sparge/core/checked_math.h"
 #include "sparge/core/error.h"
 
 namespace sparge::core {
@@ -128,9 +131,36 @@ std::string toString(const Window& w) {
 
 int64_t EntryInfo::bytesOnDisk() const {
   const int64_t elem = dtype == DType::Float32 ? 4 : 2;
-  const int64_t values = batch * headsQ * tokensQ * headDim + batch * headsKV * tokensKV * headDim +
-                         batch * headsKV * tokensKV * headDimV;
-  return values * elem;
+  const auto q = checkedProduct({batch, headsQ, tokensQ, headDim, elem});
+  const auto kv = checkedProduct({batch, headsKV, tokensKV, headDim + headDimV, elem});
+  const auto sum = q && kv ? checkedSum(*q, *kv) : std::nullopt;
+  return sum.value_or(INT64_MAX);
+}
+
+EntryInfo::ShapeProblem EntryInfo::shapeProblem() const {
+  const std::pair<const char*, int64_t> dims[] = {
+      {"batch", batch},        {"heads", headsQ}, {"kv-heads", headsKV}, {"tokens", tokensQ},
+      {"kv-tokens", tokensKV}, {"dim", headDim},  {"dim-v", headDimV}};
+  for (const auto& [name, value] : dims)
+    if (value < 1 || value > kMaxDimension)
+      return {name, std::to_string(value) + " is outside 1 … " + std::to_string(kMaxDimension)};
+  struct Tensor {
+    const char* name;
+    int64_t heads, tokens, dim;
+    const char* dimensions;  // its factors, named as `sparge synth` names them
+  };
+  const Tensor tensors[] = {{"q", headsQ, tokensQ, headDim, "batch/heads/tokens/dim"},
+                            {"k", headsKV, tokensKV, headDim, "batch/kv-heads/kv-tokens/dim"},
+                            {"v", headsKV, tokensKV, headDimV, "batch/kv-heads/kv-tokens/dim-v"}};
+  for (const Tensor& t : tensors)
+    if (!checkedProduct({batch, t.heads, t.tokens, t.dim}, kMaxTensorValues)) {
+      const double values = double(batch) * double(t.heads) * double(t.tokens) * double(t.dim);
+      char text[64];
+      std::snprintf(text, sizeof text, "%.3g", values);
+      return {t.dimensions, std::string(t.name) + " would hold " + text +
+                                " values (batch × heads × tokens × dim), more than any machine holds (2^59)"};
+    }
+  return {};
 }
 
 }  // namespace sparge::core

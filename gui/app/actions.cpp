@@ -9,6 +9,7 @@
 #include "app/app.h"
 #include "app/set_option.h"
 #include "sparge/core/error.h"
+#include "sparge/core/names.h"
 #include "sparge/core/params_io.h"
 
 namespace fs = std::filesystem;
@@ -57,16 +58,23 @@ std::optional<ProfileArg> parseProfileArg(const std::string& s) {
   return p;
 }
 
-// Checks the argument of a verb; throws sparge::Error naming the action.
-void validateArgument(const Action& a) {
-  std::string where = "--action " + a.text;
+// Checks the argument of a verb (an export's target before any work: capturePath is the capture the
+// session will open, empty for the bundled sample); throws sparge::Error naming the action.
+void validateArgument(const Action& a, const std::string& capturePath) {
+  std::string where = "--action " + core::shortForDisplay(a.text);
   const CommandInfo& c = *a.command;
   if (c.arg == ActionArg::Required && a.arg.empty())
     throw Error(where, std::string("needs a value (") + c.verb + "=...)");
   if (c.arg == ActionArg::None && !a.arg.empty()) throw Error(where, "takes no value");
   switch (c.id) {
     case CommandId::ExportReport:
-      if (reportFormatOf(a.arg).empty()) throw Error(where, "the report must end in .json, .csv or .md");
+      checkExportTarget(ExportKind::Report, a.arg, where, capturePath);
+      break;
+    case CommandId::ExportMasks:
+      checkExportTarget(ExportKind::Masks, a.arg, where, capturePath);
+      break;
+    case CommandId::ExportParams:
+      checkExportTarget(ExportKind::Params, a.arg, where, capturePath);
       break;
     case CommandId::TuneHead:
     case CommandId::TuneCancel:
@@ -116,14 +124,14 @@ void validateArgument(const Action& a) {
 }
 }  // namespace
 
-Action parseAction(const std::string& text) {
+Action parseAction(const std::string& text, const std::string& capturePath) {
   Action a;
   a.text = text;
   auto eq = text.find('=');
   a.command = commandForVerb(text.substr(0, eq));
   if (eq != std::string::npos) a.arg = text.substr(eq + 1);
-  if (!a.command) throw Error("--action " + text, "unknown action");
-  validateArgument(a);
+  if (!a.command) throw Error("--action " + core::shortForDisplay(text), "unknown action");
+  validateArgument(a, capturePath);
   return a;
 }
 
@@ -206,6 +214,9 @@ void ActionRunner::start(const Action& a) {
     case CommandId::LoadParams:
       session_.files().importParams(a.arg);
       break;
+    case CommandId::LoadEval:
+      session_.files().loadEval(a.arg);
+      break;
     case CommandId::TuneHead:
     case CommandId::TuneCancel:
       session_.tuning().autoTune(*parseScope(a.arg));
@@ -238,27 +249,9 @@ void ActionRunner::start(const Action& a) {
     case CommandId::PresetCdf:
       session_.applyPreset(*parsePreset(a.arg));
       break;
-    case CommandId::Set: {
-      // Through the same command as the controls, so that follow-budget and the per-head overrides
-      // behave as they do for a user.
-      core::RunConfig c = session_.runs().config();
-      Budget b = session_.tuning().budget();
-      try {
-        applySetting(a.arg, c, b);
-      } catch (const std::exception& e) {
-        fail(a, e.what());
-        return;
-      }
-      if (b.l2 <= b.l1) b.l2 = b.l1 * 1.15;
-      c.perHead = session_.runs().config().perHead;  // a default changes; overrides stay overrides
-      if (!(c.defaults == session_.runs().config().defaults)) {
-        session_.runs().setParams(c.defaults, ApplyTarget::AllHeads);
-        c.perHead.clear();
-      }
-      session_.runs().applyConfig(c);
-      session_.tuning().setBudget(b);
+    case CommandId::Set:
+      applySet(a);
       break;
-    }
     case CommandId::Follow:
       session_.tuning().setFollowBudget(a.arg == "1");
       break;
@@ -280,6 +273,27 @@ void ActionRunner::start(const Action& a) {
       fail(a, "not an automation action");
       break;
   }
+}
+
+// `set=KEY=VALUE`: through the same command as the controls, so that follow-budget and the per-head
+// overrides behave as they do for a user.
+void ActionRunner::applySet(const Action& a) {
+  core::RunConfig c = session_.runs().config();
+  Budget b = session_.tuning().budget();
+  try {
+    applySetting(a.arg, c, b);
+  } catch (const std::exception& e) {
+    fail(a, e.what());
+    return;
+  }
+  if (b.l2 <= b.l1) b.l2 = b.l1 * 1.15;
+  c.perHead = session_.runs().config().perHead;  // a default changes; overrides stay overrides
+  if (!(c.defaults == session_.runs().config().defaults)) {
+    session_.runs().setParams(c.defaults, ApplyTarget::AllHeads);
+    c.perHead.clear();
+  }
+  session_.runs().applyConfig(c);
+  session_.tuning().setBudget(b);
 }
 
 bool ActionRunner::noticeSince(const std::string& needle) const {
@@ -417,6 +431,11 @@ void ActionRunner::finish(const Action& a) {
       break;
     case CommandId::LoadParams:
       checkLoadedParams(a);
+      break;
+    case CommandId::LoadEval:
+      if (!session_.checks().eval() || session_.checks().evalPath() != a.arg)
+        fail(a, session_.messages().hasError() ? session_.messages().frontError()
+                                               : std::string("the evaluation report was not loaded"));
       break;
     case CommandId::TuneHead:
       checkTune(a);

@@ -21,8 +21,9 @@ struct Action {
   std::string text;  // as given, for messages
 };
 
-// Throws sparge::Error naming the action for unknown verbs or missing / bad arguments.
-Action parseAction(const std::string& text);
+// Throws sparge::Error naming the action for unknown verbs or missing / bad arguments; an export's target
+// is checked here, before any work (checkExportTarget, against `capturePath`, the capture to be opened).
+Action parseAction(const std::string& text, const std::string& capturePath = "");
 
 // Runs the actions one by one, driven once per frame from the automation loop.
 class ActionRunner {
@@ -42,6 +43,7 @@ class ActionRunner {
  private:
   enum class Phase { Start, Running, Wait };
   void start(const Action& a);
+  void applySet(const Action& a);  // the `set` action
   void finish(const Action& a);  // checks the outcome; sets failed_ on a problem
   void fail(const Action& a, const std::string& why);
   bool noticeSince(const std::string& needle) const;

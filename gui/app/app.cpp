@@ -184,7 +184,6 @@ bool App::enabled(CommandId id) const {
 
 void App::run(CommandId id) {
   if (!enabled(id)) return;
-  const auto selected = session_.capture().selected;
   switch (id) {
     case CommandId::OpenCapture:
       browser_.open("Open capture", FileBrowser::Mode::Open, defaultDir(), {".h5", ".hdf5"});
@@ -196,6 +195,10 @@ void App::run(CommandId id) {
     case CommandId::LoadParams:
       browser_.open("Load parameters", FileBrowser::Mode::Open, defaultDir(), {".json"});
       browser_.setPurpose("import_params");
+      break;
+    case CommandId::LoadEval:
+      browser_.open("Open evaluation report", FileBrowser::Mode::Open, defaultDir(), {".json"});
+      browser_.setPurpose("load_eval");
       break;
     case CommandId::ExportMasks:
       startExport("export", "Export masks (.h5)", ".h5", "_masks");
@@ -218,6 +221,15 @@ void App::run(CommandId id) {
     case CommandId::Quit:
       platform_.requestClose();
       break;
+    default:
+      runSessionCommand(id);
+      break;
+  }
+}
+
+// The commands that run, tune, profile or sweep the session, or apply a preset.
+void App::runSessionCommand(CommandId id) {
+  switch (id) {
     case CommandId::Rerun:
       session_.runs().rerun();
       break;
@@ -260,6 +272,16 @@ void App::run(CommandId id) {
     case CommandId::PresetStored:
       session_.applyPreset(core::Preset::Tuned);
       break;
+    default:
+      runViewCommand(id);
+      break;
+  }
+}
+
+// The commands that move between heads and views, change the text size or the layout, or open help.
+void App::runViewCommand(CommandId id) {
+  const auto selected = session_.capture().selected;
+  switch (id) {
     case CommandId::NextHead:
       session_.selectHead({selected.batch, selected.head + 1});
       break;
@@ -304,6 +326,8 @@ void App::drawDialogs() {
       openFile(chosen);
     } else if (p == "import_params") {
       session_.files().importParams(chosen);
+    } else if (p == "load_eval") {
+      session_.files().loadEval(chosen);
     } else if (p == "export_params") {
       session_.files().exportParams(chosen);
     } else if (p == "export" && fs::path(chosen).extension() == ".h5") {

@@ -50,6 +50,8 @@ class App {
   void drawAbout();
   void drawErrorModal();
   bool enabled(CommandId id) const;
+  void runSessionCommand(CommandId id);  // run()'s commands on the session
+  void runViewCommand(CommandId id);     // run()'s commands on the views and the window
   void startExport(const std::string& purpose, const std::string& title, const std::string& ext,
                    const std::string& suffix);
   void screenshotNow();
@@ -67,6 +69,7 @@ class App {
   bool showAbout_ = false, showShortcuts_ = false;
   std::optional<core::DenseHint> hint_;  // for the results of generation hintGeneration_
   uint64_t hintGeneration_ = ~uint64_t{0};
+  uint64_t hintChecks_ = ~uint64_t{0};  // ... and of the loaded files (their budget)
   float pendingFontScale_ = 0;
   float baseScale_ = 1;
 };

@@ -25,6 +25,8 @@ const CommandInfo kCommands[] = {
   {C::OpenSample, "File", "Open bundled sample", {}, "open the sample capture that ships with the app"},
   {C::LoadParams, "File", "Load parameters (.json)...", {}, "load tuned parameters onto the selected entry",
    "load-params", A::Required, "P.json"},
+  {C::LoadEval, "File", "Open evaluation report (.eval.json)...", {},
+   "open a model-level evaluation report (sparge-eval's eval.json)", "load-eval", A::Required, "P.eval.json"},
   {C::ExportMasks, "File/Export", "Masks (.h5, masks v1)...", {ctrl(GLFW_KEY_E)}, "export masks (.h5)",
    "export-masks", A::Required, "P.h5"},
   {C::ExportParams, "File/Export", "Parameters (.json)...", {ctrlShift(GLFW_KEY_S)}, "export parameters",

@@ -13,6 +13,7 @@ enum class CommandId {
   OpenCapture,
   OpenSample,
   LoadParams,
+  LoadEval,
   ExportMasks,
   ExportParams,
   ExportReportJson,

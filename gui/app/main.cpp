@@ -15,6 +15,8 @@
 #include "session.h"
 #include "settings.h"
 #include "sparge/core/data_dir.h"
+#include "sparge/core/names.h"
+#include "sparge/core/parallel.h"
 #include "sparge/kernels/engine_factory.h"
 
 namespace fs = std::filesystem;
@@ -40,8 +42,15 @@ std::optional<int> parseCommandLine(int argc, char** argv, Startup& st) {
   try {
     st.options = parseOptions(argc, argv);
   } catch (const std::exception& e) {
-    std::fprintf(stderr, "sparge-studio: %s\n%s", e.what(), usageText());
+    std::fprintf(stderr, "sparge-studio: %s\n%s", core::shortForDisplay(e.what(), 4096).c_str(), usageText());
     return 2;
+  }
+  if (const int usable = core::usableThreads(st.options.threads); st.options.threads > usable) {
+    std::fprintf(
+        stderr,
+        "sparge-studio: note: --threads %d capped at %d (%d per hardware thread of this machine's %d)\n",
+        st.options.threads, usable, core::kThreadsPerHardwareThread, core::hardwareThreads());
+    st.options.threads = usable;
   }
   if (st.options.help) {
     std::fputs(usageText(), stdout);
@@ -49,9 +58,10 @@ std::optional<int> parseCommandLine(int argc, char** argv, Startup& st) {
     return 0;
   }
   try {
-    for (const auto& a : st.options.actions) st.actions.push_back(parseAction(a));
+    for (const auto& a : st.options.actions) st.actions.push_back(parseAction(a, st.options.file));
   } catch (const std::exception& e) {
-    std::fprintf(stderr, "sparge-studio: %s\n%s", e.what(), actionHelp().c_str());
+    std::fprintf(stderr, "sparge-studio: %s\n%s", core::shortForDisplay(e.what(), 4096).c_str(),
+                 actionHelp().c_str());
     return 2;
   }
   st.automation = !st.options.screenshot.empty() || !st.actions.empty();
@@ -180,6 +190,7 @@ int main(int argc, char** argv) {
     App app(session, settings, *platform, st.automation);
     app.setupStyleAndFonts(platform->contentScale());
     openInitialCapture(app, session, st);
+    if (!st.options.eval.empty()) session.files().loadEval(st.options.eval);
     if (st.automation) {
       AutomationOptions ao{st.options.screenshot, st.options.frames, st.options.timeoutSeconds};
       result = runAutomation(app, session, *platform, ao, std::move(st.actions));

@@ -1,10 +1,13 @@
 #include "options.h"
 
-#include <cstdlib>
-#include <cstring>
+#include <tuple>
+#include <utility>
 
 #include "app/set_option.h"
 #include "sparge/core/error.h"
+#include "sparge/core/names.h"
+#include "sparge/core/option_values.h"
+#include "sparge/core/types.h"
 
 namespace sparge::gui {
 
@@ -12,6 +15,7 @@ const char* usageText() {
   static const std::string text =
       std::string(
           "usage: sparge-studio [FILE.h5] [--set key=value]... [--entry NAME] [--head N] [--batch N]\n"
+          "         [--eval EVAL.json]\n"
           "         [--action VERB[=ARG]]... [--screenshot OUT.png] [--frames N] [--size WxH]\n"
           "         [--backend auto|glfw|egl] [--engine auto|cpu|cuda] [--threads N] [--timeout S]\n"
           "         [--mouse X,Y] [--font-scale F]\n"
@@ -25,75 +29,91 @@ const char* usageText() {
   return text.c_str();
 }
 
+namespace {
+
+// "WxH" / "X,Y": two values split at `separator`, each checked by `parse`.
+template <class Parse>
+auto pairOf(const std::string& value, char separator, const char* option, const char* form, Parse parse) {
+  const size_t at = value.find(separator);
+  if (at == std::string::npos) throw Error(option, std::string("expected ") + form);
+  return std::make_pair(parse(value.substr(0, at)), parse(value.substr(at + 1)));
+}
+
+// One option and its value (argv[i + 1] for options that take one), checked by the rules the CLI's options
+// follow (core/option_values.h): empty values, NaN, infinities, overflow and out-of-range numbers refused.
+void parseOption(const std::string& a, const std::string& v, AppOptions& o) {
+  using core::parseInteger;
+  using core::parseReal;
+  const char* f = a.c_str();
+  if (a == "--set") {
+    o.settings.push_back(v);
+  } else if (a == "--entry") {
+    if (v.empty()) throw Error(f, "the value is empty — give an entry name");
+    o.entry = v;
+  } else if (a == "--eval") {
+    if (v.empty()) throw Error(f, "the value is empty — give an evaluation report (eval.json)");
+    o.eval = v;
+  } else if (a == "--head") {
+    o.head = parseInteger(v, f, 0, core::kMaxDimension - 1);
+  } else if (a == "--batch") {
+    o.batch = parseInteger(v, f, 0, core::kMaxDimension - 1);
+  } else if (a == "--screenshot") {
+    if (core::outputFormat(v, {".png"}).empty())
+      throw Error(f, "the screenshot is written as PNG: give a name ending in .png");
+    o.screenshot = v;
+  } else if (a == "--action") {
+    o.actions.push_back(v);
+  } else if (a == "--frames") {
+    o.frames = int(parseInteger(v, f, 1, 100000));
+  } else if (a == "--size") {
+    std::tie(o.width, o.height) =
+        pairOf(v, 'x', f, "WxH", [&](const std::string& n) { return int(parseInteger(n, f, 320, 8192)); });
+  } else if (a == "--backend") {
+    if (v != "auto" && v != "glfw" && v != "egl") throw Error(f, "auto, glfw or egl");
+    o.backend = v;
+  } else if (a == "--engine") {
+    o.engine = v;
+  } else if (a == "--threads") {
+    o.threads = int(parseInteger(v, f, 0, 1 << 20));
+  } else if (a == "--timeout") {
+    o.timeoutSeconds = parseReal(v, f, 1e-3, 7 * 24 * 3600.0);
+  } else if (a == "--mouse") {
+    o.mouse =
+        pairOf(v, ',', f, "X,Y", [&](const std::string& n) { return float(parseReal(n, f, -1e6, 1e6)); });
+  } else if (a == "--font-scale") {
+    o.fontScale = float(parseReal(v, f, kMinFontScale, kMaxFontScale));
+  }
+}
+
+bool takesValue(const std::string& a) {
+  static const char* const options[] = {"--set",        "--entry",   "--eval",    "--head",  "--batch",
+                                        "--screenshot", "--action",  "--frames",  "--size",  "--backend",
+                                        "--engine",     "--threads", "--timeout", "--mouse", "--font-scale"};
+  for (const char* o : options)
+    if (a == o) return true;
+  return false;
+}
+
+}  // namespace
+
 AppOptions parseOptions(int argc, char** argv) {
   AppOptions o;
-  auto need = [&](int& i, const char* flag) -> std::string {
-    if (i + 1 >= argc) throw Error(flag, "needs a value");
-    return argv[++i];
-  };
-  auto toInt = [](const std::string& v, const char* flag) {
-    char* end = nullptr;
-    long long x = std::strtoll(v.c_str(), &end, 10);
-    if (v.empty() || *end) throw Error(flag, "not an integer: '" + v + "'");
-    return x;
-  };
-  auto toDouble = [](const std::string& v, const char* flag) {
-    char* end = nullptr;
-    double x = std::strtod(v.c_str(), &end);
-    if (v.empty() || *end) throw Error(flag, "not a number: '" + v + "'");
-    return x;
-  };
+  bool fileGiven = false;
   for (int i = 1; i < argc; ++i) {
-    std::string a = argv[i];
+    const std::string a = argv[i];
     if (a == "-h" || a == "--help") {
       o.help = true;
-    } else if (a == "--set") {
-      o.settings.push_back(need(i, "--set"));
-    } else if (a == "--entry") {
-      o.entry = need(i, "--entry");
-    } else if (a == "--head") {
-      o.head = toInt(need(i, "--head"), "--head");
-    } else if (a == "--batch") {
-      o.batch = toInt(need(i, "--batch"), "--batch");
-    } else if (a == "--screenshot") {
-      o.screenshot = need(i, "--screenshot");
-    } else if (a == "--action") {
-      o.actions.push_back(need(i, "--action"));
-    } else if (a == "--frames") {
-      o.frames = static_cast<int>(toInt(need(i, "--frames"), "--frames"));
-      if (o.frames < 1) throw Error("--frames", "must be >= 1");
-    } else if (a == "--size") {
-      std::string v = need(i, "--size");
-      auto x = v.find('x');
-      if (x == std::string::npos) throw Error("--size", "expected WxH");
-      o.width = static_cast<int>(toInt(v.substr(0, x), "--size"));
-      o.height = static_cast<int>(toInt(v.substr(x + 1), "--size"));
-      if (o.width < 320 || o.height < 240 || o.width > 8192 || o.height > 8192)
-        throw Error("--size", "out of range");
-    } else if (a == "--backend") {
-      o.backend = need(i, "--backend");
-      if (o.backend != "auto" && o.backend != "glfw" && o.backend != "egl")
-        throw Error("--backend", "auto, glfw or egl");
-    } else if (a == "--engine") {
-      o.engine = need(i, "--engine");
-    } else if (a == "--threads") {
-      o.threads = static_cast<int>(toInt(need(i, "--threads"), "--threads"));
-    } else if (a == "--timeout") {
-      o.timeoutSeconds = toDouble(need(i, "--timeout"), "--timeout");
-    } else if (a == "--mouse") {
-      std::string v = need(i, "--mouse");
-      auto c = v.find(',');
-      if (c == std::string::npos) throw Error("--mouse", "expected X,Y");
-      o.mouse = std::make_pair(static_cast<float>(toDouble(v.substr(0, c), "--mouse")),
-                               static_cast<float>(toDouble(v.substr(c + 1), "--mouse")));
-    } else if (a == "--font-scale") {
-      o.fontScale = static_cast<float>(toDouble(need(i, "--font-scale"), "--font-scale"));
     } else if (!a.empty() && a[0] == '-') {
-      throw Error(a, "unknown option");
-    } else if (o.file.empty()) {
+      if (!takesValue(a)) throw Error(core::shortForDisplay(a), "unknown option");
+      if (i + 1 >= argc) throw Error(a, "needs a value");
+      parseOption(a, argv[++i], o);
+    } else if (a.empty()) {
+      throw Error("capture file", "the path is empty — give a capture file (or none for the bundled sample)");
+    } else if (!fileGiven) {
       o.file = a;
+      fileGiven = true;
     } else {
-      throw Error(a, "only one capture file can be given");
+      throw Error(core::shortForDisplay(a), "only one capture file can be given");
     }
   }
   return o;

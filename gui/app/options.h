@@ -7,10 +7,15 @@
 
 namespace sparge::gui {
 
+// The font scales the settings keep (settings.cpp clamps a saved one to the same range).
+inline constexpr double kMinFontScale = 0.5;
+inline constexpr double kMaxFontScale = 3.0;
+
 struct AppOptions {
   std::string file;                  // capture to open; empty = the bundled sample
   std::vector<std::string> settings;  // --set key=value
   std::string entry;                 // --entry NAME
+  std::string eval;                  // --eval FILE: an evaluation report (eval.json) to show
   std::optional<long long> head;     // --head N
   std::optional<long long> batch;    // --batch N
   std::string screenshot;            // --screenshot OUT.png: render, wait for results, write, exit
@@ -26,7 +31,8 @@ struct AppOptions {
   bool help = false;
 };
 
-// Parses argv; throws sparge::Error with a usage message on bad input.
+// Parses argv with the CLI's rules for values (core/option_values.h); throws sparge::Error naming the option
+// on bad input (an empty capture path, NaN, out-of-range numbers ...), before any window opens.
 AppOptions parseOptions(int argc, char** argv);
 const char* usageText();
 

@@ -1,9 +1,9 @@
 #include "set_option.h"
 
 #include <cmath>
-#include <stdexcept>
 
 #include "sparge/core/error.h"
+#include "sparge/core/option_values.h"
 
 namespace sparge::gui {
 
@@ -12,15 +12,8 @@ struct Value {
   std::string text;
   std::string where;
 
-  double number() const {
-    try {
-      size_t used = 0;
-      double v = std::stod(text, &used);
-      if (used == text.size()) return v;
-    } catch (const std::logic_error&) {
-    }
-    throw Error(where, "not a number: '" + text + "'");
-  }
+  // A finite number, by the CLI's rules (core/option_values.h): "", "nan", "inf", "1e400" are refused.
+  double number() const { return core::parseReal(text, where); }
   bool boolean() const {
     if (text == "1" || text == "true" || text == "on" || text == "yes") return true;
     if (text == "0" || text == "false" || text == "off" || text == "no") return false;

@@ -50,6 +50,44 @@ void drawActivity(const Session& s) {
   int k = static_cast<int>(ImGui::GetTime() * 8) % 4;
   ImGui::TextColored(ImVec4(0.93f, 0.67f, 0.24f, 1), "%c %s", spin[k], act.c_str());
 }
+
+// The dense-run hint: why the run is nearly all dense (or quantization alone breaks the budget), shortened
+// to leave room for the button that applies the preset which shows sparsity.
+void drawDenseHint(const core::DenseHint& hint, Session& s) {
+  separator();
+  std::string label = hint.preset ? std::string("Apply: ") + core::toString(*hint.preset) : std::string();
+  float buttonW =
+      label.empty() ? 0 : ImGui::CalcTextSize(label.c_str()).x + ImGui::GetStyle().FramePadding.x * 4;
+  std::string text = (hint.quantization ? "Quantization breaks the budget: " : "Nearly all dense: ") +
+                     hint.why + "." +
+                     (hint.quantization && !hint.fix.empty() ? " Fix: " + hint.fix + "." : "");
+  // The sentence gives way to the button: shortened to fit, whole in its tooltip.
+  float room = ImGui::GetWindowWidth() - ImGui::GetCursorPosX() - buttonW - ImGui::GetFontSize();
+  std::string shown = fitText(text, room);
+  ImGui::TextColored(ImVec4(0.93f, 0.67f, 0.24f, 1), "%s", shown.c_str());
+  if (shown != text) itemTooltip(text.c_str());
+  if (!label.empty()) {
+    ImGui::SameLine();
+    if (ImGui::SmallButton(label.c_str())) s.applyPreset(*hint.preset);
+  }
+}
+
+// The latest notice, or else the latest warning, at the end of the line.
+void drawLatestNotice(const Session& s) {
+  const auto& notices = s.messages().notices();
+  const auto& warnings = s.messages().warnings();
+  std::string tail = !notices.empty() ? notices.back() : (!warnings.empty() ? warnings.back() : "");
+  if (!tail.empty()) {
+    // Right-aligned after what the line already shows, shortened (full text on hover) where it would not
+    // fit.
+    const float start = ImGui::GetItemRectMax().x - ImGui::GetWindowPos().x + 20;
+    const float room = ImGui::GetWindowWidth() - 12 - start;
+    const std::string shown = fitText(tail, std::max(room, 0.0f));
+    ImGui::SameLine(std::max(start, ImGui::GetWindowWidth() - 12 - ImGui::CalcTextSize(shown.c_str()).x));
+    ImGui::TextDisabled("%s", shown.c_str());
+    if (shown != tail) itemTooltip(tail.c_str());
+  }
+}
 }  // namespace
 
 void App::drawStatusBar(float height) {
@@ -89,40 +127,18 @@ void App::drawStatusBar(float height) {
     ImGui::SameLine();
     ImGui::TextDisabled("|  %.1f fps", ImGui::GetIO().Framerate);
   }
-  if (hintGeneration_ != session_.runs().resultGeneration()) {
+  // With loaded parameters their budget is known: quantization that alone breaks it is the first cause.
+  if (hintGeneration_ != session_.runs().resultGeneration() ||
+      hintChecks_ != session_.checks().generation()) {
     hintGeneration_ = session_.runs().resultGeneration();
-    hint_ = r ? core::denseRunHint(std::span<const core::EntryResult>(r.get(), 1)) : std::nullopt;
+    hintChecks_ = session_.checks().generation();
+    hint_ = r ? core::denseRunHint(std::span<const core::EntryResult>(r.get(), 1), session_.checks().budget())
+              : std::nullopt;
   }
-  const std::optional<core::DenseHint>& hint = hint_;
-  if (hint) {
-    separator();
-    std::string label = hint->preset ? std::string("Apply: ") + core::toString(*hint->preset) : std::string();
-    float buttonW =
-        label.empty() ? 0 : ImGui::CalcTextSize(label.c_str()).x + ImGui::GetStyle().FramePadding.x * 4;
-    std::string text = "Nearly all dense: " + hint->why + ".";
-    // The sentence gives way to the button: shortened to fit, whole in its tooltip.
-    float room = ImGui::GetWindowWidth() - ImGui::GetCursorPosX() - buttonW - ImGui::GetFontSize();
-    std::string shown = fitText(text, room);
-    ImGui::TextColored(ImVec4(0.93f, 0.67f, 0.24f, 1), "%s", shown.c_str());
-    if (shown != text) itemTooltip(text.c_str());
-    if (!label.empty()) {
-      ImGui::SameLine();
-      if (ImGui::SmallButton(label.c_str())) session_.applyPreset(*hint->preset);
-    }
+  if (hint_) {
+    drawDenseHint(*hint_, session_);
   } else {
-    const auto& notices = session_.messages().notices();
-    const auto& warnings = session_.messages().warnings();
-    std::string tail = !notices.empty() ? notices.back() : (!warnings.empty() ? warnings.back() : "");
-    if (!tail.empty()) {
-      // Right-aligned after what the line already shows, shortened (full text on hover) where it would not
-      // fit.
-      const float start = ImGui::GetItemRectMax().x - ImGui::GetWindowPos().x + 20;
-      const float room = ImGui::GetWindowWidth() - 12 - start;
-      const std::string shown = fitText(tail, std::max(room, 0.0f));
-      ImGui::SameLine(std::max(start, ImGui::GetWindowWidth() - 12 - ImGui::CalcTextSize(shown.c_str()).x));
-      ImGui::TextDisabled("%s", shown.c_str());
-      if (shown != tail) itemTooltip(tail.c_str());
-    }
+    drawLatestNotice(session_);
   }
   ImGui::End();
   ImGui::PopStyleColor();

@@ -1,5 +1,7 @@
 #include "file_controller.h"
 
+#include <sys/stat.h>
+
 #include <algorithm>
 #include <cctype>
 #include <filesystem>
@@ -8,6 +10,8 @@
 #include "report_writer.h"
 #include "sparge/core/error.h"
 #include "sparge/core/exports.h"
+#include "sparge/core/names.h"
+#include "sparge/core/option_values.h"
 #include "sparge/core/params_io.h"
 
 namespace sparge::gui {
@@ -16,6 +20,26 @@ std::string reportFormatOf(const std::string& path) {
   std::string ext = std::filesystem::path(path).extension().string();
   std::transform(ext.begin(), ext.end(), ext.begin(), [](unsigned char c) { return char(std::tolower(c)); });
   return ext == ".json" || ext == ".csv" || ext == ".md" ? ext : std::string();
+}
+
+void checkExportTarget(ExportKind kind, const std::string& path, const std::string& where,
+                       const std::string& capturePath) {
+  const std::vector<std::string> reportFormats{".json", ".csv", ".md"};
+  core::checkOutputPath(path, where, kind == ExportKind::Report ? reportFormats : std::vector<std::string>{});
+  struct stat out {
+  }, in{};
+  if (!capturePath.empty() && ::stat(path.c_str(), &out) == 0 && ::stat(capturePath.c_str(), &in) == 0 &&
+      out.st_dev == in.st_dev && out.st_ino == in.st_ino)
+    throw Error(where,
+                "is the open capture (the same file) — an export never replaces its input; choose "
+                "another path");
+  if (kind == ExportKind::Report && reportFormatOf(path) == ".md") {
+    // The PNGs go to <stem>_img/ beside the report: that name must fit as well.
+    const std::string folder = std::filesystem::path(path).stem().string() + "_img";
+    if (folder.size() > 255)
+      throw Error(where, "the report's image folder " + core::shortForDisplay(folder) +
+                             " would have a name longer than 255 bytes — choose a shorter name");
+  }
 }
 
 void FileController::exportJob(const std::string& what, const std::string& path, Writer write) {
@@ -44,12 +68,25 @@ bool FileController::splitPending() {
   return true;
 }
 
+// The target's check before the job, so that a bad path is said at once; false after the error.
+bool FileController::targetOk(ExportKind kind, const std::string& path) {
+  try {
+    checkExportTarget(kind, path, core::shortForDisplay(path), core_.capture.path);
+  } catch (const std::exception& e) {
+    core_.messages.pushError(e.what());
+    return false;
+  }
+  return true;
+}
+
 void FileController::exportMasks(const std::string& path) {
+  if (!targetOk(ExportKind::Masks, path)) return;
   exportJob("masks", path,
             [path](const core::EntryResult& r, const std::string&) { core::writeMasks(path, {r}); });
 }
 
 void FileController::exportReport(const std::string& path) {
+  if (!targetOk(ExportKind::Report, path)) return;
   std::string format = reportFormatOf(path);
   if (format == ".json") {
     exportJob("JSON report", path, [path](const core::EntryResult& r, const std::string& c) {
@@ -66,15 +103,8 @@ void FileController::exportReport(const std::string& path) {
   }
 }
 
-void FileController::exportParams(const std::string& path) {
-  const core::EntryInfo* info = core_.capture.info();
-  if (!info) {
-    core_.messages.pushError("Nothing to export yet: no entry loaded.");
-    return;
-  }
-  if (splitPending()) return;
-  // The file holds every tuned entry plus the current entry's parameters as they are now (tuned,
-  // overridden by hand or defaults), with the figures the latest run achieved.
+// A parameter file with no groups yet: the capture, engine, budget and the run settings the groups share.
+core::ParamsFile FileController::paramsFileSettings() const {
   const core::RunConfig& config = runs_.config();
   core::ParamsFile file;
   file.capture = core_.capture.path;
@@ -87,6 +117,21 @@ void FileController::exportParams(const std::string& path) {
   file.smoothK = config.smoothK;
   file.sink = config.sink;
   file.diagonal = config.diagonal;
+  return file;
+}
+
+void FileController::exportParams(const std::string& path) {
+  if (!targetOk(ExportKind::Params, path)) return;
+  const core::EntryInfo* info = core_.capture.info();
+  if (!info) {
+    core_.messages.pushError("Nothing to export yet: no entry loaded.");
+    return;
+  }
+  if (splitPending()) return;
+  // The file holds every tuned entry plus the current entry's parameters as they are now (tuned,
+  // overridden by hand or defaults), with the figures the latest run achieved.
+  const core::RunConfig& config = runs_.config();
+  core::ParamsFile file = paramsFileSettings();
   auto result = runs_.result();
   auto figures = [&](const std::string& entry, core::ParamsHead& ph) {
     if (const TuneRow* row = tuning_.row(entry, ph.head); row && row->params == ph.params) {
@@ -125,9 +170,16 @@ void FileController::exportParams(const std::string& path) {
   std::vector<core::HeadParams> current(static_cast<size_t>(info->headsQ));
   for (int64_t h = 0; h < info->headsQ; ++h) current[h] = config.forHead(h);
   addGroup(*info, current);
+  // The current entry's heads that run exact (loaded with the exact fallback) stay exact in the file.
+  for (core::ParamsHead& ph : file.groups.front().heads)
+    ph.exact = config.numerics != core::Numerics::None && config.numericsFor(ph.head) == core::Numerics::None;
   for (const auto& [name, ps] : tuning_.allStored()) {
     const core::EntryInfo* e = core_.capture.find(name);
-    if (name != info->name && e) addGroup(*e, ps);
+    if (name == info->name || !e) continue;
+    addGroup(*e, ps);
+    if (const auto* exact = tuning_.storedExact(name); exact && config.numerics != core::Numerics::None)
+      for (core::ParamsHead& ph : file.groups.back().heads)
+        ph.exact = size_t(ph.head) < exact->size() && (*exact)[size_t(ph.head)];
   }
   // The current entry's values belong to the token order it runs in; the other groups record no grid, so
   // `sparge run --params` refuses them in that order rather than run them in another.
@@ -152,10 +204,30 @@ void FileController::importParams(const std::string& path) {
     core::RunConfig config = runs_.config();
     std::vector<std::string> warnings;
     core::applyParams(file, path, *info, config, &warnings);
+    // Exploring transfer is what the GUI is for: foreign parameters are applied, and said to be.
+    const std::string identity =
+        core::checkParamsIdentity(file, path, *info, core_.capture.path, core_.capture.entryDigest, true);
+    if (!identity.empty()) warnings.push_back(identity);
     for (auto& w : warnings) core_.messages.addNotice(w);
     runs_.applyConfig(config);
-    tuning_.store(info->name, runs_.config().perHead);
+    tuning_.store(info->name, runs_.config().perHead, exactHeadsOf(runs_.config()));
+    core_.checks.setParams(path, std::move(file));
     core_.messages.addNotice("loaded parameters from " + path);
+  } catch (const std::exception& e) {
+    core_.messages.pushError(e.what());
+    return;
+  }
+  const std::string beside = evalReportBeside(path);
+  std::error_code ec;
+  if (std::filesystem::is_regular_file(beside, ec)) loadEval(beside);
+}
+
+void FileController::loadEval(const std::string& path) {
+  try {
+    EvalReport report = readEvalReport(path);
+    const std::string line = report.summary.line;
+    core_.checks.setEval(path, std::move(report));
+    core_.messages.addNotice("evaluation " + path + ": " + line);
   } catch (const std::exception& e) {
     core_.messages.pushError(e.what());
   }

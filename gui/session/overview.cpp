@@ -219,6 +219,8 @@ core::RunConfig OverviewController::configFor(const core::EntryInfo& info) const
   const auto* stored = tuning_.storedParams(info.name);
   c.perHead = stored && static_cast<int64_t>(stored->size()) == info.headsQ ? *stored
                                                                             : std::vector<core::HeadParams>{};
+  const auto* exact = tuning_.storedExact(info.name);
+  setExactHeads(c, exact && static_cast<int64_t>(exact->size()) == info.headsQ ? exact : nullptr);
   return c;
 }
 

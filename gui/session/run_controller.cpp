@@ -24,7 +24,23 @@ int RunController::overrideCount() const {
 bool sameConfig(const core::RunConfig& a, const core::RunConfig& b) {
   return a.method == b.method && a.geometry == b.geometry && a.numerics == b.numerics &&
          a.smoothK == b.smoothK && a.sink == b.sink && a.diagonal == b.diagonal && a.defaults == b.defaults &&
-         a.perHead == b.perHead;
+         a.perHead == b.perHead && a.perHeadNumerics == b.perHeadNumerics;
+}
+
+void setExactHeads(core::RunConfig& c, const std::vector<uint8_t>* exact) {
+  c.perHeadNumerics.clear();
+  if (!exact || c.numerics == core::Numerics::None) return;
+  if (std::find(exact->begin(), exact->end(), uint8_t(1)) == exact->end()) return;
+  c.perHeadNumerics.assign(exact->size(), c.numerics);
+  for (size_t h = 0; h < exact->size(); ++h)
+    if ((*exact)[h]) c.perHeadNumerics[h] = core::Numerics::None;
+}
+
+std::vector<uint8_t> exactHeadsOf(const core::RunConfig& c) {
+  std::vector<uint8_t> exact(c.perHeadNumerics.size(), 0);
+  for (size_t h = 0; h < exact.size(); ++h)
+    exact[h] = c.numerics != core::Numerics::None && c.perHeadNumerics[h] == core::Numerics::None;
+  return exact;
 }
 
 void RunController::fitPerHead(core::RunConfig& config) const {
@@ -33,14 +49,23 @@ void RunController::fitPerHead(core::RunConfig& config) const {
   int64_t n = core_.capture.headsQ();
   if (core_.capture.loaded && !config.perHead.empty() && static_cast<int64_t>(config.perHead.size()) != n)
     config.perHead.clear();
+  if (core_.capture.loaded && !config.perHeadNumerics.empty() &&
+      static_cast<int64_t>(config.perHeadNumerics.size()) != n)
+    config.perHeadNumerics.clear();
 }
 
 void RunController::applyConfig(const core::RunConfig& requested) {
   core::RunConfig next = requested;
+  // Other numerics for the run: the heads that ran exact stay exact, the others take the new numerics.
+  if (next.numerics != config_.numerics && next.perHeadNumerics == config_.perHeadNumerics) {
+    const std::vector<uint8_t> exact = exactHeadsOf(config_);
+    setExactHeads(next, &exact);
+  }
   fitPerHead(next);
   bool everyHead = next.method != config_.method || !(next.geometry == config_.geometry) ||
-                   next.numerics != config_.numerics || next.smoothK != config_.smoothK ||
-                   next.sink != config_.sink || next.diagonal != config_.diagonal;
+                   next.numerics != config_.numerics || next.perHeadNumerics != config_.perHeadNumerics ||
+                   next.smoothK != config_.smoothK || next.sink != config_.sink ||
+                   next.diagonal != config_.diagonal;
   std::set<int64_t> changed;
   for (int64_t h = 0; !everyHead && h < core_.capture.headsQ(); ++h) {
     if (!(next.forHead(h) == config_.forHead(h))) changed.insert(h);
@@ -106,9 +131,12 @@ void RunController::reset(ResetScope scope) {
   }
 }
 
-void RunController::onEntryLoaded(const std::vector<core::HeadParams>* stored) {
+void RunController::onEntryLoaded(const std::vector<core::HeadParams>* stored,
+                                  const std::vector<uint8_t>* exact) {
   fitPerHead(config_);
   if (stored && static_cast<int64_t>(stored->size()) == core_.capture.headsQ()) config_.perHead = *stored;
+  setExactHeads(config_,
+                exact && static_cast<int64_t>(exact->size()) == core_.capture.headsQ() ? exact : nullptr);
   ++configGeneration_;
   schedule({}, true);
 }

@@ -64,7 +64,9 @@ class RunController {
   void reset(ResetScope scope);
   // The selected entry finished loading: overrides that fit it stay, `stored` (its tuned or loaded
   // values, if any) replaces them; then every head runs.
-  void onEntryLoaded(const std::vector<core::HeadParams>* stored);
+  // `exact`: the heads those values run in exact numerics (null: none).
+  void onEntryLoaded(const std::vector<core::HeadParams>* stored,
+                     const std::vector<uint8_t>* exact = nullptr);
   // Drops the overrides when they are exactly `set` (tuned values of the entry being left).
   void dropOverridesEqualTo(const std::vector<core::HeadParams>& set);
   bool owesRuns() const { return owedAll_ || !owedHeads_.empty(); }
@@ -95,7 +97,12 @@ class RunController {
   uint64_t configGeneration_ = 0;
 };
 
-// Same settings and parameters for every head.
+// Same settings, parameters and numerics for every head.
 bool sameConfig(const core::RunConfig& a, const core::RunConfig& b);
+// Runs the heads marked 1 in `exact` in exact numerics and the others in config.numerics (the exact
+// fallback of a loaded parameter file); clears the per-head numerics when none differs.
+void setExactHeads(core::RunConfig& config, const std::vector<uint8_t>* exact);
+// The heads of `config` that run in exact numerics while its own are quantized.
+std::vector<uint8_t> exactHeadsOf(const core::RunConfig& config);
 
 }  // namespace sparge::gui

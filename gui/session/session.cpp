@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <thread>
 
+#include "sparge/core/digest.h"
 #include "sparge/core/error.h"
 #include "sysinfo.h"
 
@@ -197,7 +198,9 @@ void Session::openEntryData(std::shared_ptr<const core::EntryData> entry) {
   core_.submit(JobKind::Load, [this, backend, entry, epoch, order = permutation_](const core::CancelFlag&) {
     backend->reader.reset();
     adoptOrder(entry, order);
-    core_.post([this, info = backend->entry->info, epoch] { onEntryLoaded(info, {}, epoch); });
+    core_.post([this, info = backend->entry->info,
+                digest = entry->digest.empty() ? core::entryDigest(*entry) : entry->digest,
+                epoch] { onEntryLoaded(info, digest, {}, epoch); });
   });
 }
 
@@ -233,20 +236,23 @@ void Session::submitLoad(const std::string& name) {
                          " head " + std::to_string(nf.head) + " holds " + std::to_string(nf.count) +
                          " NaN/Inf values");
     }
-    core_.post(
-        [this, info = backend->entry->info, warnings, epoch] { onEntryLoaded(info, warnings, epoch); });
+    core_.post([this, info = backend->entry->info, digest = entry->digest, warnings, epoch] {
+      onEntryLoaded(info, digest, warnings, epoch);
+    });
   });
 }
 
-void Session::onEntryLoaded(const core::EntryInfo& info, std::vector<std::string> warnings, uint64_t epoch) {
+void Session::onEntryLoaded(const core::EntryInfo& info, const std::string& digest,
+                            std::vector<std::string> warnings, uint64_t epoch) {
   if (epoch != core_.epoch) return;
   CaptureModel& c = core_.capture;
   c.entryInfo = info;
+  c.entryDigest = digest;
   c.loaded = true;
   core_.messages.setWarnings(std::move(warnings));
   c.selected = HeadRef{std::clamp<int64_t>(c.selected.batch, 0, info.batch - 1),
                        std::clamp<int64_t>(c.selected.head, 0, info.headsQ - 1)};
-  runs_.onEntryLoaded(tuning_.storedParams(info.name));
+  runs_.onEntryLoaded(tuning_.storedParams(info.name), tuning_.storedExact(info.name));
 }
 
 void Session::selectHead(HeadRef head) {

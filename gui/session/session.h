@@ -73,6 +73,8 @@ class Session {
   MethodCompareController& methodCompare() { return methodCompare_; }
   const MethodCompareController& methodCompare() const { return methodCompare_; }
   FileController& files() { return files_; }
+  // The loaded parameter file and evaluation report, as marks per head.
+  const ChecksModel& checks() const { return core_.checks; }
 
   // ---- per frame (UI thread) ----
   // Applies what the worker finished since the last call. Returns true when anything changed.
@@ -96,7 +98,8 @@ class Session {
   void submitLoad(const std::string& name);
   // Worker thread: makes the engine's entry `base` in the token order `p` (None where it cannot apply).
   void adoptOrder(const std::shared_ptr<const core::EntryData>& base, core::Permutation p);
-  void onEntryLoaded(const core::EntryInfo& info, std::vector<std::string> warnings, uint64_t epoch);
+  void onEntryLoaded(const core::EntryInfo& info, const std::string& digest,
+                     std::vector<std::string> warnings, uint64_t epoch);
   // The one reset: what a new capture (or a new entry) invalidates, in every controller.
   void reset(ResetScope scope);
 

@@ -12,6 +12,7 @@
 #include <utility>
 #include <vector>
 
+#include "checks.h"
 #include "sparge/core/capture.h"
 #include "sparge/core/engine.h"
 #include "sparge/core/permutation.h"
@@ -58,6 +59,7 @@ struct CaptureModel {
   std::vector<std::pair<std::string, std::string>> rootAttributes;
   std::string entryName;  // selected entry (loading until `loaded`)
   core::EntryInfo entryInfo;
+  std::string entryDigest;  // its content digest (core/digest.h), once loaded
   bool loaded = false;
   HeadRef selected;
 
@@ -137,6 +139,7 @@ struct SessionCore {
   EngineStatus engine;
   Messages messages;
   Progress progress;
+  ChecksModel checks;  // the loaded parameter file and evaluation report
   uint64_t epoch = 0;  // bumped when the capture or entry changes: late results of the old one are dropped
 
  private:

@@ -41,7 +41,10 @@ void Session::setPermutation(core::Permutation p) {
   core_.submit(JobKind::Load, [this, backend, p, epoch](const core::CancelFlag&) {
     if (!backend->orders) throw sparge::Error("token order", "no entry loaded");
     adoptOrder(backend->orders->base(), p);
-    core_.post([this, info = backend->entry->info, epoch] { onEntryLoaded(info, {}, epoch); });
+    // The content's identity does not change with the order.
+    core_.post([this, info = backend->entry->info, digest = backend->orders->base()->digest, epoch] {
+      onEntryLoaded(info, digest, {}, epoch);
+    });
   });
 }
 

@@ -76,9 +76,19 @@ const std::vector<core::HeadParams>* TuneController::storedParams(const std::str
   return it == stored_.end() ? nullptr : &it->second;
 }
 
-void TuneController::store(const std::string& entry, std::vector<core::HeadParams> params) {
+void TuneController::store(const std::string& entry, std::vector<core::HeadParams> params,
+                           std::vector<uint8_t> exact) {
   stored_[entry] = std::move(params);
+  if (exact.empty())
+    storedExact_.erase(entry);
+  else
+    storedExact_[entry] = std::move(exact);
   ++storedGeneration_;
+}
+
+const std::vector<uint8_t>* TuneController::storedExact(const std::string& entry) const {
+  auto it = storedExact_.find(entry);
+  return it == storedExact_.end() ? nullptr : &it->second;
 }
 
 void TuneController::setBudget(const Budget& b) {
@@ -104,6 +114,7 @@ void TuneController::reset(ResetScope scope) {
   if (scope != ResetScope::Capture) return;
   rows_.clear();
   stored_.clear();
+  storedExact_.clear();
   ++storedGeneration_;
   lastTune_.reset();
 }
@@ -190,7 +201,15 @@ void TuneController::onHeadTuned(const std::string& entry, const core::TunedHead
   }
   auto& stored = stored_[entry];
   ++storedGeneration_;
+  // The GUI tunes in the run's numerics: a head that ran exact (loaded values) does so no more.
+  if (auto ex = storedExact_.find(entry); ex != storedExact_.end() && size_t(h.head) < ex->second.size())
+    ex->second[size_t(h.head)] = 0;
   if (entry == core_.capture.entryName && core_.capture.loaded) {
+    if (size_t(h.head) < runs_.config().perHeadNumerics.size()) {
+      core::RunConfig c = runs_.config();
+      c.perHeadNumerics[size_t(h.head)] = c.numerics;
+      runs_.applyConfig(c);
+    }
     // Tuned values land on the sliders (as per-head overrides) and the head re-runs for its mask.
     runs_.setHeadParams(h.head, h.params);
     stored = runs_.config().perHead;

@@ -56,8 +56,11 @@ class TuneController {
   // The per-head values an entry was tuned to or loaded with; null when it has none.
   const std::vector<core::HeadParams>* storedParams(const std::string& entry) const;
   const std::map<std::string, std::vector<core::HeadParams>>& allStored() const { return stored_; }
-  // Keeps `params` as the entry's own values (a parameters file was loaded for it).
-  void store(const std::string& entry, std::vector<core::HeadParams> params);
+  // Keeps `params` as the entry's own values (a parameters file was loaded for it), with the heads that file
+  // runs in exact numerics (1; empty: none).
+  void store(const std::string& entry, std::vector<core::HeadParams> params, std::vector<uint8_t> exact = {});
+  // The heads an entry's loaded values run in exact numerics (the exact fallback); null when none.
+  const std::vector<uint8_t>* storedExact(const std::string& entry) const;
   uint64_t storedGeneration() const { return storedGeneration_; }  // changes with any stored values
 
   // ---- for the session ----
@@ -78,6 +81,7 @@ class TuneController {
   uint64_t latestTuneId_ = 0;  // the tune job whose end clears the progress bar (older ones were replaced)
   std::shared_ptr<const core::TuneResult> lastTune_;
   std::map<std::string, std::vector<core::HeadParams>> stored_;  // applied when an entry loads
+  std::map<std::string, std::vector<uint8_t>> storedExact_;      // their exact heads, where any
   uint64_t storedGeneration_ = 0;
 };
 

@@ -54,6 +54,53 @@ void rowStrip(const char* id, const HeatmapHover& ref, const std::vector<float>&
     ImGui::SetTooltip("q-block %d\n%s %.5f\n(max %.5f)", i, what, values[i], top);
   }
 }
+
+// The header's right side: the head's parameters, whether they are an override, and the token order.
+std::string paramsSummary(const Session& s, const UiState& ui, const core::EntryResult& r,
+                          const core::HeadResult& h) {
+  char right[200] = "";
+  bool topk = h.params.mode == core::SelectMode::TopK;
+  const core::Permutation order = r.info.permutation;
+  const std::string walked = order == core::Permutation::None ? std::string()
+                             : ui.captureOrder
+                                 ? std::string("  ") + core::toString(order) + " run, capture order"
+                                 : std::string("  tokens in ") + core::toString(order) + " order";
+  std::snprintf(right, sizeof right, "%s\xce\xb8 %.3f  %s %.3f  \xce\xbb %g%s%s",
+                h.params.dense ? "DENSE  " : "", h.params.theta, topk ? "top-k" : "\xcf\x84",
+                topk ? h.params.topk : h.params.tau, h.params.lambda,
+                s.runs().hasOverride(h.head) ? "  (override)" : "", walked.c_str());
+  return right;
+}
+
+// The legend of the mask cells, or in the capture's order what the cells show instead.
+void drawLegend(bool mapped, core::Permutation order) {
+  static const MaskCell legend[] = {MaskCell::Selected, MaskCell::ForcedRow, MaskCell::ForcedCol,
+                                    MaskCell::Sink,     MaskCell::Diagonal,  MaskCell::PvSkipped,
+                                    MaskCell::Off,      MaskCell::Invalid};
+  if (mapped)
+    ImGui::TextWrapped(
+        "In the capture's token order: a block of the %s order is not a block of the capture, so each cell "
+        "(the same tiling) shows the fraction of its token pairs that lie in selected / PV-computed blocks, "
+        "or the mean over its pairs, counted token by token.",
+        core::toString(order));
+  else
+    drawMaskLegend(legend, int(std::size(legend)));
+}
+
+// The per-q-block strip beside panel row `row`, aligned with its rows: L1 (row 0) or dropped mass (row 1).
+void drawQBlockStrip(int row, const HeatmapHover& ref, const core::HeadResult& h, float width, int hoverRow) {
+  ImGui::TextUnformatted(row == 0 ? "L1/q" : "drop/q");
+  ImGui::SetCursorScreenPos(ImVec2(ImGui::GetCursorScreenPos().x, ref.p0.y));
+  if (row == 0) {
+    rowStrip("##l1strip", ref, h.qBlockL1, width, IM_COL32(232, 120, 84, 255), "L1 of this q-block",
+             hoverRow);
+  } else {
+    std::vector<float> dropped(h.nq);
+    for (int i = 0; i < h.nq; ++i) dropped[i] = static_cast<float>(droppedMassOfRow(h, i));
+    rowStrip("##dropstrip", ref, dropped, width, IM_COL32(236, 170, 60, 255), "attention mass dropped",
+             hoverRow);
+  }
+}
 }  // namespace
 
 void HeadDetail::sync(const core::HeadResult& h, uint64_t generation, const core::EntryResult& r,
@@ -204,23 +251,11 @@ void HeadDetail::draw(Session& s, UiState& ui) {
   auto r = s.runs().result();
   HeadRef sel = s.capture().selected;
   const core::HeadResult* h = r ? r->find(sel.batch, sel.head) : nullptr;
-  char right[200] = "";
-  if (h) {
-    bool topk = h->params.mode == core::SelectMode::TopK;
-    const core::Permutation order = r->info.permutation;
-    const std::string walked = order == core::Permutation::None ? std::string()
-                               : ui.captureOrder
-                                   ? std::string("  ") + core::toString(order) + " run, capture order"
-                                   : std::string("  tokens in ") + core::toString(order) + " order";
-    std::snprintf(right, sizeof right, "%s\xce\xb8 %.3f  %s %.3f  \xce\xbb %g%s%s",
-                  h->params.dense ? "DENSE  " : "", h->params.theta, topk ? "top-k" : "\xcf\x84",
-                  topk ? h->params.topk : h->params.tau, h->params.lambda,
-                  s.runs().hasOverride(h->head) ? "  (override)" : "", walked.c_str());
-  }
+  const std::string right = h ? paramsSummary(s, ui, *r, *h) : std::string();
   char title[96];
   std::snprintf(title, sizeof title, "Head detail: batch %lld, head %lld", (long long)sel.batch,
                 (long long)sel.head);
-  panelHeader(title, right);
+  panelHeader(title, right.c_str());
   if (!h) {
     ImGui::TextDisabled(s.busy() ? "Running..." : "No result for this head yet.");
     return;
@@ -240,17 +275,13 @@ void HeadDetail::draw(Session& s, UiState& ui) {
     if (ImGui::SmallButton("reset zoom")) zoom_.reset();
   }
 
-  static const MaskCell legend[] = {MaskCell::Selected, MaskCell::ForcedRow, MaskCell::ForcedCol,
-                                    MaskCell::Sink,     MaskCell::Diagonal,  MaskCell::PvSkipped,
-                                    MaskCell::Off,      MaskCell::Invalid};
-  if (mapped)
-    ImGui::TextWrapped(
-        "In the capture's token order: a block of the %s order is not a block of the capture, so each cell "
-        "(the same tiling) shows the fraction of its token pairs that lie in selected / PV-computed blocks, "
-        "or the mean over its pairs, counted token by token.",
-        core::toString(r->info.permutation));
-  else
-    drawMaskLegend(legend, int(std::size(legend)));
+  drawLegend(mapped, r->info.permutation);
+  drawPanels(s, *h, *r, mapped);
+}
+
+// The four panels in two rows, each row with its per-q-block strip, sharing zoom, pan and hover.
+void HeadDetail::drawPanels(const Session& s, const core::HeadResult& h, const core::EntryResult& r,
+                            bool mapped) {
   ImVec2 avail = ImGui::GetContentRegionAvail();
   avail.y -= 2;
   const ImGuiStyle& style = ImGui::GetStyle();
@@ -259,7 +290,7 @@ void HeadDetail::draw(Session& s, UiState& ui) {
   float colW = (avail.x - stripW - style.ItemSpacing.x * 2) * 0.5f;
   float rowH = (avail.y - style.ItemSpacing.y) * 0.5f;
   float imgH = rowH - line * 2.4f;
-  float aspect = r->info.tokensQ > 0 ? float(r->info.tokensKV) / float(r->info.tokensQ) : 1.0f;
+  float aspect = r.info.tokensQ > 0 ? float(r.info.tokensKV) / float(r.info.tokensQ) : 1.0f;
 
   int newHoverRow = -1, newHoverCol = -1;
   HeatmapHover rowRef[2];
@@ -281,7 +312,7 @@ void HeadDetail::draw(Session& s, UiState& ui) {
       if (hv.hovered) {
         newHoverRow = hv.row;
         newHoverCol = hv.col;
-        tooltip(s, *h, hv.row, hv.col);
+        tooltip(s, h, hv.row, hv.col);
       }
       if (mapped) {
         drawColorbar(kLayers[k] == HeadLayer::DroppedMass ? Colormap::Inferno : Colormap::Viridis, vmin_[k],
@@ -296,17 +327,7 @@ void HeadDetail::draw(Session& s, UiState& ui) {
     // Per-q-block strip, aligned with the rows of the panels to its left.
     ImGui::SetCursorPos(ImVec2(rowStart.x + 2 * (colW + style.ItemSpacing.x), rowStart.y));
     ImGui::BeginGroup();
-    ImGui::TextUnformatted(row == 0 ? "L1/q" : "drop/q");
-    ImGui::SetCursorScreenPos(ImVec2(ImGui::GetCursorScreenPos().x, rowRef[row].p0.y));
-    if (row == 0) {
-      rowStrip("##l1strip", rowRef[row], h->qBlockL1, stripW - 4, IM_COL32(232, 120, 84, 255),
-               "L1 of this q-block", hoverRow_);
-    } else {
-      std::vector<float> dropped(h->nq);
-      for (int i = 0; i < h->nq; ++i) dropped[i] = static_cast<float>(droppedMassOfRow(*h, i));
-      rowStrip("##dropstrip", rowRef[row], dropped, stripW - 4, IM_COL32(236, 170, 60, 255),
-               "attention mass dropped", hoverRow_);
-    }
+    drawQBlockStrip(row, rowRef[row], h, stripW - 4, hoverRow_);
     ImGui::EndGroup();
     if (row == 0) ImGui::SetCursorPos(ImVec2(rowStart.x, rowStart.y + rowH + style.ItemSpacing.y));
   }

@@ -21,6 +21,7 @@ class HeadDetail final : public View {
             const core::TokenPermutation* captureOrder);
   void tooltip(const Session& s, const core::HeadResult& h, int row, int col) const;
   void drawHeadline(const Session& s, const core::HeadResult& h) const;
+  void drawPanels(const Session& s, const core::HeadResult& h, const core::EntryResult& r, bool mapped);
 
   HeatmapTexture tex_[kPanels];
   float vmin_[kPanels] = {}, vmax_[kPanels] = {};

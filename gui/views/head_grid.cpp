@@ -65,7 +65,7 @@ void HeadGrid::syncTextures(const core::EntryResult& r, uint64_t generation) {
 }
 
 namespace {
-void headTooltip(const Session& s, const core::HeadResult& h, bool over) {
+void headTooltip(const Session& s, const core::HeadResult& h, bool over, const HeadMarks& marks) {
   const Budget& budget = s.tuning().budget();
   ImGui::BeginTooltip();
   ImGui::Text("batch %lld, head %lld%s", (long long)h.batch, (long long)h.head,
@@ -80,6 +80,10 @@ void headTooltip(const Session& s, const core::HeadResult& h, bool over) {
   if (over)
     ImGui::TextColored(ImVec4(0.9f, 0.35f, 0.35f, 1), "over budget (l1 %.3g / l2 %.3g)", budget.l1,
                        budget.l2);
+  if (marks.any()) {
+    ImGui::Separator();
+    headMarkLines(marks.lines, marks.exact);
+  }
   ImGui::TextDisabled("click to select");
   ImGui::EndTooltip();
 }
@@ -109,8 +113,23 @@ void HeadGrid::drawToolbar(UiState& ui) {
   }
 }
 
-void HeadGrid::drawCell(Session& s, const core::HeadResult& h, size_t index, ImVec2 p, ImVec2 thumb,
-                        float cellW, float labelH, bool multiBatch) {
+namespace {
+// What the loaded files say about a head of `r`, with the exact numerics of the run itself (the run's
+// configuration is what ran; the file may not be the one applied).
+HeadMarks marksOf(const Session& s, const core::EntryResult& r, int64_t head) {
+  HeadMarks m = s.checks().marks(r.info.name, r.info.layer, head);
+  const bool exactRun =
+      r.config.numerics != core::Numerics::None && r.config.numericsFor(head) == core::Numerics::None;
+  if (exactRun && !m.exact) {
+    m.exact = true;
+    m.lines.insert(m.lines.begin(), "exact numerics (the loaded parameters run this head exact)");
+  }
+  return m;
+}
+}  // namespace
+
+void HeadGrid::drawCell(Session& s, const core::EntryResult& r, const core::HeadResult& h, size_t index,
+                        ImVec2 p, ImVec2 thumb, float cellW, float labelH, bool multiBatch) {
   const ImGuiStyle& style = ImGui::GetStyle();
   ImDrawList* dl = ImGui::GetWindowDrawList();
   const float tw = thumb.x, th = thumb.y;
@@ -128,12 +147,14 @@ void HeadGrid::drawCell(Session& s, const core::HeadResult& h, size_t index, ImV
   HeadRef sel = s.capture().selected;
   bool isSel = sel.batch == h.batch && sel.head == h.head;
   bool over = overBudget(h, s.tuning().budget());
-  ImU32 frame = isSel     ? IM_COL32(255, 255, 255, 255)
-                : over    ? colors::kBad
-                : hovered ? colors::kAccent
-                          : IM_COL32(70, 76, 90, 255);
+  const HeadMarks marks = marksOf(s, r, h.head);
+  ImU32 frame = isSel                 ? IM_COL32(255, 255, 255, 255)
+                : over || marks.bad() ? colors::kBad
+                : hovered             ? colors::kAccent
+                                      : IM_COL32(70, 76, 90, 255);
   dl->AddRect(ImVec2(imgPos.x - 2, imgPos.y - 2), ImVec2(imgPos.x + tw + 2, imgPos.y + th + 2), frame, 0, 0,
               isSel ? 2.5f : 1.0f);
+  drawHeadMarks(dl, imgPos, ImVec2(imgPos.x + tw, imgPos.y + th), marks.exact, marks.bad());
   char l1[64], l2[64];
   const char* mark = s.runs().hasOverride(h.head) ? "*" : "";
   if (multiBatch) {
@@ -143,10 +164,15 @@ void HeadGrid::drawCell(Session& s, const core::HeadResult& h, size_t index, ImV
   }
   std::snprintf(l2, sizeof l2, "%.1f%%  %.3f", 100 * h.sparsity.total(), h.error.l1());
   float ty = imgPos.y + th + 3;
-  dl->AddText(ImVec2(p.x, ty), isSel ? IM_COL32(255, 255, 255, 255) : IM_COL32(200, 204, 212, 255), l1);
+  // An exact head's label in the exact colour: the corner alone is small on small thumbnails.
+  const ImU32 labelColor = marks.exact ? colors::kExact
+                           : isSel     ? IM_COL32(255, 255, 255, 255)
+                                       : IM_COL32(200, 204, 212, 255);
+  dl->AddText(ImVec2(p.x, ty), labelColor, l1);
   float l1w = ImGui::CalcTextSize(l1).x;
-  dl->AddText(ImVec2(p.x + l1w + 6, ty), over ? colors::kBad : IM_COL32(150, 156, 168, 255), l2);
-  if (hovered) headTooltip(s, h, over);
+  dl->AddText(ImVec2(p.x + l1w + 6, ty), over || marks.bad() ? colors::kBad : IM_COL32(150, 156, 168, 255),
+              l2);
+  if (hovered) headTooltip(s, h, over, marks);
   ImGui::PopID();
 }
 
@@ -193,8 +219,8 @@ void HeadGrid::draw(Session& s, UiState& ui) {
       for (int c = 0; c < perRow; ++c) {
         size_t k = static_cast<size_t>(row) * perRow + c;
         if (k >= order.size()) break;
-        drawCell(s, r->heads[order[k]], order[k], ImVec2(rowStart.x + c * cellW, rowStart.y), ImVec2(tw, th),
-                 cellW, labelH, multiBatch);
+        drawCell(s, *r, r->heads[order[k]], order[k], ImVec2(rowStart.x + c * cellW, rowStart.y),
+                 ImVec2(tw, th), cellW, labelH, multiBatch);
       }
       ImGui::SetCursorScreenPos(ImVec2(rowStart.x, rowStart.y + cellH - style.ItemSpacing.y));
       ImGui::Dummy(ImVec2(0, 0));

@@ -19,8 +19,8 @@ class HeadGrid final : public View {
  private:
   void syncTextures(const core::EntryResult& r, uint64_t generation);
   void drawToolbar(UiState& ui);
-  void drawCell(Session& s, const core::HeadResult& h, size_t index, ImVec2 pos, ImVec2 thumb, float cellW,
-                float labelH, bool multiBatch);
+  void drawCell(Session& s, const core::EntryResult& r, const core::HeadResult& h, size_t index, ImVec2 pos,
+                ImVec2 thumb, float cellW, float labelH, bool multiBatch);
 
   // Thumbnails are at most this many texels a side (the slider's largest thumbnail is 240 px).
   static constexpr int kThumbnailTexels = 256;

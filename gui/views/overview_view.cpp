@@ -42,9 +42,10 @@ void OverviewView::rebuild(const Session& s) {
   const Budget& budget = s.tuning().budget();
   uint64_t tune = s.tuning().storedGeneration();
   if (o.generation() == builtGeneration_ && tune == builtTune_ && metric_ == builtMetric_ &&
-      s.methodCompare().generation() == builtCompare_ && sort_ == builtSort_ && budget == builtBudget_ &&
-      o.rows().size() == builtRows_)
+      sort_ == builtSort_ && budget == builtBudget_ && o.rows().size() == builtRows_ &&
+      s.checks().generation() == builtChecks_ && s.methodCompare().generation() == builtCompare_)
     return;
+  builtChecks_ = s.checks().generation();
   builtGeneration_ = o.generation();
   builtTune_ = tune;
   builtCompare_ = s.methodCompare().generation();
@@ -99,6 +100,40 @@ void OverviewView::rebuild(const Session& s) {
   }
   if (!order_.empty())
     texture_.update(++textureVersion_, rgba_.data(), cols_, static_cast<int>(order_.size()));
+  buildMarks(s);
+}
+
+void OverviewView::buildMarks(const Session& s) {
+  const auto& entries = s.capture().entries;
+  const auto& rows = s.overview().rows();
+  marks_.assign(order_.size() * cols_, 0);
+  for (size_t r = 0; r < order_.size(); ++r) {
+    const size_t i = order_[r];
+    if (i >= entries.size() || i >= rows.size()) continue;
+    const core::RunConfig& c = rows[i].config;
+    for (int h = 0; h < cols_ && h < entries[i].headsQ; ++h) {
+      const HeadMarks m = s.checks().marks(entries[i].name, entries[i].layer, h);
+      const bool exactRun = c.numerics != core::Numerics::None && c.numericsFor(h) == core::Numerics::None;
+      marks_[r * cols_ + h] = uint8_t((m.exact || exactRun ? 1 : 0) | (m.bad() ? 2 : 0));
+    }
+  }
+}
+
+// The marks of the visible rows, where a cell is large enough to show them.
+void OverviewView::drawMarks(ImDrawList* dl, ImVec2 p0, float cellW, float cellH, float top,
+                             float bottom) const {
+  if (cellW < 4 || cellH < 4) return;
+  for (size_t r = 0; r < order_.size(); ++r) {
+    const float y = p0.y + r * cellH;
+    if (y + cellH < top || y > bottom) continue;
+    for (int h = 0; h < cols_; ++h) {
+      const uint8_t m = marks_[r * cols_ + h];
+      if (!m) continue;
+      const ImVec2 a(p0.x + h * cellW, y), b(p0.x + (h + 1) * cellW, y + cellH);
+      drawHeadMarks(dl, a, b, m & 1, m & 2);
+      if (m & 2) dl->AddRect(a, b, colors::kBad);
+    }
+  }
 }
 
 void OverviewView::drawToolbar(Session& s) {
@@ -172,6 +207,10 @@ void OverviewView::cellTooltip(const Session& s, size_t r, int64_t head) const {
     if (overBudget(f.sparsity, f.error, b)) ImGui::TextColored(ImVec4(0.9f, 0.35f, 0.35f, 1), "over budget");
     if (tuned(s, i, head)) ImGui::TextColored(ImVec4(0.45f, 0.85f, 0.6f, 1), "tuned");
     if (metric_ == OverviewMetric::BestMethod) methodTooltip(s, i, head);
+    if (row.config.numericsFor(head) != row.config.numerics)
+      ImGui::TextColored(ImGui::ColorConvertU32ToFloat4(colors::kExact), "runs in exact numerics here");
+    const HeadMarks marks = s.checks().marks(e.name, e.layer, head);
+    if (marks.any()) headMarkLines(marks.lines, marks.exact);
     if (row.stale) ImGui::TextDisabled("from earlier settings: refilling");
     if (f.nonFinite) ImGui::TextColored(ImVec4(1, 0.5f, 0.5f, 1), "NaN/Inf in this head's data");
   }
@@ -209,6 +248,7 @@ void OverviewView::drawMatrix(Session& s) {
   if (texture_.valid()) dl->AddImage(texture_.id(), p0, ImVec2(p0.x + size.x, p0.y + size.y));
   // Labels and group lines for the visible rows only: a thousand entries stay cheap.
   float top = ImGui::GetWindowPos().y, bottom = top + ImGui::GetWindowHeight();
+  drawMarks(dl, p0, cellW, cellH, top, bottom);
   std::string lastGroup;
   for (size_t r = 0; r < order_.size(); ++r) {
     float y = origin.y + r * cellH;

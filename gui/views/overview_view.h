@@ -20,6 +20,8 @@ class OverviewView final : public View {
   void rebuild(const Session& s);  // order, values and the texture, when anything they depend on changed
   void drawMatrix(Session& s);
   void cellTooltip(const Session& s, size_t row, int64_t head) const;
+  void buildMarks(const Session& s);
+  void drawMarks(ImDrawList* dl, ImVec2 p0, float cellW, float cellH, float top, float bottom) const;
   bool tuned(const Session& s, size_t row, int64_t head) const;
   // Best method (overview_methods.cpp): the winner's index in core::kAllMethods, -1 when no method is
   // sparse, NaN when the entry was not compared; the legend with the Compare button; the tooltip's lines.
@@ -36,6 +38,7 @@ class OverviewView final : public View {
   OverviewSort builtSort_ = OverviewSort::Capture;
   Budget builtBudget_{-1, -1};
   size_t builtRows_ = 0;
+  uint64_t builtChecks_ = ~uint64_t{0};
   std::vector<size_t> order_;   // display row -> capture entry index
   std::vector<double> values_;  // [display row * cols + head], NaN when not computed
   double lo_ = 0, hi_ = 1;
@@ -43,6 +46,9 @@ class OverviewView final : public View {
   HeatmapTexture texture_;
   uint64_t textureVersion_ = 0;
   std::vector<uint32_t> rgba_;
+  // [display row * cols + head]: 1 = runs in exact numerics, 2 = over budget on held-out inputs or in the
+  // evaluation report (ChecksModel).
+  std::vector<uint8_t> marks_;
 };
 
 }  // namespace sparge::gui

@@ -158,6 +158,42 @@ void SummaryTable::drawRow(Session& s, const core::HeadResult& h, size_t index, 
   ImGui::Text("%.4f", h.error.cosSim());  // six decimals in the row tooltip
 }
 
+// The model-level evaluation's line (eval.json) and the heads the loaded files mark, under the totals.
+void SummaryTable::drawChecks(const Session& s, const core::EntryResult& r) const {
+  const ChecksModel& c = s.checks();
+  if (c.eval()) {
+    ImGui::PushStyleColor(ImGuiCol_Text, colors::kGood);
+    ImGui::TextWrapped("model: %s", c.eval()->summary.line.c_str());
+    ImGui::PopStyleColor();
+    itemTooltip(("evaluation report " + c.evalPath() +
+                 (c.eval()->engine.empty() ? "" : ", engine " + c.eval()->engine) +
+                 (c.eval()->device.empty() ? "" : " on " + c.eval()->device))
+                    .c_str());
+  }
+  int exact = 0, bad = 0;
+  for (int64_t h = 0; h < r.info.headsQ; ++h) {
+    const HeadMarks m = c.marks(r.info.name, r.info.layer, h);
+    exact += m.exact ||
+             (r.config.numerics != core::Numerics::None && r.config.numericsFor(h) == core::Numerics::None);
+    bad += m.bad();
+  }
+  if (exact > 0) {
+    ImGui::TextColored(ImGui::ColorConvertU32ToFloat4(colors::kExact), "%d head%s in exact numerics", exact,
+                       exact == 1 ? "" : "s");
+    itemTooltip(
+        "The exact fallback: quantization alone breaks these heads' budget, so the parameters run them "
+        "in exact numerics (deploy them on a full-precision kernel). Marked blue in the head grid.");
+  }
+  if (bad > 0) {
+    if (exact > 0) ImGui::SameLine();
+    ImGui::TextColored(ImGui::ColorConvertU32ToFloat4(colors::kBad),
+                       "%d head%s over budget (held-out / evaluation)", bad, bad == 1 ? "" : "s");
+    itemTooltip(
+        "From the parameter file's held-out validation or the evaluation report; marked red in the head "
+        "grid and the overview (hover a head for the input and the figure).");
+  }
+}
+
 void SummaryTable::draw(Session& s, UiState&) {
   auto r = s.runs().result();
   char right[128] = "";
@@ -178,6 +214,7 @@ void SummaryTable::draw(Session& s, UiState&) {
   const std::string sparsityPart = r->splitPending ? "..." : l1Text(r->errorSparse);  // its pass still runs
   ImGui::TextWrapped("L1 %.4f (sparsity %s, quantization %s)  cos %.5f", r->error.l1(), sparsityPart.c_str(),
                      l1Text(r->errorQuant).c_str(), r->error.cosSim());
+  drawChecks(s, *r);
   // Columns refit to their figures every frame (never clipped, also after a tune widens them); a narrow
   // panel scrolls sideways, the head column stays.
   ImGuiTableFlags flags = ImGuiTableFlags_RowBg | ImGuiTableFlags_ScrollX | ImGuiTableFlags_ScrollY |

@@ -15,6 +15,7 @@ class SummaryTable final : public View {
  private:
   void sortRows(const core::EntryResult& r);
   void drawRow(Session& s, const core::HeadResult& h, size_t index, bool multiBatch);
+  void drawChecks(const Session& s, const core::EntryResult& r) const;
 
   std::vector<size_t> order_;
 };

@@ -53,6 +53,73 @@ void FileBrowser::refresh() {
             [](const Item& a, const Item& b) { return a.isDir != b.isDir ? a.isDir : a.name < b.name; });
 }
 
+// The folder line: Up, Home and the folder's path, which Enter opens.
+void FileBrowser::drawFolderBar() {
+  if (ImGui::Button("Up")) {
+    dir_ = fs::path(dir_).parent_path().string();
+    if (dir_.empty()) dir_.assign(1, '/');  // not = "/": GCC 12 warns falsely (-Wrestrict)
+    refresh();
+  }
+  ImGui::SameLine();
+  if (ImGui::Button("Home")) {
+    if (const char* h = std::getenv("HOME")) dir_ = h;
+    refresh();
+  }
+  ImGui::SameLine();
+  ImGui::SetNextItemWidth(-1);
+  if (ImGui::InputText("##dir", dirBuf_, sizeof dirBuf_, ImGuiInputTextFlags_EnterReturnsTrue)) {
+    std::error_code ec;
+    if (fs::is_directory(dirBuf_, ec)) {
+      dir_ = dirBuf_;
+      refresh();
+    } else {
+      error_ = std::string("not a folder: ") + dirBuf_;
+    }
+  }
+}
+
+// The folder's listing above a footer `footer` high: a click selects, a double click opens a folder or
+// chooses a file (then `*chosen` is set and it returns true).
+bool FileBrowser::drawListing(float footer, std::string* chosen) {
+  bool done = false;
+  if (ImGui::BeginTable("files", 2,
+                        ImGuiTableFlags_ScrollY | ImGuiTableFlags_RowBg | ImGuiTableFlags_BordersOuter,
+                        ImVec2(0, -footer))) {
+    ImGui::TableSetupScrollFreeze(0, 1);
+    ImGui::TableSetupColumn("Name", ImGuiTableColumnFlags_WidthStretch);
+    ImGui::TableSetupColumn("Size", ImGuiTableColumnFlags_WidthFixed, ImGui::CalcTextSize("000.0 MiB").x);
+    ImGui::TableHeadersRow();
+    for (int i = 0; i < static_cast<int>(items_.size()); ++i) {
+      const Item& item = items_[i];
+      ImGui::TableNextRow();
+      ImGui::TableNextColumn();
+      std::string label = (item.isDir ? "[dir] " : "") + item.name;
+      if (ImGui::Selectable(label.c_str(), selected_ == i,
+                            ImGuiSelectableFlags_SpanAllColumns | ImGuiSelectableFlags_AllowDoubleClick)) {
+        selected_ = i;
+        if (item.isDir) {
+          if (ImGui::IsMouseDoubleClicked(0)) {
+            dir_ = (fs::path(dir_) / item.name).string();
+            refresh();
+            selected_ = -1;
+            break;
+          }
+        } else {
+          std::snprintf(nameBuf_, sizeof nameBuf_, "%s", item.name.c_str());
+          if (ImGui::IsMouseDoubleClicked(0)) {
+            *chosen = (fs::path(dir_) / item.name).string();
+            done = true;
+          }
+        }
+      }
+      ImGui::TableNextColumn();
+      if (!item.isDir) ImGui::TextDisabled("%s", formatBytes(item.size).c_str());
+    }
+    ImGui::EndTable();
+  }
+  return done;
+}
+
 bool FileBrowser::draw(std::string* chosen) {
   if (!visible_) return false;
   if (justOpened_) {
@@ -67,64 +134,10 @@ bool FileBrowser::draw(std::string* chosen) {
       ImGuiCond_Appearing, ImVec2(0.5f, 0.5f));
   bool keepOpen = true;
   if (ImGui::BeginPopupModal(title_.c_str(), &keepOpen)) {
-    if (ImGui::Button("Up")) {
-      dir_ = fs::path(dir_).parent_path().string();
-      if (dir_.empty()) dir_.assign(1, '/');  // not = "/": GCC 12 warns falsely (-Wrestrict)
-      refresh();
-    }
-    ImGui::SameLine();
-    if (ImGui::Button("Home")) {
-      if (const char* h = std::getenv("HOME")) dir_ = h;
-      refresh();
-    }
-    ImGui::SameLine();
-    ImGui::SetNextItemWidth(-1);
-    if (ImGui::InputText("##dir", dirBuf_, sizeof dirBuf_, ImGuiInputTextFlags_EnterReturnsTrue)) {
-      std::error_code ec;
-      if (fs::is_directory(dirBuf_, ec)) {
-        dir_ = dirBuf_;
-        refresh();
-      } else {
-        error_ = std::string("not a folder: ") + dirBuf_;
-      }
-    }
+    drawFolderBar();
     float footer =
         ImGui::GetFrameHeightWithSpacing() * 2 + (error_.empty() ? 0 : ImGui::GetTextLineHeightWithSpacing());
-    if (ImGui::BeginTable("files", 2,
-                          ImGuiTableFlags_ScrollY | ImGuiTableFlags_RowBg | ImGuiTableFlags_BordersOuter,
-                          ImVec2(0, -footer))) {
-      ImGui::TableSetupScrollFreeze(0, 1);
-      ImGui::TableSetupColumn("Name", ImGuiTableColumnFlags_WidthStretch);
-      ImGui::TableSetupColumn("Size", ImGuiTableColumnFlags_WidthFixed, ImGui::CalcTextSize("000.0 MiB").x);
-      ImGui::TableHeadersRow();
-      for (int i = 0; i < static_cast<int>(items_.size()); ++i) {
-        const Item& item = items_[i];
-        ImGui::TableNextRow();
-        ImGui::TableNextColumn();
-        std::string label = (item.isDir ? "[dir] " : "") + item.name;
-        if (ImGui::Selectable(label.c_str(), selected_ == i,
-                              ImGuiSelectableFlags_SpanAllColumns | ImGuiSelectableFlags_AllowDoubleClick)) {
-          selected_ = i;
-          if (item.isDir) {
-            if (ImGui::IsMouseDoubleClicked(0)) {
-              dir_ = (fs::path(dir_) / item.name).string();
-              refresh();
-              selected_ = -1;
-              break;
-            }
-          } else {
-            std::snprintf(nameBuf_, sizeof nameBuf_, "%s", item.name.c_str());
-            if (ImGui::IsMouseDoubleClicked(0)) {
-              *chosen = (fs::path(dir_) / item.name).string();
-              done = true;
-            }
-          }
-        }
-        ImGui::TableNextColumn();
-        if (!item.isDir) ImGui::TextDisabled("%s", formatBytes(item.size).c_str());
-      }
-      ImGui::EndTable();
-    }
+    done = drawListing(footer, chosen);
     if (!error_.empty()) ImGui::TextColored(ImVec4(0.9f, 0.4f, 0.4f, 1), "%s", error_.c_str());
     ImGui::SetNextItemWidth(-ImGui::CalcTextSize("Cancel Open/Save").x - ImGui::GetStyle().ItemSpacing.x * 4);
     if (focusName_) {

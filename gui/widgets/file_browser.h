@@ -28,6 +28,8 @@ class FileBrowser {
     long long size = 0;
   };
   void refresh();
+  void drawFolderBar();
+  bool drawListing(float footer, std::string* chosen);  // true when a file was chosen
 
   std::string title_;
   std::string purpose_;

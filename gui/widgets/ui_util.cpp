@@ -1,5 +1,6 @@
 #include "ui_util.h"
 
+#include <algorithm>
 #include <cstdio>
 
 namespace sparge::gui {
@@ -70,6 +71,26 @@ std::string formatTokens(int64_t n) {
     std::snprintf(buf, sizeof buf, "%lld", static_cast<long long>(n));
   }
   return buf;
+}
+
+void drawHeadMarks(ImDrawList* dl, ImVec2 p0, ImVec2 p1, bool exact, bool bad) {
+  const float side = std::min({(p1.x - p0.x) * 0.45f, (p1.y - p0.y) * 0.45f, ImGui::GetFontSize() * 0.7f});
+  if (side < 2) return;
+  if (exact) dl->AddTriangleFilled(p0, ImVec2(p0.x + side, p0.y), ImVec2(p0.x, p0.y + side), colors::kExact);
+  if (bad)
+    dl->AddTriangleFilled(ImVec2(p1.x, p0.y), ImVec2(p1.x, p0.y + side), ImVec2(p1.x - side, p0.y),
+                          colors::kBad);
+}
+
+void headMarkLines(const std::vector<std::string>& lines, bool exactFirst) {
+  for (size_t i = 0; i < lines.size(); ++i) {
+    const ImU32 c = exactFirst && i == 0 ? colors::kExact : colors::kBad;
+    ImGui::PushStyleColor(ImGuiCol_Text, c);
+    ImGui::PushTextWrapPos(ImGui::GetFontSize() * 36);
+    ImGui::TextUnformatted(lines[i].c_str());
+    ImGui::PopTextWrapPos();
+    ImGui::PopStyleColor();
+  }
 }
 
 }  // namespace sparge::gui

@@ -5,6 +5,7 @@
 
 #include <cstdint>
 #include <string>
+#include <vector>
 
 namespace sparge::gui {
 
@@ -20,6 +21,12 @@ void separatorIfFits(float width);
 std::string formatBytes(int64_t bytes);
 std::string formatTokens(int64_t n);  // 32768 -> "32K"
 
+// Corner marks of a head's cell (head grid, overview) in the rectangle [p0, p1): top-left for a head that
+// runs in exact numerics, top-right for one that broke its budget on held-out inputs or in the evaluation.
+void drawHeadMarks(ImDrawList* dl, ImVec2 p0, ImVec2 p1, bool exact, bool bad);
+// The marks' sentences in a tooltip (exact in the accent colour, the others in red).
+void headMarkLines(const std::vector<std::string>& lines, bool exactFirst);
+
 // Theme colours used across views.
 namespace colors {
 inline constexpr ImU32 kAccent = IM_COL32(86, 156, 214, 255);
@@ -27,6 +34,7 @@ inline constexpr ImU32 kOverBudget = IM_COL32(150, 40, 40, 120);
 inline constexpr ImU32 kWarn = IM_COL32(236, 170, 60, 255);
 inline constexpr ImU32 kGood = IM_COL32(72, 196, 150, 255);
 inline constexpr ImU32 kBad = IM_COL32(232, 84, 84, 255);
+inline constexpr ImU32 kExact = IM_COL32(110, 170, 255, 255);  // heads in exact numerics (exact fallback)
 }  // namespace colors
 
 }  // namespace sparge::gui

@@ -12,9 +12,9 @@
 #include <vector>
 
 #include "call/whole_call.h"
+#include "common/head_dim.h"
 #include "engine/cudnn_sdpa.h"
 #include "engine/device_stages.h"
-#include "common/head_dim.h"
 #include "sparge/core/error.h"
 #include "sparge/profiler/event_timer.h"
 #include "sparge/profiler/warm_up.h"

@@ -143,9 +143,9 @@ void sparse(CudaEngine::State& st, const core::EntryInfo& info, const RunPlan& p
   st.emptyRows.reserve(plan.BH * sizeof(int), "empty-row counters");
   check(cudaMemsetAsync(st.pvSkipped.get(), 0, plan.BH * plan.grid), "memset");
   check(cudaMemsetAsync(st.emptyRows.get(), 0, plan.BH * sizeof(int)), "memset");
-  const AttnArgs a =
-      makeAttnArgs(st.qkv, info.scale, st.selection, st.params.as<HeadParamsDev>(), st.o.get(),
-                   st.pvSkipped.as<uint8_t>(), st.emptyRows.as<int>(), plan.config.numerics, quant, st.switches);
+  const AttnArgs a = makeAttnArgs(st.qkv, info.scale, st.selection, st.params.as<HeadParamsDev>(), st.o.get(),
+                                  st.pvSkipped.as<uint8_t>(), st.emptyRows.as<int>(), plan.config.numerics,
+                                  quant, st.switches);
   launchAttention(st.qkv.et, plan.p, a, plan.allDense, 0);
 }
 
@@ -194,17 +194,6 @@ core::EntryResult finishSplit(CudaEngine::State& st, const core::EntryData& entr
   res.times.totalMs += splitMs;
   res.times.hostMs = msSince(start);
   return res;
-}
-
-// What run() returns when the caller stopped it at the early result: the same result without its heads.
-core::EntryResult withoutHeads(const core::EntryResult& shown) {
-  core::EntryResult r;
-  r.info = shown.info;
-  r.config = shown.config;
-  r.engine = shown.engine;
-  r.times = shown.times;
-  r.splitPending = true;
-  return r;
 }
 
 bool sameShape(const core::EntryInfo& a, const core::EntryInfo& b) {
@@ -263,6 +252,9 @@ void CudaEngine::setEntry(std::shared_ptr<const core::EntryData> entry) {
 }
 
 core::EntryResult CudaEngine::run(const core::RunConfig& config, const core::RunOptions& options) {
+  // The kernels take one numerics per call: heads of other numerics (the exact fallback) run as calls of
+  // their own.
+  if (config.mixedNumerics()) return core::runByNumerics(*this, config, options);
   const HostClock::time_point start = HostClock::now();
   if (!entry_) throw Error(kWhere, "no entry selected");
   const core::EntryInfo& info = entry_->info;
@@ -290,7 +282,7 @@ core::EntryResult CudaEngine::run(const core::RunConfig& config, const core::Run
   if (!early) return res;
   res.splitPending = true;
   auto shown = std::make_shared<core::EntryResult>(std::move(res));
-  if (!options.onDeployed(shown)) return withoutHeads(*shown);
+  if (!options.onDeployed(shown)) return core::withoutHeads(*shown);
   throwIfCancelled(options);
   return finishSplit(st, *entry_, plan, *shown, clock, start);
 }

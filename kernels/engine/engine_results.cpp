@@ -5,8 +5,8 @@
 #include <cuda_fp16.h>
 
 #include <algorithm>
+#include <optional>
 #include <string>
-#include <thread>
 
 #include "engine/engine_state.h"
 #include "sparge/core/error.h"
@@ -18,8 +18,7 @@ namespace {
 
 // Threads that cut the per-head results: the work is memory-bound, a few threads saturate it.
 int assemblyThreads() {
-  static const int n = (int)std::clamp(std::thread::hardware_concurrency(), 1u, 8u);
-  return n;
+  return core::bulkThreads();
 }
 
 // Queues copies of the plan's heads of a per-head array ([B*Hq] x `perHead` bytes) into the same places of
@@ -109,10 +108,11 @@ void addNonFiniteWarning(core::EntryResult& res, const core::HeadResult& hr) {
                          "meaningful");
 }
 
-void addWarnings(core::EntryResult& res, const core::HeadResult& hr) {
-  if (hr.emptyRows > 0)
-    res.warnings.push_back("head " + std::to_string(hr.head) + ": " + std::to_string(hr.emptyRows) +
-                           " query rows see no key in their selected blocks (output set to 0)");
+void addWarnings(core::EntryResult& res, const core::HeadResult& hr, std::optional<int64_t>& windowRows) {
+  if (hr.emptyRows > 0) {
+    if (!windowRows) windowRows = core::rowsWithoutKeys(res.info);
+    res.warnings.push_back(core::emptyRowsWarning(res, hr, *windowRows));
+  }
   if (hr.hasNonFinite) addNonFiniteWarning(res, hr);
 }
 
@@ -189,9 +189,10 @@ core::EntryResult collectResults(CudaEngine::State& st, const core::EntryData& e
   t0 = HostClock::now();
   core::parallelFor((int64_t)res.heads.size(), assemblyThreads(),
                     [&](int64_t x) { fillAttention(res.heads[x], run, (int)(x / nh), plan.heads[x % nh]); });
+  std::optional<int64_t> windowRows;  // counted once, when a head has empty rows
   for (core::HeadResult& hr : res.heads) {
     if (plan.options.keepOutput) hr.output = downloadOutput(st, (size_t)hr.batch * st.Hq + hr.head);
-    addWarnings(res, hr);
+    addWarnings(res, hr, windowRows);
   }
   core::aggregate(res);
   t.hostResultsMs += msSince(t0);

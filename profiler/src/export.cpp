@@ -2,7 +2,6 @@
 #include "sparge/profiler/export.h"
 
 #include <algorithm>
-#include <cctype>
 #include <cmath>
 #include <cstdio>
 #include <nlohmann/json.hpp>
@@ -10,21 +9,13 @@
 
 #include "sparge/core/atomic_file.h"
 #include "sparge/core/error.h"
+#include "sparge/core/option_values.h"
 
 namespace sparge::prof {
 
 namespace {
 
 using nlohmann::json;
-
-bool endsWith(const std::string& text, const std::string& suffix) {
-  if (text.size() < suffix.size()) return false;
-  for (size_t i = 0; i < suffix.size(); ++i) {
-    if (std::tolower(static_cast<unsigned char>(text[text.size() - suffix.size() + i])) != suffix[i])
-      return false;
-  }
-  return true;
-}
 
 // JSON has no NaN or infinity; a missing figure is null.
 json number(double v) {
@@ -131,9 +122,11 @@ std::string oneLine(std::string text) {
 }  // namespace
 
 TimingFormat formatForPath(const std::string& path) {
-  if (endsWith(path, ".trace.json")) return TimingFormat::ChromeTrace;
-  if (endsWith(path, ".json")) return TimingFormat::Json;
-  if (endsWith(path, ".csv")) return TimingFormat::Csv;
+  // The CLI checks --timings by the same rule (core::outputFormat) before it runs anything.
+  const std::string format = core::outputFormat(path, {".json", ".csv", ".trace.json"});
+  if (format == ".trace.json") return TimingFormat::ChromeTrace;
+  if (format == ".json") return TimingFormat::Json;
+  if (format == ".csv") return TimingFormat::Csv;
   throw Error(path, "unknown timings format: use .json, .csv or .trace.json");
 }
 

@@ -151,8 +151,9 @@ struct RunFigures {
 
 RunFigures runFigures(const Tally& t, TimingSource src) {
   RunFigures f;
-  for (const auto& [id, values] : t.perRun) {
-    if (!t.profiled.count(id)) continue;
+  for (const auto& run : t.perRun) {
+    if (!t.profiled.count(run.first)) continue;
+    const auto& values = run.second;  // a structured binding: clang 14 cannot capture it in the lambda
     auto get = [&](Stage st) -> std::optional<double> {
       auto it = values.find({st, src});
       return it == values.end() ? std::nullopt : std::optional<double>(it->second);

@@ -32,19 +32,14 @@ core::EntryResult mergeEntryPieces(std::vector<std::string>& payloads, const std
   core::EntryResult out = decodeResult(payloads[0], "result of entry " + entry);
   if (out.info.name != entry) throw Error("entry " + entry, "a rank returned entry " + out.info.name);
   if (payloads.size() == 1) return out;
+  std::vector<core::EntryResult> parts;
+  parts.push_back(std::move(out));
   for (size_t i = 1; i < payloads.size(); ++i) {
-    core::EntryResult part = decodeResult(payloads[i], "result of entry " + entry);
-    if (part.info.name != entry) throw Error("entry " + entry, "a rank returned entry " + part.info.name);
-    for (core::HeadResult& h : part.heads) out.heads.push_back(std::move(h));
-    for (std::string& w : part.warnings)
-      if (std::find(out.warnings.begin(), out.warnings.end(), w) == out.warnings.end())
-        out.warnings.push_back(w);
-    out.times += part.times;
+    parts.push_back(decodeResult(payloads[i], "result of entry " + entry));
+    if (parts.back().info.name != entry)
+      throw Error("entry " + entry, "a rank returned entry " + parts.back().info.name);
   }
-  std::sort(out.heads.begin(), out.heads.end(), [](const core::HeadResult& a, const core::HeadResult& b) {
-    return a.batch != b.batch ? a.batch < b.batch : a.head < b.head;
-  });
-  core::aggregate(out);
+  out = core::joinHeadRuns(std::move(parts));
   out.warnings.push_back("heads ran on " + std::to_string(payloads.size()) +
                          " ranks: the stage times are their sum");
   return out;

@@ -25,8 +25,8 @@ GpuCpus nearGpuCpus() {
 }
 
 Placement placement(Transport& t, int threads) {
-  return placeRank(t.localRank(), t.localSize(), visibleGpus(), hostCores(),
-                         usableCores(), threads, nearGpuCpus());
+  return placeRank(t.localRank(), t.localSize(), visibleGpus(), hostCores(), usableCores(), threads,
+                   nearGpuCpus());
 }
 
 // "a ×3, b" for the distinct values in first-seen order.

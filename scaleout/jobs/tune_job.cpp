@@ -15,6 +15,7 @@
 #include "sparge/core/error.h"
 #include "sparge/core/memory_guard.h"
 #include "sparge/core/names.h"
+#include "sparge/core/parallel.h"
 #include "sparge/core/params_io.h"
 #include "sparge/scaleout/codec.h"
 #include "sparge/scaleout/partition.h"
@@ -140,6 +141,7 @@ class TuneJobRunner {
                                           " token order, this run uses " + core::toString(spec_.permute) +
                                           " — pass --permute " + core::toString(resume->permute) +
                                           " or tune anew");
+      if (job().root()) checkResumeIdentity(*resume);
       others_ = otherGroups(*resume, spec_.groups);
       for (const core::TunedGroup& g : others_)
         for (const core::TunedHead& h : g.heads) resumedKeys_.insert({g.name, h.head});
@@ -149,20 +151,53 @@ class TuneJobRunner {
       const int64_t headsQ = g.entries.front().headsQ;
       const std::vector<int64_t> wanted = wantedHeads(spec_.options, headsQ);
       std::string note;
-      resumed_.push_back(resume ? finishedHeads(*resume, g, headsQ, &note)
-                                : std::vector<core::TunedHead>{});
+      resumed_.push_back(resume ? finishedHeads(*resume, g, headsQ, &note) : std::vector<core::TunedHead>{});
+      resumedTunedOn_.push_back({});
+      if (resume && !resumed_.back().empty())
+        for (const core::ParamsGroup& pg : resume->groups)
+          if (pg.name == g.name) resumedTunedOn_.back() = pg.tunedOn;
       if (!note.empty() && job().root()) std::fprintf(stderr, "note: %s\n", core::printable(note).c_str());
       for (const core::TunedHead& h : resumed_.back()) resumedKeys_.insert({g.name, h.head});
       WorkUnit u;
-      for (const core::TuneInput& e : g.entries) u.costPerHead += headCost(spec_.infos.at(e.name));
+      for (const core::TuneInput& e : g.entries) u.costPerHead += headCost(spec_.infos.at(inputKey(e)));
       for (int64_t h : wanted)
         if (std::none_of(resumed_.back().begin(), resumed_.back().end(),
                          [h](const core::TunedHead& t) { return t.head == h; }))
           u.heads.push_back(h);
       units.push_back(std::move(u));
     }
-    runner_.plan(planWork(units, job().size()), units.size(),
-                 [this](const Piece& p) { return unitsOf(p); });
+    runner_.plan(planWork(units, job().size()), units.size(), [this](const Piece& p) { return unitsOf(p); });
+  }
+
+  // Heads kept from --resume must have been tuned on this run's inputs: a file tuned on another capture of
+  // the same shape would otherwise be taken whole ("2 heads kept, 0 to tune") and its budgets broken here.
+  void checkResumeIdentity(const core::ParamsFile& file) {
+    bool unrecorded = false;
+    for (const core::TuneGroupInput& g : spec_.groups) {
+      const auto pg = std::find_if(file.groups.begin(), file.groups.end(),
+                                   [&](const core::ParamsGroup& p) { return p.name == g.name; });
+      if (pg == file.groups.end() || pg->heads.empty()) continue;
+      if (pg->tunedOn.empty()) {
+        unrecorded = true;
+        continue;
+      }
+      for (const core::TuneInput& e : g.entries) {
+        const std::string digest = spec_.digestOf ? spec_.digestOf(e) : std::string();
+        if (core::identityOf(*pg, digest) == core::ParamsIdentity::Matches) continue;
+        throw Error(
+            spec_.resumePath,
+            "group \"" + core::printable(g.name) + "\" was tuned on " + core::describeTunedOn(pg->tunedOn) +
+                ", not on " + core::printable(e.capture) + ":" + core::printable(e.name) +
+                " (content digest " + digest +
+                ") — its heads cannot be kept for this input: resume with the captures it was tuned on, "
+                "or tune into a new file without --resume");
+      }
+    }
+    if (unrecorded)
+      std::fprintf(stderr,
+                   "warning: %s does not record the inputs its groups were tuned on (a file from before "
+                   "\"tuned_on\"): the heads it holds are kept unchecked\n",
+                   core::printable(spec_.resumePath).c_str());
   }
 
   // Work units of a piece: entry × head pairs.
@@ -194,17 +229,17 @@ class TuneJobRunner {
   core::TuneGroupInput traced(const core::TuneGroupInput& g, size_t heads) {
     core::TuneGroupInput copy = g;
     for (core::TuneInput& e : copy.entries)
-      e.load = [this, load = e.load, name = e.name, heads] {
+      e.load = [this, load = e.load, name = e.name, capture = e.capture, key = inputKey(e), heads] {
         currentEntry_ = name;
         const auto t0 = Clock::now();
-        std::shared_ptr<const core::EntryData> data = takePrefetched(name);
-        if (!data) data = stillLoaded(name);
+        std::shared_ptr<const core::EntryData> data = takePrefetched(key);
+        if (!data) data = stillLoaded(key);
         if (!data) {
-          core::checkRunMemory(spec_.capturePath, spec_.infos.at(name), spec_.options.geometry, heads);
+          core::checkRunMemory(capture, spec_.infos.at(key), spec_.options.geometry, heads);
           data = load();
         }
         times_.loadSeconds += secondsSince(t0);
-        lastName_ = name;
+        lastName_ = key;
         lastData_ = data;
         entryLoaded_ = true;
         prefetchNext();
@@ -240,9 +275,9 @@ class TuneJobRunner {
     const Piece& first = schedule().pieces[size_t(mine.front())];
     const core::TuneInput& in = spec_.groups[size_t(first.unit)].entries.front();
     const size_t heads = first.heads.size();
-    prefetch_ = Prefetched{in.name, std::async(std::launch::async, [this, &in, heads] {
-                             core::checkRunMemory(spec_.capturePath, spec_.infos.at(in.name),
-                                            spec_.options.geometry, heads);
+    prefetch_ = Prefetched{inputKey(in), core::startAsync([this, &in, heads] {
+                             core::checkRunMemory(in.capture, spec_.infos.at(inputKey(in)),
+                                                  spec_.options.geometry, heads);
                              return in.load();
                            })};
   }
@@ -254,7 +289,7 @@ class TuneJobRunner {
     const core::TuneInput& in = *next_;
     next_ = nullptr;
     core::MemoryEstimate twice =
-        core::estimateRunMemory(spec_.infos.at(in.name), spec_.options.geometry, int64_t(nextHeads_));
+        core::estimateRunMemory(spec_.infos.at(inputKey(in)), spec_.options.geometry, int64_t(nextHeads_));
     twice.entryBytes *= 2;
     twice.engineBytes *= 2;
     twice.referenceBytes *= 2;
@@ -263,7 +298,7 @@ class TuneJobRunner {
     } catch (const Error&) {
       return;  // loaded when its turn comes, with the memory check that says why if it fails then
     }
-    prefetch_ = Prefetched{in.name, std::async(std::launch::async, in.load)};
+    prefetch_ = Prefetched{inputKey(in), core::startAsync(in.load)};
   }
 
   // Once the piece after `current` is known (at the start of `current`, or when rank 0's answer arrives
@@ -286,7 +321,7 @@ class TuneJobRunner {
     const core::TuneInput& in = spec_.groups[size_t(piece.unit)].entries.front();
     const std::vector<core::TuneInput>& now =
         spec_.groups[size_t(schedule().pieces[size_t(current)].unit)].entries;
-    if (now.size() == 1 && now.front().name == in.name) return;
+    if (now.size() == 1 && inputKey(now.front()) == inputKey(in)) return;
     next_ = &in;
     nextHeads_ = piece.heads.size();
   }
@@ -307,7 +342,7 @@ class TuneJobRunner {
 
   // This rank's progress with `pieceCost`, `pieceUnits` and `pieceProbes` of the current piece done.
   RankProgress progressNow(double pieceCost, int64_t pieceUnits, int64_t pieceProbes,
-                                 const std::string& current) const {
+                           const std::string& current) const {
     RankProgress rp;
     rp.costDone = doneCost_ + pieceCost;
     rp.unitsDone = unitsDone_ + pieceUnits;
@@ -419,12 +454,16 @@ class TuneJobRunner {
     core::TunedGroup g;
     g.name = in.name;
     g.layer = in.layer;
-    for (const core::TuneInput& e : in.entries) g.entries.push_back(e.name);
+    for (const core::TuneInput& e : in.entries)
+      if (std::find(g.entries.begin(), g.entries.end(), e.name) == g.entries.end())
+        g.entries.push_back(e.name);
     g.headsQ = in.entries.front().headsQ;
     g.heads = resumed_[unit];
+    g.tunedOn = resumedTunedOn_[unit];
     g.complete = whole;
     for (const std::string& p : payloads) {
       core::TunedGroup part = decodeGroup(p, "tuned group " + in.name);
+      if (!part.tunedOn.empty()) g.tunedOn = part.tunedOn;
       g.heads.insert(g.heads.end(), part.heads.begin(), part.heads.end());
       g.complete = g.complete && part.complete;
       g.elapsedSeconds = std::max(g.elapsedSeconds, part.elapsedSeconds);
@@ -455,11 +494,19 @@ class TuneJobRunner {
     return r;
   }
 
+  // The inputs' descriptions by entry name (an entry of several captures: the first capture's).
+  std::map<std::string, core::EntryInfo> infosByName() const {
+    std::map<std::string, core::EntryInfo> byName;
+    for (const core::TuneGroupInput& g : spec_.groups)
+      for (const core::TuneInput& e : g.entries) byName.emplace(e.name, spec_.infos.at(inputKey(e)));
+    return byName;
+  }
+
   // Writes the parameter file; returns how many groups it holds.
   size_t write(const core::TuneResult& r, bool complete) const {
     core::ParamsFile file = core::toParamsFile(r, spec_.capturePath);
     file.complete = complete;
-    core::recordPermutation(file, spec_.permute, spec_.infos);
+    core::recordPermutation(file, spec_.permute, infosByName());
     if (!spec_.trace) {
       core::writeParams(spec_.output, file);
       return file.groups.size();
@@ -575,8 +622,9 @@ class TuneJobRunner {
   const TuneJobSpec& spec_;
   const TuneJobOutput& out_;
   JobRunner runner_;  // the job, its schedule, this rank's feed and rank 0's collector
-  std::vector<std::vector<core::TunedHead>> resumed_;  // per group: heads kept from --resume
-  std::vector<core::TunedGroup> others_;               // groups of the resumed file this run does not tune
+  std::vector<std::vector<core::TunedHead>> resumed_;       // per group: heads kept from --resume
+  std::vector<std::vector<core::TunedOn>> resumedTunedOn_;  // per group: the inputs of those heads
+  std::vector<core::TunedGroup> others_;  // groups of the resumed file this run does not tune
   std::set<std::pair<std::string, int64_t>> resumedKeys_;  // (group, head) kept from --resume
   std::vector<core::TunedGroup> done_;                     // rank 0: handed-over groups, in order
   std::vector<RankInfo> ranks_;

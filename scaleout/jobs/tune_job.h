@@ -18,10 +18,17 @@
 
 namespace sparge::scaleout {
 
+// The key of an input in TuneJobSpec::infos: entries of several captures may share a name.
+inline std::string inputKey(const core::TuneInput& in) {
+  return in.capture + '\n' + in.name;
+}
+
 struct TuneJobSpec {
-  std::string capturePath;
+  std::string capturePath;                       // the first capture (the file's "capture")
   std::vector<core::TuneGroupInput> groups;      // every group of the command, in order
-  std::map<std::string, core::EntryInfo> infos;  // every entry of the groups (for the cost model)
+  std::map<std::string, core::EntryInfo> infos;  // every input of the groups, by inputKey (cost model)
+  // The content digest of an input, read from its capture (--resume checks the file's tuned_on with it).
+  std::function<std::string(const core::TuneInput&)> digestOf;
   core::TuneOptions options;                     // heads: the requested query heads (empty = all)
   std::string output;
   bool trace = false;

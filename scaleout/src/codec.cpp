@@ -13,22 +13,28 @@ static_assert(sizeof(core::EntryInfo) == 320,
               "EntryInfo changed: update its WireFields in scaleout/src/codec.cpp");
 static_assert(sizeof(core::HeadParams) == 136,
               "HeadParams changed: update WireFields in scaleout/src/codec.cpp");
-static_assert(sizeof(core::RunConfig) == 184,
+static_assert(sizeof(core::RunConfig) == 208,
               "RunConfig changed: update WireFields in scaleout/src/codec.cpp");
-static_assert(sizeof(core::HeadResult) == 672,
+static_assert(sizeof(core::HeadResult) == 728,
               "HeadResult changed: update WireFields in scaleout/src/codec.cpp");
 static_assert(sizeof(core::SparsityCounts) == 56, "SparsityCounts changed: update scaleout/src/codec.cpp");
-static_assert(sizeof(core::ErrorSums) == 56, "ErrorSums changed: update WireFields in scaleout/src/codec.cpp");
-static_assert(sizeof(core::StageTimes) == 136, "StageTimes changed: update WireFields in scaleout/src/codec.cpp");
-static_assert(sizeof(core::EntryResult) == 952,
+static_assert(sizeof(core::ErrorSums) == 56,
+              "ErrorSums changed: update WireFields in scaleout/src/codec.cpp");
+static_assert(sizeof(core::StageTimes) == 136,
+              "StageTimes changed: update WireFields in scaleout/src/codec.cpp");
+static_assert(sizeof(core::EntryResult) == 1032,
               "EntryResult changed: update WireFields in scaleout/src/codec.cpp");
-static_assert(sizeof(core::TunedGroup) == 120, "TunedGroup changed: update WireFields in scaleout/src/codec.cpp");
-static_assert(sizeof(core::TunedHead) == 408,
+static_assert(sizeof(core::TunedGroup) == 144,
+              "TunedGroup changed: update WireFields in scaleout/src/codec.cpp");
+static_assert(sizeof(core::TunedHead) == 424,
               "TunedHead changed: update WireFields in scaleout/src/codec.cpp");
 static_assert(sizeof(core::EntryAchieved) == 56, "EntryAchieved changed: update scaleout/src/codec.cpp");
-static_assert(sizeof(core::ThetaPoint) == 64, "ThetaPoint changed: update WireFields in scaleout/src/codec.cpp");
-static_assert(sizeof(core::TuneProbe) == 36, "TuneProbe changed: update WireFields in scaleout/src/codec.cpp");
-static_assert(sizeof(core::TuneDecision) == 136, "TuneDecision changed: update scaleout/src/codec.cpp");
+static_assert(sizeof(core::ThetaPoint) == 64,
+              "ThetaPoint changed: update WireFields in scaleout/src/codec.cpp");
+static_assert(sizeof(core::TuneProbe) == 36,
+              "TuneProbe changed: update WireFields in scaleout/src/codec.cpp");
+static_assert(sizeof(core::TuneDecision) == 144, "TuneDecision changed: update scaleout/src/codec.cpp");
+static_assert(sizeof(core::TunedOn) == 96, "TunedOn changed: update WireFields in scaleout/src/codec.cpp");
 
 template <>
 struct WireFields<core::Window> {
@@ -108,7 +114,8 @@ template <>
 struct WireFields<core::RunConfig> {
   template <class S, class F>
   static void visit(S& v, F&& f) {
-    f(v.method, v.geometry, v.numerics, v.smoothK, v.sink, v.diagonal, v.defaults, v.perHead);
+    f(v.method, v.geometry, v.numerics, v.smoothK, v.sink, v.diagonal, v.defaults, v.perHead,
+      v.perHeadNumerics);
   }
 };
 
@@ -135,7 +142,7 @@ struct WireFields<core::HeadResult> {
   static void visit(S& v, F&& f) {
     f(v.batch, v.head, v.params, v.nq, v.nk, v.blockMask, v.pvSkipped, v.reasons, v.pooledProb, v.similarQ,
       v.similarK, v.selfSimQ, v.selfSimK, v.refBlockMass, v.qBlockL1, v.output, v.sparsity, v.error,
-      v.errorSparse, v.errorQuant, v.emptyRows, v.hasNonFinite, v.elementPairs);
+      v.errorSparse, v.errorQuant, v.errorQuantQk, v.emptyRows, v.hasNonFinite, v.elementPairs);
   }
 };
 
@@ -153,8 +160,8 @@ template <>
 struct WireFields<core::EntryResult> {
   template <class S, class F>
   static void visit(S& v, F&& f) {
-    f(v.info, v.config, v.engine, v.heads, v.sparsity, v.error, v.errorSparse, v.errorQuant, v.times,
-      v.warnings, v.splitPending);
+    f(v.info, v.config, v.engine, v.heads, v.sparsity, v.error, v.errorSparse, v.errorQuant, v.errorQuantQk,
+      v.times, v.warnings, v.splitPending);
   }
 };
 
@@ -188,7 +195,8 @@ struct WireFields<core::TuneDecision> {
   static void visit(S& v, F&& f) {
     f(v.method, v.pattern, v.mode, v.entries, v.basis, v.denseCause, v.lambdaSource, v.l1Budget, v.l2Budget,
       v.minSparsity, v.thetaSwept, v.thetaReused, v.theta, v.sel, v.stage1, v.l1, v.binLow, v.binHigh,
-      v.binMeanSparsity, v.binPoints, v.singlePointsTried, v.achievedSparsity, v.lambda);
+      v.binMeanSparsity, v.binPoints, v.singlePointsTried, v.achievedSparsity, v.lambda, v.exactCause,
+      v.quantNumerics, v.quantL1);
   }
 };
 
@@ -196,8 +204,16 @@ template <>
 struct WireFields<core::TunedHead> {
   template <class S, class F>
   static void visit(S& v, F&& f) {
-    f(v.head, v.params, v.isSparse, v.stage1Sparsity, v.totalSparsity, v.l1, v.l1Sparse, v.l1Quant,
-      v.perEntry, v.probes, v.thetaPoints, v.trace, v.decision);
+    f(v.head, v.params, v.isSparse, v.exact, v.stage1Sparsity, v.totalSparsity, v.l1, v.l1Sparse, v.l1Quant,
+      v.l1QuantQk, v.perEntry, v.probes, v.thetaPoints, v.trace, v.decision);
+  }
+};
+
+template <>
+struct WireFields<core::TunedOn> {
+  template <class S, class F>
+  static void visit(S& v, F&& f) {
+    f(v.capture, v.entry, v.digest);
   }
 };
 
@@ -205,7 +221,7 @@ template <>
 struct WireFields<core::TunedGroup> {
   template <class S, class F>
   static void visit(S& v, F&& f) {
-    f(v.name, v.entries, v.layer, v.headsQ, v.heads, v.complete, v.elapsedSeconds);
+    f(v.name, v.entries, v.tunedOn, v.layer, v.headsQ, v.heads, v.complete, v.elapsedSeconds);
   }
 };
 

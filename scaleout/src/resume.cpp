@@ -14,11 +14,13 @@ core::TunedHead tunedHeadOf(const core::ParamsHead& h) {
   t.head = h.head;
   t.params = h.params;
   t.isSparse = h.isSparse;
+  t.exact = h.exact;
   t.stage1Sparsity = h.stage1Sparsity;
   t.totalSparsity = h.totalSparsity;
   t.l1 = h.l1;
   t.l1Sparse = h.l1Sparse;
   t.l1Quant = h.l1Quant;
+  t.l1QuantQk = h.l1QuantQk;
   return t;
 }
 
@@ -26,6 +28,7 @@ core::TunedGroup tunedGroupOf(const core::ParamsGroup& g) {
   core::TunedGroup t;
   t.name = g.name;
   t.entries = g.entries;
+  t.tunedOn = g.tunedOn;
   t.layer = g.layer;
   t.headsQ = g.headsQ;
   t.complete = g.complete;
@@ -63,12 +66,18 @@ void checkResumable(const core::ParamsFile& f, const std::string& path, const co
   mustMatch(f.sink == o.sink, path, "sink", f.sink ? "on" : "off", o.sink ? "on" : "off");
   mustMatch(f.diagonal == o.diagonal, path, "diagonal blocks (--diagonal)", f.diagonal ? "on" : "off",
             o.diagonal ? "on" : "off");
+  // Files from before the exact fallback kept every head in the file's numerics; exact numerics have none.
+  const core::ExactFallback fallback = f.exactFallback.value_or(core::ExactFallback::Off);
+  if (o.numerics != core::Numerics::None)
+    mustMatch(fallback == o.exactFallback, path, "--exact-fallback", core::toString(fallback),
+              core::toString(o.exactFallback));
 }
 
 std::vector<core::TunedHead> finishedHeads(const core::ParamsFile& file, const core::TuneGroupInput& group,
                                            int64_t headsQ, std::string* note) {
-  std::vector<std::string> entries;
-  for (const core::TuneInput& e : group.entries) entries.push_back(e.name);
+  std::vector<std::string> entries;  // each name once: an entry of several captures is one entry of the group
+  for (const core::TuneInput& e : group.entries)
+    if (std::find(entries.begin(), entries.end(), e.name) == entries.end()) entries.push_back(e.name);
   for (const core::ParamsGroup& g : file.groups) {
     if (g.name != group.name) continue;
     if (g.entries != entries || g.headsQ != headsQ) {

@@ -133,20 +133,37 @@ TEST(DenseHint, TuneWithEveryHeadDenseNamesTheSinkOnCausalCaptures) {
   EXPECT_FALSE(denseTuneHint(t, true));
 }
 
-TEST(DenseHint, TuneUnderAQuantizationFloorAsksForALargerBudget) {
+TEST(DenseHint, TuneUnderAQuantizationFloorNamesQuantizationFirst) {
   TuneResult t = denseTune(0.01, {0.012, 0.034});
   t.options.numerics = Numerics::Int8Fp8;
+  t.groups[0].name = "e";
   auto h = denseTuneHint(t, true);
   ASSERT_TRUE(h);
+  EXPECT_TRUE(h->quantization);
   EXPECT_EQ(
       h->why,
-      "every head came out dense: no θ and τ kept L1 below 0.01 while leaving out more than 10 % of the "
-      "blocks; in int8-fp8 quantization alone already costs up to L1 0.034, over the budget: raise --l1 "
-      "(and --l2) above that");
-  EXPECT_EQ(h->fix, "");
-  // One head under the floor: the floor is not the whole story, and the sink is named as before.
+      "in int8-fp8 quantization alone costs 2 of 2 heads at least l1 0.01 (dense L1: e head 1 (0.034), e "
+      "head 0 (0.012)), so no θ, τ or λ can meet the budget there; they are marked dense and still run "
+      "quantized");
+  EXPECT_NE(h->fix.find("--exact-fallback head"), std::string::npos) << h->fix;
+  // One head under the floor: quantization is still the first cause, for the other one.
   t.groups[0].heads[0].l1Quant = 0.004;
-  EXPECT_EQ(denseTuneHint(t, true)->fix, "--sink");
+  h = denseTuneHint(t, true);
+  ASSERT_TRUE(h);
+  EXPECT_TRUE(h->quantization);
+  EXPECT_NE(h->why.find("costs 1 of 2 heads"), std::string::npos) << h->why;
+  // Tuned exact by the fallback, that head is no cause any more: the sink is named for the dense rest.
+  t.groups[0].heads[1].exact = true;
+  h = denseTuneHint(t, true);
+  ASSERT_TRUE(h);
+  EXPECT_FALSE(h->quantization);
+  EXPECT_EQ(h->fix, "--sink");
+  EXPECT_NE(exactFallbackNote(t).find("1 of 2 heads tuned and recorded in exact numerics"), std::string::npos)
+      << exactFallbackNote(t);
+  // Without quantized numerics there is no quantization cause at all.
+  t.groups[0].heads[1].exact = false;
+  t.options.numerics = Numerics::None;
+  EXPECT_FALSE(denseTuneHint(t, true)->quantization);
 }
 
 TEST(DenseHint, Presets) {

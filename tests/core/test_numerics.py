@@ -195,7 +195,8 @@ def test_fp8_columns_per_channel_with_a_zero_channel():
 
 # ---------------------------------------------------------------- whole runs
 def attention_emulation(q, k, v, mask, bq, bk, scale, causal, numerics, dtype):
-    """One head of SpargeAttn's Stage 2 in the chosen numerics, visiting `mask`'s blocks in order."""
+    """One head of SpargeAttn's Stage 2 in the chosen numerics, visiting `mask`'s blocks in order.
+    "int8-qk": INT8 Q·Kᵀ as the quantized numerics compute it, P·V and O exact (the l1_quant_qk part)."""
     nq_tok, d = q.shape
     nkv = k.shape[0]
     cast = bf16_oracle if dtype == "bfloat16" else half
@@ -227,8 +228,9 @@ def attention_emulation(q, k, v, mask, bq, bk, scale, causal, numerics, dtype):
             out[r0:r1] = np.where(den > 0, (w @ v.astype(np.float64)) / np.where(den > 0, den, 1), 0)
             continue
         m = np.full(r1 - r0, -np.inf)
-        l = np.zeros(r1 - r0, np.float32)
-        acc = np.zeros((r1 - r0, v.shape[1]), np.float32)
+        exact_pv = numerics == "int8-qk"
+        l = np.zeros(r1 - r0, np.float64 if exact_pv else np.float32)
+        acc = np.zeros((r1 - r0, v.shape[1]), np.float64 if exact_pv else np.float32)
         for j in cols:
             k0, k1 = j * bk, min(nkv, (j + 1) * bk)
             sint = qc[r0:r1].astype(np.float64) @ kc[k0:k1].astype(np.float64).T  # exact integers
@@ -241,7 +243,10 @@ def attention_emulation(q, k, v, mask, bq, bk, scale, causal, numerics, dtype):
             with np.errstate(invalid="ignore"):  # rows that have seen no visible key yet: -inf - -inf
                 alpha = np.where(np.isfinite(m_new), np.exp2(m - m_new), 1.0).astype(np.float32)
                 p = np.where(np.isfinite(m_new)[:, None], np.exp2(lg - m_new[:, None] + off), 0).astype(np.float32)
-            if numerics == "int8-fp8":
+            if numerics == "int8-qk":
+                l = l * alpha + p.sum(axis=1, dtype=np.float64)
+                g = p.astype(np.float64) @ v[k0:k1].astype(np.float64)
+            elif numerics == "int8-fp8":
                 l = l * alpha + p.sum(axis=1, dtype=np.float64).astype(np.float32)
                 g = (e4m3_oracle(p).astype(np.float64) @ vq[k0:k1].astype(np.float64)).astype(np.float32)
             else:
@@ -256,7 +261,7 @@ def attention_emulation(q, k, v, mask, bq, bk, scale, causal, numerics, dtype):
         o = np.where(l[:, None] > 0, acc / np.where(l > 0, l, 1)[:, None], 0)
         if numerics == "int8-fp8":
             o = o * vscale[None, :]
-        out[r0:r1] = cast(o.astype(np.float32))
+        out[r0:r1] = o if exact_pv else cast(o.astype(np.float32))
     return out
 
 
@@ -323,6 +328,9 @@ def test_engine_matches_numpy_emulation(tmp_path, numerics, geometry, dtype, hea
                                                 "none", dtype), ref),
             "l1_quant": l1(attention_emulation(qi[0, hh], ki[0, kv], vi[0, kv], valid, bq, bk, scale, causal,
                                                numerics, dtype), ref),
+            # INT8 Q·Kᵀ alone: P·V exact, on the values as stored.
+            "l1_quant_qk": l1(attention_emulation(qi[0, hh], ki[0, kv], v[0, kv], valid, bq, bk, scale, causal,
+                                                  "int8-qk", dtype), ref),
         }
         for key, w in want.items():
             assert abs(h[key] - w) <= 2e-3 * w + 1e-6, (hh, key, h[key], w)

@@ -11,20 +11,13 @@
 #include "sparge/core/params_io.h"
 #include "sparge/core/stage1.h"
 #include "sparge/core/synthetic.h"
+#include "test_util.h"
 
 using namespace sparge::core;
 
 namespace {
 
 constexpr double kInf = std::numeric_limits<double>::infinity();
-
-std::vector<float> randomValues(size_t n, uint64_t seed, float sd = 1.0f) {
-  std::mt19937_64 rng(seed);
-  std::normal_distribution<float> d(0.0f, sd);
-  std::vector<float> v(n);
-  for (float& x : v) x = d(rng);
-  return v;
-}
 
 // Softmax over the keys that `visibleKeys` allows and the mask selects, in double; rows with none are 0.
 std::vector<double> naiveWindowed(const std::vector<float>& q, const std::vector<float>& k,
@@ -74,8 +67,9 @@ std::shared_ptr<EntryData> synthEntry(int64_t hq, int64_t hkv, int64_t n, bool c
 // A local window makes the first visited blocks of a row partial too, not only the diagonal one.
 TEST(NumericsEngine, WindowMasksEveryPartialBlock) {
   const int64_t nQ = 300, nKv = 420, d = 16;
-  const auto q = randomValues(size_t(nQ * d), 1), k = randomValues(size_t(nKv * d), 2),
-             v = randomValues(size_t(nKv * d), 3);
+  const auto q = sparge::test::normalValues(size_t(nQ * d), 1),
+             k = sparge::test::normalValues(size_t(nKv * d), 2),
+             v = sparge::test::normalValues(size_t(nKv * d), 3);
   for (const Geometry& g : {kGeometry128x64, kGeometry64x128})
     for (const auto& [causal, w] :
          {std::pair<bool, Window>{true, Window{100, -1}}, {false, Window{70, 45}}, {false, Window{-1, 10}}}) {

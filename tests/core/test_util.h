@@ -1,4 +1,4 @@
-// Helpers shared by the core tests: a scratch folder per test and "expect this error message".
+// Helpers shared by the core tests: a scratch folder per test, "expect this error message", random values.
 #pragma once
 
 #include <gtest/gtest.h>
@@ -8,7 +8,9 @@
 #include <cstdlib>
 #include <filesystem>
 #include <initializer_list>
+#include <random>
 #include <string>
+#include <vector>
 
 #include "sparge/core/error.h"
 
@@ -51,6 +53,15 @@ void expectError(Fn&& fn, std::initializer_list<std::string> parts) {
       EXPECT_NE(msg.find(p), std::string::npos) << "'" << p << "' not in: " << msg;
     if (std::getenv("SPARGE_SHOW_ERRORS")) std::printf("  message: %s\n", msg.c_str());
   }
+}
+
+// n values drawn from N(0, sd²) with `seed`.
+inline std::vector<float> normalValues(size_t n, uint64_t seed, float sd = 1.0f) {
+  std::mt19937_64 rng(seed);
+  std::normal_distribution<float> d(0.0f, sd);
+  std::vector<float> v(n);
+  for (float& x : v) x = d(rng);
+  return v;
 }
 
 }  // namespace sparge::test

@@ -9,6 +9,7 @@ import numpy as np
 HERE = os.path.dirname(os.path.abspath(__file__))
 CAP = os.path.join(HERE, "corpus", "capture_reader")
 PAR = os.path.join(HERE, "corpus", "params")
+CLI = os.path.join(HERE, "corpus", "cli_options")
 rng = np.random.default_rng(11)
 
 
@@ -70,3 +71,21 @@ for h in topk["groups"][0]["heads"]:
 topk["groups"][0].update(complete=False, heads=topk["groups"][0]["heads"][:2], layer=None)
 with open(os.path.join(PAR, "topk_partial.json"), "w") as f:
     json.dump(topk, f)
+
+# Command lines for the CLI parser: arguments separated by NUL bytes.
+COMMAND_LINES = {
+    "run.args": ["run", "s.h5", "--theta", "0.5", "--tau", "0.9", "--lambda", "20", "--heads", "0,1",
+                 "--report", "r.json", "--engine", "cpu", "--threads", "2"],
+    "run_topk.args": ["run", "--topk", "0.25", "--target", "sm90", "--quant", "none", "--max-memory", "8G",
+                      "--timings", "t.trace.json", "--repeat", "3", "--warmup-ms", "100", "--entry", "l00"],
+    "tune.args": ["tune", "c.h5", "--l1", "0.05", "--l2", "0.06", "-o", "p.json", "--heads", "0,1,2",
+                  "--topk-mode", "--group-by-layer"],
+    "synth.args": ["synth", "x.h5", "--heads", "4", "--kv-heads", "2", "--tokens", "256", "--segment", "64",
+                   "--sharpness", "1.5", "--seed", "7", "--dtype", "bf16", "--layout", "NHD", "--entries", "2"],
+    "info.args": ["info", "c.h5", "--group-by", "module"],
+    "bench.args": ["bench", "--tokens", "4096,8192", "--dims", "64", "--topk", "0.5,0.2", "--causal", "0,1"],
+}
+os.makedirs(CLI, exist_ok=True)
+for name, args in COMMAND_LINES.items():
+    with open(os.path.join(CLI, name), "wb") as f:
+        f.write("\0".join(args).encode())

@@ -3,16 +3,16 @@
 # seeds are never changed), with a memory and a per-input time limit; a crash leaves its input in
 # ARTIFACTS and fails the run.
 # usage: run_fuzz.sh BUILD_DIR [SECONDS_PER_TARGET] [TARGET...]
-#   SECONDS_PER_TARGET defaults to $SPARGE_FUZZ_SECONDS or 60 (what CI runs). Longer runs, for example
+#   SECONDS_PER_TARGET defaults to $SPARGE_FUZZ_SECONDS or 40 (what CI runs: 2 minutes for the 3 targets). Longer runs, for example
 #   `run_fuzz.sh build-fuzz 3600`, keep what they find in $SPARGE_FUZZ_CORPUS (default BUILD_DIR/fuzz-corpus)
 #   and may use several processes: SPARGE_FUZZ_JOBS=4. Build first (see tests/fuzz/README.md).
 set -euo pipefail
 HERE="$(cd "$(dirname "$0")" && pwd)"
 BUILD="$(cd "$1" && pwd)"
-SECONDS_EACH="${2:-${SPARGE_FUZZ_SECONDS:-60}}"
+SECONDS_EACH="${2:-${SPARGE_FUZZ_SECONDS:-40}}"
 shift $(( $# >= 2 ? 2 : 1 ))
 TARGETS=("$@")
-[ ${#TARGETS[@]} -gt 0 ] || TARGETS=(capture_reader params)
+[ ${#TARGETS[@]} -gt 0 ] || TARGETS=(capture_reader params cli_options)
 CORPUS_ROOT="${SPARGE_FUZZ_CORPUS:-$BUILD/fuzz-corpus}"
 ARTIFACTS="${SPARGE_FUZZ_ARTIFACTS:-$BUILD/fuzz-artifacts}"
 JOBS="${SPARGE_FUZZ_JOBS:-1}"

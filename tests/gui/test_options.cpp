@@ -1,12 +1,14 @@
 // The app layer's tables and parsers without a window: --set settings, the command registry (every
-// command once, unique verbs and shortcuts) and --action parsing.
+// command once, unique verbs and shortcuts), --action parsing and the command line's values.
 #include <gtest/gtest.h>
 
 #include <set>
 #include <string>
+#include <vector>
 
 #include "app/actions.h"
 #include "app/commands.h"
+#include "app/options.h"
 #include "app/set_option.h"
 #include "sparge/core/error.h"
 
@@ -100,4 +102,44 @@ TEST(Commands, ActionsParseAndRejectBadArguments) {
   EXPECT_THROW(parseAction("profile=3,200,1"), sparge::Error);
   EXPECT_THROW(parseAction("set=bogus=1"), sparge::Error);
   EXPECT_THROW(parseAction("dance"), sparge::Error);
+}
+
+namespace {
+AppOptions parse(std::vector<std::string> args) {
+  args.insert(args.begin(), "sparge-studio");
+  std::vector<char*> argv;
+  for (std::string& a : args) argv.push_back(a.data());
+  return parseOptions(int(argv.size()), argv.data());
+}
+}  // namespace
+
+TEST(Options, CommandLineValuesFollowTheClisRules) {
+  EXPECT_EQ(parse({"c.h5", "--font-scale", "1.5", "--threads", "3", "--size", "800x600"}).fontScale, 1.5f);
+  for (std::vector<std::string> bad : {std::vector<std::string>{"--font-scale", "nan"},
+                                       {"--font-scale", "inf"},
+                                       {"--font-scale", "0"},
+                                       {"--threads", "-1"},
+                                       {"--threads", ""},
+                                       {"--size", "4294967616x1000"},
+                                       {"--frames", "4294967297"},
+                                       {"--timeout", "nan"},
+                                       {"--head", "-1"},
+                                       {"--mouse", "1,nan"},
+                                       {""},
+                                       {"--entry", ""},
+                                       {"--screenshot", "shot.txt"},
+                                       {"--bogus", "1"}}) {
+    EXPECT_THROW(parse(bad), sparge::Error) << bad[0];
+  }
+  core::RunConfig c;
+  Budget b;
+  EXPECT_THROW(applySetting("l1=inf", c, b), sparge::Error);
+  EXPECT_THROW(applySetting("theta= 0.5", c, b), sparge::Error);
+}
+
+TEST(Options, ExportTargetsAreCheckedWhenParsed) {
+  EXPECT_THROW(parseAction("export-report=missing/r.json"), sparge::Error);
+  EXPECT_THROW(parseAction("export-masks=" + std::string(300, 'm') + ".h5"), sparge::Error);
+  EXPECT_THROW(parseAction("export-params="), sparge::Error);
+  EXPECT_EQ(parseAction("export-report=R.CSV").arg, "R.CSV");
 }

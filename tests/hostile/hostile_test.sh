@@ -33,8 +33,8 @@ same_file)
   # An export onto an input destroyed it; inputs are compared by device and inode, not by name.
   synth s.h5 --heads 2 --tokens 256 --dim 32
   cp s.h5 c.h5 && cp s.h5 orig.h5
-  ln c.h5 hard.h5 && ln -s c.h5 soft.h5
-  for args in "--masks c.h5" "--report c.h5" "--timings c.h5" "--masks hard.h5" "--report soft.h5" \
+  ln c.h5 hard.h5 && ln -s c.h5 soft.h5 && ln c.h5 hard.json && ln -s c.h5 soft.csv
+  for args in "--masks c.h5" "--report hard.json" "--timings soft.csv" "--masks hard.h5" "--report soft.csv" \
               "--masks ./c.h5"; do
     # shellcheck disable=SC2086
     expect_exit 1 "is the same file as the input capture" -- "$SPARGE" run c.h5 --engine cpu $args
@@ -47,16 +47,16 @@ same_file)
   expect_exit 1 "is the same file as the input --params" -- "$SPARGE" run s.h5 --engine cpu --params p.json \
     --report p.json
   same_bytes p.json p_orig.json
-  expect_exit 1 "give each output its own path" -- "$SPARGE" run s.h5 --engine cpu --masks o.h5 --report o.h5
-  [ ! -e o.h5 ] || fail "o.h5 written although the command was refused"
+  expect_exit 1 "give each output its own path" -- "$SPARGE" run s.h5 --engine cpu --masks o.json --report o.json
+  [ ! -e o.json ] || fail "o.json written although the command was refused"
   ;;
 outputs_first)
   # Output paths are checked before any work: a bad one fails at once, not after the whole run.
   synth s.h5 --heads 2 --tokens 256 --dim 32
   echo x > plainfile
-  mkdir adir
+  mkdir adir.json
   for spec in "--report missing/r.json|does not exist" "--masks plainfile/m.h5|is not a folder" \
-              "--report adir|is a folder" "--timings missing/t.json|does not exist"; do
+              "--report adir.json|is a folder" "--timings missing/t.json|does not exist"; do
     args="${spec%%|*}" msg="${spec##*|}"
     # shellcheck disable=SC2086
     out="$("$SPARGE" run s.h5 --engine cpu $args 2>&1)" && fail "run $args succeeded"
@@ -67,7 +67,24 @@ outputs_first)
   out="$("$SPARGE" tune s.h5 --l1 0.05 --l2 0.06 --engine cpu -o missing/p.json 2>&1)" && fail "tune succeeded"
   grep -q "does not exist" <<<"$out" || fail "tune: $out"
   ! grep -q "tuning " <<<"$out" || fail "tune started before checking its output: $out"
-  only_files s.h5 plainfile adir
+  # Formats chosen by the name are checked when the options are parsed (exit 2); a name longer than the
+  # file system takes before any work (exit 1). Messages name the option and echo the name shortened.
+  long="$(printf 'r%.0s' $(seq 1 295)).json"
+  for spec in "2|--timings t.xyz|unknown format" "2|--report r.xyz|unknown format" "2|--report R.XLSX|unknown format" \
+              "1|--report $long|the file name is 300 bytes long" "1|--masks $long|the file name is 300 bytes long"; do
+    IFS='|' read -r want args msg <<<"$spec"
+    # shellcheck disable=SC2086
+    out="$("$SPARGE" run s.h5 --engine cpu $args 2>&1)"
+    rc=$?
+    [ "$rc" -eq "$want" ] || fail "run ${args:0:40}: exit $rc, expected $want: ${out:0:400}"
+    grep -qF -- "$msg" <<<"$out" || fail "run ${args:0:40}: message lacks '$msg': ${out:0:400}"
+    grep -qF -- "${args%% *}" <<<"$out" || fail "run ${args:0:40}: message does not name the option: ${out:0:400}"
+    ! grep -q "entries in" <<<"$out" || fail "run ${args:0:40} computed before failing"
+    [ "${#out}" -lt 1000 ] || fail "run ${args:0:40}: the name was echoed whole (${#out} bytes)"
+  done
+  expect_exit 1 "the file name is 300 bytes long" -- "$SPARGE" tune s.h5 --l1 0.05 --l2 0.06 --engine cpu -o "$long"
+  expect_exit 1 "the file name is 300 bytes long" -- "$SPARGE" synth "$long"
+  only_files s.h5 plainfile adir.json
   ;;
 names)
   # Entry names with CSV/JSON specials, terminal escapes and non-UTF-8 bytes; a non-UTF-8 capture path.
@@ -157,16 +174,18 @@ disk_full)
   # A disk that fills up during an export: a clear error (exit 1, no crash), the previous file intact,
   # nothing left behind. Simulated with the fault library, and on a real small tmpfs when mounting works.
   synth s.h5 --heads 4 --tokens 1024 --dim 32
-  for what in "--masks out.h5" "--report out.h5"; do
-    echo previous > out.h5 && cp out.h5 prev.h5
+  for what in "--masks out.h5" "--report out.json"; do
+    target="${what#* }"
+    rm -f out.h5 out.json && echo previous > "$target" && cp "$target" prev.h5
     # shellcheck disable=SC2086
     out="$(LD_PRELOAD="$FAULT" SPARGE_FAULT_ENOSPC_AFTER=3000 "$SPARGE" run s.h5 --engine cpu $what 2>&1)"
     rc=$?
     [ "$rc" -eq 1 ] || fail "full disk ($what): exit $rc, expected 1: $out"
-    grep -q "out.h5" <<<"$out" || fail "the error does not name the file: $out"
-    same_bytes out.h5 prev.h5
-    only_files s.h5 out.h5 prev.h5
+    grep -q "$target" <<<"$out" || fail "the error does not name the file: $out"
+    same_bytes "$target" prev.h5
+    only_files s.h5 "$target" prev.h5
   done
+  rm -f out.json && echo previous > out.h5
   out="$(LD_PRELOAD="$FAULT" SPARGE_FAULT_ENOSPC_AFTER=3000 "$SPARGE" synth big.h5 --heads 4 --tokens 1024 2>&1)"
   [ $? -eq 1 ] || fail "synth on a full disk: $out"
   only_files s.h5 out.h5 prev.h5
@@ -294,7 +313,7 @@ memory)
   expect_exit 1 "needs about" -- "$SPARGE" run s.h5 --engine cpu --max-memory 1M
   expect_exit 1 "--heads" -- "$SPARGE" run s.h5 --engine cpu --max-memory 1M
   expect_exit 1 "the --max-memory limit is 1 MiB" -- "$SPARGE" tune s.h5 --l1 0.05 --l2 0.06 --engine cpu --max-memory 1M -o p.json
-  expect_exit 1 "is not a size" -- "$SPARGE" run s.h5 --engine cpu --max-memory lots
+  expect_exit 2 "is not a size" -- "$SPARGE" run s.h5 --engine cpu --max-memory lots
   "$SPARGE" run s.h5 --engine cpu --max-memory 1G >/dev/null 2>&1 || fail "run within --max-memory 1G"
   $PY "$HERE/make_special.py" big_grid big.h5 || fail "make big_grid capture"
   start=$(date +%s)
@@ -325,6 +344,163 @@ for e in json.load(open("r.json"))["entries"]:
         assert not (h["l1"] == 0 and h["cos_sim"] == 1), (e["name"], h["head"], "L1 0 / cos 1 shown as right")
 PYEOF
   fi
+  ;;
+threads)
+  # --threads beyond what the machine runs is capped with a note; a thread the system refuses to start is an
+  # error naming --threads (exit 1), never an abort. The pools join what started before they throw.
+  synth t.h5 --heads 256 --tokens 128 --dim 16
+  out="$("$SPARGE" run t.h5 --engine cpu --threads 100000 --summary-only 2>&1)" || fail "run --threads 100000: $out"
+  grep -q "note: --threads 100000 capped at" <<<"$out" || fail "no note about the cap: $out"
+  if ! ldd "$SPARGE" 2>/dev/null | grep -q libasan; then
+    # An address-space limit (AddressSanitizer reserves terabytes, so not under it): each thread's stack counts.
+    out="$(ulimit -v 8000000; "$SPARGE" run t.h5 --engine cpu --threads 1000 --summary-only 2>&1)"
+    rc=$?
+    [ "$rc" -le 1 ] || fail "run --threads 1000 under ulimit -v: exit $rc: $out"
+  fi
+  for cmd in "run t.h5 --engine cpu --threads 8" "tune t.h5 --l1 0.05 --l2 0.06 --engine cpu --threads 8 -o p.json"; do
+    # shellcheck disable=SC2086
+    out="$(LD_PRELOAD="$FAULT" SPARGE_FAULT_THREADS_AFTER=2 "$SPARGE" $cmd 2>&1)"
+    rc=$?
+    [ "$rc" -eq 1 ] || fail "$cmd with failing thread starts: exit $rc, expected 1: $out"
+    grep -q "could not start thread" <<<"$out" || fail "$cmd: message lacks the cause: $out"
+    grep -q -- "--threads" <<<"$out" || fail "$cmd: message does not name --threads: $out"
+  done
+  out="$(LD_PRELOAD="$FAULT" SPARGE_FAULT_THREADS_AFTER=0 "$SPARGE" synth u.h5 --entries 3 --threads 2 2>&1)"
+  [ $? -eq 1 ] || fail "synth with failing thread starts: $out"
+  grep -q -- "--threads" <<<"$out" || fail "synth: message does not name --threads: $out"
+  only_files t.h5
+  ;;
+synth_sizes)
+  # Shapes whose sizes overflow int64, segments near the int64 limit and sizes beyond memory are refused
+  # before anything is allocated or written, naming the option; an existing output stays as it was.
+  echo previous > x.h5 && cp x.h5 prev.h5
+  expect_exit 2 "--batch" -- "$SPARGE" synth x.h5 --batch 4294967296 --heads 4294967296 --tokens 1 --dim 1
+  expect_exit 2 "--batch/--heads/--tokens/--dim" -- "$SPARGE" synth x.h5 --batch 2147483647 --heads 2147483647 \
+    --tokens 1 --dim 1
+  expect_exit 2 "--kv-heads" -- "$SPARGE" synth x.h5 --heads 6 --kv-heads 4
+  expect_exit 2 "--segment" -- "$SPARGE" synth x.h5 --segment 9223372036854775807
+  expect_exit 2 "--segment" -- "$SPARGE" synth x.h5 --segment 0
+  expect_exit 1 "needs about 384.0 GiB" -- "$SPARGE" synth x.h5 --heads 4096 --tokens 65536 --dim 128 \
+    --max-memory 64G
+  expect_exit 1 "--max-memory limit is 1 MiB" -- "$SPARGE" synth x.h5 --heads 4 --tokens 1024 --max-memory 1M
+  same_bytes x.h5 prev.h5
+  # A segment longer than the sequence is one segment (its token count no longer overflows).
+  synth long_segment.h5 --heads 1 --tokens 300 --dim 8 --segment 2147483647
+  only_files x.h5 prev.h5 long_segment.h5
+  ;;
+synth_values)
+  # --sharpness outside [0, 1000] would write NaN or Inf everywhere; the ends of the range stay finite in
+  # float16 (checked with numpy).
+  for bad in -1 nan inf 1e30 1001 ""; do
+    expect_exit 2 "--sharpness" -- "$SPARGE" synth x.h5 --sharpness="$bad"
+  done
+  synth lo.h5 --heads 2 --tokens 256 --dim 2048 --sharpness 0
+  synth hi.h5 --heads 2 --tokens 256 --dim 2048 --sharpness 1000
+  $PY - <<'PYEOF' || fail "synthetic values not finite"
+import h5py, numpy as np
+for name in ("lo.h5", "hi.h5"):
+    with h5py.File(name) as f:
+        for t in ("q", "k", "v"):
+            a = f["entries/l00"][t][...]
+            assert np.isfinite(a).all(), (name, t)
+PYEOF
+  only_files lo.h5 hi.h5
+  ;;
+empty_values)
+  # Empty, NaN, infinite, negative, wrapping and unbounded values are usage errors (exit 2) that name the
+  # option, before any work.
+  synth s.h5 --heads 2 --tokens 256 --dim 32
+  while IFS='|' read -r option args; do
+    eval "set -- $args"
+    expect_exit 2 "$option" -- "$SPARGE" "$@"
+  done <<'CASES'
+--theta|run s.h5 --theta ''
+--theta|run s.h5 --theta nan
+--tau|run s.h5 --tau 1e400
+--lambda|run s.h5 --lambda inf
+--heads|run s.h5 --heads ''
+--heads|run s.h5 --heads -1
+--report|run s.h5 --report ''
+--masks|run s.h5 --masks ''
+--entry|run s.h5 --entry ''
+--params|run s.h5 --params ''
+file|run ''
+file|info ''
+--threads|run s.h5 --threads -1
+--threads|run s.h5 --threads 99999999999
+--max-memory|run s.h5 --max-memory 1e300t
+--max-memory|run s.h5 --max-memory inf
+--max-memory|run s.h5 --max-memory ''
+--seed|synth x.h5 --seed=-1
+--seed|synth x.h5 --seed 18446744073709551616
+--heads|synth x.h5 --heads ''
+--l1|tune s.h5 --l1 nan --l2 0.1 -o p.json
+--l2|tune s.h5 --l1 0.05 --l2 '' -o p.json
+-o|tune s.h5 --l1 0.05 --l2 0.06 -o ''
+CASES
+  only_files s.h5
+  ;;
+window_hint)
+  # Rows that the entry's window leaves without any key are not the selection's fault: their warning says
+  # so (with the count a numpy-free transcription of the window rule gives) and never offers --sink, which
+  # cannot help them, whatever the options.
+  $PY "$HERE/make_special.py" window_empty w.h5 || fail "make window_empty capture"
+  want="$($PY -c "print(sum(1 for t in range(512) if max(0, t - 64) > min(127, t)))")"
+  for opts in "" "--dense" "--sink" "--dense --sink"; do
+    # shellcheck disable=SC2086
+    out="$("$SPARGE" run w.h5 --engine cpu $opts 2>&1)" || fail "run $opts: $out"
+    grep -q "head 0: $want query rows have no key inside their window \[64, 0\]" <<<"$out" \
+      || fail "run $opts: no window warning for $want rows: $out"
+    ! grep -q "sink keeps key block 0" <<<"$out" || fail "run $opts: the --sink hint cannot help these rows: $out"
+  done
+  ;;
+bounded_echo)
+  # Strings from files and options are echoed shortened (start…end, with their length): a 10 MB module
+  # attribute or a 100 KB entry name costs a line, not megabytes of output.
+  $PY "$HERE/make_special.py" big_attrs a.h5 || fail "make big_attrs capture"
+  for args in "" "--group-by module"; do
+    # shellcheck disable=SC2086
+    bytes="$("$SPARGE" info a.h5 $args 2>&1 | wc -c)"
+    [ "${PIPESTATUS[0]}" -eq 0 ] || fail "info $args failed"
+    [ "$bytes" -lt 20000 ] || fail "info $args printed $bytes bytes"
+  done
+  "$SPARGE" info a.h5 | grep -q "model.layers.0.x*…x*.self_attn (10485785 bytes)" || fail "module not shortened"
+  "$SPARGE" info a.h5 | grep -q "18446744073709551615" || fail "uint64 root attribute not shown exactly"
+  name="$(head -c 100000 /dev/zero | tr '\0' e)"
+  out="$("$SPARGE" run a.h5 --engine cpu --entry "$name" 2>&1)"
+  [ $? -eq 1 ] || fail "an unknown 100 KB entry name must fail with 1"
+  [ "${#out}" -lt 2000 ] || fail "the error echoed ${#out} bytes"
+  grep -q "(100000 bytes)" <<<"$out" || fail "the error does not give the name's length: ${out:0:300}"
+  ;;
+messages)
+  # A FIFO as --params or --resume, an unknown command, an attribute beyond int64.
+  synth s.h5 --heads 2 --tokens 256 --dim 32
+  mkfifo p.json
+  for args in "run s.h5 --engine cpu --params p.json" "tune s.h5 --l1 0.05 --l2 0.06 --engine cpu --resume p.json"; do
+    # shellcheck disable=SC2086
+    out="$(timeout 20 "$SPARGE" $args 2>&1)"
+    [ $? -eq 1 ] || fail "$args: $out"
+    grep -q "FIFO" <<<"$out" || fail "$args: $out"
+    ! grep -q "file file" <<<"$out" || fail "$args: doubled word: $out"
+  done
+  expect_exit 2 "unknown command 'bogus'" -- "$SPARGE" bogus s.h5
+  expect_exit 2 "no command given" -- "$SPARGE"
+  $PY "$HERE/make_special.py" uint64_layer u.h5 || fail "make uint64_layer capture"
+  expect_exit 1 "attribute layer = 9223372036854775808 lies beyond" -- "$SPARGE" info u.h5
+  ;;
+heads_list)
+  # --heads takes the same comma-separated list in tune as in run.
+  synth s.h5 --heads 4 --tokens 256 --dim 32
+  "$SPARGE" tune s.h5 --l1 0.05 --l2 0.06 --engine cpu --heads 0,2 -o p.json >/dev/null 2>&1 || fail "tune --heads 0,2"
+  "$SPARGE" tune s.h5 --l1 0.05 --l2 0.06 --engine cpu --heads 1 --heads 3 -o q.json >/dev/null 2>&1 \
+    || fail "tune --heads 1 --heads 3"
+  $PY - <<'PYEOF' || fail "tuned heads"
+import json
+for name, want in (("p.json", [0, 2]), ("q.json", [1, 3])):
+    heads = sorted(h["head"] for g in json.load(open(name))["groups"] for h in g["heads"])
+    assert heads == want, (name, heads)
+PYEOF
+  expect_exit 1 "head 4" -- "$SPARGE" tune s.h5 --l1 0.05 --l2 0.06 --engine cpu --heads 0,4 -o r.json
   ;;
 *)
   fail "unknown case $CASE" ;;

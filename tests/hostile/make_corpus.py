@@ -427,6 +427,21 @@ mutated("heads_q_mismatch.json", lambda p: p["groups"][0].update(heads_q=8, comp
 mutated("no_group_for_entry.json", lambda p: p["groups"][0].update(entries=["zz"], name="zz"),
         'no parameters for entry "l0"')
 mutated("unknown_keys_ignored.json", lambda p: p.update(extra={"x": [1, 2]}), "", exit_codes=(0,))
+mutated("entry_in_two_groups.json",
+        lambda p: p["groups"].append(dict(json.loads(json.dumps(p["groups"][0])), name="again")),
+        'is listed in group "l0" and in group "again"')
+mutated("head_numerics_bad.json", lambda p: head0(p).update(numerics="fp4"), "/numerics")
+mutated("head_numerics_quantized_in_exact_file.json", lambda p: head0(p).update(numerics="int8-fp8"),
+        'may only differ by being "none"')
+mutated("exact_fallback_bad.json", lambda p: p.update(exact_fallback="model"), "/exact_fallback")
+mutated("tuned_on_object.json", lambda p: p["groups"][0].update(tuned_on={"capture": "a.h5"}),
+        "/tuned_on: expected a non-empty array")
+mutated("tuned_on_foreign.json",
+        lambda p: p["groups"][0].update(tuned_on=[{"capture": "a.h5", "entry": "l0", "digest": "0" * 16}]),
+        "--params-any-capture")
+mutated("held_out_violations.json",
+        lambda p: head0(p).update(held_out={"inputs": 1, "violations": 3, "max_l1": 0.1, "max_l1_entry": "x"}),
+        "must be in [0, inputs]")
 
 with open(os.path.join(OUT, "manifest.json"), "w") as f:
     json.dump(manifest, f, indent=1)

@@ -7,7 +7,7 @@
 # Left to the normal build (they test numbers and timing, not memory safety, and take minutes under the
 # sanitizers): the tuner's search tests, the whole-sample run, the interrupt timing cases, MPI, the GUI.
 # usage: sanitizer_job.sh [BUILD_ROOT]   (default: the repository; builds go to build-sanitize, build-fuzz)
-#   SPARGE_FUZZ_SECONDS: seconds per fuzz target (default 60); SPARGE_JOBS: build jobs.
+#   SPARGE_FUZZ_SECONDS: seconds per fuzz target (default 40, three targets); SPARGE_JOBS: build jobs.
 set -euo pipefail
 ROOT="$(cd "$(dirname "$0")/../.." && pwd)"
 OUT="${1:-$ROOT}"
@@ -37,12 +37,13 @@ t1=$(date +%s)
   -R '^(cli_.*|hostile_.*)$' -E '^(cli_sample|cli_tune_interrupt|hostile_tune_complete|hostile_nonfinite_scores)$')
 t2=$(date +%s)
 
-# libFuzzer needs clang; only the fuzz targets (core and two entry points) are built with it.
+# libFuzzer needs clang; only the fuzz targets (core, the CLI's sources and three entry points) are built
+# with it.
 FUZZ="$OUT/build-fuzz"
 cmake -S "$ROOT" -B "$FUZZ" $(generator "$FUZZ") "${COMMON[@]}" -DCMAKE_C_COMPILER=clang \
   -DCMAKE_CXX_COMPILER=clang++ -DSPARGE_BUILD_FUZZERS=ON >/dev/null
-cmake --build "$FUZZ" -j "$JOBS" --target fuzz_capture_reader fuzz_params
+cmake --build "$FUZZ" -j "$JOBS" --target fuzz_capture_reader fuzz_params fuzz_cli_options
 t3=$(date +%s)
-"$ROOT/tests/fuzz/run_fuzz.sh" "$FUZZ" "${SPARGE_FUZZ_SECONDS:-60}"
+"$ROOT/tests/fuzz/run_fuzz.sh" "$FUZZ" "${SPARGE_FUZZ_SECONDS:-40}"
 t4=$(date +%s)
 echo "sanitizer job: build $((t1 - t0)) s, tests $((t2 - t1)) s, fuzz build $((t3 - t2)) s, fuzzing $((t4 - t3)) s"

@@ -9,11 +9,14 @@
  *                                 file is moved into place)
  *   SPARGE_FAULT_RENAME_MS=N      every rename() takes N ms more (a slow disk)
  *   SPARGE_FAULT_RENAME_LOG=FILE  every rename() appends its target to FILE (how often a file was replaced)
+ *   SPARGE_FAULT_THREADS_AFTER=N  pthread_create fails with EAGAIN once N threads were started (a process or
+ *                                 address-space limit reached)
  * Deterministic: the same variables give the same failure point on every run.
  */
 #define _GNU_SOURCE
 #include <dlfcn.h>
 #include <errno.h>
+#include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -108,4 +111,15 @@ int rename(const char* from, const char* to) {
     }
   }
   return real(from, to);
+}
+
+int pthread_create(pthread_t* thread, const pthread_attr_t* attr, void* (*start)(void*), void* arg) {
+  static int (*real)(pthread_t*, const pthread_attr_t*, void* (*)(void*), void*);
+  static long long started;
+  if (!real)
+    real = (int (*)(pthread_t*, const pthread_attr_t*, void* (*)(void*), void*))dlsym(RTLD_NEXT,
+                                                                                      "pthread_create");
+  const long long limit = envNumber("SPARGE_FAULT_THREADS_AFTER");
+  if (limit >= 0 && __atomic_fetch_add(&started, 1, __ATOMIC_SEQ_CST) >= limit) return EAGAIN;
+  return real(thread, attr, start, arg);
 }

@@ -109,6 +109,15 @@ inline std::shared_ptr<EntryData> makeEntry(const Shape& s, uint32_t seed, bool 
   return e;
 }
 
+// Thresholds that select part of each row and skip some PV blocks on makeEntry(..., loud = true) data.
+inline core::HeadParams sparseParams() {
+  core::HeadParams p;
+  p.theta = 0.3;
+  p.tau = 0.9;
+  p.lambda = 6;
+  return p;
+}
+
 inline core::RunConfig makeConfig(const Geometry& g, bool smoothK, const core::HeadParams& p,
                                   bool sink = false) {
   core::RunConfig c;

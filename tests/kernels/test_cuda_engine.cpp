@@ -13,10 +13,10 @@
 #include <utility>
 #include <vector>
 
-#include "engine_fixture.h"
-#include "common/launch.h"  // the kernel launchers
-#include "scoped_env.h"
 #include "attention/sm90/smem_layout_sm90.h"
+#include "common/launch.h"  // the kernel launchers
+#include "engine_fixture.h"
+#include "scoped_env.h"
 #include "sparge/core/cpu_engine.h"
 #include "sparge/core/error.h"
 #include "sparge/core/half.h"

@@ -24,14 +24,7 @@ using core::EntryData;
 using fixture::makeConfig;
 using fixture::makeEntry;
 using fixture::Shape;
-
-core::HeadParams sparseParams() {
-  core::HeadParams p;
-  p.theta = 0.3;
-  p.tau = 0.9;
-  p.lambda = 6;
-  return p;
-}
+using fixture::sparseParams;
 
 // Equal sums, or NaN on both sides (a head whose inputs hold NaN).
 void expectSameSums(const core::ErrorSums& a, const core::ErrorSums& b, const std::string& what) {

@@ -49,13 +49,13 @@ oracle_sample)
   ;;
 options)
   "$SPARGE" synth "$WORK/s.h5" --heads 2 --tokens 256 --dim 32 >/dev/null || fail "synth"
-  expect_exit 1 "power of two" -- "$SPARGE" run "$WORK/s.h5" --engine cpu --method xattention --xattn-stride 3
-  expect_exit 1 "belongs to --method moba" -- "$SPARGE" run "$WORK/s.h5" --engine cpu --method xattention --moba-topk 2
-  expect_exit 1 "is SpargeAttn's" -- "$SPARGE" run "$WORK/s.h5" --engine cpu --method moba --tau 0.5
-  expect_exit 1 "is not known" -- "$SPARGE" run "$WORK/s.h5" --engine cpu --method quest
-  expect_exit 1 "must lie in [0, 1]" -- "$SPARGE" run "$WORK/s.h5" --engine cpu --method flexprefill --flex-gamma 1.5
-  expect_exit 1 "vertical_slash" -- "$SPARGE" run "$WORK/s.h5" --engine cpu --method minference --minference-pattern a_shape
-  expect_exit 1 "at least 1" -- "$SPARGE" run "$WORK/s.h5" --engine cpu --method moba --moba-topk 0
+  expect_exit 2 "power of two" -- "$SPARGE" run "$WORK/s.h5" --engine cpu --method xattention --xattn-stride 3
+  expect_exit 2 "belongs to --method moba" -- "$SPARGE" run "$WORK/s.h5" --engine cpu --method xattention --moba-topk 2
+  expect_exit 2 "is SpargeAttn's" -- "$SPARGE" run "$WORK/s.h5" --engine cpu --method moba --tau 0.5
+  expect_exit 2 "is not known" -- "$SPARGE" run "$WORK/s.h5" --engine cpu --method quest
+  expect_exit 2 "must lie in [0, 1]" -- "$SPARGE" run "$WORK/s.h5" --engine cpu --method flexprefill --flex-gamma 1.5
+  expect_exit 2 "vertical_slash" -- "$SPARGE" run "$WORK/s.h5" --engine cpu --method minference --minference-pattern a_shape
+  expect_exit 2 "at least 1" -- "$SPARGE" run "$WORK/s.h5" --engine cpu --method moba --moba-topk 0
   ;;
 tune)
   # A method's tuned parameter file carries the method; run --params reproduces it; --resume and run refuse
@@ -97,11 +97,12 @@ compare)
   "$SPARGE" compare "$WORK/p.h5" "${common[@]}" --methods moba,xattention --heads 1 --report "$WORK/c.md" \
     >/dev/null 2>&1 || fail "compare --report md"
   grep -q "of dense" "$WORK/c.md" || fail "markdown: $(cat "$WORK/c.md")"
-  # Errors: unknown and empty method lists, budgets, a repeated method, another method's option.
-  expect_exit 1 "is not known" -- "$SPARGE" compare "$WORK/p.h5" --engine cpu --l1 0.05 --no-tune-pv --methods moba,quest
-  expect_exit 1 "--methods" -- "$SPARGE" compare "$WORK/p.h5" --engine cpu --l1 0.05 --no-tune-pv --methods ""
-  expect_exit 1 "l2 must be larger than l1" -- "$SPARGE" compare "$WORK/p.h5" --engine cpu --l1 0.05 --l2 0.01 --methods moba
-  expect_exit 1 "l1 must be a positive number" -- "$SPARGE" compare "$WORK/p.h5" --engine cpu --l1 -1 --no-tune-pv --methods moba
+  # Usage errors (2, before any work): unknown and empty method lists, budgets; a capture without what the
+  # orders need (1).
+  expect_exit 2 "is not known" -- "$SPARGE" compare "$WORK/p.h5" --engine cpu --l1 0.05 --no-tune-pv --methods moba,quest
+  expect_exit 2 "--methods" -- "$SPARGE" compare "$WORK/p.h5" --engine cpu --l1 0.05 --no-tune-pv --methods ""
+  expect_exit 2 "l2 must be larger than l1" -- "$SPARGE" compare "$WORK/p.h5" --engine cpu --l1 0.05 --l2 0.01 --methods moba
+  expect_exit 2 "l1 must be a positive number" -- "$SPARGE" compare "$WORK/p.h5" --engine cpu --l1 -1 --no-tune-pv --methods moba
   expect_exit 1 "no entry has a token grid" -- "$SPARGE" compare "$WORK/p.h5" --engine cpu --l1 0.05 --no-tune-pv
   ;;
 *)

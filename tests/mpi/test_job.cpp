@@ -374,7 +374,7 @@ core::ParamsFile resumeFile() {
 
 TEST(Resume, KeepsTheHeadsOfMatchingGroupsOnly) {
   const core::ParamsFile f = resumeFile();
-  core::TuneGroupInput same{"l00", std::nullopt, {core::TuneInput{"l00", std::nullopt, 4, {}}}};
+  core::TuneGroupInput same{"l00", std::nullopt, {core::TuneInput{"l00", std::nullopt, 4, {}, {}}}, {}};
   std::string note;
   const std::vector<core::TunedHead> kept = finishedHeads(f, same, 4, &note);
   ASSERT_EQ(kept.size(), 2u);
@@ -385,7 +385,8 @@ TEST(Resume, KeepsTheHeadsOfMatchingGroupsOnly) {
   core::TuneGroupInput changed{
       "l00",
       std::nullopt,
-      {core::TuneInput{"l00", std::nullopt, 4, {}}, core::TuneInput{"l01", std::nullopt, 4, {}}}};
+      {core::TuneInput{"l00", std::nullopt, 4, {}, {}}, core::TuneInput{"l01", std::nullopt, 4, {}, {}}},
+      {}};
   EXPECT_TRUE(finishedHeads(f, changed, 4, &note).empty());
   EXPECT_FALSE(note.empty());
   // Groups this run does not tune are kept.

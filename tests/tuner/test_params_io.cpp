@@ -231,5 +231,99 @@ TEST(ParamsIo, ApplyParamsSetsPerHeadAndTunedSettings) {
   EXPECT_EQ(warnings.size(), 3u);
 }
 
+// The additions of the exact fallback, input identity and held-out validation survive a round trip.
+TEST(ParamsIo, RoundTripOfNumericsIdentityAndHeldOut) {
+  ParamsFile f = sampleFile();
+  f.numerics = Numerics::Int8Fp8;
+  f.exactFallback = ExactFallback::Layer;
+  f.groups[0].tunedOn = {{"a.h5", "l00", "0123456789abcdef"}, {"b.h5", "l00", "fedcba9876543210"}};
+  f.groups[0].heads[1].exact = true;
+  f.groups[0].heads[1].l1Quant = 0.25;
+  f.groups[0].heads[1].l1QuantQk = 0.125;
+  f.groups[0].heads[2].heldOut = HeldOut{3, 1, 0.0625, "c.h5:l00"};
+  const ParamsFile r = parseParams(paramsToJson(f), "mem.json");
+  ASSERT_TRUE(r.exactFallback.has_value());
+  EXPECT_EQ(*r.exactFallback, ExactFallback::Layer);
+  EXPECT_EQ(r.groups[0].tunedOn, f.groups[0].tunedOn);
+  EXPECT_TRUE(r.groups[1].tunedOn.empty());
+  EXPECT_FALSE(r.groups[0].heads[0].exact);
+  EXPECT_TRUE(r.groups[0].heads[1].exact);
+  EXPECT_EQ(numericsOf(r, r.groups[0].heads[1]), Numerics::None);
+  EXPECT_EQ(numericsOf(r, r.groups[0].heads[0]), Numerics::Int8Fp8);
+  EXPECT_DOUBLE_EQ(r.groups[0].heads[1].l1Quant, 0.25);
+  EXPECT_DOUBLE_EQ(r.groups[0].heads[1].l1QuantQk, 0.125);
+  ASSERT_TRUE(r.groups[0].heads[2].heldOut.has_value());
+  EXPECT_EQ(*r.groups[0].heads[2].heldOut, *f.groups[0].heads[2].heldOut);
+  EXPECT_FALSE(r.groups[0].heads[0].heldOut.has_value());
+  // Files without the keys read as before: no identity, the file's numerics, no fallback recorded.
+  const ParamsFile old = parseParams(paramsToJson(sampleFile()), "old.json");
+  EXPECT_FALSE(old.exactFallback.has_value());
+  EXPECT_TRUE(old.groups[0].tunedOn.empty());
+  EXPECT_FALSE(old.groups[0].heads[0].exact);
+}
+
+TEST(ParamsIo, RefusesAnEntryInTwoGroupsAndBadAdditions) {
+  expectError([](std::string& s) { replaceOnce(s, "\"step0/l04\"", "\"l00\""); },
+              "bad.json:/groups/1/entries/0", "listed in group \"l00\" and in group \"layer 4\"");
+  expectError([](std::string& s) { replaceOnce(s, "\"step1/l04\"", "\"step0/l04\""); },
+              "bad.json:/groups/1/entries/1", "listed twice");
+  // The sample file is exact ("none"): a head may not claim quantized numerics of its own.
+  expectError(
+      [](std::string& s) {
+        replaceOnce(s, "\"is_sparse\": true", "\"is_sparse\": true, \"numerics\": \"int8-fp8\"");
+      },
+      "bad.json:/groups/0/heads/0/numerics", "may only differ by being \"none\"");
+  expectError(
+      [](std::string& s) {
+        replaceOnce(s, "\"is_sparse\": true", "\"is_sparse\": true, \"numerics\": \"fp4\"");
+      },
+      "bad.json:/groups/0/heads/0/numerics", "fp4");
+  expectError(
+      [](std::string& s) {
+        replaceOnce(s, "\"sink\": true", "\"sink\": true, \"exact_fallback\": \"model\"");
+      },
+      "bad.json:/exact_fallback", "model");
+  expectError(
+      [](std::string& s) {
+        replaceOnce(s, "\"entries\": [\n        \"l00\"\n      ],",
+                    "\"entries\": [\"l00\"], \"tuned_on\": [{\"capture\": \"a.h5\", \"entry\": \"l00\"}],");
+      },
+      "bad.json:/groups/0/tuned_on/0/digest", "missing key");
+  expectError(
+      [](std::string& s) {
+        replaceOnce(s, "\"is_sparse\": true",
+                    "\"is_sparse\": true, \"held_out\": {\"inputs\": 1, \"violations\": 2, \"max_l1\": 0.1, "
+                    "\"max_l1_entry\": \"x\"}");
+      },
+      "bad.json:/groups/0/heads/0/held_out/violations", "[0, inputs]");
+}
+
+TEST(ParamsIo, IdentityRefusesForeignInputsUnlessAsked) {
+  ParamsFile f = sampleFile();
+  f.groups[0].tunedOn = {{"a.h5", "l00", "00000000000000aa"}};
+  EntryInfo info;
+  info.name = "l00";
+  info.headsQ = 3;
+  EXPECT_EQ(checkParamsIdentity(f, "p.json", info, "a.h5", "00000000000000aa", false), "");
+  // Another capture with the same content is the same input.
+  EXPECT_EQ(checkParamsIdentity(f, "p.json", info, "copy.h5", "00000000000000aa", false), "");
+  try {
+    checkParamsIdentity(f, "p.json", info, "b.h5", "00000000000000bb", false);
+    FAIL() << "a foreign entry was accepted";
+  } catch (const Error& e) {
+    const std::string m = e.what();
+    for (const char* part : {"p.json", "a.h5:l00", "b.h5:l00", "--params-any-capture", "sparge tune b.h5"})
+      EXPECT_NE(m.find(part), std::string::npos) << part << " not in " << m;
+  }
+  const std::string note = checkParamsIdentity(f, "p.json", info, "b.h5", "00000000000000bb", true);
+  EXPECT_EQ(note.rfind(kHeldOutNote, 0), 0u) << note;
+  // A group without tuned_on (an older file) cannot be checked: a note, never a refusal.
+  info.name = "step0/l04";
+  info.layer = 4;
+  info.headsQ = 2;
+  const std::string old = checkParamsIdentity(f, "p.json", info, "b.h5", "00000000000000bb", false);
+  EXPECT_NE(old.find("tuned_on"), std::string::npos) << old;
+}
+
 }  // namespace
 }  // namespace sparge::core

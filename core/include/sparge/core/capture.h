@@ -41,9 +41,9 @@ class CaptureReader {
   std::vector<float> readHead(const std::string& entryName, Tensor tensor, int64_t batch, int64_t head) const;
   // The same into `out` (N x D floats). Safe to call from several threads: the HDF5 read takes a lock, the
   // conversion to float32 runs outside it. `nonFinite` (optional) receives how many of the values are NaN
-  // or ±Inf, counted while they are converted.
+  // or ±Inf, counted while they are converted; `sliceHash` (optional) the head's headSliceHash (digest.h).
   void readHeadInto(const std::string& entryName, Tensor tensor, int64_t batch, int64_t head, float* out,
-                    int64_t* nonFinite = nullptr) const;
+                    int64_t* nonFinite = nullptr, uint64_t* sliceHash = nullptr) const;
 
  private:
   struct Impl;
@@ -57,6 +57,9 @@ class CaptureReader {
 struct EntryData {
   EntryInfo info;
   FloatBuffer q, k, v;
+  // The content digest (digest.h): set by loadEntry; empty for entries made in memory (entryDigest(data)
+  // computes it).
+  std::string digest;
 
   const float* qHead(int64_t b, int64_t hq) const {
     return q.data() + ((b * info.headsQ + hq) * info.tokensQ) * info.headDim;

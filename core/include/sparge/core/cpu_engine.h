@@ -2,6 +2,7 @@
 // INT8/FP8/fp16 numerics, multi-threaded over heads.
 #pragma once
 
+#include <functional>
 #include <limits>
 #include <map>
 #include <memory>
@@ -46,6 +47,9 @@ struct PassSpec {
   const uint8_t* mask = nullptr;                            // [nq * nk], 1 = key block visited
   double lambda = std::numeric_limits<double>::infinity();  // PV-skip threshold; +inf never skips
   bool wantBlockMass = false;  // mean true attention mass per block (exact numerics only)
+  // Quantized numerics: the scores as `numerics` computes them (INT8 Q·Kᵀ), but P·V and O in fp32, so that
+  // the error of the Q·Kᵀ quantization shows on its own.
+  bool exactPv = false;
 };
 
 // Block-sparse attention of one (batch, head), as SpargeAttn's Stage 2 computes it (docs/numerics.md): the
@@ -61,9 +65,16 @@ AttentionOutput blockSparseAttention(const float* q, const float* k, const float
                                      int64_t d, int64_t dv, double scale, bool causal, const Geometry& g,
                                      const uint8_t* mask, double lambda, bool wantBlockMass);
 
+// The instruction-set variant of the CPU engine's inner loops in use ("avx512", "avx2" or "x86-64"), the
+// variants this CPU runs (best first), and a switch among them for benchmarks (the environment variable
+// SPARGE_CPU_ISA picks one at start-up). Throws sparge::Error for a variant this CPU cannot run.
+std::string cpuIsa();
+std::vector<std::string> cpuIsaVariants();
+void useCpuIsa(const std::string& isa);
+
 class CpuEngine final : public Engine {
  public:
-  // threads = 0: std::thread::hardware_concurrency().
+  // threads = 0: one per hardware thread; more than core::maxThreads() are capped (parallel.h).
   explicit CpuEngine(int threads = 0);
   ~CpuEngine() override;
 
@@ -74,30 +85,55 @@ class CpuEngine final : public Engine {
   EntryResult run(const RunConfig& config, const RunOptions& options) override;
 
   int threads() const { return threads_; }
+  // Whether a run keeps the query tiles whose inputs equal those of the previous run of the same head (the
+  // default: same results, a slider move recomputes only the rows whose mask changed). Benchmarks of the
+  // engine's raw speed turn it off.
+  bool keepTiles() const { return keepTiles_; }
+  void setKeepTiles(bool keep) { keepTiles_ = keep; }
 
  private:
-  // Dense outputs cached per head: the exact fp32 reference (with its block mass) and the dense run in a
-  // quantized numerics (the quantization-alone error). Both are computed in the first run that needs them,
-  // together with that run's sparse passes.
+  // Dense outputs cached per head: the exact fp32 reference (with its block mass) and the dense runs in a
+  // quantized numerics (the quantization-alone error, and its INT8 Q·Kᵀ part). Both are computed in the first
+  // run that needs them, together with that run's sparse passes.
   struct DenseOutput {
     std::vector<float> out;        // [Nq * Dv]
     std::vector<float> blockMass;  // [nq * nk] (reference only)
     bool nonFinite = false;
+    ErrorSums vsReference;  // quantized dense run: its error against the reference (errorQuant)
   };
-  using ReferenceKey = std::tuple<int64_t, int64_t, int, int>;                   // batch, head, geometry
-  using QuantDenseKey = std::tuple<int64_t, int64_t, int, int, Numerics, bool>;  // ..., numerics, smooth_k
-  struct HeadOutputs;
+  using ReferenceKey = std::tuple<int64_t, int64_t, int, int>;  // batch, head, geometry
+  // ..., numerics, smooth_k, exact P·V (PassSpec::exactPv)
+  using QuantDenseKey = std::tuple<int64_t, int64_t, int, int, Numerics, bool, bool>;
+  struct HeadWork;   // one (batch, head) of a run: its Stage-2 buffers and outputs, kept from run to run
+  struct Workspace;  // every HeadWork, the workers' tile buffers and the tile schedule
 
   const BlockValidity& blockValidity(const Geometry& g);  // cached per geometry
   const BlockStats& blockStats(int64_t b, int64_t h, const Geometry& g, bool smoothK);
-  HeadOperands operands(int64_t b, int64_t h, bool smoothK, std::vector<float>& keyMean) const;
-  HeadOutputs runStage2(HeadResult& hr, const RunConfig& config, bool computeError);
+  HeadOperands operands(int64_t b, int64_t h, const BlockStats& stats) const;
   const DenseOutput* cachedReference(const ReferenceKey& key);
   const DenseOutput* cachedQuantDense(const QuantDenseKey& key);
-  void computeErrors(HeadResult& hr, const HeadOutputs& o, const RunConfig& config);
+  bool denseCached(const EntryResult& result, const RunOptions& options);
+  void runStage1(EntryResult& result, const std::vector<int64_t>& heads, const RunOptions& options);
+  // Stage 2 and the error sums of the heads in [first, last), in slots 0.. of the workspace.
+  void planPasses(EntryResult& result, int64_t first, int64_t last, const RunOptions& options, bool split);
+  void runTiles(int64_t first, int64_t last, const RunOptions& options);
+  void compareOutputs(EntryResult& result, int64_t first, int64_t last);
+  void collectHeads(EntryResult& result, int64_t first, int64_t last, const RunOptions& options, bool split);
+  bool errorsOfDeployed(HeadResult& hr, HeadWork& w, const RunConfig& config);
+  void assignWork(const EntryResult& result, int64_t first, int64_t last, int64_t capacity);
+  // Every head in groups that fit the workspace: the deployed phase, or (`split`) the exact sparse runs
+  // alone.
+  void runGroups(EntryResult& result, const RunOptions& options, bool split);
+  void finishResult(EntryResult& result) const;
+  // Runs task(item, worker) for every item in [0, count) on the engine's threads, in order of the items.
+  void spread(int64_t count, const RunOptions& options, const std::function<void(int64_t, int)>& task);
 
   int threads_;
+  bool keepTiles_ = true;  // see keepTiles()
   std::shared_ptr<const EntryData> entry_;
+  uint64_t entryCount_ = 0;  // entries set so far: Stage-2 operands are kept for the current one only
+  std::mutex runMutex_;      // one run at a time: runs share the workspace
+  std::unique_ptr<Workspace> ws_;
   std::mutex cacheMutex_;
   std::map<ReferenceKey, std::unique_ptr<DenseOutput>> references_;
   std::map<QuantDenseKey, std::unique_ptr<DenseOutput>> quantDense_;

@@ -32,14 +32,25 @@ struct DenseHint {
   std::string why;  // one sentence, e.g. "no K block is self-similar at θ 0.6: every column is forced on"
   std::optional<Preset> preset;  // the preset that shows sparsity, when one does
   std::string fix;               // the command-line options that apply the fix ("--theta=-0.1", "--sink")
+  // The cause is the numerics: quantization alone costs some heads more than the budget, so no parameter
+  // can help them (the lead of the sentence says so instead of "nearly all dense").
+  bool quantization = false;
 };
 
-// Why the runs in `results` came out (nearly) all dense; nullopt when their total sparsity is above
-// kNearlyDense (or there is nothing to judge).
-std::optional<DenseHint> denseRunHint(std::span<const EntryResult> results);
-// Why tuning made every head dense; nullopt when some head is sparse or nothing finished. `causal`: the
-// tuned entries are causal (without the sink or the diagonal blocks, rows that lose every key then count
-// against the budget).
+// Why the runs in `results` missed their budget or came out (nearly) all dense, the first cause that
+// applies: with a `budget` (the l1 of the parameters run), heads that run quantized and whose quantization
+// alone (l1_quant) reaches it; then, when the total sparsity is at most kNearlyDense, why the blocks were
+// kept. nullopt when neither applies (or there is nothing to judge).
+std::optional<DenseHint> denseRunHint(std::span<const EntryResult> results,
+                                      std::optional<double> budget = std::nullopt);
+// Why tuning could not give sparsity, the first cause that applies: heads whose quantization alone reaches
+// l1 and that stayed in the tuned numerics (exact fallback off), named with their l1_quant; then, when every
+// other head came out dense, what the search ran into. nullopt when neither applies. `causal`: the tuned
+// entries are causal (without the sink or the diagonal blocks, rows that lose every key then count against
+// the budget).
 std::optional<DenseHint> denseTuneHint(const TuneResult& result, bool causal);
+// One line naming the heads the exact fallback tuned in exact numerics, with their l1_quant and what that
+// means for deployment; empty when there are none.
+std::string exactFallbackNote(const TuneResult& result);
 
 }  // namespace sparge::core

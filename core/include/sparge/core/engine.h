@@ -25,6 +25,9 @@ struct RunOptions {
   std::vector<int64_t> heads;  // query heads to run (every batch item); empty = all heads
   bool keepOutput = false;     // keep O per head in HeadResult::output
   bool computeError = true;    // compare against the dense reference (computed once, cached)
+  // With computeError and quantized numerics, also HeadResult::errorQuantQk (one more dense pass per head,
+  // cached like the others). Engines that do not measure it leave its count at 0.
+  bool quantBreakdown = false;
   const CancelFlag* cancel = nullptr;
   // Quantized numerics with computeError: called on the run's thread with the result as it stands before
   // the exact-numerics pass behind errorSparse (EntryResult::splitPending), so that a viewer shows the

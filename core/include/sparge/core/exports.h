@@ -4,6 +4,7 @@
 
 #include <functional>
 #include <nlohmann/json_fwd.hpp>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -18,21 +19,34 @@ namespace sparge::core {
 // Heads that were not run are all-zero and listed as absent in the `heads_present` attribute.
 void writeMasks(const std::string& path, const std::vector<EntryResult>& results);
 
+// What a report knows of the parameter file a run applied (`sparge run --params`): its deployed budget (the
+// file's l2, or l1 without λ search) and the entries it was not tuned on (held-out inputs).
+struct ReportBudget {
+  double l1 = 0;
+  std::set<std::string> heldOut;
+};
+
 // The JSON report: per entry and head the keys sparsity_stage1, pv_skip_rate, sparsity_total, l1 (deployed:
-// sparse and in the chosen numerics), l1_sparse (same mask and λ, exact numerics), l1_quant (every valid
-// block, chosen numerics), the same three for cos_sim and rmse (plus area-based sparsity, counts,
-// parameters), and per entry the numerics, target, geometry, engine, totals and stage times.
-nlohmann::json reportJson(const std::vector<EntryResult>& results, const std::string& capturePath);
+// sparse and in the head's numerics), l1_sparse (same mask and λ, exact numerics), l1_quant (every valid
+// block, the head's numerics), l1_quant_qk (its INT8 Q·Kᵀ part, where measured), the same three for cos_sim
+// and rmse (plus area-based sparsity, counts, parameters, the head's numerics), and per entry the numerics,
+// target, geometry, engine, totals and stage times. With a budget: per head budget_l1 and over_budget, per
+// entry held_out.
+nlohmann::json reportJson(const std::vector<EntryResult>& results, const std::string& capturePath,
+                          const ReportBudget* budget = nullptr);
 void writeReportJson(const std::string& path, const std::vector<EntryResult>& results,
-                     const std::string& capturePath);
+                     const std::string& capturePath, const ReportBudget* budget = nullptr);
 
 // A CSV field (RFC 4180): quoted when it holds a comma, quote or line break; names that are not valid
 // UTF-8 are escaped as in the JSON report (utf8Safe).
 std::string csvField(const std::string& text);
 
 // One CSV row per (entry, batch, head) with the same figures as the JSON report.
-std::string reportCsv(const std::vector<EntryResult>& results);
-void writeReportCsv(const std::string& path, const std::vector<EntryResult>& results);
+// Columns after non_finite: l1_quant_qk (empty where not measured), budget_l1, over_budget, held_out (empty
+// without a budget).
+std::string reportCsv(const std::vector<EntryResult>& results, const ReportBudget* budget = nullptr);
+void writeReportCsv(const std::string& path, const std::vector<EntryResult>& results,
+                    const ReportBudget* budget = nullptr);
 
 // What a caller adds to the Markdown report: a paragraph after the preamble (the GUI's colour legend) and
 // columns appended to every head table (the GUI's heatmap images).
@@ -46,9 +60,17 @@ struct MarkdownExtras {
 // table per head with the same figures as the CSV (the error split into l1 / l1_sparse / l1_quant and the
 // cosine similarities; "-" for a part that was not measured).
 std::string reportMarkdown(const std::vector<EntryResult>& results, const std::string& capturePath,
-                           const MarkdownExtras& extras = {});
+                           const MarkdownExtras& extras = {}, const ReportBudget* budget = nullptr);
 void writeReportMarkdown(const std::string& path, const std::vector<EntryResult>& results,
-                         const std::string& capturePath, const MarkdownExtras& extras = {});
+                         const std::string& capturePath, const MarkdownExtras& extras = {},
+                         const ReportBudget* budget = nullptr);
+
+// Per query head of a result: the error sums over its batch items (a head's L1 as budgets judge it).
+std::vector<std::pair<int64_t, ErrorSums>> headErrors(const EntryResult& result);
+// A head's L1 exceeds `budget` (NaN counts as over: no budget is met by it).
+inline bool overBudget(double l1, double budget) {
+  return !(l1 <= budget);
+}
 
 // "cdf" / "topk" and the parameter value shown for a head's selection mode.
 const char* toString(SelectMode mode);

@@ -19,4 +19,11 @@ std::string utf8Safe(std::string_view text);
 // interpret) written as "\xNN" / "\u00NN", so a name can never move the cursor or recolour the screen.
 std::string printable(std::string_view text);
 
+// For echoing strings a user or a file gave (names, paths, attribute values) in messages and tables:
+// printable(text) when it has at most `maxBytes` bytes; else its start and end (together `maxBytes` bytes,
+// cut between UTF-8 sequences) around an ellipsis, with the original length:
+// "model.decoder.layers.0.…ncoder_attn (10485760 bytes)". Exports keep names whole.
+inline constexpr size_t kDisplayBytes = 120;
+std::string shortForDisplay(std::string_view text, size_t maxBytes = kDisplayBytes);
+
 }  // namespace sparge::core

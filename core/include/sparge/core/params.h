@@ -45,9 +45,21 @@ struct RunConfig {
   HeadParams defaults;  // used for every head without an override
   // Per-query-head overrides; empty, or size Hq (entries equal to `defaults` mean "no override").
   std::vector<HeadParams> perHead;
+  // Per-query-head numerics; empty, or size Hq. A tuned file runs the heads whose quantization alone breaks
+  // the budget in exact numerics (the exact fallback) and the others in `numerics`, in one run.
+  std::vector<Numerics> perHeadNumerics;
 
   const HeadParams& forHead(int64_t qHead) const {
     return qHead < static_cast<int64_t>(perHead.size()) ? perHead[qHead] : defaults;
+  }
+  Numerics numericsFor(int64_t qHead) const {
+    return qHead < static_cast<int64_t>(perHeadNumerics.size()) ? perHeadNumerics[qHead] : numerics;
+  }
+  // Some head runs in numerics other than `numerics`.
+  bool mixedNumerics() const {
+    for (Numerics n : perHeadNumerics)
+      if (n != numerics) return true;
+    return false;
   }
   // The tiles and Stage-2 numerics SpargeAttn uses on target `t`.
   void setTarget(Target t) {

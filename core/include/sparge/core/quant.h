@@ -54,6 +54,9 @@ struct Int8Rows {
 };
 Int8Rows quantizeRowsInt8(const float* x, int64_t n, int64_t d, int blockRows, const float* mean,
                           DType input);
+// The same into `out`, reusing its memory.
+void quantizeRowsInt8(const float* x, int64_t n, int64_t d, int blockRows, const float* mean, DType input,
+                      Int8Rows& out);
 
 // V as the FP8 paths store it: cast to fp16 (bf16 V too, as upstream does), per channel c the scale
 // amax_c / 2.25 and the e4m3 codes round(v · (2.25 / amax_c)) as floats [nPad, dv] (rows >= n are 0).
@@ -64,6 +67,8 @@ struct Fp8Columns {
   std::vector<int64_t> zeroChannels;  // channels whose amax is 0 (NaN codes: the output channel is NaN)
 };
 Fp8Columns quantizeColumnsFp8(const float* v, int64_t n, int64_t dv, int64_t nPad);
+// The same into `out` (reusing its memory) with the codes' rows `ld` >= dv floats apart (columns past dv 0).
+void quantizeColumnsFp8(const float* v, int64_t n, int64_t dv, int64_t nPad, int64_t ld, Fp8Columns& out);
 
 // The SpargeAttn GPU family whose kernel a run imitates, for table headers and reports: "sm80", "sm89" or
 // "sm90" when (geometry, numerics) is that family's, "none" for exact numerics, "custom" otherwise (for

@@ -94,7 +94,12 @@ struct HeadResult {
   ErrorSums error;        // deployed: this sparse run in the chosen numerics (report key `l1`)
   ErrorSums errorSparse;  // sparsity alone: same Stage-1 mask and λ, exact numerics (`l1_sparse`)
   ErrorSums errorQuant;   // quantization alone: every valid block, no skip, chosen numerics (`l1_quant`)
-  // With Numerics::None, errorSparse equals error and errorQuant is all zero.
+  // Its INT8 Q·Kᵀ part: every valid block, INT8 scores as deployed, P·V and O in fp32 (`l1_quant_qk`), so
+  // that the share of the P·V numerics (FP8 or fp16) shows; count 0 where not measured (exact heads, the
+  // CUDA engine).
+  ErrorSums errorQuantQk;
+  // With Numerics::None (the run's, or the head's own: RunConfig::numericsFor), errorSparse equals error
+  // and errorQuant is all zero.
   int64_t emptyRows = 0;      // query rows with no attended key (output set to 0)
   bool hasNonFinite = false;  // NaN/Inf in this head's inputs or output
 };
@@ -133,6 +138,7 @@ struct EntryResult {
   ErrorSums error;                // sums over heads (deployed)
   ErrorSums errorSparse;          // sums over heads (sparsity alone)
   ErrorSums errorQuant;           // sums over heads (quantization alone)
+  ErrorSums errorQuantQk;         // sums over heads (its INT8 Q·Kᵀ part, where measured)
   StageTimes times;
   std::vector<std::string> warnings;
   // An early result of quantized numerics (RunOptions::onDeployed): every figure but the sparsity part of
@@ -144,5 +150,21 @@ struct EntryResult {
 
 // Recomputes the entry-level sums from `heads`.
 void aggregate(EntryResult& result);
+// One result from runs of one entry over disjoint heads (the ranks of a job, or the numerics of a mixed
+// run): the first part's entry, configuration and engine; heads in (batch, head) order; each warning once;
+// stage times summed; the entry sums recomputed.
+EntryResult joinHeadRuns(std::vector<EntryResult> parts);
+
+// Query rows of `info` that no key is visible to at all (a window that ends before the keys do, causal
+// rows beyond Nkv + left): their output is 0 in dense attention as well.
+int64_t rowsWithoutKeys(const EntryInfo& info);
+// The warning for a head with empty rows (emptyRows > 0), both engines': rows the entry's window leaves
+// without keys (`windowRows`, from rowsWithoutKeys) are told apart from rows whose selected blocks hold no
+// visible key, and only the latter get a hint, one that can help them (--sink, --diagonal, τ / top-k).
+std::string emptyRowsWarning(const EntryResult& result, const HeadResult& head, int64_t windowRows);
+
+// What an engine's run() returns when RunOptions::onDeployed stopped it at the early result `shown`: the
+// same result without its heads, marked splitPending.
+EntryResult withoutHeads(const EntryResult& shown);
 
 }  // namespace sparge::core

@@ -14,4 +14,9 @@ namespace sparge::core {
 std::vector<int64_t> resolveRunHeads(const EntryInfo& info, const RunConfig& config,
                                      const std::vector<int64_t>& requested);
 
+// A run whose heads use different numerics (RunConfig::perHeadNumerics), as one run per numerics over its
+// heads, joined (joinHeadRuns) under `config`: for engines whose kernels take one numerics per call. The
+// parts run without RunOptions::onDeployed (no early result).
+EntryResult runByNumerics(Engine& engine, const RunConfig& config, const RunOptions& options);
+
 }  // namespace sparge::core

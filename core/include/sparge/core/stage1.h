@@ -23,6 +23,8 @@ struct BlockStats {
   std::vector<float> selfSimK;  // [nk]
   // [nq * nk] compressed scores half(half(pool_q · pool_kᵀ) · D^-0.5), before any masking.
   std::vector<float> scores;
+  // [d] keyTokenMean of K with smooth_k (Stage 2 quantizes K with it); empty without.
+  std::vector<float> keyMean;
 };
 
 // K's per-head token mean in the input precision (fp32 sum, rounded to the input type): what SpargeAttn

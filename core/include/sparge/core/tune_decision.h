@@ -38,6 +38,14 @@ struct TuneDecision {
     PvSkipOff,  // the λ check failed: PV skip off, the verified (θ, τ / top-k) point kept
   };
 
+  // Why the head was tuned in exact numerics (ExactFallback); None: in the options' numerics.
+  enum class ExactCause : uint8_t {
+    None,
+    OwnQuantization,  // its own dense L1 in the tuned numerics (quantL1) reaches l1
+    SameEntry,        // exact fallback per entry: another head of its entry's does
+    SameLayer,        // exact fallback per layer: a head of an entry of its layer does
+  };
+
   Method method = Method::SpargeAttn;  // other methods: `sel` is the method's knob (method_knob.h), no θ
   MInferencePattern pattern = MInferencePattern::VerticalSlash;  // MInference: the pattern chosen
   SelectMode mode = SelectMode::Cdf;  // names `sel`: τ or the top-k fraction
@@ -45,6 +53,9 @@ struct TuneDecision {
   Basis basis = Basis::None;
   DenseCause denseCause = DenseCause::None;
   LambdaSource lambdaSource = LambdaSource::None;
+  ExactCause exactCause = ExactCause::None;
+  Numerics quantNumerics = Numerics::None;  // the tuned numerics the fallback left (when exactCause is set)
+  double quantL1 = 0;                       // the head's dense L1 in them (max over the entries)
 
   // The budgets and the is_sparse cut the search was judged against.
   double l1Budget = 0, l2Budget = 0, minSparsity = 0;
@@ -66,6 +77,7 @@ struct TuneDecision {
 const char* toString(TuneDecision::Basis b);
 const char* toString(TuneDecision::DenseCause c);
 const char* toString(TuneDecision::LambdaSource s);
+const char* toString(TuneDecision::ExactCause c);
 
 // One line for people, e.g. "bin [0.5, 0.625) of 3 points, mean sparsity 0.61: θ=0.5625 τ=0.97; λ=4.3
 // (largest of the per-entry λ)".

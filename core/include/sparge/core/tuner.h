@@ -26,6 +26,15 @@ inline constexpr double kNoPvSkipLambda = 1e30;
 // θ grid of upstream: −1, −15/16, …, 15/16 (32 values).
 std::vector<double> defaultThetaGrid();
 
+// Which heads are tuned (and deployed) in exact numerics because quantization alone breaks the budget: their
+// dense L1 in the tuned numerics (l1_quant, max over the entries tuned together) reaches l1, so no θ, τ, λ
+// can meet it there. Head: those heads; Entry: every head of an entry that has one; Layer: every head of
+// every entry of that layer (entries with the same `layer` attribute). Off: they stay in the tuned numerics
+// (and come out dense).
+enum class ExactFallback : uint8_t { Off, Head, Entry, Layer };
+const char* toString(ExactFallback f);                      // "off" | "head" | "entry" | "layer"
+ExactFallback parseExactFallback(const std::string& text);  // throws sparge::Error naming the accepted values
+
 struct TuneOptions {
   // The block predictor tuned (docs/methods.md). For the methods other than SpargeAttn the tuner bisects the
   // method's knob (method_knob.h) instead of sweeping θ; `methodBase` holds their other parameters
@@ -51,6 +60,7 @@ struct TuneOptions {
   bool smoothK = true;
   bool sink = false;
   bool diagonal = false;       // extension, not SpargeAttn's: every probe keeps the diagonal blocks on
+  ExactFallback exactFallback = ExactFallback::Off;  // with quantized numerics (the CLI's default: Head)
   std::vector<int64_t> heads;  // query heads to tune; empty = all
 
   // Throws sparge::Error naming `where` for out-of-range values (l1 <= 0, l2 <= l1 with tunePv, …).
@@ -100,11 +110,14 @@ struct TunedHead {
   int64_t head = 0;   // query head
   HeadParams params;  // exported: θ, τ or top-k, λ, dense (= !isSparse)
   bool isSparse = true;
+  bool exact = false;  // tuned and to be deployed in exact numerics (ExactFallback), not the options'
   // Measured with exactly `params` (single entry: the chosen probe; group: mean sparsity, max L1).
   double stage1Sparsity = 0;
   double totalSparsity = 0;
-  double l1 = 0;                     // deployed (the budgeted figure)
-  double l1Sparse = 0, l1Quant = 0;  // the same run in exact numerics; dense in the chosen numerics
+  double l1 = 0;                     // deployed (the budgeted figure), in `numerics`
+  double l1Sparse = 0, l1Quant = 0;  // the same run in exact numerics; dense in the options' numerics
+  // Dense with INT8 Q·Kᵀ and fp32 P·V (l1Quant's Q·Kᵀ part); NaN when not measured.
+  double l1QuantQk = std::numeric_limits<double>::quiet_NaN();
   std::vector<EntryAchieved> perEntry;  // one per entry of the group
   int probes = 0;                       // engine evaluations of this head
   std::vector<ThetaPoint> thetaPoints;
@@ -112,10 +125,18 @@ struct TunedHead {
   TuneDecision decision;         // what was chosen and why (describe() renders it as text)
 };
 
-// One tuned unit: a single entry, or several entries of one layer tuned together (bin rule).
+// One input a group was tuned on: the capture (path as given), the entry, and its content digest (digest.h).
+struct TunedOn {
+  std::string capture, entry, digest;
+  bool operator==(const TunedOn&) const = default;
+};
+
+// One tuned unit: a single entry, or several entries of one layer tuned together (bin rule), from one or
+// several captures.
 struct TunedGroup {
   std::string name;                  // entry name, or "layer <n>" when grouped
-  std::vector<std::string> entries;  // entry names, in tuning order
+  std::vector<std::string> entries;  // entry names, in tuning order, each once
+  std::vector<TunedOn> tunedOn;      // every input, in tuning order (several captures: one per capture)
   std::optional<int64_t> layer;
   int64_t headsQ = 0;
   std::vector<TunedHead> heads;  // finished heads, ordered by head
@@ -143,6 +164,7 @@ struct TuneInput {
   std::optional<int64_t> layer;
   int64_t headsQ = 0;
   std::function<std::shared_ptr<const EntryData>()> load;
+  std::string capture;  // the capture it comes from, as given (tuned_on; empty for an entry in memory)
 
   static TuneInput fromData(std::shared_ptr<const EntryData> data);
 };
@@ -151,10 +173,13 @@ struct TuneGroupInput {
   std::string name;
   std::optional<int64_t> layer;
   std::vector<TuneInput> entries;  // one → best single point; several → bin rule
+  // ExactFallback::Layer: the entries of the same layer in other groups, whose heads decide too.
+  std::vector<TuneInput> layerPeers;
 };
 
-// One group per entry, or (byLayer) one group per `layer` attribute value, in first-seen order;
-// entries without a layer stay alone.
+// One group per entry name (the same entry of several captures is tuned together), or (byLayer) one group
+// per `layer` attribute value, in first-seen order; entries without a layer stay alone. Every group gets the
+// other groups' entries of its layer as `layerPeers`.
 std::vector<TuneGroupInput> makeGroups(const std::vector<TuneInput>& entries, bool byLayer);
 
 struct TuneProgress {

@@ -72,9 +72,16 @@ struct KeyRange {
 KeyRange visibleKeys(int64_t query, int64_t nKv, bool causal, const Window& window);
 std::string toString(const Window& w);  // "[left, right]"
 
+// ⌈a / b⌉ for a >= 0, b > 0, without forming a + b − 1 (which overflows near the int64 limit).
 inline int64_t ceilDiv(int64_t a, int64_t b) {
-  return (a + b - 1) / b;
+  return a / b + (a % b != 0 ? 1 : 0);
 }
+
+// The shapes every entry keeps (the reader refuses files beyond them, `sparge synth` options beyond them):
+// each dimension fits an int (block counts and engine loops use int) and each tensor's float32 copy fits
+// comfortably in int64 bytes, so no size computed from a valid shape can overflow.
+inline constexpr int64_t kMaxDimension = 2147483647;
+inline constexpr int64_t kMaxTensorValues = int64_t(1) << 59;
 
 // What a capture says about one attention call (one group under /entries).
 struct EntryInfo {
@@ -104,7 +111,15 @@ struct EntryInfo {
   int64_t groupSize() const { return headsKV > 0 ? headsQ / headsKV : 0; }  // GQA query heads per KV head
   bool isGqa() const { return headsQ != headsKV; }
   int64_t kvHeadOf(int64_t qHead) const { return qHead / groupSize(); }
-  int64_t bytesOnDisk() const;  // q + k + v payload in the stored dtype
+  int64_t bytesOnDisk() const;  // q + k + v payload in the stored dtype (saturates at the int64 limit)
+  // Why this shape is out of the limits above (a dimension below 1 or above kMaxDimension, a tensor of more
+  // than kMaxTensorValues values), naming the dimension as `sparge synth` does (batch, heads, kv-heads,
+  // tokens, kv-tokens, dim, dim-v; a tensor's factors as "batch/heads/tokens/dim").
+  struct ShapeProblem {
+    std::string dimension;  // empty when the shape is within the limits
+    std::string problem;
+  };
+  ShapeProblem shapeProblem() const;
 };
 
 }  // namespace sparge::core
