@@ -1,6 +1,6 @@
-// `sparge compare FILE --permute none,rowmajor,timemajor,hilbert --l1 X --l2 Y`: each token order tuned per
-// head against the same budget; per head and entry the blocks' mean self-similarity, the sparsity reached
-// and the winner.
+// `sparge compare FILE --methods spargeattn,xattention,... --permute none,hilbert --l1 X --l2 Y`: each
+// variant (token order, block predictor) tuned per head against the same budget; per head and entry the
+// sparsity reached, the blocks' mean self-similarity, Stage 1's cost and the winner.
 #include <cmath>
 #include <cstdio>
 #include <iostream>
@@ -8,10 +8,12 @@
 #include "commands.h"
 #include "format.h"
 #include "guards.h"
+#include "method_options.h"
 #include "run_options.h"
 #include "sparge/core/capture.h"
 #include "sparge/core/compare.h"
 #include "sparge/core/error.h"
+#include "sparge/core/method.h"
 #include "sparge/core/names.h"
 #include "sparge/core/permutation.h"
 #include "sparge/kernels/engine_factory.h"
@@ -22,7 +24,9 @@ namespace {
 struct CompareOptions {
   std::string file;
   std::vector<std::string> entries;
-  std::string permute = "none,rowmajor,timemajor,hilbert";
+  std::string permute = "none,rowmajor,timemajor,hilbert";  // without --permute but with --methods: none
+  std::string methods = "spargeattn";
+  MethodOptions methodOptions;  // the other methods' fixed parameters (their knobs are tuned)
   double l1 = 0, l2 = 0;
   bool topk = false, noTunePv = false, noSmoothK = false, sink = false;
   NumericsOptions numerics;
@@ -34,10 +38,21 @@ struct CompareOptions {
 
 void addCompareOptions(CLI::App& cmd, CompareOptions& o) {
   cmd.add_option("file", o.file, "Capture file (.h5) whose entries have a token grid");
-  cmd.add_option("--entry", o.entries, "Entry to compare (repeatable); default: every entry with a grid");
-  cmd.add_option("--permute", o.permute,
-                 "Token orders to compare, comma separated (none, rowmajor, timemajor, hilbert)")
+  cmd.add_option(
+      "--entry", o.entries,
+      "Entry to compare (repeatable); default: every entry with a grid, or with --methods alone every "
+      "entry");
+  cmd.add_option(
+         "--permute", o.permute,
+         "Token orders to compare, comma separated (none, rowmajor, timemajor, hilbert); with --methods "
+         "alone: none")
       ->capture_default_str();
+  cmd.add_option(
+         "--methods", o.methods,
+         "Block predictors to compare, comma separated: spargeattn, xattention, minference, flexprefill, "
+         "moba (docs/methods.md)")
+      ->capture_default_str();
+  addMethodFixedOptions(cmd, o.methodOptions);
   cmd.add_option("--l1", o.l1, "L1 budget for θ and τ / top-k, e.g. 0.05")->required();
   cmd.add_option("--l2", o.l2, "L1 budget for λ, > l1, e.g. 0.06");
   cmd.add_flag("--topk-mode", o.topk, "Search the top-k fraction instead of τ");
@@ -48,7 +63,7 @@ void addCompareOptions(CLI::App& cmd, CompareOptions& o) {
   cmd.add_option("--heads", o.heads, "Query heads to compare (default: all)")->delimiter(',');
   cmd.add_option("--engine", o.engine, "auto | cpu | cuda")->capture_default_str();
   cmd.add_option("--threads", o.threads, "CPU engine threads (0 = all cores)")->capture_default_str();
-  cmd.add_option("--report", o.report, "Write the comparison: .json or .md");
+  cmd.add_option("--report", o.report, "Write the comparison: .json, .csv or .md");
 }
 
 core::TuneOptions tuneOptionsOf(const CompareOptions& o, const CLI::App& cmd) {
@@ -58,6 +73,7 @@ core::TuneOptions tuneOptionsOf(const CompareOptions& o, const CLI::App& cmd) {
   if (t.tunePv && cmd.count("--l2") == 0) throw Error("--l2", "is required (or pass --no-tune-pv)");
   t.l2 = cmd.count("--l2") ? o.l2 : o.l1;
   t.mode = o.topk ? core::SelectMode::TopK : core::SelectMode::Cdf;
+  o.methodOptions.applyEach(t.methodBase);
   t.geometry = o.numerics.geometry();
   t.numerics = o.numerics.numerics();
   t.smoothK = !o.noSmoothK;
@@ -71,45 +87,66 @@ std::string sim(double v) {
   return std::isfinite(v) ? fmtNum(v, 3) : "-";
 }
 
+// "12.34 ms (wall), 8.1% of dense".
+std::string stage1Cell(const core::CompareEntry& e, size_t i) {
+  const double share = e.stage1Share(i);
+  return fmtNum(e.runs[i].times.predictMs, 2) + " ms (" + e.runs[i].times.clock + ")" +
+         (std::isfinite(share) ? ", " + fmtPct(share) + " of dense" : "");
+}
+
 void printEntry(const core::CompareEntry& e, const std::vector<core::CompareVariant>& variants) {
   std::printf("\nentry %s  grid %s\n", core::printable(e.info.name).c_str(),
               e.info.grid ? core::toString(*e.info.grid).c_str() : "-");
   std::vector<std::string> header{"head"};
-  for (const core::CompareVariant& v : variants) header.push_back(v.label + ": sim Q / K, sparsity");
+  for (const core::CompareVariant& v : variants)
+    header.push_back(v.label +
+                     (v.method == core::Method::SpargeAttn ? ": sim Q / K, sparsity" : ": sparsity"));
   header.push_back("winner");
   Table t(header);
   for (const core::CompareHead& h : e.heads) {
     std::vector<std::string> row{std::to_string(h.head)};
-    for (const core::VariantHead& v : h.variants)
-      row.push_back(sim(v.similarity.meanQ()) + " / " + sim(v.similarity.meanK()) + ", " +
-                    fmtPct(v.reached.total()));
+    for (const core::VariantHead& v : h.variants) row.push_back(core::variantHeadCell(v));
     row.push_back(h.winner < 0 ? "-" : variants[size_t(h.winner)].label + (h.tie ? " (tie)" : ""));
     t.row(row);
   }
   t.print(std::cout);
-  Table s({"variant", "mean sim Q", "mean sim K", "total sparsity", "L1"});
+  Table s({"variant", "mean sim Q", "mean sim K", "total sparsity", "L1", "Stage 1", "heads won"});
   for (size_t i = 0; i < variants.size(); ++i)
     s.row({variants[i].label, sim(e.similarity[i].meanQ()), sim(e.similarity[i].meanK()),
-           fmtPct(e.runs[i].sparsity.total()), fmtNum(e.runs[i].error.l1(), 5)});
+           fmtPct(e.runs[i].sparsity.total()), fmtNum(e.runs[i].error.l1(), 5), stage1Cell(e, i),
+           std::to_string(e.headsWon[i]) + " / " + std::to_string(e.heads.size())});
   s.print(std::cout);
+  std::printf("dense pass %s ms on the same engine and numerics (the Stage 1 share's denominator)\n",
+              fmtNum(e.denseMs, 2).c_str());
   std::printf("winner: %s%s\n", e.winner < 0 ? "-" : variants[size_t(e.winner)].label.c_str(),
               e.tie ? " (tied)" : "");
   std::fflush(stdout);
 }
 
+// --methods alone compares predictors in the capture's order, on every entry.
+bool ordersAsked(const CLI::App& cmd) {
+  return cmd.count("--permute") > 0 || cmd.count("--methods") == 0;
+}
+
+std::vector<core::CompareVariant> variantsOf(const CompareOptions& o, const CLI::App& cmd) {
+  return core::compareVariants(core::parsePermutationList(ordersAsked(cmd) ? o.permute : "none", "--permute"),
+                               core::parseMethodList(o.methods, "--methods"));
+}
+
 int runCompare(const CompareOptions& o, const CLI::App& cmd) {
   const core::TuneOptions opt = tuneOptionsOf(o, cmd);
-  const std::vector<core::CompareVariant> variants =
-      core::compareVariants(core::parsePermutationList(o.permute, "--permute"));
+  const std::vector<core::CompareVariant> variants = variantsOf(o, cmd);
   const std::string path = o.file.empty() ? defaultCapturePath() : o.file;
   core::CaptureReader reader(path);
   std::vector<std::string> names = uniqueEntries(o.entries);
   if (names.empty())
     for (const auto& e : reader.entries())
-      if (e.grid) names.push_back(e.name);
+      if (e.grid || !ordersAsked(cmd)) names.push_back(e.name);
   if (names.empty())
-    throw Error(path,
-                "no entry has a token grid — record one with `sparge annotate FILE --entry E --grid T,H,W`");
+    throw Error(
+        path,
+        "no entry has a token grid — record one with `sparge annotate FILE --entry E --grid T,H,W`, or "
+        "compare block predictors alone with --methods");
   for (const auto& n : names)
     for (const auto& v : variants)
       if (std::string p = core::permutationProblem(reader.entry(n), v.permute); !p.empty())
@@ -117,7 +154,7 @@ int runCompare(const CompareOptions& o, const CLI::App& cmd) {
   if (!o.report.empty()) checkOutputs({{"--report", o.report}}, {{"capture", path}});
   engines::EngineSelection sel = engines::makeEngine(core::parseEngineChoice(o.engine), o.threads);
   if (!sel.message.empty()) std::fprintf(stderr, "note: %s\n", sel.message.c_str());
-  std::fprintf(stderr, "comparing %zu token order%s on %zu entr%s of %s with %s: deployed l1 < %g%s, %s\n",
+  std::fprintf(stderr, "comparing %zu variant%s on %zu entr%s of %s with %s: deployed l1 < %g%s, %s\n",
                variants.size(), variants.size() == 1 ? "" : "s", names.size(),
                names.size() == 1 ? "y" : "ies", path.c_str(), sel.engine->name().c_str(), opt.l1,
                opt.tunePv ? (", l2 < " + fmtNum(opt.l2, 4)).c_str() : "",
@@ -138,11 +175,18 @@ int runCompare(const CompareOptions& o, const CLI::App& cmd) {
 }  // namespace
 
 void registerCompare(CLI::App& app, Action& action) {
-  auto* cmd = app.add_subcommand(
-      "compare", "Compare token orders of image / video entries: each tuned per head against one budget");
+  auto* cmd = app.add_subcommand("compare",
+                                 "Compare block predictors (--methods) and token orders (--permute): each "
+                                 "tuned per head against one budget");
   auto o = std::make_shared<CompareOptions>();
   addCompareOptions(*cmd, *o);
-  cmd->callback([&action, o, cmd] { action = [o, cmd]() -> int { return runCompare(*o, *cmd); }; });
+  cmd->callback([&action, o, cmd] {
+    // Budgets, orders, methods and the engine are checked before any work (usage errors).
+    tuneOptionsOf(*o, *cmd);
+    variantsOf(*o, *cmd);
+    core::parseEngineChoice(o->engine);
+    action = [o, cmd]() -> int { return runCompare(*o, *cmd); };
+  });
 }
 
 }  // namespace sparge::cli

@@ -1,5 +1,6 @@
 // `sparge run [FILE]`: predict + sparse attention + dense reference + metrics per head, with a table,
 // and optional exports (masks v1, JSON/CSV report).
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
@@ -23,6 +24,7 @@
 #include "sparge/core/error.h"
 #include "sparge/core/exports.h"
 #include "sparge/core/memory_guard.h"
+#include "sparge/core/method_knob.h"
 #include "sparge/core/names.h"
 #include "sparge/core/option_values.h"
 #include "sparge/core/parallel.h"
@@ -81,7 +83,16 @@ void printHeadTable(const core::EntryResult& r, std::optional<double> budget) {
   std::map<int64_t, bool> over;
   if (budget)
     for (const auto& [h, err] : core::headErrors(r)) over[h] = core::overBudget(err.l1(), *budget);
-  std::vector<std::string> cols = {"head", "θ", "τ/topk", "λ", "stage1", "pv-skip", "total", "total(area)"};
+  const core::Method method = r.config.method;
+  const bool sparge = method == core::Method::SpargeAttn;
+  std::vector<std::string> cols = {"head",
+                                   sparge ? "θ" : core::methodLabel(method),
+                                   sparge ? "τ/topk" : "pairs",
+                                   "λ",
+                                   "stage1",
+                                   "pv-skip",
+                                   "total",
+                                   "total(area)"};
   if (quant || r.config.mixedNumerics()) cols.push_back("numerics");
   for (const char* c : {"L1", "L1 sparse", "L1 quant", "L1 quant Q·Kᵀ", "cos", "cos sparse", "cos quant"})
     cols.push_back(c);
@@ -91,9 +102,15 @@ void printHeadTable(const core::EntryResult& r, std::optional<double> budget) {
     const auto& p = h.params;
     std::string sel = p.mode == core::SelectMode::Cdf ? "τ " + fmtNum(p.tau, 3) : "k " + fmtNum(p.topk, 3);
     std::string head = (e.batch > 1 ? "b" + std::to_string(h.batch) + " " : "") + std::to_string(h.head);
+    // Other methods: their parameters, and the share of token pairs they choose themselves (when they choose
+    // tokens rather than blocks).
+    if (!sparge)
+      sel = std::isfinite(h.elementPairs) && h.sparsity.validArea > 0
+                ? fmtPct(h.elementPairs / h.sparsity.validArea)
+                : "-";
     std::vector<std::string> row = {
         head + (p.dense ? " (dense)" : "") + (h.hasNonFinite ? " (NaN/Inf!)" : ""),
-        fmtNum(p.theta, 3),
+        sparge ? fmtNum(p.theta, 3) : core::describeMethodParams(method, p),
         sel,
         fmtNum(p.lambda, 1),
         fmtPct(h.sparsity.stage1()),
@@ -384,8 +401,13 @@ void writeOutputs(const EntryRun& run, double seconds) {
         if (w.rfind(core::kHeldOutNote, 0) == 0) budget->heldOut.insert(r.info.name);
     printBudgetSummary(run.results, *budget);
   }
+  // The hint explains SpargeAttn's parameters; other methods have their own.
+  const bool sparge = std::all_of(run.results.begin(), run.results.end(), [](const core::EntryResult& r) {
+    return r.config.method == core::Method::SpargeAttn;
+  });
   if (const auto hint =
-          core::denseRunHint(run.results, budget ? std::optional<double>(budget->l1) : std::nullopt))
+          sparge ? core::denseRunHint(run.results, budget ? std::optional<double>(budget->l1) : std::nullopt)
+                 : std::nullopt)
     std::printf("%s\n", hintLine(hint->quantization ? "" : "nearly all dense: ", *hint).c_str());
   if (!o.masksPath.empty()) {
     core::writeMasks(o.masksPath, run.results);

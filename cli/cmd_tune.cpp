@@ -27,6 +27,7 @@
 #include "sparge/core/dense_hint.h"
 #include "sparge/core/digest.h"
 #include "sparge/core/error.h"
+#include "sparge/core/method_knob.h"
 #include "sparge/core/names.h"
 #include "sparge/core/params_io.h"
 #include "sparge/core/permutation.h"
@@ -177,15 +178,18 @@ void printGroup(const core::TunedGroup& g, const core::TuneOptions& o) {
   const bool quant = o.numerics != core::Numerics::None;
   // L1 is the budgeted, deployed figure; without quantization the sparse-only L1 equals it.
   auto split = [&](double v) { return quant && std::isfinite(v) ? fmtNum(v, 5) : std::string("-"); };
-  Table t({"head", "θ", cdf ? "τ" : "topk", "λ", "sparse?", "numerics", "stage1", "sparsity", "L1",
-           "L1 sparse", "L1 quant", "L1 quant Q·Kᵀ", "probes"});
+  const bool sparge = o.method == core::Method::SpargeAttn;
+  Table t({"head", sparge ? "θ" : core::methodLabel(o.method), sparge ? (cdf ? "τ" : "topk") : "", "λ",
+           "sparse?", "numerics", "stage1", "sparsity", "L1", "L1 sparse", "L1 quant", "L1 quant Q·Kᵀ",
+           "probes"});
   for (const core::TunedHead& h : g.heads) {
     const auto& p = h.params;
     const std::string lambda = p.lambda >= core::kNoPvSkipLambda ? "off" : fmtNum(p.lambda, 2);
-    t.row({std::to_string(h.head), fmtNum(p.theta, 4), fmtNum(cdf ? p.tau : p.topk, 4), lambda,
-           h.isSparse ? "yes" : "dense", core::toString(h.exact ? core::Numerics::None : o.numerics),
-           fmtPct(h.stage1Sparsity), fmtPct(h.totalSparsity), fmtNum(h.l1, 5), split(h.l1Sparse),
-           split(h.l1Quant), split(h.l1QuantQk), std::to_string(h.probes)});
+    t.row({std::to_string(h.head), sparge ? fmtNum(p.theta, 4) : core::describeMethodParams(o.method, p),
+           sparge ? fmtNum(cdf ? p.tau : p.topk, 4) : "", lambda, h.isSparse ? "yes" : "dense",
+           core::toString(h.exact ? core::Numerics::None : o.numerics), fmtPct(h.stage1Sparsity),
+           fmtPct(h.totalSparsity), fmtNum(h.l1, 5), split(h.l1Sparse), split(h.l1Quant), split(h.l1QuantQk),
+           std::to_string(h.probes)});
   }
   t.print(std::cout);
   // Why each head got its values: the tuner's decision, rendered here.
@@ -203,6 +207,7 @@ struct TuneCliOptions {
   std::string engine = "auto";
   int threads = 0;
   bool topk = false;
+  MethodOptions method;  // --method and the other methods' fixed parameters (the tuner searches the knob)
   NumericsOptions numerics;
   bool noSmoothK = false;
   bool sink = false;
@@ -234,6 +239,7 @@ void addTuneOptions(CLI::App& cmd, TuneCliOptions& o) {
   addThreadsOption(cmd, o.threads, "CPU engine threads");
   cmd.add_flag("--topk-mode", o.topk,
                "Search the top-k fraction instead of τ (spas_sage2_attn_meansim_topk_cuda)");
+  addMethodChoiceOptions(cmd, o.method, false);
   addNumericsOptions(cmd, o.numerics);
   cmd.add_flag("--no-smooth-k", o.noSmoothK, "Do not subtract the K token mean before pooling");
   cmd.add_flag("--sink", o.sink, "Attention sink: K block 0 always on");
@@ -273,6 +279,11 @@ core::TuneOptions tuneOptionsFrom(const TuneCliOptions& o, const CLI::App& cmd) 
   if (opt.tunePv && cmd.count("--l2") == 0) throw Error("--l2", "is required (or pass --no-tune-pv)");
   opt.l2 = cmd.count("--l2") ? o.l2 : o.l1;
   opt.mode = o.topk ? core::SelectMode::TopK : core::SelectMode::Cdf;
+  opt.method = o.method.parsed();
+  if (opt.method != core::Method::SpargeAttn && o.topk)
+    throw Error("--topk-mode", std::string("is SpargeAttn's; --method ") + core::toString(opt.method) +
+                                   " searches its own knob");
+  o.method.apply(opt.method, opt.methodBase);
   opt.geometry = o.numerics.geometry();
   opt.numerics = o.numerics.numerics();
   opt.smoothK = !o.noSmoothK;
@@ -415,7 +426,12 @@ int runTuneCommand(const TuneCliOptions& o, const CLI::App& cmd) {
     std::fprintf(stderr, "tuning %zu group%s of %s with %s: deployed l1 < %g%s, %s, %s%s%s%s%s%s\n",
                  spec.groups.size(), spec.groups.size() == 1 ? "" : "s", what.c_str(), engine.c_str(), opt.l1,
                  opt.tunePv ? (", l2 < " + fmtNum(opt.l2, 4)).c_str() : " (λ fixed)",
-                 opt.mode == core::SelectMode::Cdf ? "τ search" : "top-k search",
+                 opt.method != core::Method::SpargeAttn
+                     ? (std::string(core::methodLabel(opt.method)) + " " +
+                        core::knobName(opt.method, opt.methodBase) + " search")
+                           .c_str()
+                 : opt.mode == core::SelectMode::Cdf ? "τ search"
+                                                     : "top-k search",
                  numericsHeader(opt.geometry, opt.numerics).c_str(), opt.smoothK ? "" : ", no smooth-k",
                  opt.sink ? ", sink" : "", opt.diagonal ? ", +diagonal blocks (extension)" : "",
                  opt.numerics == core::Numerics::None
@@ -433,7 +449,10 @@ int runTuneCommand(const TuneCliOptions& o, const CLI::App& cmd) {
         std::any_of(spec.infos.begin(), spec.infos.end(), [](const auto& e) { return e.second.causal; });
     const std::string exact = core::exactFallbackNote(r);
     if (!exact.empty()) std::printf("%s\n", exact.c_str());
-    if (const auto hint = core::denseTuneHint(r, causal)) std::printf("%s\n", hintLine("", *hint).c_str());
+    // The hint explains SpargeAttn's parameters; the other methods have none of them.
+    if (const auto hint =
+            opt.method == core::Method::SpargeAttn ? core::denseTuneHint(r, causal) : std::nullopt)
+      std::printf("%s\n", hintLine("", *hint).c_str());
   };
   const int code = runTuneJob(jobTransport(), spec, out);
   if (code != 0 || o.validate.empty() || jobTransport().rank() != 0) return code;

@@ -50,6 +50,7 @@ void addMethodOptions(CLI::App& cmd, RunCommandOptions& o) {
   cmd.add_option("--lambda", o.lambda, "λ, pvthreshd: skip PV when the row maxima rise by <= -λ (base 2)")
       ->check(realIn(0, DBL_MAX))
       ->capture_default_str();
+  addMethodChoiceOptions(cmd, o.method, true);
   addNumericsOptions(cmd, o.numerics);
   cmd.add_flag("--no-smooth-k", o.noSmoothK, "Do not subtract the K token mean before pooling");
   cmd.add_flag("--sink", o.sink, "Attention sink: K block 0 always on");
@@ -99,18 +100,25 @@ core::Permutation runPermutation(const RunCommandOptions& o, const core::EntryIn
 }
 
 core::HeadParams checkMethodOptions(const RunCommandOptions& o) {
+  const core::Method method = o.method.parsed();
+  if (method != core::Method::SpargeAttn && (o.tau || o.topk))
+    throw Error(o.tau ? "--tau" : "--topk", std::string("is SpargeAttn's; --method ") +
+                                                core::toString(method) +
+                                                " has its own options (sparge run --help)");
   core::HeadParams p;
   p.theta = o.theta;
   p.lambda = o.lambda;
   p.dense = o.dense;
+  o.method.apply(method, p);
   if (o.topk) {
     p.mode = core::SelectMode::TopK;
     p.topk = *o.topk;
-    core::validate(p, "--topk");
+    core::validate(p, "--topk", method);
   } else {
     p.mode = core::SelectMode::Cdf;
     p.tau = o.tau.value_or(0.98);
-    core::validate(p, "--theta/--tau/--lambda");
+    core::validate(p, method == core::Method::SpargeAttn ? "--theta/--tau/--lambda" : "--method options",
+                   method);
   }
   o.numerics.geometry();
   o.numerics.numerics();
@@ -121,14 +129,20 @@ core::HeadParams checkMethodOptions(const RunCommandOptions& o) {
 core::RunConfig makeRunConfig(const RunCommandOptions& o, const core::EntryInfo& entry, const std::string&,
                               std::vector<std::string>* warnings) {
   core::RunConfig c;
+  c.method = o.method.parsed();
   c.geometry = o.numerics.geometry();
   c.numerics = o.numerics.numerics();
   c.smoothK = !o.noSmoothK;
   c.sink = o.sink;
   c.diagonal = o.diagonal;
   c.defaults = checkMethodOptions(o);
-  if (!o.paramsPath.empty())
+  if (!o.paramsPath.empty()) {
     core::applyParams(core::readParams(o.paramsPath), o.paramsPath, entry, c, warnings);
+    if (!o.method.method.empty() && o.method.parsed() != c.method)
+      throw Error("--method", std::string(core::toString(o.method.parsed())) + " was asked, but " +
+                                  o.paramsPath + " holds " + core::toString(c.method) +
+                                  "'s parameters for this entry: drop --method or pass that method's file");
+  }
   for (int64_t h : o.heads)
     if (h < 0 || h >= entry.headsQ)
       throw Error("--heads", "head " + std::to_string(h) + " does not exist in entry " +

@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "method_options.h"
 #include "sparge/core/params.h"
 
 namespace sparge::cli {
@@ -31,6 +32,7 @@ struct RunCommandOptions {
   std::optional<double> tau;
   std::optional<double> topk;
   double lambda = 50.0;
+  MethodOptions method;  // --method and the other methods' parameters
   NumericsOptions numerics;
   bool noSmoothK = false;
   bool sink = false;

@@ -22,11 +22,13 @@ void addDefined(const std::vector<float>& values, double& sum, int64_t& count) {
 // The run configuration that reproduces what the tuner measured, with each head's tuned parameters.
 RunConfig configOf(const TuneOptions& o, const TunedGroup& g, int64_t headsQ) {
   RunConfig c;
+  c.method = o.method;
   c.geometry = o.geometry;
   c.numerics = o.numerics;
   c.smoothK = o.smoothK;
   c.sink = o.sink;
   c.diagonal = o.diagonal;
+  c.defaults = o.methodBase;
   c.defaults.mode = o.mode;
   c.defaults.dense = true;  // heads that were not tuned (--heads) run dense and are not reported
   c.perHead.assign(size_t(headsQ), c.defaults);
@@ -34,15 +36,34 @@ RunConfig configOf(const TuneOptions& o, const TunedGroup& g, int64_t headsQ) {
   return c;
 }
 
-// The index of the largest value (ties: the first) and whether another one equals it.
+// The index of the largest value (ties: the first) and whether another one equals it; none when no value
+// is above 0 (no variant reached any sparsity: nothing to win).
 std::pair<int, bool> best(const std::vector<double>& values) {
   int w = -1;
   for (size_t i = 0; i < values.size(); ++i)
-    if (std::isfinite(values[i]) && (w < 0 || values[i] > values[size_t(w)])) w = int(i);
+    if (std::isfinite(values[i]) && values[i] > 0 && (w < 0 || values[i] > values[size_t(w)])) w = int(i);
   bool tie = false;
   for (size_t i = 0; w >= 0 && i < values.size(); ++i)
     tie = tie || (int(i) != w && values[i] == values[size_t(w)]);
   return {w, tie};
+}
+
+// The dense pass's Stage 2 time on `entry` (every valid block, no PV skip, the run's numerics), with the
+// engine's caches cleared as for each variant's re-run.
+double densePassMs(Engine& engine, const std::shared_ptr<const EntryData>& entry, const TuneOptions& o,
+                   const TuneCallbacks& callbacks) {
+  RunConfig c;
+  c.geometry = o.geometry;
+  c.numerics = o.numerics;
+  c.smoothK = o.smoothK;
+  c.defaults.dense = true;
+  c.perHead.assign(size_t(entry->info.headsQ), c.defaults);
+  RunOptions ro;
+  ro.heads = o.heads;
+  ro.cancel = callbacks.cancel;
+  ro.computeError = false;
+  engine.setEntry(entry);
+  return engine.run(c, ro).times.sparseMs;
 }
 
 // Tunes one variant and re-runs it; fills its slot of every head and of the entry.
@@ -83,9 +104,20 @@ void SelfSimilarity::add(const HeadResult& h) {
   addDefined(h.selfSimK, sumK, blocksK);
 }
 
-std::vector<CompareVariant> compareVariants(const std::vector<Permutation>& permutes) {
+double CompareEntry::stage1Share(size_t variant) const {
+  return denseMs > 0 && variant < runs.size() ? runs[variant].times.predictMs / denseMs
+                                              : std::numeric_limits<double>::quiet_NaN();
+}
+
+std::vector<CompareVariant> compareVariants(const std::vector<Permutation>& permutes,
+                                            const std::vector<Method>& methods) {
   std::vector<CompareVariant> out;
-  for (Permutation p : permutes) out.push_back({toString(p), p});
+  for (Permutation p : permutes)
+    for (Method m : methods) {
+      std::string label = permutes.size() > 1 || methods.size() == 1 ? toString(p) : "";
+      if (methods.size() > 1) label += (label.empty() ? "" : " + ") + std::string(toString(m));
+      out.push_back({label, p, m});
+    }
   return out;
 }
 
@@ -109,12 +141,19 @@ CompareEntry compareEntry(Engine& engine, std::shared_ptr<const EntryData> entry
     out.heads.push_back(std::move(ch));
   }
   PermutedEntries permuted(entry);
-  for (size_t i = 0; i < variants.size(); ++i)
-    runVariant(engine, permuted.get(variants[i].permute, "--permute"), i, options, callbacks, out);
+  for (size_t i = 0; i < variants.size(); ++i) {
+    TuneOptions o = options;
+    o.method = variants[i].method;
+    runVariant(engine, permuted.get(variants[i].permute, "--permute"), i, o, callbacks, out);
+  }
+  out.denseMs = densePassMs(engine, entry, options, callbacks);
+  out.headsWon.assign(variants.size(), 0);
   for (CompareHead& ch : out.heads) {
     std::vector<double> total;
     for (const VariantHead& v : ch.variants) total.push_back(v.reached.validBlocks ? v.reached.total() : NAN);
     std::tie(ch.winner, ch.tie) = best(total);
+    for (size_t i = 0; ch.winner >= 0 && i < total.size(); ++i)
+      out.headsWon[i] += total[i] == total[size_t(ch.winner)] ? 1 : 0;
   }
   std::vector<double> total;
   for (const EntryResult& r : out.runs) {

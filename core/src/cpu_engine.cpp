@@ -130,6 +130,7 @@ void CpuEngine::setEntry(std::shared_ptr<const EntryData> entry) {
   quantDense_.clear();
   stats_.clear();
   validity_.clear();
+  methodStats_.clear();
 }
 
 const BlockStats& CpuEngine::blockStats(int64_t b, int64_t h, const Geometry& g, bool smoothK) {
@@ -221,6 +222,8 @@ void CpuEngine::runStage1(EntryResult& result, const std::vector<int64_t>& heads
     hr.params = config.forHead(hr.head);
     hr.nq = nq;
     hr.nk = nk;
+    if (config.method != Method::SpargeAttn)
+      return predictHead(hr, *entry_, config, blockValidity(config.geometry), methodStats_);
     const BlockStats& st = blockStats(hr.batch, hr.head, config.geometry, config.smoothK);
     Stage1Mask m = selectBlocks(st, hr.params, {config.sink, config.diagonal}, info.tokensQ, info.tokensKV);
     hr.blockMask = std::move(m.mask);

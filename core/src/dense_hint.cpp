@@ -71,7 +71,8 @@ struct Tally {
 Tally tally(std::span<const EntryResult> results) {
   Tally t;
   constexpr uint8_t kForced = kReasonForcedRow | kReasonForcedCol;
-  constexpr uint8_t kOther = kReasonSelected | kReasonSink | kReasonDenseHead | kReasonDiagonal;
+  constexpr uint8_t kOther =
+      kReasonSelected | kReasonSink | kReasonDenseHead | kReasonDiagonal | kReasonMethod;
   for (const auto& r : results) {
     for (const auto& h : r.heads) {
       ++t.heads;

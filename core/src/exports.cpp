@@ -13,6 +13,7 @@
 #include "params_grid.h"
 #include "sparge/core/atomic_file.h"
 #include "sparge/core/error.h"
+#include "sparge/core/method_json.h"
 #include "sparge/core/names.h"
 #include "sparge/core/quant.h"
 
@@ -53,6 +54,23 @@ void writeDoubleArray(hid_t obj, const std::string& name, const std::vector<doub
 
 // The masks file is built in memory (h5::createInMemory) and written by writeAtomically like any
 // other export.
+// The block predictor that produced the masks; for a method other than SpargeAttn its per-head parameters as
+// JSON text (docs/methods.md): one object, or a list with one per query head (null: not run).
+void writeMethodAttributes(hid_t g, const EntryResult& r) {
+  const Method m = r.config.method;
+  h5::writeString(g, "method", toString(m));
+  if (m == Method::SpargeAttn) return;
+  nlohmann::json params;
+  if (sameParamsForAllHeads(r)) {
+    params = methodParamsJson(m, r.heads.front().params);
+  } else {
+    params = nlohmann::json::array();
+    for (int64_t h = 0; h < r.info.headsQ; ++h) params.push_back(nullptr);
+    for (const HeadResult& h : r.heads) params[size_t(h.head)] = methodParamsJson(m, h.params);
+  }
+  h5::writeString(g, "method_params", params.dump());
+}
+
 std::string masksImage(const std::string& path, const std::vector<EntryResult>& results) {
   std::lock_guard<std::recursive_mutex> lock(h5::mutex());
   h5::silenceErrors();
@@ -93,6 +111,7 @@ std::string masksImage(const std::string& path, const std::vector<EntryResult>& 
     if (r.info.permutation != Permutation::None)
       h5::writeString(g.get(), "permute", toString(r.info.permutation));
     h5::writeString(g.get(), "engine", r.engine);
+    writeMethodAttributes(g.get(), r);
     writeDoubleArray(g.get(), "heads_present", present);
     if (sameParamsForAllHeads(r)) {
       const HeadParams& p = r.heads.front().params;
@@ -234,6 +253,8 @@ std::string markdownEntry(const EntryResult& r, const MarkdownExtras& extras, co
   if (e.grid)
     s += "- Token grid " + toString(*e.grid) + "; Stage 1 walked the tokens in " + toString(e.permutation) +
          " order\n";
+  if (c.method != Method::SpargeAttn)
+    s += std::string("- Block predictor: ") + methodLabel(c.method) + " (docs/methods.md)\n";
   s += formatted("- Numerics %s, target %s, geometry %s, smooth_k %s, sink %s%s; engine %s\n",
                  toString(c.numerics), targetLabel(c.geometry, c.numerics).c_str(),
                  c.geometry.label().c_str(), c.smoothK ? "on" : "off", c.sink ? "on" : "off",
@@ -329,6 +350,7 @@ nlohmann::json reportJson(const std::vector<EntryResult>& results, const std::st
     e["sink"] = r.config.sink;
     e["diagonal_extension"] = r.config.diagonal;  // Sparge Studio's option, not SpargeAttn's
     e["engine"] = r.engine;
+    e["method"] = toString(r.config.method);
     e["totals"] = sparsityJson(r.sparsity);
     e["totals"].update(errorJson(r.error, r.errorSparse, r.errorQuant));
     if (r.errorQuantQk.count > 0) e["totals"]["l1_quant_qk"] = finiteOr(r.errorQuantQk.l1(), -1);
@@ -355,6 +377,11 @@ nlohmann::json reportJson(const std::vector<EntryResult>& results, const std::st
         hj["over_budget"] = hb.over;
       }
       hj["params"] = paramsJson(h.params);
+      if (r.config.method != Method::SpargeAttn)
+        hj["params"][toString(r.config.method)] = methodParamsJson(r.config.method, h.params);
+      // Methods that choose single tokens: the share of the head's valid token pairs they cover themselves.
+      if (std::isfinite(h.elementPairs) && h.sparsity.validArea > 0)
+        hj["element_density"] = h.elementPairs / h.sparsity.validArea;
       hj["empty_rows"] = h.emptyRows;
       hj["non_finite"] = h.hasNonFinite;  // NaN/Inf in the head's inputs or output: figures not meaningful
       e["heads"].push_back(std::move(hj));
@@ -386,7 +413,7 @@ std::string reportCsv(const std::vector<EntryResult>& results, const ReportBudge
   out << "entry,batch,head,geometry,numerics,target,mode,simthreshd1,cdfthreshd,topk,pvthreshd,is_sparse,"
          "sparsity_stage1,pv_skip_rate,sparsity_total,sparsity_stage1_area,sparsity_total_area,l1,l1_sparse,"
          "l1_quant,cos_sim,cos_sim_sparse,cos_sim_quant,rmse,rmse_sparse,rmse_quant,non_finite,l1_quant_qk,"
-         "budget_l1,over_budget,held_out\n";
+         "budget_l1,over_budget,held_out,method,method_params\n";
   out.precision(8);
   for (const EntryResult& r : results)
     for (const HeadResult& h : r.heads) {
@@ -412,7 +439,11 @@ std::string reportCsv(const std::vector<EntryResult>& results, const ReportBudge
             << (budget->heldOut.count(r.info.name) ? 1 : 0);
       else
         out << ",,,";
-      out << '\n';
+      out << ',' << toString(r.config.method) << ','
+          << (r.config.method == Method::SpargeAttn
+                  ? std::string()
+                  : csvField(methodParamsJson(r.config.method, h.params).dump()))
+          << '\n';
     }
   return out.str();
 }

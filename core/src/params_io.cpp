@@ -15,6 +15,7 @@
 #include "sparge/core/atomic_file.h"
 #include "sparge/core/error.h"
 #include "sparge/core/json_reader.h"
+#include "sparge/core/method_json.h"
 #include "sparge/core/names.h"
 #include "sparge/core/quant.h"
 
@@ -27,18 +28,22 @@ const char* modeName(SelectMode m) {
   return m == SelectMode::Cdf ? "cdf" : "topk";
 }
 
-json headJson(const ParamsHead& h, SelectMode mode, Numerics fileNumerics) {
+json headJson(const ParamsHead& h, SelectMode mode, Method method, Numerics fileNumerics) {
   // Exact numerics in an exact file are no exception.
   const bool exact = h.exact && fileNumerics != Numerics::None;
   json j;
   j["head"] = h.head;
   j["is_sparse"] = h.isSparse;
   if (exact) j["numerics"] = toString(Numerics::None);
-  j["simthreshd1"] = h.params.theta;
-  if (mode == SelectMode::Cdf)
-    j["cdfthreshd"] = h.params.tau;
-  else
-    j["topk"] = h.params.topk;
+  if (method != Method::SpargeAttn) {
+    j[toString(method)] = methodParamsJson(method, h.params);  // the method's own names, no θ / τ
+  } else {
+    j["simthreshd1"] = h.params.theta;
+    if (mode == SelectMode::Cdf)
+      j["cdfthreshd"] = h.params.tau;
+    else
+      j["topk"] = h.params.topk;
+  }
   j["pvthreshd"] = h.params.lambda;
   j["sparsity"] = h.totalSparsity;
   j["stage1_sparsity"] = h.stage1Sparsity;
@@ -103,6 +108,7 @@ ParamsFile toParamsFile(const TuneResult& r, const std::string& capturePath) {
   f.smoothK = r.options.smoothK;
   f.sink = r.options.sink;
   f.diagonal = r.options.diagonal;
+  f.method = r.options.method;
   f.exactFallback = r.options.exactFallback;
   f.complete = !r.cancelled;
   for (const TunedGroup& g : r.groups) {
@@ -150,6 +156,7 @@ std::string paramsToJson(const ParamsFile& f, const TuneResult* traceSource) {
   root["smooth_k"] = f.smoothK;
   root["sink"] = f.sink;
   root["diagonal"] = f.diagonal;
+  if (f.method != Method::SpargeAttn) root["method"] = toString(f.method);
   if (f.exactFallback) root["exact_fallback"] = toString(*f.exactFallback);
   if (f.permute != Permutation::None) root["permute"] = toString(f.permute);
   json groups = json::array();
@@ -169,13 +176,14 @@ std::string paramsToJson(const ParamsFile& f, const TuneResult* traceSource) {
     jg["heads_q"] = g.headsQ;
     jg["complete"] = g.complete;
     if (g.grid) jg["grid"] = gridJson(*g.grid);
+    if (g.method && *g.method != f.method) jg["method"] = toString(*g.method);
     json heads = json::array();
     const TunedGroup* tg = nullptr;
     if (traceSource)
       for (const TunedGroup& c : traceSource->groups)
         if (c.name == g.name) tg = &c;
     for (const ParamsHead& h : g.heads) {
-      json jh = headJson(h, f.mode, f.numerics);
+      json jh = headJson(h, f.mode, methodOf(f, g), f.numerics);
       if (tg)
         if (const TunedHead* th = tg->find(h.head)) jh["trace"] = traceJson(*th);
       heads.push_back(jh);
@@ -203,6 +211,14 @@ json parseJsonText(const Reader& rd, const std::string& text) {
     if (what.rfind("[json.exception.", 0) == 0 && what.find("] ") != std::string::npos)
       what = what.substr(what.find("] ") + 2);
     rd.fail("", "not valid JSON (" + what + ") — fix the file or re-create it with sparge tune");
+  }
+}
+
+Method parseFileMethod(const Reader& rd, const json& v, const std::string& path) {
+  try {
+    return parseMethod(rd.string(v, path), "method");
+  } catch (const Error& e) {
+    rd.fail(path, e.problem());
   }
 }
 
@@ -245,6 +261,7 @@ void parseFileFields(const Reader& rd, const json& root, ParamsFile& f) {
   f.smoothK = rd.boolean(root, "", "smooth_k");
   f.sink = rd.boolean(root, "", "sink");
   if (rd.optional(root, "diagonal")) f.diagonal = rd.boolean(root, "", "diagonal");
+  if (const json* m = rd.optional(root, "method")) f.method = parseFileMethod(rd, *m, "/method");
   if (const json* x = rd.optional(root, "exact_fallback")) {
     try {
       f.exactFallback = parseExactFallback(rd.string(*x, "/exact_fallback"));
@@ -258,6 +275,22 @@ void parseFileFields(const Reader& rd, const json& root, ParamsFile& f) {
     } catch (const Error& e) {
       rd.fail("/permute", e.problem());
     }
+  }
+}
+
+// SpargeAttn's θ and τ (or top-k) of one head.
+void readSpargeSelection(const Reader& rd, const json& jh, const std::string& hp, SelectMode mode,
+                         HeadParams& p) {
+  p.theta = rd.number(jh, hp, "simthreshd1");
+  if (mode == SelectMode::Cdf) {
+    if (rd.optional(jh, "topk")) rd.fail(hp + "/topk", "a cdf-mode file must not hold \"topk\"");
+    p.tau = rd.number(jh, hp, "cdfthreshd");
+    if (p.tau < 0 || p.tau > 1) rd.fail(hp + "/cdfthreshd", "must be in [0, 1]");
+  } else {
+    if (rd.optional(jh, "cdfthreshd"))
+      rd.fail(hp + "/cdfthreshd", "a topk-mode file must not hold \"cdfthreshd\"");
+    p.topk = rd.number(jh, hp, "topk");
+    if (p.topk <= 0 || p.topk > 1) rd.fail(hp + "/topk", "must be in (0, 1]");
   }
 }
 
@@ -288,7 +321,7 @@ std::vector<TunedOn> parseTunedOn(const Reader& rd, const json& j, const std::st
 
 // One head of a group at JSON path hp; its index is checked against the group's head count.
 ParamsHead parseHead(const Reader& rd, const json& jh, const std::string& hp, const ParamsGroup& g,
-                     const ParamsFile& f, const std::string& source) {
+                     const ParamsFile& f, Method method, const std::string& source) {
   const SelectMode mode = f.mode;
   if (!jh.is_object()) rd.fail(hp, "expected a JSON object");
   ParamsHead h;
@@ -312,17 +345,12 @@ ParamsHead parseHead(const Reader& rd, const json& jh, const std::string& hp, co
   h.isSparse = rd.boolean(jh, hp, "is_sparse");
   h.params.mode = mode;
   h.params.dense = !h.isSparse;
-  h.params.theta = rd.number(jh, hp, "simthreshd1");
-  if (mode == SelectMode::Cdf) {
-    if (rd.optional(jh, "topk")) rd.fail(hp + "/topk", "a cdf-mode file must not hold \"topk\"");
-    h.params.tau = rd.number(jh, hp, "cdfthreshd");
-    if (h.params.tau < 0 || h.params.tau > 1) rd.fail(hp + "/cdfthreshd", "must be in [0, 1]");
-  } else {
-    if (rd.optional(jh, "cdfthreshd"))
-      rd.fail(hp + "/cdfthreshd", "a topk-mode file must not hold \"cdfthreshd\"");
-    h.params.topk = rd.number(jh, hp, "topk");
-    if (h.params.topk <= 0 || h.params.topk > 1) rd.fail(hp + "/topk", "must be in (0, 1]");
-  }
+  if (method != Method::SpargeAttn)
+    // Another method: its parameters under its name (docs/methods.md), SpargeAttn's keys absent.
+    readMethodParams(rd.member(jh, hp, toString(method)), method, h.params,
+                     source + ":" + hp + "/" + toString(method));
+  else
+    readSpargeSelection(rd, jh, hp, mode, h.params);
   h.params.lambda = rd.number(jh, hp, "pvthreshd");
   if (h.params.lambda < 0) rd.fail(hp + "/pvthreshd", "must be >= 0");
   auto figure = [&](const char* key, double lo, double hiV, double& out) {
@@ -338,7 +366,7 @@ ParamsHead parseHead(const Reader& rd, const json& jh, const std::string& hp, co
   figure("l1_quant", 0.0, 1e300, h.l1Quant);
   figure("l1_quant_qk", 0.0, 1e300, h.l1QuantQk);
   if (const json* ho = rd.optional(jh, "held_out")) h.heldOut = parseHeldOut(rd, *ho, hp + "/held_out");
-  validate(h.params, source + ":" + hp);
+  validate(h.params, source + ":" + hp, method);
   return h;
 }
 
@@ -359,12 +387,13 @@ ParamsGroup parseGroup(const Reader& rd, const json& jg, const std::string& gp, 
   if (g.headsQ <= 0) rd.fail(gp + "/heads_q", "must be positive");
   if (rd.optional(jg, "complete")) g.complete = rd.boolean(jg, gp, "complete");
   if (const json* grid = rd.optional(jg, "grid")) g.grid = parseGridJson(*grid, gp + "/grid", source);
+  if (const json* m = rd.optional(jg, "method")) g.method = parseFileMethod(rd, *m, gp + "/method");
   const json& heads = rd.member(jg, gp, "heads");
   if (!heads.is_array()) rd.fail(gp + "/heads", "expected an array");
   std::set<int64_t> seen;
   for (size_t hi = 0; hi < heads.size(); ++hi) {
     const std::string hp = gp + "/heads/" + std::to_string(hi);
-    ParamsHead h = parseHead(rd, heads[hi], hp, g, f, source);
+    ParamsHead h = parseHead(rd, heads[hi], hp, g, f, g.method.value_or(f.method), source);
     if (!seen.insert(h.head).second) rd.fail(hp + "/head", "duplicate head " + std::to_string(h.head));
     g.heads.push_back(h);
   }
@@ -464,6 +493,11 @@ std::vector<HeadParams> headParamsFor(const ParamsFile& f, const std::string& so
 void applyParams(const ParamsFile& f, const std::string& source, const EntryInfo& info, RunConfig& config,
                  std::vector<std::string>* warnings) {
   config.perHead = headParamsFor(f, source, info.name, info.layer, info.headsQ, config.defaults, warnings);
+  const Method method = methodOf(f, *findGroup(f, info.name, info.layer));
+  if (warnings && config.method != method)
+    warnings->push_back(source + ": using method " + toString(method) +
+                        " (the parameters were tuned with it)");
+  config.method = method;
   // headParamsFor found the group; heads it lacks run in the file's numerics like the rest.
   config.perHeadNumerics.clear();
   const ParamsGroup* g = findGroup(f, info.name, info.layer);

@@ -137,20 +137,6 @@ std::string emptyRowsWarning(const EntryResult& r, const HeadResult& h, int64_t 
   return text;
 }
 
-void validate(const HeadParams& p, const std::string& where) {
-  if (!std::isfinite(p.theta))
-    throw Error(where, "θ (simthreshd1) must be a finite number; got " + std::to_string(p.theta));
-  if (p.mode == SelectMode::Cdf && !(p.tau >= 0.0 && p.tau <= 1.0))
-    throw Error(where, "τ (cdfthreshd) must lie in [0, 1]; got " + std::to_string(p.tau));
-  if (p.mode == SelectMode::TopK && !(p.topk > 0.0 && p.topk <= 1.0))
-    throw Error(where, "top-k must be a fraction in (0, 1]; got " + std::to_string(p.topk));
-  if (!(p.lambda >= 0.0) || std::isnan(p.lambda))
-    throw Error(
-        where,
-        "λ (pvthreshd) must be >= 0 (a negative λ would skip blocks that raise the running max); got " +
-            std::to_string(p.lambda));
-}
-
 EngineChoice parseEngineChoice(const std::string& text) {
   if (text == "auto") return EngineChoice::Auto;
   if (text == "cpu") return EngineChoice::Cpu;

@@ -28,7 +28,7 @@ std::vector<int64_t> resolveRunHeads(const EntryInfo& info, const RunConfig& con
   // A head asked for twice is run once: totals must count every head once.
   std::sort(heads.begin(), heads.end());
   heads.erase(std::unique(heads.begin(), heads.end()), heads.end());
-  for (int64_t h : heads) validate(config.forHead(h), where + " head " + std::to_string(h));
+  for (int64_t h : heads) validate(config.forHead(h), where + " head " + std::to_string(h), config.method);
   return heads;
 }
 

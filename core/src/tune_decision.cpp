@@ -27,8 +27,19 @@ std::string sweep(const TuneDecision& d) {
          " reused as mask-identical)";
 }
 
+// A method other than SpargeAttn: its knob's bisection (after MInference's pattern choice).
+std::string knobSelection(const TuneDecision& d) {
+  std::string s = d.method == Method::MInference ? std::string("pattern ") + toString(d.pattern) + ", " : "";
+  if (d.denseCause == TuneDecision::DenseCause::NoPointMetL1)
+    return s + "dense: no knob value met l1 < " + num(d.l1Budget);
+  if (d.denseCause == TuneDecision::DenseCause::LowSparsity)
+    return s + "dense: best stage-1 sparsity " + num(d.stage1) + " <= " + num(d.minSparsity);
+  return s + "knob " + num(d.sel) + " by bisection: stage-1 sparsity " + num(d.stage1) + " L1 " + num(d.l1);
+}
+
 // Why the (θ, τ / top-k) point is what it is, or why the head is dense.
 std::string selection(const TuneDecision& d) {
+  if (d.method != Method::SpargeAttn) return knobSelection(d);
   using C = TuneDecision::DenseCause;
   const bool together = d.entries > 1;
   switch (d.denseCause) {

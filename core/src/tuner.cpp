@@ -48,6 +48,7 @@ void TuneOptions::validate(const std::string& where) const {
   if (!(fixedLambda >= 0) || !std::isfinite(fixedLambda)) bad("the fixed λ must be >= 0");
   if (!(binWidth > 0)) bad("the bin width must be positive");
   if (fallbackTries < 0) bad("fallbackTries must be >= 0");
+  sparge::core::validate(methodBase, where, method);
 }
 
 const char* toString(ExactFallback f) {

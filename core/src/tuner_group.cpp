@@ -8,7 +8,9 @@
 
 #include "sparge/core/digest.h"
 #include "sparge/core/error.h"
+#include "sparge/core/method_knob.h"
 #include "sparge/core/run_request.h"
+#include "tuner_method.h"
 
 namespace sparge::core::tuning {
 namespace {
@@ -30,6 +32,20 @@ double meanFraction(const std::vector<HeadTask*>& tasks) {
       ++n;
     }
   return n ? sum / n : 1.0;
+}
+
+// The share of the dense attention inside the computed blocks, accumulated over batch items (mass per block
+// is the mean over the tile's query rows, so each block counts with its row count).
+void addRecall(Measured& m, const HeadResult& hr, int64_t nQ, int blockQ) {
+  if (hr.refBlockMass.size() != hr.blockMask.size() || hr.nk == 0) return;
+  double kept = 0, total = 0;
+  for (size_t x = 0; x < hr.blockMask.size(); ++x) {
+    const int i = int(x / size_t(hr.nk));
+    const double rows = double(std::min<int64_t>(blockQ, nQ - int64_t(i) * blockQ));
+    total += hr.refBlockMass[x] * rows;
+    if (hr.blockMask[x]) kept += hr.refBlockMass[x] * rows;
+  }
+  if (total > 0) m.recall = (std::isfinite(m.recall) ? m.recall : 0.0) + kept / total;
 }
 
 }  // namespace
@@ -62,8 +78,13 @@ void GroupRunner::run() {
   if (o_.numerics != Numerics::None) scanQuantization();
   if (input_.entries.size() == 1)
     runSingle();
-  else
+  else if (o_.method == Method::SpargeAttn)
     runTogether();
+  else
+    throw Error("tune " + input_.name,
+                std::string("entries tuned together (--group-by-layer) use SpargeAttn's bin "
+                            "rule; tune ") +
+                    methodLabel(o_.method) + " per entry");
   group_.complete = true;
   report(1.0);
 }
@@ -99,6 +120,7 @@ void GroupRunner::useEntry(std::shared_ptr<const EntryData> data) {
 // The run-wide settings of every probe; per-head parameters are filled in by the probes.
 RunConfig GroupRunner::probeConfig() const {
   RunConfig cfg;
+  cfg.method = o_.method;
   cfg.geometry = o_.geometry;
   cfg.numerics = o_.numerics;
   cfg.smoothK = o_.smoothK;
@@ -171,6 +193,7 @@ std::map<int64_t, Measured> GroupRunner::evaluate(const RunConfig& config, const
     splitSums[hr.head].second += hr.errorQuant;
     qkSums[hr.head] += hr.errorQuantQk;
     Measured& m = measured[hr.head];
+    addRecall(m, hr, res.info.tokensQ, config.geometry.blockQ);
     m.simQ.insert(m.simQ.end(), hr.selfSimQ.begin(), hr.selfSimQ.end());
     m.simK.insert(m.simK.end(), hr.selfSimK.begin(), hr.selfSimK.end());
   }
@@ -197,7 +220,9 @@ void GroupRunner::recordProbe(int64_t head, int32_t entry, const Probe& p, const
   tp.phase = p.phase;
   tp.dense = p.params.dense;
   tp.theta = float(p.params.theta);
-  tp.sel = float(selOf(p.params));
+  tp.sel = float(o_.method == Method::SpargeAttn
+                     ? selOf(p.params)
+                     : knobValue(o_.method, p.params, engine_.entry()->info, o_.geometry));
   tp.lambda = float(p.params.lambda);
   tp.stage1 = float(m.stage1);
   tp.total = float(m.total);
@@ -291,7 +316,12 @@ void GroupRunner::publish(int64_t h) {
 void GroupRunner::runSingle() {
   const std::vector<double> grid = sortedGrid(o_.thetaGrid);
   std::vector<std::unique_ptr<SingleEntrySearch>> owned(static_cast<size_t>(headsQ_));
-  for (int64_t h : heads_) owned[size_t(h)] = std::make_unique<SingleEntrySearch>(o_, grid, work_[size_t(h)]);
+  for (int64_t h : heads_)
+    owned[size_t(h)] =
+        o_.method == Method::SpargeAttn
+            ? std::make_unique<SingleEntrySearch>(o_, grid, work_[size_t(h)])
+            : std::make_unique<SingleEntrySearch>(
+                  o_, std::make_unique<KnobSweep>(o_, engine_.entry()->info, 0), work_[size_t(h)]);
   const std::string name = input_.entries[0].name;
   auto onDone = [&](int64_t h) {
     TunedHead& th = work_[size_t(h)];

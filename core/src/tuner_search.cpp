@@ -8,7 +8,7 @@
 namespace sparge::core::tuning {
 
 HeadParams probeParams(const TuneOptions& o, double theta, double sel, double lambda) {
-  HeadParams p;
+  HeadParams p = o.methodBase;
   p.theta = theta;
   p.mode = o.mode;
   if (o.mode == SelectMode::Cdf)
@@ -99,8 +99,16 @@ double ThetaSweep::fraction() const {
 }
 
 const ThetaPoint* ThetaSweep::best() const {
+  return bestPoint(points_);
+}
+
+HeadParams ThetaSweep::paramsAt(const ThetaPoint& p) const {
+  return probeParams(o_, p.theta, p.sel, kNoPvSkipLambda);
+}
+
+const ThetaPoint* bestPoint(const std::vector<ThetaPoint>& points) {
   const ThetaPoint* b = nullptr;
-  for (const ThetaPoint& p : points_) {
+  for (const ThetaPoint& p : points) {
     if (!p.passed) continue;
     if (!b || p.stage1 > b->stage1 || (p.stage1 == b->stage1 && p.l1 < b->l1)) b = &p;
   }
@@ -208,7 +216,11 @@ double CandidateList::fraction() const {
 // ---- the one-entry search of a head ----
 
 SingleEntrySearch::SingleEntrySearch(const TuneOptions& o, std::vector<double> grid, TunedHead& out)
-    : o_(o), out_(out), sweep_(o, 0, std::move(grid)) {
+    : SingleEntrySearch(o, std::make_unique<ThetaSweep>(o, 0, std::move(grid)), out) {}
+
+SingleEntrySearch::SingleEntrySearch(const TuneOptions& o, std::unique_ptr<SweepTask> sweep, TunedHead& out)
+    : o_(o), out_(out), sweep_(std::move(sweep)) {
+  decision_.method = o.method;
   decision_.mode = o.mode;
   decision_.l1Budget = o.l1;
   decision_.l2Budget = o.l2;
@@ -219,7 +231,7 @@ bool SingleEntrySearch::next(Probe& probe) {
   for (;;) {
     switch (stage_) {
       case Stage::Sweep:
-        if (sweep_.next(probe)) return true;
+        if (sweep_->next(probe)) return true;
         afterSweep();
         break;
       case Stage::Lambda:
@@ -239,7 +251,7 @@ bool SingleEntrySearch::next(Probe& probe) {
 void SingleEntrySearch::feed(const Probe& probe, const Measured& m, bool pass) {
   switch (stage_) {
     case Stage::Sweep:
-      sweep_.feed(probe, m, pass);
+      sweep_->feed(probe, m, pass);
       break;
     case Stage::Lambda:
       lambda_->feed(probe, m, pass);
@@ -255,7 +267,7 @@ void SingleEntrySearch::feed(const Probe& probe, const Measured& m, bool pass) {
 double SingleEntrySearch::fraction() const {
   switch (stage_) {
     case Stage::Sweep:
-      return kSingleSweep.at(sweep_.fraction());
+      return kSingleSweep.at(sweep_->fraction());
     case Stage::Lambda:
       return kSingleLambda.at(lambda_->fraction());
     case Stage::Final:
@@ -267,10 +279,10 @@ double SingleEntrySearch::fraction() const {
 }
 
 void SingleEntrySearch::afterSweep() {
-  out_.thetaPoints = sweep_.points();
+  out_.thetaPoints = sweep_->points();
   decision_.thetaSwept = int(out_.thetaPoints.size());
-  decision_.thetaReused = sweep_.reusedCount();
-  const ThetaPoint* b = sweep_.best();
+  decision_.thetaReused = sweep_->reusedCount();
+  const ThetaPoint* b = sweep_->best();
   if (b) {
     decision_.theta = b->theta;
     decision_.sel = b->sel;
@@ -284,7 +296,8 @@ void SingleEntrySearch::afterSweep() {
     startFinal(Probe{denseParams(o_), ProbePhase::Final, o_.l1}, /*denseHead=*/true);
     return;
   }
-  base_ = probeParams(o_, b->theta, b->sel, kNoPvSkipLambda);
+  base_ = sweep_->paramsAt(*b);
+  decision_.pattern = base_.minference.pattern;
   baseMeasured_.stage1 = b->stage1;
   baseMeasured_.total = b->stage1;  // no PV skip
   baseMeasured_.l1 = b->l1;

@@ -23,6 +23,8 @@ struct Measured {
   // Self-similarity of every Q / K block of every batch item (empty when the engine does not report
   // them); used to find θ values that give identical masks.
   std::vector<float> simQ, simK;
+  // The share of the dense attention that falls in the computed blocks (MInference's pattern choice).
+  double recall = std::numeric_limits<double>::quiet_NaN();
 };
 
 // A probe proposed by a search, with the budget it is judged against.
@@ -78,20 +80,34 @@ class Bisection {
   double lo_, hi_, span_, tolerance_;
 };
 
+// The best passing point of `points`: the largest stage-1 sparsity, then the smallest L1, then the first.
+const ThetaPoint* bestPoint(const std::vector<ThetaPoint>& points);
+
+// The first stage of a head's search: the points it evaluated with the PV skip off, and the best of them.
+class SweepTask : public HeadTask {
+ public:
+  virtual const std::vector<ThetaPoint>& points() const = 0;
+  // Best passing point: the largest stage-1 sparsity, then the smallest L1 (then the smallest θ).
+  virtual const ThetaPoint* best() const = 0;
+  virtual int reusedCount() const { return 0; }
+  // The probe parameters of a point, PV skip off.
+  virtual HeadParams paramsAt(const ThetaPoint& p) const = 0;
+};
+
 // θ sweep (ascending) with a τ / top-k bisection per θ, PV skip off. θ values whose self-similarity flags
 // equal the previous θ's give identical masks for every τ, so their result is reused instead of searched
 // again (upstream searches them again: every θ < 0 is the same, for example).
-class ThetaSweep : public HeadTask {
+class ThetaSweep : public SweepTask {
  public:
   ThetaSweep(const TuneOptions& o, int32_t entry, std::vector<double> grid);
   bool next(Probe& probe) override;
   void feed(const Probe& probe, const Measured& m, bool pass) override;
   double fraction() const override;
 
-  const std::vector<ThetaPoint>& points() const { return points_; }
-  // Best passing point: the largest stage-1 sparsity, then the smallest L1, then the smallest θ.
-  const ThetaPoint* best() const;
-  int reusedCount() const;
+  const std::vector<ThetaPoint>& points() const override { return points_; }
+  const ThetaPoint* best() const override;
+  int reusedCount() const override;
+  HeadParams paramsAt(const ThetaPoint& p) const override;
 
  private:
   bool startTheta();
@@ -149,11 +165,13 @@ class CandidateList : public HeadTask {
   std::vector<std::pair<Measured, bool>> results_;
 };
 
-// The whole search of one head on one entry: θ sweep → best point → is_sparse cut → λ → verification.
-// Writes the exported values, figures and decision into `out` when it finishes.
+// The whole search of one head on one entry: θ sweep (or another method's knob search) → best point →
+// is_sparse cut → λ → verification. Writes the exported values, figures and decision into `out` when it
+// finishes.
 class SingleEntrySearch : public HeadTask {
  public:
   SingleEntrySearch(const TuneOptions& o, std::vector<double> grid, TunedHead& out);
+  SingleEntrySearch(const TuneOptions& o, std::unique_ptr<SweepTask> sweep, TunedHead& out);
   bool next(Probe& probe) override;
   void feed(const Probe& probe, const Measured& m, bool pass) override;
   double fraction() const override;
@@ -171,7 +189,7 @@ class SingleEntrySearch : public HeadTask {
   const TuneOptions& o_;
   TunedHead& out_;
   Stage stage_ = Stage::Sweep;
-  ThetaSweep sweep_;
+  std::unique_ptr<SweepTask> sweep_;
   std::unique_ptr<LambdaSearch> lambda_;
   std::unique_ptr<CandidateList> final_;
   Probe finalProbe_;

@@ -81,8 +81,8 @@ void validateArgument(const Action& a, const std::string& capturePath) {
       if (!parseScope(a.arg)) throw Error(where, "expected head, entry or all");
       break;
     case CommandId::SweepHead:
-      if (a.arg != "head" && a.arg != "all" && a.arg != "orders")
-        throw Error(where, "expected head, all or orders");
+      if (a.arg != "head" && a.arg != "all" && a.arg != "orders" && a.arg != "methods")
+        throw Error(where, "expected head, all, orders or methods");
       break;
     case CommandId::Permute:
       try {
@@ -229,10 +229,14 @@ void ActionRunner::start(const Action& a) {
     }
     case CommandId::SweepHead:
       app_.showView("curves");
-      if (a.arg == "orders")
-        session_.orderCurves().sweep();
+      if (a.arg == "orders" || a.arg == "methods")
+        session_.orderCurves().sweep(12, a.arg == "methods" ? OverlayKind::Methods : OverlayKind::Orders);
       else
         session_.curves().sweep(a.arg == "all" ? SweepScope::AllHeads : SweepScope::SelectedHead);
+      break;
+    case CommandId::CompareMethods:
+      app_.showView("overview");
+      session_.methodCompare().compareAll();
       break;
     case CommandId::Permute:
       if (std::string problem = session_.permutationProblem(core::parsePermutation(a.arg)); !problem.empty())
@@ -386,11 +390,11 @@ void ActionRunner::checkView(const Action& a) {
 }
 
 void ActionRunner::checkSweep(const Action& a) {
-  if (a.arg == "orders") {
+  if (a.arg == "orders" || a.arg == "methods") {
     auto o = session_.orderCurves().data();
     if (!o || o->done != o->total || session_.orderCurves().running())
       return fail(a, "the sweep did not finish");
-    if (o->orders.empty()) return fail(a, "no token order applies to the entry");
+    if (o->series.empty()) return fail(a, "no token order applies to the entry");
     return;
   }
   auto d = session_.curves().data();
@@ -450,6 +454,17 @@ void ActionRunner::finish(const Action& a) {
     case CommandId::SweepHead:
       checkSweep(a);
       break;
+    case CommandId::CompareMethods: {
+      const MethodCompareController& mc = session_.methodCompare();
+      if (mc.running() || mc.done() != mc.total() || mc.total() == 0)
+        return fail(a, "the comparison did not finish");
+      for (const core::EntryInfo& e : session_.capture().entries) {
+        const MethodWinners* w = mc.find(e.name);
+        if (!w || int64_t(w->winner.size()) != e.headsQ)
+          return fail(a, "entry " + e.name + " was not compared");
+      }
+      break;
+    }
     case CommandId::PresetCdf:
       checkPreset(a);
       break;

@@ -172,6 +172,7 @@ bool App::enabled(CommandId id) const {
     case CommandId::Profile:
     case CommandId::SweepHead:
     case CommandId::SweepAll:
+    case CommandId::CompareMethods:
     case CommandId::PresetCdf:
     case CommandId::PresetTopk:
     case CommandId::PresetFilterOff:
@@ -254,6 +255,10 @@ void App::runSessionCommand(CommandId id) {
     case CommandId::SweepAll:
       panels_.show("curves");
       session_.curves().sweep(SweepScope::AllHeads);
+      break;
+    case CommandId::CompareMethods:
+      panels_.show("overview");
+      session_.methodCompare().compareAll();
       break;
     case CommandId::PresetCdf:
       session_.applyPreset(core::Preset::CdfDefaults);

@@ -32,6 +32,7 @@ enum class CommandId {
   Profile,
   SweepHead,
   SweepAll,
+  CompareMethods,
   // Parameters
   PresetCdf,
   PresetTopk,

@@ -26,6 +26,32 @@ struct Value {
   }
 };
 
+// The other block predictors' parameters (docs/methods.md); false for an unknown key.
+bool applyMethodParam(const std::string& key, const Value& v, core::HeadParams& p) {
+  if (key == "xattn_threshold") {
+    p.xattention.threshold = v.number();
+  } else if (key == "xattn_stride") {
+    p.xattention.stride = int(v.number());
+  } else if (key == "minference_pattern") {
+    p.minference.pattern = core::parseMInferencePattern(v.text, v.where.c_str());
+  } else if (key == "minference_vertical") {
+    p.minference.verticalSize = int64_t(v.number());
+  } else if (key == "minference_slash") {
+    p.minference.slashSize = int64_t(v.number());
+  } else if (key == "minference_topk") {
+    p.minference.topk = int64_t(v.number());
+  } else if (key == "flex_gamma") {
+    p.flexprefill.gamma = v.number();
+  } else if (key == "flex_tau") {
+    p.flexprefill.tau = v.number();
+  } else if (key == "moba_topk") {
+    p.moba.topk = int64_t(v.number());
+  } else {
+    return false;
+  }
+  return true;
+}
+
 // Returns false for an unknown key.
 bool applyParam(const std::string& key, const Value& v, core::HeadParams& p) {
   if (key == "theta" || key == "simthreshd1") {
@@ -43,7 +69,7 @@ bool applyParam(const std::string& key, const Value& v, core::HeadParams& p) {
   } else if (key == "dense") {
     p.dense = v.boolean();
   } else {
-    return false;
+    return applyMethodParam(key, v, p);
   }
   return true;
 }
@@ -63,6 +89,8 @@ bool applyRunSetting(const std::string& key, const Value& v, core::RunConfig& co
       config.sink = v.boolean();
     } else if (key == "diagonal") {
       config.diagonal = v.boolean();
+    } else if (key == "method") {
+      config.method = core::parseMethod(v.text, v.where.c_str());
     } else {
       return false;
     }
@@ -76,7 +104,10 @@ bool applyRunSetting(const std::string& key, const Value& v, core::RunConfig& co
 const char* settingKeys() {
   return "theta, tau, topk, lambda, mode=cdf|topk, dense, geometry=128x64|64x128, "
          "quant=none|int8-fp16|int8-fp8, "
-         "target=sm80|sm89|sm90, smooth_k, sink, diagonal (extension), l1, l2";
+         "target=sm80|sm89|sm90, smooth_k, sink, diagonal (extension), l1, l2, "
+         "method=spargeattn|xattention|minference|flexprefill|moba, xattn_threshold, xattn_stride, "
+         "minference_pattern, minference_vertical, minference_slash, minference_topk, flex_gamma, flex_tau, "
+         "moba_topk";
 }
 
 void applySetting(const std::string& keyValue, core::RunConfig& config, Budget& budget) {
@@ -91,7 +122,7 @@ void applySetting(const std::string& keyValue, core::RunConfig& config, Budget& 
   } else if (!applyParam(key, v, config.defaults) && !applyRunSetting(key, v, config)) {
     throw Error(v.where, std::string("unknown setting (") + settingKeys() + ")");
   }
-  core::validate(config.defaults, v.where);
+  core::validate(config.defaults, v.where, config.method);
   if (!(budget.l1 > 0) || !(budget.l2 > 0)) throw Error(v.where, "budget must be > 0");
   config.perHead.clear();
 }

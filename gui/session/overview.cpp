@@ -29,6 +29,8 @@ const char* toString(OverviewMetric m) {
       return "tuned";
     case OverviewMetric::OverBudget:
       return "over budget";
+    case OverviewMetric::BestMethod:
+      return "best method";
     case OverviewMetric::Count:
       break;
   }
@@ -57,6 +59,9 @@ const char* describe(OverviewMetric m) {
       return "the head has a tuner result";
     case OverviewMetric::OverBudget:
       return "deployed L1 above the budget (l1, or l2 with PV skip on)";
+    case OverviewMetric::BestMethod:
+      return "the block predictor that reaches the most sparsity within the budget, each tuned per head "
+             "(Compare methods; docs/methods.md)";
     case OverviewMetric::Count:
       break;
   }
@@ -88,6 +93,8 @@ double cellValue(const OverviewCell& c, OverviewMetric metric, const core::Entry
       return tuned ? 1.0 : 0.0;
     case OverviewMetric::OverBudget:
       return overBudget(c.sparsity, c.error, budget) ? 1.0 : 0.0;
+    case OverviewMetric::BestMethod:
+      return NAN;  // not a figure of the cell: the view reads MethodCompareController
     case OverviewMetric::Count:
       break;
   }

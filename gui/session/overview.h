@@ -35,6 +35,7 @@ enum class OverviewMetric {
   Speedup,
   Tuned,
   OverBudget,
+  BestMethod,  // from MethodCompareController, not from the cells
   Count
 };
 const char* toString(OverviewMetric m);

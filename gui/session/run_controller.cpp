@@ -22,9 +22,9 @@ int RunController::overrideCount() const {
 }
 
 bool sameConfig(const core::RunConfig& a, const core::RunConfig& b) {
-  return a.geometry == b.geometry && a.numerics == b.numerics && a.smoothK == b.smoothK && a.sink == b.sink &&
-         a.diagonal == b.diagonal && a.defaults == b.defaults && a.perHead == b.perHead &&
-         a.perHeadNumerics == b.perHeadNumerics;
+  return a.method == b.method && a.geometry == b.geometry && a.numerics == b.numerics &&
+         a.smoothK == b.smoothK && a.sink == b.sink && a.diagonal == b.diagonal && a.defaults == b.defaults &&
+         a.perHead == b.perHead && a.perHeadNumerics == b.perHeadNumerics;
 }
 
 void setExactHeads(core::RunConfig& c, const std::vector<uint8_t>* exact) {
@@ -62,9 +62,10 @@ void RunController::applyConfig(const core::RunConfig& requested) {
     setExactHeads(next, &exact);
   }
   fitPerHead(next);
-  bool everyHead = !(next.geometry == config_.geometry) || next.numerics != config_.numerics ||
-                   next.perHeadNumerics != config_.perHeadNumerics || next.smoothK != config_.smoothK ||
-                   next.sink != config_.sink || next.diagonal != config_.diagonal;
+  bool everyHead = next.method != config_.method || !(next.geometry == config_.geometry) ||
+                   next.numerics != config_.numerics || next.perHeadNumerics != config_.perHeadNumerics ||
+                   next.smoothK != config_.smoothK || next.sink != config_.sink ||
+                   next.diagonal != config_.diagonal;
   std::set<int64_t> changed;
   for (int64_t h = 0; !everyHead && h < core_.capture.headsQ(); ++h) {
     if (!(next.forHead(h) == config_.forHead(h))) changed.insert(h);
@@ -83,7 +84,7 @@ void RunController::setParams(const core::HeadParams& p, ApplyTarget target) {
     setHeadParams(core_.capture.selected.head, p);
     return;
   }
-  core::validate(p, "parameters");
+  core::validate(p, "parameters", config_.method);
   core::RunConfig next = config_;
   next.defaults = p;
   next.perHead.clear();
@@ -91,7 +92,7 @@ void RunController::setParams(const core::HeadParams& p, ApplyTarget target) {
 }
 
 void RunController::setHeadParams(int64_t head, const core::HeadParams& p) {
-  core::validate(p, "parameters of head " + std::to_string(head));
+  core::validate(p, "parameters of head " + std::to_string(head), config_.method);
   if (head < 0 || head >= core_.capture.headsQ()) return;
   core::RunConfig next = config_;
   if (next.perHead.empty()) next.perHead.assign(static_cast<size_t>(core_.capture.headsQ()), next.defaults);

@@ -20,6 +20,7 @@ Session::Session(EngineFactory factory)
       overview_(core_, runs_, tuning_),
       curves_(core_, runs_),
       orderCurves_(core_, runs_),
+      methodCompare_(core_, runs_, tuning_),
       files_(core_, runs_, tuning_) {
   core_.backend->factory = std::move(factory);
   worker_.setErrorSink([this](const std::string& key, const std::string& message) {
@@ -28,6 +29,7 @@ Session::Session(EngineFactory factory)
       if (kind == JobKind::Tune || kind == JobKind::Profile) core_.progress = Progress{};
       if (kind == JobKind::Curves) curves_.cancel();
       if (kind == JobKind::OrderCurves) orderCurves_.cancel();
+      if (kind == JobKind::MethodCompare) methodCompare_.cancel();
       core_.messages.pushError(message);
     });
   });
@@ -101,6 +103,8 @@ std::string Session::activity() const {
       return "sweeping curves";
     case JobKind::OrderCurves:
       return "sweeping curves in each token order";
+    case JobKind::MethodCompare:
+      return "comparing block predictors";
   }
   return {};
 }
@@ -151,6 +155,7 @@ void Session::reset(ResetScope scope) {
   overview_.reset(scope);
   curves_.reset(scope);
   orderCurves_.reset(scope);
+  methodCompare_.reset(scope);
   if (scope == ResetScope::Capture) core_.messages.setWarnings({});
 }
 

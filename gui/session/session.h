@@ -10,6 +10,7 @@
 
 #include "curves.h"
 #include "file_controller.h"
+#include "method_compare.h"
 #include "metrics.h"
 #include "order_curves.h"
 #include "overview.h"
@@ -69,6 +70,8 @@ class Session {
   const CurveController& curves() const { return curves_; }
   OrderCurveController& orderCurves() { return orderCurves_; }
   const OrderCurveController& orderCurves() const { return orderCurves_; }
+  MethodCompareController& methodCompare() { return methodCompare_; }
+  const MethodCompareController& methodCompare() const { return methodCompare_; }
   FileController& files() { return files_; }
   // The loaded parameter file and evaluation report, as marks per head.
   const ChecksModel& checks() const { return core_.checks; }
@@ -110,6 +113,7 @@ class Session {
   OverviewController overview_;
   CurveController curves_;
   OrderCurveController orderCurves_;
+  MethodCompareController methodCompare_;
   FileController files_;
   bool followDeviceTarget_ = false;
   core::Permutation permutation_ = core::Permutation::None;

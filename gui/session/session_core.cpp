@@ -8,7 +8,7 @@
 namespace sparge::gui {
 
 namespace {
-constexpr std::array<std::pair<JobKind, const char*>, 10> kJobKeys = {
+constexpr std::array<std::pair<JobKind, const char*>, 11> kJobKeys = {
     {{JobKind::Engine, "engine"},
      {JobKind::Open, "open"},
      {JobKind::Load, "load"},
@@ -18,7 +18,8 @@ constexpr std::array<std::pair<JobKind, const char*>, 10> kJobKeys = {
      {JobKind::Export, "export"},
      {JobKind::Overview, "overview"},
      {JobKind::Curves, "curves"},
-     {JobKind::OrderCurves, "order-curves"}}};
+     {JobKind::OrderCurves, "order-curves"},
+     {JobKind::MethodCompare, "method-compare"}}};
 }  // namespace
 
 std::string jobKey(JobKind kind, const std::string& tag) {

@@ -22,7 +22,19 @@
 namespace sparge::gui {
 
 // Every kind of background job. The worker coalesces pending jobs of one kind (latest wins).
-enum class JobKind { Engine, Open, Load, Run, Tune, Profile, Export, Overview, Curves, OrderCurves };
+enum class JobKind {
+  Engine,
+  Open,
+  Load,
+  Run,
+  Tune,
+  Profile,
+  Export,
+  Overview,
+  Curves,
+  OrderCurves,
+  MethodCompare
+};
 // The worker key of a job; `tag` separates jobs of one kind that must not coalesce (exports by path).
 std::string jobKey(JobKind kind, const std::string& tag = {});
 std::optional<JobKind> jobKindOf(const std::string& key);

@@ -54,6 +54,8 @@ core::TuneOptions tuneOptionsFor(const core::RunConfig& config, const Budget& bu
   opt.l1 = budget.l1;
   opt.l2 = budget.l2;
   opt.mode = config.defaults.mode;
+  opt.method = config.method;  // another method's knob is tuned; its other parameters stay the defaults'
+  opt.methodBase = config.defaults;
   opt.geometry = config.geometry;
   opt.numerics = config.numerics;  // the budget bounds the L1 the user sees: the deployed one
   opt.smoothK = config.smoothK;

@@ -6,6 +6,7 @@
 #include <cstdio>
 
 #include "sparge/core/dense_hint.h"
+#include "sparge/core/method_knob.h"
 #include "sparge/core/tuner.h"
 #include "widgets/ui_util.h"
 
@@ -52,10 +53,8 @@ void ControlsView::drawApplyTarget(Session& s, UiState& ui) {
   ui.applyTarget = static_cast<ApplyTarget>(target);
 }
 
-void ControlsView::drawParameters(Session& s, UiState& ui) {
-  const HeadRef sel = s.capture().selected;
-  core::HeadParams p =
-      ui.applyTarget == ApplyTarget::SelectedHead ? s.runs().paramsFor(sel.head) : s.runs().config().defaults;
+// SpargeAttn's θ, top-k mode and τ / top-k; true when one moved.
+bool ControlsView::drawSpargeParameters(core::HeadParams& p) {
   bool changed = false;
   float theta = static_cast<float>(p.theta);
   if (ImGui::SliderFloat("\xce\xb8", &theta, -1.0f, 1.0f, "simthreshd1 %.3f"))
@@ -77,6 +76,21 @@ void ControlsView::drawParameters(Session& s, UiState& ui) {
     float tau = static_cast<float>(p.tau);
     if (ImGui::SliderFloat("\xcf\x84", &tau, 0.0f, 1.0f, "cdfthreshd %.4f")) p.tau = tau, changed = true;
     itemTooltip("Keep the most probable blocks of a row while their cumulative pooled probability <= tau.");
+  }
+  return changed;
+}
+
+void ControlsView::drawParameters(Session& s, UiState& ui) {
+  const HeadRef sel = s.capture().selected;
+  core::HeadParams p =
+      ui.applyTarget == ApplyTarget::SelectedHead ? s.runs().paramsFor(sel.head) : s.runs().config().defaults;
+  bool changed = false;
+  if (s.runs().config().method == core::Method::SpargeAttn) {
+    changed = drawSpargeParameters(p);
+  } else {
+    changed = drawMethodParameters(s, p);
+    changed |= ImGui::Checkbox("dense head", &p.dense);
+    itemTooltip("is_sparse = false: every valid block computed, no PV skip.");
   }
   bool noSkip = lambdaOff(p);
   float lambda = noSkip ? 100.0f : static_cast<float>(p.lambda);
@@ -215,6 +229,7 @@ void ControlsView::drawTunedTable(Session& s) {
   ImGuiTableFlags flags = ImGuiTableFlags_RowBg | ImGuiTableFlags_ScrollY | ImGuiTableFlags_ScrollX |
                           ImGuiTableFlags_SizingFixedFit | ImGuiTableFlags_BordersInnerV;
   if (rows.empty() || !ImGui::BeginTable("tuned", 6, flags)) return;
+  const core::Method method = s.runs().config().method;  // tuned values land on the current method
   ImGui::TableSetupScrollFreeze(0, 1);
   for (const char* h : {"entry/head", "\xce\xb8", "\xcf\x84/k", "\xce\xbb", "sparsity", "L1"})
     ImGui::TableSetupColumn(h);
@@ -229,6 +244,11 @@ void ControlsView::drawTunedTable(Session& s) {
       ImGui::TextDisabled("dense");
       ImGui::TableNextColumn();
       ImGui::TableNextColumn();
+    } else if (method != core::Method::SpargeAttn) {
+      ImGui::TextUnformatted(core::describeMethodParams(method, row.params).c_str());
+      ImGui::TableNextColumn();
+      ImGui::TableNextColumn();
+      ImGui::Text("%.3g", row.params.lambda);
     } else {
       ImGui::Text("%.3f", row.params.theta);
       ImGui::TableNextColumn();
@@ -254,6 +274,7 @@ void ControlsView::draw(Session& s, UiState& ui) {
   drawApplyTarget(s, ui);
   float w = ImGui::GetContentRegionAvail().x - ImGui::CalcTextSize("target 0").x;
   ImGui::PushItemWidth(std::max(60.0f, w));
+  drawMethod(s);
   drawParameters(s, ui);
   drawPresets(s);
   drawRunSettings(s);

@@ -17,9 +17,12 @@ class ControlsView final : public View {
   void followTunedHead(Session& s, UiState& ui);
   void drawApplyTarget(Session& s, UiState& ui);
   void drawParameters(Session& s, UiState& ui);
+  bool drawSpargeParameters(core::HeadParams& p);  // true when changed
   void drawPresets(Session& s);
   void drawRunSettings(Session& s);
-  void drawTokenOrder(Session& s, UiState& ui);  // controls_order.cpp
+  void drawTokenOrder(Session& s, UiState& ui);                // controls_order.cpp
+  void drawMethod(Session& s);                                 // controls_method.cpp
+  bool drawMethodParameters(Session& s, core::HeadParams& p);  // true when changed
   void drawOverrides(Session& s);
   void drawBudget(Session& s);
   void drawTuning(Session& s);

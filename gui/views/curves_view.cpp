@@ -110,14 +110,19 @@ void CurvesView::drawToolbar(Session& s) {
       "The selected head's Pareto front in each token order its grid allows (none, timemajor, "
       "hilbert), overlaid; entries with a token grid only.");
   ImGui::SameLine();
+  ImGui::RadioButton("methods", &multiples_, 3);
+  itemTooltip(
+      "The selected head under each block predictor, overlaid: SpargeAttn's front over theta and tau, and "
+      "each other method's knob swept (docs/methods.md).");
+  ImGui::SameLine();
   ImGui::SetNextItemWidth(ImGui::GetFontSize() * 6);
   ImGui::SliderInt("##points", &points_, 6, 200, "%d per \xce\xb8");
   itemTooltip("Values of tau (or top-k) evaluated for each theta.");
   ImGui::SameLine();
   ImGui::BeginDisabled(!s.capture().info());
   if (ImGui::Button("Sweep")) {
-    if (multiples_ == 2)
-      s.orderCurves().sweep(points_);
+    if (multiples_ >= 2)
+      s.orderCurves().sweep(points_, overlayKind());
     else
       s.curves().sweep(multiples_ ? SweepScope::AllHeads : SweepScope::SelectedHead, points_);
   }
@@ -136,11 +141,12 @@ void CurvesView::drawToolbar(Session& s) {
 
 // Single-head mode keeps its sweep current on its own; all-heads sweeps start only on request.
 void CurvesView::sweepIfNeeded(Session& s) {
-  if (multiples_ == 2) {
+  if (multiples_ >= 2) {
     auto o = s.orderCurves().data();
     if (!s.orderCurves().running() && s.capture().info() &&
-        (!o || o->entry != s.capture().entryName || o->head != s.capture().selected.head))
-      s.orderCurves().sweep(points_);
+        (!o || o->entry != s.capture().entryName || o->head != s.capture().selected.head ||
+         o->kind != overlayKind()))
+      s.orderCurves().sweep(points_, overlayKind());
     return;
   }
   if (multiples_ || s.curves().running() || !s.capture().info() || !s.runs().result()) return;
@@ -283,11 +289,11 @@ void CurvesView::draw(Session& s, UiState& ui) {
   }
   if (auto o = s.orderCurves().data(); o && o != shownOrderSweep_) {
     shownOrderSweep_ = o;
-    multiples_ = 2;
+    multiples_ = o->kind == OverlayKind::Methods ? 3 : 2;
   }
   drawToolbar(s);
   sweepIfNeeded(s);
-  if (multiples_ == 2) {
+  if (multiples_ >= 2) {
     drawOrderPlot(s, ImGui::GetContentRegionAvail());
     return;
   }

@@ -24,11 +24,13 @@ class CurvesView final : public View {
                     bool compact);
   void drawLegend(const CurveSet& set);
   void drawSmallMultiples(Session& s, UiState& ui, const CurveSet& set);
-  // Token orders (curves_orders.cpp): the selected head's front in each order the entry allows, overlaid.
+  // Overlays (curves_orders.cpp): the selected head's front in each token order the entry allows, or
+  // under each block predictor, on one plot.
   void drawOrderPlot(Session& s, ImVec2 size);
+  OverlayKind overlayKind() const { return multiples_ == 3 ? OverlayKind::Methods : OverlayKind::Orders; }
 
-  int multiples_ = 0;  // 0: the selected head, 1: every head as small multiples, 2: token orders
-  std::shared_ptr<const OrderCurveSet> shownOrderSweep_;
+  int multiples_ = 0;  // 0: the selected head, 1: every head as small multiples, 2: token orders, 3: methods
+  std::shared_ptr<const OverlayCurveSet> shownOrderSweep_;
   int points_ = 16;
   int focusTheta_ = -1;
   std::shared_ptr<const CurveSet>

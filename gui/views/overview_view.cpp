@@ -43,11 +43,12 @@ void OverviewView::rebuild(const Session& s) {
   uint64_t tune = s.tuning().storedGeneration();
   if (o.generation() == builtGeneration_ && tune == builtTune_ && metric_ == builtMetric_ &&
       sort_ == builtSort_ && budget == builtBudget_ && o.rows().size() == builtRows_ &&
-      s.checks().generation() == builtChecks_)
+      s.checks().generation() == builtChecks_ && s.methodCompare().generation() == builtCompare_)
     return;
   builtChecks_ = s.checks().generation();
   builtGeneration_ = o.generation();
   builtTune_ = tune;
+  builtCompare_ = s.methodCompare().generation();
   builtMetric_ = metric_;
   builtSort_ = sort_;
   builtBudget_ = budget;
@@ -59,7 +60,9 @@ void OverviewView::rebuild(const Session& s) {
     const OverviewRow& row = o.rows()[i];
     double sum = 0;
     for (size_t h = 0; h < row.heads.size() && h < size_t(cols_); ++h) {
-      double v = cellValue(row.heads[h], metric_, entries[i], budget, tuned(s, i, int64_t(h)));
+      double v = metric_ == OverviewMetric::BestMethod
+                     ? bestMethod(s, i, int64_t(h))
+                     : cellValue(row.heads[h], metric_, entries[i], budget, tuned(s, i, int64_t(h)));
       byEntry[i * cols_ + h] = v;
       sum += std::isfinite(v) ? v : 0;
     }
@@ -86,8 +89,10 @@ void OverviewView::rebuild(const Session& s) {
     const OverviewRow& row = o.rows()[order_[r]];
     for (int h = 0; h < cols_; ++h) {
       double v = values_[r * cols_ + h];
-      uint32_t c = !row.error.empty()       ? kFailed
-                   : !std::isfinite(v)      ? kEmpty
+      uint32_t c = !row.error.empty()  ? kFailed
+                   : !std::isfinite(v) ? kEmpty
+                   : metric_ == OverviewMetric::BestMethod
+                       ? (v < 0 ? kNo : methodColor(core::kAllMethods[int(v)]))
                    : isCategorical(metric_) ? (v > 0.5 ? kYes : kNo)
                                             : colormap(mapOf(metric_), float((v - lo_) / (hi_ - lo_)));
       rgba_[r * cols_ + h] = row.stale && std::isfinite(v) ? dim(c) : c;
@@ -161,7 +166,9 @@ void OverviewView::drawToolbar(Session& s) {
     float frac = o.rows().empty() ? 0.f : float(o.doneCount()) / float(o.rows().size());
     ImGui::ProgressBar(frac, ImVec2(ImGui::GetFontSize() * 10, 0), overlay);
   }
-  if (isCategorical(metric_)) {
+  if (metric_ == OverviewMetric::BestMethod) {
+    drawMethodLegend(s);
+  } else if (isCategorical(metric_)) {
     ImGui::TextColored(ImGui::ColorConvertU32ToFloat4(kYes), "\xe2\x96\xa0 yes");
     ImGui::SameLine();
     ImGui::TextColored(ImGui::ColorConvertU32ToFloat4(kNo), "\xe2\x96\xa0 no");
@@ -199,6 +206,7 @@ void OverviewView::cellTooltip(const Session& s, size_t r, int64_t head) const {
     const Budget& b = s.tuning().budget();
     if (overBudget(f.sparsity, f.error, b)) ImGui::TextColored(ImVec4(0.9f, 0.35f, 0.35f, 1), "over budget");
     if (tuned(s, i, head)) ImGui::TextColored(ImVec4(0.45f, 0.85f, 0.6f, 1), "tuned");
+    if (metric_ == OverviewMetric::BestMethod) methodTooltip(s, i, head);
     if (row.config.numericsFor(head) != row.config.numerics)
       ImGui::TextColored(ImGui::ColorConvertU32ToFloat4(colors::kExact), "runs in exact numerics here");
     const HeadMarks marks = s.checks().marks(e.name, e.layer, head);
@@ -270,6 +278,11 @@ void OverviewView::drawMatrix(Session& s) {
 }
 
 void OverviewView::draw(Session& s, UiState&) {
+  // A comparison is shown as it was asked for: coloured by the best method.
+  if (s.methodCompare().running() && s.methodCompare().started() != seenCompare_) {
+    seenCompare_ = s.methodCompare().started();
+    metric_ = OverviewMetric::BestMethod;
+  }
   drawToolbar(s);
   if (s.capture().entries.empty()) {
     ImGui::TextDisabled("Open a capture: every entry is run with the current settings, head by head.");

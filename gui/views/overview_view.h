@@ -23,11 +23,17 @@ class OverviewView final : public View {
   void buildMarks(const Session& s);
   void drawMarks(ImDrawList* dl, ImVec2 p0, float cellW, float cellH, float top, float bottom) const;
   bool tuned(const Session& s, size_t row, int64_t head) const;
+  // Best method (overview_methods.cpp): the winner's index in core::kAllMethods, -1 when no method is
+  // sparse, NaN when the entry was not compared; the legend with the Compare button; the tooltip's lines.
+  double bestMethod(const Session& s, size_t row, int64_t head) const;
+  void drawMethodLegend(Session& s);
+  void methodTooltip(const Session& s, size_t row, int64_t head) const;
 
   OverviewMetric metric_ = OverviewMetric::Total;
+  uint64_t seenCompare_ = 0;
   OverviewSort sort_ = OverviewSort::Capture;
   // What the texture was built from.
-  uint64_t builtGeneration_ = ~uint64_t{0}, builtTune_ = ~uint64_t{0};
+  uint64_t builtGeneration_ = ~uint64_t{0}, builtTune_ = ~uint64_t{0}, builtCompare_ = ~uint64_t{0};
   OverviewMetric builtMetric_ = OverviewMetric::Count;
   OverviewSort builtSort_ = OverviewSort::Capture;
   Budget builtBudget_{-1, -1};

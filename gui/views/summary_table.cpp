@@ -7,6 +7,7 @@
 #include <cstdio>
 #include <numeric>
 
+#include "sparge/core/method_knob.h"
 #include "sparge/core/tuner.h"
 #include "widgets/ui_util.h"
 
@@ -63,7 +64,8 @@ double sortKey(const core::HeadResult& h, int column) {
   }
 }
 
-void drawParams(const core::HeadParams& p) {
+// `method`: another block predictor's parameters take the θ and τ columns (docs/methods.md).
+void drawParams(const core::HeadParams& p, core::Method method) {
   if (p.dense) {
     ImGui::TextDisabled("dense");
     ImGui::TableNextColumn();
@@ -74,9 +76,16 @@ void drawParams(const core::HeadParams& p) {
   }
   // As short as the value allows (-0.1, 0.312, 0.95, 0.9531): the columns are sized to their content; the
   // head detail and the tuning table give more digits.
-  ImGui::Text("%.3g", p.theta);
-  ImGui::TableNextColumn();
-  if (p.mode == core::SelectMode::TopK) {
+  if (method != core::Method::SpargeAttn) {
+    ImGui::TextUnformatted(core::describeMethodParams(method, p).c_str());
+    ImGui::TableNextColumn();
+  } else {
+    ImGui::Text("%.3g", p.theta);
+    ImGui::TableNextColumn();
+  }
+  if (method != core::Method::SpargeAttn) {
+    ImGui::TextDisabled("-");
+  } else if (p.mode == core::SelectMode::TopK) {
     ImGui::Text("k %.4g", p.topk);
   } else {
     ImGui::Text("%.4g", p.tau);
@@ -129,7 +138,8 @@ void SummaryTable::drawRow(Session& s, const core::HeadResult& h, size_t index, 
         h.error.cosSim(), cosText(h.errorSparse).c_str(), cosText(h.errorQuant).c_str());
   }
   ImGui::TableNextColumn();
-  drawParams(h.params);
+  const auto r = s.runs().result();
+  drawParams(h.params, r ? r->config.method : core::Method::SpargeAttn);
   for (double v : {h.sparsity.stage1(), h.sparsity.pvSkipRate(), h.sparsity.total()}) {
     ImGui::TableNextColumn();
     ImGui::Text("%.1f%%", 100 * v);

@@ -11,29 +11,29 @@ namespace sparge::scaleout {
 // can hide in padding (RunConfig::diagonal did): check the lists when a record changes.
 static_assert(sizeof(core::EntryInfo) == 320,
               "EntryInfo changed: update its WireFields in scaleout/src/codec.cpp");
-static_assert(sizeof(core::HeadParams) == 48,
+static_assert(sizeof(core::HeadParams) == 136,
               "HeadParams changed: update WireFields in scaleout/src/codec.cpp");
-static_assert(sizeof(core::RunConfig) == 112,
+static_assert(sizeof(core::RunConfig) == 208,
               "RunConfig changed: update WireFields in scaleout/src/codec.cpp");
-static_assert(sizeof(core::HeadResult) == 632,
+static_assert(sizeof(core::HeadResult) == 728,
               "HeadResult changed: update WireFields in scaleout/src/codec.cpp");
 static_assert(sizeof(core::SparsityCounts) == 56, "SparsityCounts changed: update scaleout/src/codec.cpp");
 static_assert(sizeof(core::ErrorSums) == 56,
               "ErrorSums changed: update WireFields in scaleout/src/codec.cpp");
 static_assert(sizeof(core::StageTimes) == 136,
               "StageTimes changed: update WireFields in scaleout/src/codec.cpp");
-static_assert(sizeof(core::EntryResult) == 936,
+static_assert(sizeof(core::EntryResult) == 1032,
               "EntryResult changed: update WireFields in scaleout/src/codec.cpp");
 static_assert(sizeof(core::TunedGroup) == 144,
               "TunedGroup changed: update WireFields in scaleout/src/codec.cpp");
-static_assert(sizeof(core::TunedHead) == 328,
+static_assert(sizeof(core::TunedHead) == 424,
               "TunedHead changed: update WireFields in scaleout/src/codec.cpp");
 static_assert(sizeof(core::EntryAchieved) == 56, "EntryAchieved changed: update scaleout/src/codec.cpp");
 static_assert(sizeof(core::ThetaPoint) == 64,
               "ThetaPoint changed: update WireFields in scaleout/src/codec.cpp");
 static_assert(sizeof(core::TuneProbe) == 36,
               "TuneProbe changed: update WireFields in scaleout/src/codec.cpp");
-static_assert(sizeof(core::TuneDecision) == 136, "TuneDecision changed: update scaleout/src/codec.cpp");
+static_assert(sizeof(core::TuneDecision) == 144, "TuneDecision changed: update scaleout/src/codec.cpp");
 static_assert(sizeof(core::TunedOn) == 96, "TunedOn changed: update WireFields in scaleout/src/codec.cpp");
 
 template <>
@@ -71,10 +71,42 @@ struct WireFields<core::EntryInfo> {
 };
 
 template <>
+struct WireFields<core::XAttentionParams> {
+  template <class S, class F>
+  static void visit(S& v, F&& f) {
+    f(v.threshold, v.stride);
+  }
+};
+
+template <>
+struct WireFields<core::MInferenceParams> {
+  template <class S, class F>
+  static void visit(S& v, F&& f) {
+    f(v.pattern, v.verticalSize, v.slashSize, v.topk);
+  }
+};
+
+template <>
+struct WireFields<core::FlexPrefillParams> {
+  template <class S, class F>
+  static void visit(S& v, F&& f) {
+    f(v.gamma, v.tau, v.minBudget, v.maxBudget);
+  }
+};
+
+template <>
+struct WireFields<core::MobaParams> {
+  template <class S, class F>
+  static void visit(S& v, F&& f) {
+    f(v.topk);
+  }
+};
+
+template <>
 struct WireFields<core::HeadParams> {
   template <class S, class F>
   static void visit(S& v, F&& f) {
-    f(v.theta, v.mode, v.tau, v.topk, v.lambda, v.dense);
+    f(v.theta, v.mode, v.tau, v.topk, v.lambda, v.dense, v.xattention, v.minference, v.flexprefill, v.moba);
   }
 };
 
@@ -82,7 +114,8 @@ template <>
 struct WireFields<core::RunConfig> {
   template <class S, class F>
   static void visit(S& v, F&& f) {
-    f(v.geometry, v.numerics, v.smoothK, v.sink, v.diagonal, v.defaults, v.perHead, v.perHeadNumerics);
+    f(v.method, v.geometry, v.numerics, v.smoothK, v.sink, v.diagonal, v.defaults, v.perHead,
+      v.perHeadNumerics);
   }
 };
 
@@ -109,7 +142,7 @@ struct WireFields<core::HeadResult> {
   static void visit(S& v, F&& f) {
     f(v.batch, v.head, v.params, v.nq, v.nk, v.blockMask, v.pvSkipped, v.reasons, v.pooledProb, v.similarQ,
       v.similarK, v.selfSimQ, v.selfSimK, v.refBlockMass, v.qBlockL1, v.output, v.sparsity, v.error,
-      v.errorSparse, v.errorQuant, v.errorQuantQk, v.emptyRows, v.hasNonFinite);
+      v.errorSparse, v.errorQuant, v.errorQuantQk, v.emptyRows, v.hasNonFinite, v.elementPairs);
   }
 };
 
@@ -160,10 +193,10 @@ template <>
 struct WireFields<core::TuneDecision> {
   template <class S, class F>
   static void visit(S& v, F&& f) {
-    f(v.mode, v.entries, v.basis, v.denseCause, v.lambdaSource, v.l1Budget, v.l2Budget, v.minSparsity,
-      v.thetaSwept, v.thetaReused, v.theta, v.sel, v.stage1, v.l1, v.binLow, v.binHigh, v.binMeanSparsity,
-      v.binPoints, v.singlePointsTried, v.achievedSparsity, v.lambda, v.exactCause, v.quantNumerics,
-      v.quantL1);
+    f(v.method, v.pattern, v.mode, v.entries, v.basis, v.denseCause, v.lambdaSource, v.l1Budget, v.l2Budget,
+      v.minSparsity, v.thetaSwept, v.thetaReused, v.theta, v.sel, v.stage1, v.l1, v.binLow, v.binHigh,
+      v.binMeanSparsity, v.binPoints, v.singlePointsTried, v.achievedSparsity, v.lambda, v.exactCause,
+      v.quantNumerics, v.quantL1);
   }
 };
 

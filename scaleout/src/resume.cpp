@@ -53,6 +53,7 @@ std::string num(double v) {
 
 void checkResumable(const core::ParamsFile& f, const std::string& path, const core::TuneOptions& o) {
   auto modeName = [](core::SelectMode m) { return std::string(m == core::SelectMode::Cdf ? "cdf" : "topk"); };
+  mustMatch(f.method == o.method, path, "--method", core::toString(f.method), core::toString(o.method));
   mustMatch(f.mode == o.mode, path, "mode", modeName(f.mode), modeName(o.mode));
   mustMatch(f.l1 == o.l1, path, "--l1", num(f.l1), num(o.l1));
   mustMatch(f.tunePv == o.tunePv, path, "λ search", f.tunePv ? "on" : "off (--no-tune-pv)",

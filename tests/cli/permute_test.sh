@@ -77,7 +77,7 @@ compare)
   "$SPARGE" compare "$WORK/g.h5" --permute none,hilbert --l1 0.05 --l2 0.06 --quant none --engine cpu \
     --report "$WORK/c.md" >/dev/null 2>&1 || fail "compare --report .md"
   grep -q "## l00" "$WORK/c.md" || fail "Markdown report"
-  expect_exit 1 "given twice" -- "$SPARGE" compare "$WORK/g.h5" --permute none,none --l1 0.05 --l2 0.06
+  expect_exit 2 "given twice" -- "$SPARGE" compare "$WORK/g.h5" --permute none,none --l1 0.05 --l2 0.06
   # The self-similarity figures against a numpy transcription of Stage 1's s (K smoothed in fp16, fp16 unit
   # vectors, the mean over blocks without a partial or zero row) in the capture order and in time-major order.
   $PY - "$WORK/g.h5" "$WORK/c.json" <<'PYEOF' || fail "compare figures"

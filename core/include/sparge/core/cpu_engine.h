@@ -10,6 +10,7 @@
 #include <tuple>
 
 #include "sparge/core/engine.h"
+#include "sparge/core/predictor.h"
 #include "sparge/core/stage1.h"
 
 namespace sparge::core {
@@ -140,6 +141,7 @@ class CpuEngine final : public Engine {
   std::map<std::tuple<int64_t, int64_t, int, int, bool>, std::unique_ptr<BlockStats>> stats_;
   // key: (blockQ, blockK)
   std::map<std::pair<int, int>, std::unique_ptr<BlockValidity>> validity_;
+  PredictorCache methodStats_;  // the statistics of the methods other than SpargeAttn
 };
 
 }  // namespace sparge::core

@@ -4,6 +4,7 @@
 #include <string>
 #include <vector>
 
+#include "sparge/core/method.h"
 #include "sparge/core/types.h"
 
 namespace sparge::core {
@@ -19,15 +20,21 @@ struct HeadParams {
   double topk = 0.5;     // topk (top-k mode): fraction of all K blocks kept per row
   double lambda = 50.0;  // pvthreshd: skip PV when max(rowmax_new - m_old) <= -λ (base 2)
   bool dense = false;    // is_sparse == false: compute every valid block, no PV skip
+  // The other methods' parameters (docs/methods.md); a run reads those of RunConfig::method.
+  XAttentionParams xattention;
+  MInferenceParams minference;
+  FlexPrefillParams flexprefill;
+  MobaParams moba;
 
   bool operator==(const HeadParams&) const = default;
 };
 
-// Checks ranges (θ finite, τ in [0, 1], top-k in (0, 1], λ >= 0 and finite); throws sparge::Error
-// naming `where` (for example "--tau" or "params.json: entry l0 head 3").
-void validate(const HeadParams& p, const std::string& where);
+// Checks ranges (θ finite, τ in [0, 1], top-k in (0, 1], λ >= 0 and finite, and those of `method`'s own
+// parameters); throws sparge::Error naming `where` (for example "--tau" or "params.json: entry l0 head 3").
+void validate(const HeadParams& p, const std::string& where, Method method = Method::SpargeAttn);
 
 struct RunConfig {
+  Method method = Method::SpargeAttn;  // the block predictor of Stage 1 (docs/methods.md)
   Geometry geometry = kGeometry128x64;
   // Stage-2 arithmetic. The engines' default is exact; the CLI and GUI choose theirs (see README).
   Numerics numerics = Numerics::None;

@@ -55,6 +55,7 @@ struct ParamsGroup {
   bool complete = true;           // false: tuning was interrupted, only `heads` were finished
   std::vector<ParamsHead> heads;  // ordered by head, unique
   std::optional<TokenGrid> grid;  // with a permutation: the grid of the entries it was tuned on
+  std::optional<Method> method;   // "method" of the group; absent: the file's (docs/methods.md)
 };
 
 struct ParamsFile;
@@ -63,6 +64,8 @@ Numerics numericsOf(const ParamsFile& file, const ParamsHead& head);
 
 struct ParamsFile {
   int version = kParamsVersion;
+  // The block predictor (docs/methods.md): top-level "method", absent in SpargeAttn files (older ones too).
+  Method method = Method::SpargeAttn;
   std::string capture;  // provenance (may be empty)
   std::string engine;
   SelectMode mode = SelectMode::Cdf;
@@ -102,6 +105,11 @@ ParamsFile readParams(const std::string& path);
 const ParamsGroup* findGroup(const ParamsFile& file, const std::string& entryName,
                              std::optional<int64_t> layer);
 
+// The method of group `g` of `file`: its own "method", else the file's.
+inline Method methodOf(const ParamsFile& file, const ParamsGroup& g) {
+  return g.method.value_or(file.method);
+}
+
 // Per-query-head parameters for an entry with `headsQ` heads. Throws sparge::Error (naming `source`)
 // when no group matches or the group's head count differs. Heads missing from an incomplete group
 // get `fallback` and one line in `warnings` (if given).
@@ -112,8 +120,8 @@ std::vector<HeadParams> headParamsFor(const ParamsFile& file, const std::string&
 
 // What `sparge run --params` does: sets config.perHead (and config.perHeadNumerics, where a head's numerics
 // differ from the file's) for `info` and, because tuned values are only meaningful under the settings they
-// were tuned with, config.geometry / numerics / smoothK / sink / diagonal from the file (a warning is added
-// for each one that changes the caller's value). Missing heads get config.defaults.
+// were tuned with, config.geometry / numerics / smoothK / sink / diagonal and method from the file (a warning
+// is added for each one that changes the caller's value). Missing heads get config.defaults.
 void applyParams(const ParamsFile& file, const std::string& source, const EntryInfo& info, RunConfig& config,
                  std::vector<std::string>* warnings = nullptr);
 

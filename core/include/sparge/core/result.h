@@ -2,6 +2,7 @@
 #pragma once
 
 #include <cstdint>
+#include <limits>
 #include <string>
 #include <vector>
 
@@ -19,6 +20,10 @@ enum BlockReason : uint8_t {
   kReasonCausalOff = 1 << 4,  // removed (or never valid): outside the causal rule or the entry's window
   kReasonDenseHead = 1 << 5,  // the head is marked dense (is_sparse = false)
   kReasonDiagonal = 1 << 6,   // holds key == query and `diagonal` is on (an extension, not SpargeAttn's)
+  // Kept by a method's own rule whatever its threshold (docs/methods.md): XAttention's first and diagonal
+  // blocks, MInference's first columns and local diagonals, FlexPrefill's first column and diagonal, MoBA's
+  // current block.
+  kReasonMethod = 1 << 7,
 };
 
 // Block and token-area counts. Denominators are exact: with causal attention only blocks holding at
@@ -80,6 +85,9 @@ struct HeadResult {
   std::vector<float> selfSimK;      // [nk]
   std::vector<float> refBlockMass;  // [nq * nk], mean true attention mass per block (dense reference)
   std::vector<float> qBlockL1;      // [nq], Σ|O-Oref| / Σ|Oref| within each Q block
+  // Methods that choose single tokens (MInference's vertical and slash lines, MoBA's per-token gate): the
+  // valid token pairs the method itself would compute; NaN for methods that choose blocks.
+  double elementPairs = std::numeric_limits<double>::quiet_NaN();
   std::vector<float> output;        // [Nq * Dv] when RunOptions::keepOutput
   SparsityCounts sparsity;
   // Errors against the dense fp32 reference, split by cause (each as sums, so heads aggregate):

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstdint>
+#include <limits>
 #include <vector>
 
 #include "sparge/core/params.h"
@@ -69,6 +70,9 @@ struct Stage1Mask {
   std::vector<float> pooledProb;  // [nq * nk], P̂ = softmax of the masked scores (half-rounded)
   std::vector<uint8_t> similarQ;  // [nq]
   std::vector<uint8_t> similarK;  // [nk]
+  // Methods that choose single tokens: the valid token pairs they compute themselves
+  // (HeadResult::elementPairs).
+  double elementPairs = std::numeric_limits<double>::quiet_NaN();
 };
 
 // Blocks kept on whatever Stage 1 selects. `sink` is SpargeAttn's (K block 0); `diagonal` is an

@@ -46,6 +46,8 @@ struct TuneDecision {
     SameLayer,        // exact fallback per layer: a head of an entry of its layer does
   };
 
+  Method method = Method::SpargeAttn;  // other methods: `sel` is the method's knob (method_knob.h), no θ
+  MInferencePattern pattern = MInferencePattern::VerticalSlash;  // MInference: the pattern chosen
   SelectMode mode = SelectMode::Cdf;  // names `sel`: τ or the top-k fraction
   int entries = 1;                    // entries tuned together (1: one entry, best-point search)
   Basis basis = Basis::None;

@@ -36,6 +36,11 @@ const char* toString(ExactFallback f);                      // "off" | "head" | 
 ExactFallback parseExactFallback(const std::string& text);  // throws sparge::Error naming the accepted values
 
 struct TuneOptions {
+  // The block predictor tuned (docs/methods.md). For the methods other than SpargeAttn the tuner bisects the
+  // method's knob (method_knob.h) instead of sweeping θ; `methodBase` holds their other parameters
+  // (XAttention's stride, FlexPrefill's τ and budgets; MInference's pattern is chosen per head).
+  Method method = Method::SpargeAttn;
+  HeadParams methodBase;
   double l1 = 0.05;                   // budget for θ and τ / top-k (PV skip off): L1 < l1
   double l2 = 0.06;                   // budget for λ: L1 < l2 (must be > l1 when tunePv)
   SelectMode mode = SelectMode::Cdf;  // Cdf: search τ; TopK: search the top-k fraction
