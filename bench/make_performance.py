@@ -178,12 +178,13 @@ def render_model_forward(doc, name):
 
 RENDERERS = {"sparge-bench/1": render_bench, "sparge-compare-spargeattn/1": render_compare,
              "sparge-parity/1": render_parity, "sparge-cpu-bench/1": render_cpu_bench,
-             "sparge-capi-bench/1": render_capi_bench, "sparge-apply-parity/1": render_apply_parity, "sparge-model-forward/1": render_model_forward}
+             "sparge-capi-bench/1": render_capi_bench, "sparge-apply-parity/1": render_apply_parity,
+             "sparge-model-forward/1": render_model_forward}
 
 AWAITING = """## Awaiting a GPU run in this form
 
-These figures are still quoted in README.md and kernels/NOTES.md from runs made before results were kept as
-JSON; each comes here once its command (docs/DEVELOPING.md, "GPU testing") writes its file into bench/results/:
+These figures are quoted in docs/cuda-engine.md, docs/gui.md, docs/scaleout.md and kernels/NOTES.md from runs
+made before results were kept as JSON; each comes here once its command (docs/DEVELOPING.md, "GPU testing") writes its file into bench/results/:
 - the kernel benchmark and the TMA streaming floor (`tools/gpu/kernel_check.sh`);
 - the tuner on one GPU (`tools/gpu/tuner_bench.sh`) and over 1, 2 and 4 GPUs (`tools/gpu/mpi_scaling.sh`);
 - the GUI's slider latency and frame times (`tools/gpu/session.sh gui,frame`);

@@ -14,7 +14,7 @@ namespace sparge::cli {
 
 // --target / --block / --quant: the SpargeAttn kernel family a run imitates, and the overrides.
 struct NumericsOptions {
-  std::string target = "sm89";  // the CLI default: 128x64 tiles, INT8 Q·Kᵀ, FP8 P·V (see README)
+  std::string target = "sm89";  // the CLI default: 128x64 tiles, INT8 Q·Kᵀ, FP8 P·V (docs/cli.md, --target)
   std::optional<std::string> block;
   std::optional<std::string> quant;
 

@@ -206,7 +206,7 @@ TEST(Target, FollowsSpargeAttnsDispatchPerComputeCapability) {
   EXPECT_FALSE(CpuEngine(1).deviceTarget().has_value());
 }
 
-// Tiles and numerics back to the target that uses them (the table in the README's `--target` row).
+// Tiles and numerics back to the target that uses them (the `--target` table in docs/cli.md).
 TEST(Target, NamesTheTargetOfTilesAndNumerics) {
   EXPECT_EQ(targetOf(kGeometry128x64, Numerics::Int8Fp16), Target::Sm80);
   EXPECT_EQ(targetOf(kGeometry128x64, Numerics::Int8Fp8), Target::Sm89);

@@ -36,7 +36,7 @@ void validate(const HeadParams& p, const std::string& where, Method method = Met
 struct RunConfig {
   Method method = Method::SpargeAttn;  // the block predictor of Stage 1 (docs/methods.md)
   Geometry geometry = kGeometry128x64;
-  // Stage-2 arithmetic. The engines' default is exact; the CLI and GUI choose theirs (see README).
+  // Stage-2 arithmetic. The engines' default is exact; the CLI and GUI choose theirs (docs/cli.md, --target).
   Numerics numerics = Numerics::None;
   bool smoothK = true;  // subtract the per-head K token mean before pooling (SpargeAttn default)
   bool sink = false;    // attention sink: K block 0 always on
