@@ -63,7 +63,8 @@ void addHeldOut(ParamsFile& f, const EntryResult& r, const std::string& capture)
   const ParamsGroup* found = findGroup(f, r.info.name, r.info.layer);
   if (!found) return;
   ParamsGroup& g = f.groups[size_t(found - f.groups.data())];
-  for (const auto& [head, error] : headErrors(r)) {
+  for (const auto& [headIndex, error] : headErrors(r)) {
+    const int64_t head = headIndex;  // a structured binding cannot be captured by clang 14's lambdas
     const auto h =
         std::find_if(g.heads.begin(), g.heads.end(), [&](const ParamsHead& p) { return p.head == head; });
     if (h == g.heads.end()) continue;
