@@ -68,11 +68,7 @@ void addCompareOptions(CLI::App& cmd, CompareOptions& o) {
 
 core::TuneOptions tuneOptionsOf(const CompareOptions& o, const CLI::App& cmd) {
   core::TuneOptions t;
-  t.l1 = o.l1;
-  t.tunePv = !o.noTunePv;
-  if (t.tunePv && cmd.count("--l2") == 0) throw Error("--l2", "is required (or pass --no-tune-pv)");
-  t.l2 = cmd.count("--l2") ? o.l2 : o.l1;
-  t.mode = o.topk ? core::SelectMode::TopK : core::SelectMode::Cdf;
+  applyBudgets(t, o.l1, o.l2, o.noTunePv, o.topk, cmd);
   o.methodOptions.applyEach(t.methodBase);
   t.geometry = o.numerics.geometry();
   t.numerics = o.numerics.numerics();

@@ -274,11 +274,7 @@ void addTuneOptions(CLI::App& cmd, TuneCliOptions& o) {
 // option when one is missing or out of range.
 core::TuneOptions tuneOptionsFrom(const TuneCliOptions& o, const CLI::App& cmd) {
   core::TuneOptions opt;
-  opt.l1 = o.l1;
-  opt.tunePv = !o.noTunePv;
-  if (opt.tunePv && cmd.count("--l2") == 0) throw Error("--l2", "is required (or pass --no-tune-pv)");
-  opt.l2 = cmd.count("--l2") ? o.l2 : o.l1;
-  opt.mode = o.topk ? core::SelectMode::TopK : core::SelectMode::Cdf;
+  applyBudgets(opt, o.l1, o.l2, o.noTunePv, o.topk, cmd);
   opt.method = o.method.parsed();
   if (opt.method != core::Method::SpargeAttn && o.topk)
     throw Error("--topk-mode", std::string("is SpargeAttn's; --method ") + core::toString(opt.method) +

@@ -99,6 +99,14 @@ core::Permutation runPermutation(const RunCommandOptions& o, const core::EntryIn
   return p;
 }
 
+void applyBudgets(core::TuneOptions& t, double l1, double l2, bool noTunePv, bool topk, const CLI::App& cmd) {
+  t.l1 = l1;
+  t.tunePv = !noTunePv;
+  if (t.tunePv && cmd.count("--l2") == 0) throw Error("--l2", "is required (or pass --no-tune-pv)");
+  t.l2 = cmd.count("--l2") ? l2 : l1;
+  t.mode = topk ? core::SelectMode::TopK : core::SelectMode::Cdf;
+}
+
 core::HeadParams checkMethodOptions(const RunCommandOptions& o) {
   const core::Method method = o.method.parsed();
   if (method != core::Method::SpargeAttn && (o.tau || o.topk))

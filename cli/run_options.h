@@ -1,5 +1,5 @@
-// Method options shared by the commands that run the engine (run, tune): θ, τ | top-k, λ, target, geometry,
-// numerics, smooth-k, sink, engine, threads, heads.
+// Options shared by the commands that run the engine (run, tune, compare): θ, τ | top-k, λ, target, geometry,
+// numerics, smooth-k, sink, engine, threads, heads, and how the tuner's budgets are read.
 #pragma once
 
 #include <CLI/CLI.hpp>
@@ -9,6 +9,7 @@
 
 #include "method_options.h"
 #include "sparge/core/params.h"
+#include "sparge/core/tuner.h"
 
 namespace sparge::cli {
 
@@ -55,6 +56,10 @@ struct RunCommandOptions {
 };
 
 void addMethodOptions(CLI::App& cmd, RunCommandOptions& o);
+
+// The budgets into `t`: --l1, --l2 (required unless λ is not searched; then --l1 bounds it too), whether λ is
+// searched and the selection mode. Throws sparge::Error naming a missing --l2.
+void applyBudgets(core::TuneOptions& t, double l1, double l2, bool noTunePv, bool topk, const CLI::App& cmd);
 // The method options' defaults for every head, checked together (τ or top-k with θ and λ, target, tiles,
 // numerics, engine); throws sparge::Error naming the option. Called when the command line is parsed.
 core::HeadParams checkMethodOptions(const RunCommandOptions& o);
