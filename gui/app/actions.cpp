@@ -415,6 +415,36 @@ void ActionRunner::checkPreset(const Action& a) {
   }
 }
 
+void ActionRunner::checkTuneCancelled(const Action& a) {
+  auto t = session_.tuning().lastTune();
+  if (!t || t == tuneBefore_) return fail(a, "the cancelled tune reported no result");
+  if (!t->cancelled) fail(a, "the tune finished although it was cancelled");
+  if (session_.progress().active) fail(a, "the progress bar is still shown after cancel");
+}
+
+void ActionRunner::checkMethodsCompared(const Action& a) {
+  const MethodCompareController& mc = session_.methodCompare();
+  if (mc.running() || mc.done() != mc.total() || mc.total() == 0)
+    return fail(a, "the comparison did not finish");
+  for (const core::EntryInfo& e : session_.capture().entries) {
+    const MethodWinners* w = mc.find(e.name);
+    if (!w || int64_t(w->winner.size()) != e.headsQ) return fail(a, "entry " + e.name + " was not compared");
+  }
+}
+
+// A budget set while "follow budget" is on re-tunes the selected head with the new budget.
+void ActionRunner::checkBudgetFollowed(const Action& a) {
+  std::string key = a.arg.substr(0, a.arg.find('='));
+  if (!session_.tuning().followBudget() || (key != "l1" && key != "l2")) return;
+  auto t = session_.tuning().lastTune();
+  if (!t || t == tuneBefore_) return fail(a, "follow budget is on but the selected head was not re-tuned");
+  const Budget& b = session_.tuning().budget();
+  if (std::abs(t->options.l1 - b.l1) > 1e-12 || std::abs(t->options.l2 - b.l2) > 1e-12) {
+    return fail(a, "the re-tune did not use the new budget");
+  }
+  checkTunedValuesShown(a);
+}
+
 void ActionRunner::finish(const Action& a) {
   if (session_.messages().hasError()) return fail(a, session_.messages().frontError());
   switch (a.command->id) {
@@ -440,13 +470,9 @@ void ActionRunner::finish(const Action& a) {
     case CommandId::TuneHead:
       checkTune(a);
       break;
-    case CommandId::TuneCancel: {
-      auto t = session_.tuning().lastTune();
-      if (!t || t == tuneBefore_) return fail(a, "the cancelled tune reported no result");
-      if (!t->cancelled) fail(a, "the tune finished although it was cancelled");
-      if (session_.progress().active) fail(a, "the progress bar is still shown after cancel");
+    case CommandId::TuneCancel:
+      checkTuneCancelled(a);
       break;
-    }
     case CommandId::Profile:
       if (!session_.profiling().timing().valid) fail(a, "no timing summary");
       if (session_.progress().active) fail(a, "the progress bar is still shown after profiling");
@@ -454,33 +480,15 @@ void ActionRunner::finish(const Action& a) {
     case CommandId::SweepHead:
       checkSweep(a);
       break;
-    case CommandId::CompareMethods: {
-      const MethodCompareController& mc = session_.methodCompare();
-      if (mc.running() || mc.done() != mc.total() || mc.total() == 0)
-        return fail(a, "the comparison did not finish");
-      for (const core::EntryInfo& e : session_.capture().entries) {
-        const MethodWinners* w = mc.find(e.name);
-        if (!w || int64_t(w->winner.size()) != e.headsQ)
-          return fail(a, "entry " + e.name + " was not compared");
-      }
+    case CommandId::CompareMethods:
+      checkMethodsCompared(a);
       break;
-    }
     case CommandId::PresetCdf:
       checkPreset(a);
       break;
-    case CommandId::Set: {
-      std::string key = a.arg.substr(0, a.arg.find('='));
-      if (!session_.tuning().followBudget() || (key != "l1" && key != "l2")) break;
-      auto t = session_.tuning().lastTune();
-      if (!t || t == tuneBefore_)
-        return fail(a, "follow budget is on but the selected head was not re-tuned");
-      const Budget& b = session_.tuning().budget();
-      if (std::abs(t->options.l1 - b.l1) > 1e-12 || std::abs(t->options.l2 - b.l2) > 1e-12) {
-        return fail(a, "the re-tune did not use the new budget");
-      }
-      checkTunedValuesShown(a);
+    case CommandId::Set:
+      checkBudgetFollowed(a);
       break;
-    }
     case CommandId::SelectEntry: {
       auto r = session_.runs().result();
       if (session_.capture().entryName != a.arg || !r || r->info.name != a.arg)

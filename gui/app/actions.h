@@ -44,7 +44,7 @@ class ActionRunner {
   enum class Phase { Start, Running, Wait };
   void start(const Action& a);
   void applySet(const Action& a);  // the `set` action
-  void finish(const Action& a);  // checks the outcome; sets failed_ on a problem
+  void finish(const Action& a);    // checks the outcome; sets failed_ on a problem
   void fail(const Action& a, const std::string& why);
   bool noticeSince(const std::string& needle) const;
   bool checkFileWritten(const Action& a, const std::string& path);
@@ -54,6 +54,9 @@ class ActionRunner {
   void checkView(const Action& a);
   void checkSweep(const Action& a);
   void checkPreset(const Action& a);
+  void checkTuneCancelled(const Action& a);
+  void checkMethodsCompared(const Action& a);
+  void checkBudgetFollowed(const Action& a);
 
   Session& session_;
   App& app_;
