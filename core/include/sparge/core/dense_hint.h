@@ -33,7 +33,7 @@ struct DenseHint {
   std::optional<Preset> preset;  // the preset that shows sparsity, when one does
   std::string fix;               // the command-line options that apply the fix ("--theta=-0.1", "--sink")
   // The cause is the numerics: quantization alone costs some heads more than the budget, so no parameter
-  // can help them (the lead of the sentence says so instead of "nearly all dense").
+  // can help them (the sentence opens with that instead of "nearly all dense").
   bool quantization = false;
 };
 

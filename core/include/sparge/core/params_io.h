@@ -141,8 +141,8 @@ ParamsIdentity identityOf(const ParamsGroup& group, const std::string& digest);
 std::string checkParamsIdentity(const ParamsFile& file, const std::string& source, const EntryInfo& info,
                                 const std::string& capture, const std::string& digest, bool anyCapture);
 
-// The lead of the note checkParamsIdentity returns for a deliberate transfer; a run's warnings carry it, so
-// that whoever gathers results knows which entries were held out.
+// The opening words of the note checkParamsIdentity returns for a deliberate transfer; a run's warnings
+// carry it, so that whoever gathers results knows which entries were held out.
 inline constexpr const char* kHeldOutNote = "held-out: ";
 
 // Held-out validation (`sparge tune --validate`): adds a run of `result` (an entry of `capture` that the
