@@ -35,10 +35,12 @@ LICENSES = "/usr/share/common-licenses/"
 AGREE = 0.15
 
 
-def token_ids(tok, names, n):
+def token_ids(tok, names, n, folder=LICENSES):
+    """The first n tokens of the texts `names` (in `folder`), joined by blank lines."""
     ids = []
     for name in names:
-        ids += tok(("\n\n" if ids else "") + open(LICENSES + name, encoding="utf-8").read()).input_ids
+        with open(os.path.join(folder, name), encoding="utf-8") as f:
+            ids += tok(("\n\n" if ids else "") + f.read()).input_ids
         if len(ids) >= n:
             return ids[:n]
     raise SystemExit(f"only {len(ids)} tokens in {names}, {n} asked")

@@ -34,21 +34,12 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "captures"))
 sys.path.insert(0, HERE)
 import machine_info  # noqa: E402
+from apply_spargeattn_gpu import token_ids  # noqa: E402
 from sparge_capture import SpargeApply, SpargeCapture  # noqa: E402
 from sparge_capture.models import load_smollm2  # noqa: E402
 
 TUNE_TEXTS = ["GPL-3", "GPL-2"]
 HELD_TEXTS = ["Apache-2.0", "LGPL-3", "MPL-2.0", "GFDL-1.3"]
-
-
-def token_ids(tok, folder, names, n):
-    ids = []
-    for name in names:
-        with open(os.path.join(folder, name), encoding="utf-8") as f:
-            ids += tok(("\n\n" if ids else "") + f.read()).input_ids
-        if len(ids) >= n:
-            return ids[:n]
-    raise SystemExit(f"only {len(ids)} tokens in {names}, {n} asked")
 
 
 def timed_forward(model, ids, repeat):
@@ -102,8 +93,8 @@ def main() -> int:
     a = ap.parse_args()
     model, tok = load_smollm2(torch.float16)
     model = model.cuda().eval()
-    tune_ids = torch.tensor([token_ids(tok, a.texts, TUNE_TEXTS, a.tokens)], device="cuda")
-    held = torch.tensor([token_ids(tok, a.texts, HELD_TEXTS, a.tokens)], device="cuda")
+    tune_ids = torch.tensor([token_ids(tok, TUNE_TEXTS, a.tokens, a.texts)], device="cuda")
+    held = torch.tensor([token_ids(tok, HELD_TEXTS, a.tokens, a.texts)], device="cuda")
     workdir = tempfile.mkdtemp(prefix="model-forward-")
     params, command, sparsity = tune(model, tune_ids, a.sparge, workdir, a.l1)
     dense, dense_time = timed_forward(model, held, a.repeat)
