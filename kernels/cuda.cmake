@@ -33,6 +33,10 @@ target_compile_options(sparge_attention PRIVATE
 
 add_library(sparge_kernels STATIC
   ${CMAKE_CURRENT_LIST_DIR}/stages/predict.cu
+  ${CMAKE_CURRENT_LIST_DIR}/predictors/finish.cu
+  ${CMAKE_CURRENT_LIST_DIR}/predictors/xattention.cu
+  ${CMAKE_CURRENT_LIST_DIR}/predictors/moba.cu
+  ${CMAKE_CURRENT_LIST_DIR}/predictors/predictors.cpp
   ${CMAKE_CURRENT_LIST_DIR}/stages/reference.cu
   ${CMAKE_CURRENT_LIST_DIR}/stages/error.cu
   ${CMAKE_CURRENT_LIST_DIR}/engine/device_stages.cpp
