@@ -472,6 +472,15 @@ void registerBench(CLI::App& app, Action& action) {
 #else
       const bool cpu = o->engine != "cuda";
 #endif
+      if (!o->methods.empty()) {
+        const std::vector<core::Method> methods = core::parseMethodList(o->methods, "--method");
+        if (cpu) throw Error("--method", "times Stage 1 on the GPU: not with the CPU engine (--engine cuda)");
+#ifdef SPARGE_HAVE_CUDA_KERNELS
+        for (core::Method m : methods)
+          if (!cuda::benchSupportsMethod(m))
+            throw Error("--method", std::string(core::toString(m)) + " has no CUDA Stage 1 yet");
+#endif
+      }
       if (cpu) {
         o->cpu.json = o->json;
         return runCpuBench(o->cpu);
@@ -481,10 +490,6 @@ void registerBench(CLI::App& app, Action& action) {
         if (d != 64 && d != 128 && d != 256) throw Error("--dims", "head dims must be 64, 128 or 256");
       for (double k : o->topk)
         if (!(k > 0 && k <= 1)) throw Error("--topk", "top-k fractions must be in (0, 1]");
-      if (!o->methods.empty())
-        for (core::Method m : core::parseMethodList(o->methods, "--method"))
-          if (!cuda::benchSupportsMethod(m))
-            throw Error("--method", std::string(core::toString(m)) + " has no CUDA Stage 1 yet");
       return runBenchCommand(*o);
 #else
       std::cerr << "sparge bench: this build has no CUDA engine (configured without a CUDA compiler); "
