@@ -5,6 +5,7 @@
 // their order) come first and do not depend on γ, τ or the budgets; the selection follows.
 #include <algorithm>
 #include <cmath>
+#include <cub/block/block_reduce.cuh>
 #include <string>
 #include <vector>
 
@@ -102,10 +103,12 @@ __global__ void sparge_predict_flexprefill_block_sums(Problem p, int B, int nbk,
 }
 
 // CTA per slot: the last query block's mean query against each mean key over the key blocks it sees, its
-// softmax and the square-root Jensen-Shannon distance to the vertical block sums, in the CPU's order.
+// softmax and the square-root Jensen-Shannon distance to the vertical block sums.
+constexpr int kJsThreads = 128;
 template <typename T>
-__global__ void sparge_predict_flexprefill_js(Problem p, int B, int nbk, int L, const float* meanLast,
-                                              const float* avgK, const float* vBlock, double* js) {
+__global__ void __launch_bounds__(kJsThreads)
+    sparge_predict_flexprefill_js(Problem p, int B, int nbk, int L, const float* meanLast, const float* avgK,
+                                  const float* vBlock, double* js) {
   extern __shared__ float row[];
   __shared__ long long seenFirst, seenLast;
   const int s = blockIdx.x;
@@ -134,18 +137,29 @@ __global__ void sparge_predict_flexprefill_js(Problem p, int B, int nbk, int L, 
     }
   }
   __syncthreads();
-  if (threadIdx.x != 0) return;
-  float mx = -INFINITY, sum = 0.f;
-  for (int J = 0; J < nbk; ++J) mx = fmaxf(mx, row[J]);
-  for (int J = 0; J < nbk && mx != -INFINITY; ++J) sum += expf(row[J] - mx);
+  // The softmax's max and sum in the CPU's order (one thread); the divergence's terms, which only meet the
+  // comparison with τ, summed by the CTA in its own order.
+  __shared__ float sMax, sSum;
+  if (threadIdx.x == 0) {
+    float mx = -INFINITY, sum = 0.f;
+    for (int J = 0; J < nbk; ++J) mx = fmaxf(mx, row[J]);
+    for (int J = 0; J < nbk && mx != -INFINITY; ++J) sum += expf(row[J] - mx);
+    sMax = mx;
+    sSum = sum;
+  }
+  __syncthreads();
+  const float mx = sMax, sum = sSum;
   const float* vb = vBlock + (size_t)s * nbk;
   double acc = 0;
-  for (int J = 0; J < nbk; ++J) {
+  for (int J = threadIdx.x; J < nbk; J += blockDim.x) {
     const double a = mx == -INFINITY ? 0.0 : (double)(expf(row[J] - mx) / sum), b = vb[J], m = 0.5 * (a + b);
     if (a > 0) acc += 0.5 * a * log(a / m);
     if (b > 0) acc += 0.5 * b * log(b / m);
   }
-  js[s] = sqrt(fmax(0.0, acc));
+  using Reduce = cub::BlockReduce<double, kJsThreads>;
+  __shared__ typename Reduce::TempStorage tmp;
+  acc = Reduce(tmp).Sum(acc);
+  if (threadIdx.x == 0) js[s] = sqrt(fmax(0.0, acc));
 }
 
 __device__ __forceinline__ bool queryAware(const FlexHead& h, const double* js, int s) {
@@ -264,7 +278,7 @@ void computeStats(const MethodLaunch& m, const FlexScratch& f) {
   launchTileMeans(m, TileMeans{nullptr, p.Nq, f.B, true, false, scale, f.aq});
   launchTileMeans(m, TileMeans{f.lastQ, f.L, f.L, true, false, 0.f, f.meanLast, f.Lpad});
   withElem(m.qkv.et, [&](auto tag) {
-    sparge_predict_flexprefill_js<decltype(tag)><<<slots, 128, sizeof(float) * f.nbk, m.stream>>>(
+    sparge_predict_flexprefill_js<decltype(tag)><<<slots, kJsThreads, sizeof(float) * f.nbk, m.stream>>>(
         p, f.B, f.nbk, f.L, f.meanLast, f.avgK, f.vBlock, f.js);
   });
   checkLaunch("sparge_predict_flexprefill_js");

@@ -6,7 +6,7 @@
 #include <cmath>
 #include <cub/block/block_reduce.cuh>
 #include <cub/block/block_scan.cuh>
-#include <cub/device/device_segmented_radix_sort.cuh>
+#include <cub/device/device_radix_sort.cuh>
 
 #include "common/cuda_util.h"
 #include "common/device_common.cuh"
@@ -204,10 +204,20 @@ __global__ void sparge_predict_line_row_softmax(const float* __restrict__ x, int
   for (int j = lane; j < len; j += 32) out[(size_t)row * len + j] = sum > 0.f ? expf(in[j] - mx) / sum : 0.f;
 }
 
-__global__ void sparge_predict_line_sort_setup(int nSeg, int len, int* offsets, int* iota) {
+// Sort keys (segment in the high word, descendingKey in the low) and each value's index in its segment.
+__global__ void sparge_predict_line_sort_keys(const float* __restrict__ keys, long long n, int len,
+                                              uint64_t* __restrict__ out, int* __restrict__ iota) {
   const long long x = blockIdx.x * (long long)blockDim.x + threadIdx.x;
-  if (x <= nSeg) offsets[x] = (int)(x * len);
-  if (x < (long long)nSeg * len) iota[x] = (int)(x % len);
+  if (x >= n) return;
+  out[x] = (uint64_t(x / len) << 32) | descendingKey(keys[x]);
+  iota[x] = int(x % len);
+}
+
+// The sorted values back from their indices: sorted position x lies in segment x / len.
+__global__ void sparge_predict_line_sort_gather(const float* __restrict__ keys, long long n, int len,
+                                                const int* __restrict__ idx, float* __restrict__ sorted) {
+  const long long x = blockIdx.x * (long long)blockDim.x + threadIdx.x;
+  if (x < n) sorted[x] = keys[x / len * len + idx[x]];
 }
 
 // CTA per slot: tiles of 1024 x 4 values, each thread's four summed in order, a block-wide prefix over the
@@ -333,35 +343,34 @@ void launchRowSoftmax(const float* x, int rows, int len, float* out, cudaStream_
   checkLaunch("sparge_predict_line_row_softmax");
 }
 
-size_t sortTempBytes(int nSeg, int len) {
-  size_t bytes = 0;
-  const int* offsets = nullptr;  // the sizing pass reads no data
-  check(cub::DeviceSegmentedRadixSort::SortPairsDescending<float, int>(
-            nullptr, bytes, nullptr, nullptr, nullptr, nullptr, nSeg * len, nSeg, offsets, offsets),
-        "cub::DeviceSegmentedRadixSort (size)");
-  return bytes;
-}
-
 void layoutSort(Carve& c, SegmentSort& s, int nSeg, int len) {
   s.nSeg = nSeg;
   s.len = len;
-  s.offsets = c.take<int>(size_t(nSeg) + 1);
-  s.iota = c.take<int>(size_t(nSeg) * len);
-  s.tempBytes = sortTempBytes(nSeg, len);
+  s.endBit = 32;
+  while ((1LL << (s.endBit - 32)) < nSeg) ++s.endBit;
+  const size_t n = size_t(nSeg) * len;
+  s.keys = c.take<uint64_t>(n);
+  s.sortedKeys = c.take<uint64_t>(n);
+  s.iota = c.take<int>(n);
+  s.tempBytes = 0;
+  check(cub::DeviceRadixSort::SortPairs<uint64_t, int>(nullptr, s.tempBytes, nullptr, nullptr, nullptr,
+                                                       nullptr, int(n), 0, s.endBit),
+        "cub::DeviceRadixSort (size)");
   s.temp = c.take<char>(s.tempBytes);
 }
 
 void sortDescending(const SegmentSort& s, const float* keys, float* sortedKeys, int* sortedIdx,
                     cudaStream_t stream) {
   const long long n = (long long)s.nSeg * s.len;
-  sparge_predict_line_sort_setup<<<(unsigned)((std::max<long long>(n, s.nSeg + 1) + 255) / 256), 256, 0,
-                                   stream>>>(s.nSeg, s.len, s.offsets, s.iota);
-  checkLaunch("sparge_predict_line_sort_setup");
+  const unsigned grid = unsigned((n + 255) / 256);
+  sparge_predict_line_sort_keys<<<grid, 256, 0, stream>>>(keys, n, s.len, s.keys, s.iota);
+  checkLaunch("sparge_predict_line_sort_keys");
   size_t bytes = s.tempBytes;
-  check(cub::DeviceSegmentedRadixSort::SortPairsDescending(s.temp, bytes, keys, sortedKeys, s.iota, sortedIdx,
-                                                           (int)n, s.nSeg, s.offsets, s.offsets + 1, 0,
-                                                           (int)sizeof(float) * 8, stream),
-        "cub::DeviceSegmentedRadixSort");
+  check(cub::DeviceRadixSort::SortPairs(s.temp, bytes, s.keys, s.sortedKeys, s.iota, sortedIdx, int(n), 0,
+                                        s.endBit, stream),
+        "cub::DeviceRadixSort");
+  sparge_predict_line_sort_gather<<<grid, 256, 0, stream>>>(keys, n, s.len, sortedIdx, sortedKeys);
+  checkLaunch("sparge_predict_line_sort_gather");
 }
 
 void launchCoverCount(const MethodLaunch& m, const float* sorted, int len, const double* thresholds,

@@ -7,10 +7,17 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <cstring>
 #include <vector>
 
 #include "common/cuda_util.h"
 #include "predictors/method_rows.h"
+
+#if defined(__CUDACC__)
+#define SPARGE_LINE_HD __host__ __device__
+#else
+#define SPARGE_LINE_HD
+#endif
 
 namespace sparge::cuda::predictors::lines {
 
@@ -94,16 +101,30 @@ void launchPooledDots(const MethodLaunch& m, const float* pq, const float* pk, i
 // Softmax of each row of x [rows][len] (an all −inf row gives zeros).
 void launchRowSoftmax(const float* x, int rows, int len, float* out, cudaStream_t s);
 
+// The 32-bit key whose ascending order is the descending order of v, −0 equal to +0 and NaN last, as core's
+// rankDescending orders scores; a stable ascending sort of (segment, key) then ranks each segment as it does.
+SPARGE_LINE_HD inline uint32_t descendingKey(float v) {
+  if (v != v) return 0xffffffffu;
+  if (v == 0.f) v = 0.f;
+  uint32_t u;
+  std::memcpy(&u, &v, sizeof u);
+  const uint32_t ascending = (u & 0x80000000u) ? ~u : (u | 0x80000000u);
+  return ~ascending;
+}
+
 // Descending sort of nSeg segments of `len` floats each, with each key's index in its segment; equal keys
-// keep ascending index (a stable radix sort). Temporary storage from sortTempBytes.
+// keep ascending index. One device-wide stable radix sort over 64-bit (segment, descendingKey) keys: a
+// segmented sort runs a CTA per segment, which left most of the GPU idle on few long segments and paid a
+// CTA's passes per segment on many short ones (kernels/NOTES.md).
 struct SegmentSort {
   int nSeg = 0, len = 0;
-  int* offsets = nullptr;  // [nSeg + 1] scratch
-  int* iota = nullptr;     // [nSeg * len] scratch
+  int endBit = 32;                 // the key bits that differ: 32 plus those of the segment index
+  uint64_t* keys = nullptr;        // [nSeg * len] scratch
+  uint64_t* sortedKeys = nullptr;  // [nSeg * len] scratch
+  int* iota = nullptr;             // [nSeg * len] scratch
   void* temp = nullptr;
   size_t tempBytes = 0;
 };
-size_t sortTempBytes(int nSeg, int len);
 // Carves a sort's scratch for nSeg segments of `len`.
 void layoutSort(Carve& c, SegmentSort& s, int nSeg, int len);
 void sortDescending(const SegmentSort& s, const float* keys, float* sortedKeys, int* sortedIdx,

@@ -9,12 +9,14 @@
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
+#include <numeric>
 #include <random>
 #include <string>
 #include <vector>
 
 #include "common/cuda_util.h"
 #include "engine/device_stages.h"
+#include "predictors/line_common.h"
 #include "predictors/line_methods.h"
 #include "sparge/core/capture.h"
 #include "sparge/core/half.h"
@@ -412,6 +414,27 @@ TEST(LineMethods, UnlistedHeadsUntouched) {
       for (size_t x = 0; x < perHead; ++x) ASSERT_EQ(sel[size_t(h) * perHead + x], 0xAB) << "head " << h;
     for (size_t x = 0; x < perHead; ++x) ASSERT_LE(sel[perHead + x], 1);
   }
+}
+
+// The device sorts' keys order scores as core's rankDescending does: larger first, NaN last, −0 equal to +0,
+// equal keys by index (the oracle's comparator is core's). Runs without a GPU.
+TEST(LineMethods, SortKeysOrderAsTheCpuRanking) {
+  std::vector<float> v = {0.5f, -0.f, 0.f, NAN,  INFINITY, -INFINITY, 0.5f,   1e-30f,  -1e-30f, 3.f,
+                          -2.f, NAN,  0.f, -0.f, 1e38f,    -1e38f,    1e-45f, -1e-45f, 2.f,     -INFINITY};
+  std::mt19937 rng(3);
+  std::uniform_int_distribution<int> pick(-40, 40);
+  for (int i = 0; i < 2000; ++i) v.push_back(float(pick(rng)) / 8.f);  // many ties
+  std::vector<int> want(v.size()), got(v.size());
+  std::iota(want.begin(), want.end(), 0);
+  std::iota(got.begin(), got.end(), 0);
+  std::stable_sort(want.begin(), want.end(), [&](int a, int b) {
+    if (std::isnan(v[size_t(b)])) return !std::isnan(v[size_t(a)]);
+    return !std::isnan(v[size_t(a)]) && v[size_t(a)] > v[size_t(b)];
+  });
+  std::stable_sort(got.begin(), got.end(), [&](int a, int b) {
+    return lines::descendingKey(v[size_t(a)]) < lines::descendingKey(v[size_t(b)]);
+  });
+  EXPECT_EQ(got, want);
 }
 
 }  // namespace
