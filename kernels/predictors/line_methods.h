@@ -11,7 +11,8 @@ namespace sparge::cuda::predictors {
 // For every head of launch.problem.heads (and every batch item), fills out.selected, out.methodForced,
 // out.score, out.denseHead and out.elementPairs as core's MInference / FlexPrefill predictors do, with the
 // per-head parameters of (*launch.params)[query head]. `scratch` grows to what the launch needs and is
-// reused across calls; everything is queued on launch.stream (no host synchronisation).
+// reused across calls; everything is queued on launch.stream (the per-head parameters are copied from
+// pageable memory, which the driver may stage synchronously).
 void predictMInference(const MethodLaunch& launch, MethodRows& out, DeviceBuffer& scratch);
 void predictFlexPrefill(const MethodLaunch& launch, MethodRows& out, DeviceBuffer& scratch);
 

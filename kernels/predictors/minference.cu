@@ -210,10 +210,11 @@ __global__ void __launch_bounds__(256)
   out.score[at] = score;
 }
 
-// block_sparse: thread per (row, rank); the first topk ranks of a row that are not −inf are selected.
+// block_sparse: thread per (row, rank), rows along the grid's x (its y allows only 65,535); the first topk
+// ranks of a row that are not −inf are selected.
 __global__ void sparge_predict_minference_top_blocks(Problem p, const MinfHead* heads, const float* sorted,
                                                      const int* idx, MethodRows out) {
-  const int r = blockIdx.x * blockDim.x + threadIdx.x, row = blockIdx.y;  // row = slot * nq + i
+  const int r = blockIdx.y * blockDim.x + threadIdx.x, row = blockIdx.x;  // row: slot * nq + i
   if (r >= p.nk) return;
   const int s = row / p.nq, i = row % p.nq;
   const SlotHeads sh = slotHeads(p, s);
@@ -282,7 +283,7 @@ void select(const MethodLaunch& m, const MinfScratch& x, MethodRows& out) {
       p, x.heads, m.blockFlags, x.colBits, x.diagBits, x.wordsK, x.wordsQ, x.prob, out);
   checkLaunch("sparge_predict_minference_tiles");
   if (x.blocks) {
-    sparge_predict_minference_top_blocks<<<dim3((p.nk + 255) / 256, slots * p.nq), 256, 0, m.stream>>>(
+    sparge_predict_minference_top_blocks<<<dim3(slots * p.nq, (p.nk + 255) / 256), 256, 0, m.stream>>>(
         p, x.heads, x.sortedP, x.idxP, out);
     checkLaunch("sparge_predict_minference_top_blocks");
   }
