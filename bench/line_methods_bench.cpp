@@ -1,5 +1,6 @@
 // Stage 1 of MInference and FlexPrefill on the CUDA engine (kernels/predictors/line_methods.h) timed alone on
-// random data, with CUDA-event medians, to be read beside the dense walk of `sparge bench` at the same shape.
+// random data, with CUDA-event medians, to be read beside the dense walk of `sparge bench` at the same shape;
+// under each call the median time of each of its phases.
 // usage: sparge_line_methods_bench [--tokens N] [--dim D] [--heads H] [--kv-heads H] [--reps R]
 #include <cuda_runtime.h>
 
@@ -49,8 +50,57 @@ Options parse(int argc, char** argv) {
   return o;
 }
 
-// Median and minimum of `reps` timed calls (after one warm-up call) in milliseconds.
-std::pair<float, float> timeCalls(const std::function<void()>& call, int reps) {
+float median(std::vector<float> v) {
+  std::sort(v.begin(), v.end());
+  return v.empty() ? 0.f : v[v.size() / 2];
+}
+
+// Records an event at the end of each phase of a predictor call; after the call, each phase's time is the
+// span from the previous mark (the call's start for the first).
+class PhaseEvents : public predictors::LinePhaseProbe {
+ public:
+  ~PhaseEvents() override {
+    for (cudaEvent_t e : pool_) cudaEventDestroy(e);
+  }
+  void start(cudaStream_t s) {
+    used_ = 0;
+    names_.clear();
+    check(cudaEventRecord(next(), s), "event");
+  }
+  void mark(const char* phase, cudaStream_t s) override {
+    cudaEvent_t e = next();
+    check(cudaEventRecord(e, s), "event");
+    names_.push_back(phase);
+  }
+  // Per phase of the finished call (synchronises), added to `ms` in call order.
+  void collect(std::vector<std::pair<std::string, std::vector<float>>>& ms) {
+    check(cudaEventSynchronize(pool_[used_ - 1]), "event");
+    for (size_t i = 0; i < names_.size(); ++i) {
+      float t = 0;
+      check(cudaEventElapsedTime(&t, pool_[i], pool_[i + 1]), "event");
+      if (ms.size() <= i) ms.push_back({names_[i], {}});
+      ms[i].second.push_back(t);
+    }
+  }
+
+ private:
+  cudaEvent_t next() {
+    if (used_ == pool_.size()) {
+      cudaEvent_t e;
+      check(cudaEventCreate(&e), "event");
+      pool_.push_back(e);
+    }
+    return pool_[used_++];
+  }
+  std::vector<cudaEvent_t> pool_;
+  size_t used_ = 0;
+  std::vector<std::string> names_;
+};
+
+// Median and minimum of `reps` timed calls (after one warm-up call) in milliseconds, then the median of each
+// phase over `reps` further calls with phase events recorded (kept apart: the events cost a little).
+std::pair<float, float> timeCalls(const std::function<void()>& call, int reps,
+                                  std::vector<std::pair<std::string, std::vector<float>>>& phases) {
   cudaEvent_t a, b;
   check(cudaEventCreate(&a), "event");
   check(cudaEventCreate(&b), "event");
@@ -67,6 +117,14 @@ std::pair<float, float> timeCalls(const std::function<void()>& call, int reps) {
   }
   cudaEventDestroy(a);
   cudaEventDestroy(b);
+  PhaseEvents probe;
+  predictors::setLinePhaseProbe(&probe);
+  for (int r = 0; r < reps; ++r) {
+    probe.start(nullptr);
+    call();
+    probe.collect(phases);
+  }
+  predictors::setLinePhaseProbe(nullptr);
   std::sort(ms.begin(), ms.end());
   return {ms[ms.size() / 2], ms.front()};
 }
@@ -116,9 +174,11 @@ void run(const Options& o) {
                      {"flexprefill", &vs, predictors::predictFlexPrefill}};
       for (const auto& m : methods) {
         launch.params = m.params;
-        const auto [median, best] = timeCalls([&] { m.fn(launch, rows, scratch); }, o.reps);
+        std::vector<std::pair<std::string, std::vector<float>>> phases;
+        const auto [mid, best] = timeCalls([&] { m.fn(launch, rows, scratch); }, o.reps, phases);
         std::printf("  %dx%d %-13s %-26s %8.3f ms (%.3f)\n", g.blockQ, g.blockK,
-                    causal ? "causal" : "non-causal", m.name, median, best);
+                    causal ? "causal" : "non-causal", m.name, mid, best);
+        for (const auto& [name, t] : phases) std::printf("      %-24s %8.3f ms\n", name.c_str(), median(t));
       }
     }
   check(cudaDeviceSynchronize(), "line predictors");

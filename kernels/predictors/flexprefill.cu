@@ -36,7 +36,7 @@ struct FlexScratch {
   void *lastQ = nullptr, *S = nullptr;
   float *rowMax = nullptr, *rowSum = nullptr, *vertical = nullptr, *slash = nullptr;
   float *sortedV = nullptr, *sortedS = nullptr, *vBlock = nullptr, *sBlock = nullptr;
-  int *idxV = nullptr, *idxS = nullptr, *countV = nullptr, *countS = nullptr, *countP = nullptr;
+  int *idxV = nullptr, *countV = nullptr, *countS = nullptr, *countP = nullptr;
   float *avgK = nullptr, *aq = nullptr, *meanLast = nullptr, *raw = nullptr, *pooled = nullptr,
         *sortedP = nullptr;
   int* idxP = nullptr;
@@ -62,12 +62,13 @@ void layout(Carve& c, FlexScratch& f, const Problem& p) {
   f.S = c.take<uint16_t>(slots * f.L * Nkv);
   f.rowMax = c.take<float>(slots * f.L);
   f.rowSum = c.take<float>(slots * f.L);
-  f.vertical = c.take<float>(slots * Nkv);
-  f.slash = c.take<float>(slots * Nkv);
-  f.sortedV = c.take<float>(slots * Nkv);
-  f.sortedS = c.take<float>(slots * Nkv);
-  f.idxV = c.take<int>(slots * Nkv);
-  f.idxS = c.take<int>(slots * Nkv);
+  // Vertical and slash sums side by side, [2][slots][Nkv], so that one sort orders both.
+  const size_t lineValues = slots * Nkv;
+  f.vertical = c.take<float>(2 * lineValues);
+  f.slash = f.vertical ? f.vertical + lineValues : nullptr;
+  f.sortedV = c.take<float>(2 * lineValues);
+  f.sortedS = f.sortedV ? f.sortedV + lineValues : nullptr;
+  f.idxV = c.take<int>(2 * lineValues);
   f.sBlock = c.take<float>(slots * f.nbk);
   f.countV = c.take<int>(slots);
   f.countS = c.take<int>(slots);
@@ -79,7 +80,7 @@ void layout(Carve& c, FlexScratch& f, const Problem& p) {
   f.sortedP = c.take<float>(slots * blocks);
   f.idxP = c.take<int>(slots * blocks);
   f.squareFlags = c.take<uint8_t>(blocks);
-  layoutSort(c, f.sortLines, int(slots), p.Nkv);
+  layoutSort(c, f.sortLines, int(2 * slots), p.Nkv);
   layoutSort(c, f.sortP, int(slots), int(blocks));
 }
 
@@ -268,24 +269,29 @@ void computeStats(const MethodLaunch& m, const FlexScratch& f) {
   // Upstream scales Q (by D^-1/2: the entry's scale) in the input type first.
   launchLastQueries(m, f.L, f.Lpad, scale, f.lastQ);
   launchLastScores(m, f.lastQ, f.L, f.Lpad, 1.f, f.S);
+  endPhase("last-query scores", m.stream);
   launchLineSums(m, f.S, f.L, f.rowMax, f.rowSum, LineSums{f.vertical, f.slash, p.Nkv, float(f.L), 0, 0});
-  sortDescending(f.sortLines, f.vertical, f.sortedV, f.idxV, m.stream);
-  sortDescending(f.sortLines, f.slash, f.sortedS, f.idxS, m.stream);
+  sortDescending(f.sortLines, f.vertical, f.sortedV, f.idxV, m.stream);  // and the slash sums after them
+  endPhase("line sorts", m.stream);
   sparge_predict_flexprefill_block_sums<<<dim3((f.nbk + 127) / 128, slots), 128, 0, m.stream>>>(
       p, f.B, f.nbk, f.vertical, f.slash, f.vBlock, f.sBlock);
   checkLaunch("sparge_predict_flexprefill_block_sums");
   launchTileMeans(m, TileMeans{nullptr, p.Nkv, f.B, false, false, 0.f, f.avgK});
   launchTileMeans(m, TileMeans{nullptr, p.Nq, f.B, true, false, scale, f.aq});
   launchTileMeans(m, TileMeans{f.lastQ, f.L, f.L, true, false, 0.f, f.meanLast, f.Lpad});
+  endPhase("block sums, tile means", m.stream);
   withElem(m.qkv.et, [&](auto tag) {
     sparge_predict_flexprefill_js<decltype(tag)><<<slots, kJsThreads, sizeof(float) * f.nbk, m.stream>>>(
         p, f.B, f.nbk, f.L, f.meanLast, f.avgK, f.vBlock, f.js);
   });
   checkLaunch("sparge_predict_flexprefill_js");
+  endPhase("JS distance", m.stream);
   launchSquareFlags(m, f.B, f.nbq, f.nbk, f.squareFlags);
   launchPooledDots(m, f.aq, f.avgK, f.nbq, f.nbk, f.squareFlags, f.raw);
   launchRowSoftmax(f.raw, slots * f.nbq, f.nbk, f.pooled, m.stream);
+  endPhase("pooled scores", m.stream);
   sortDescending(f.sortP, f.pooled, f.sortedP, f.idxP, m.stream);
+  endPhase("block sorts", m.stream);
 }
 
 void select(const MethodLaunch& m, const FlexScratch& f, MethodRows& out) {
@@ -307,6 +313,7 @@ void select(const MethodLaunch& m, const FlexScratch& f, MethodRows& out) {
   sparge_predict_flexprefill_tiles<<<dim3(unsigned((tiles + 255) / 256), slots), 256, 0, m.stream>>>(
       p, f.B, f.nbq, f.nbk, f.heads, f.js, f.vOn, f.sOn, f.pooledOn, f.vBlock, f.pooled, out);
   checkLaunch("sparge_predict_flexprefill_tiles");
+  endPhase("selection", m.stream);
 }
 
 }  // namespace
@@ -326,6 +333,7 @@ void predictFlexPrefill(const MethodLaunch& launch, MethodRows& out, DeviceBuffe
   carveScratch(scratch, "FlexPrefill scratch", [&](Carve& c) { layout(c, f, p); });
   uploadAsync(f.heads, heads, launch.stream, "FlexPrefill parameters");
   uploadAsync(f.gamma, gamma, launch.stream, "FlexPrefill parameters");
+  endPhase("parameters", launch.stream);
   if (f.stats) computeStats(launch, f);
   select(launch, f, out);
 }

@@ -4,6 +4,7 @@
 // dot product) run in that order.
 #include <algorithm>
 #include <cmath>
+#include <cub/block/block_radix_sort.cuh>
 #include <cub/block/block_reduce.cuh>
 #include <cub/block/block_scan.cuh>
 #include <cub/device/device_radix_sort.cuh>
@@ -14,8 +15,25 @@
 #include "common/mma_sm80.cuh"
 #include "predictors/line_common.h"
 #include "predictors/line_device.cuh"
+#include "predictors/line_methods.h"
+
+namespace sparge::cuda::predictors {
+namespace {
+LinePhaseProbe* gPhaseProbe = nullptr;
+}  // namespace
+
+void setLinePhaseProbe(LinePhaseProbe* probe) {
+  gPhaseProbe = probe;
+}
+
+}  // namespace sparge::cuda::predictors
 
 namespace sparge::cuda::predictors::lines {
+
+void endPhase(const char* phase, cudaStream_t s) {
+  if (gPhaseProbe) gPhaseProbe->mark(phase, s);
+}
+
 namespace {
 
 template <typename T>
@@ -58,6 +76,7 @@ __global__ void __launch_bounds__(256)
     a[s][2] = pairOf<T, D>(qRows, r0 + g, col + 8, Lpad);
     a[s][3] = pairOf<T, D>(qRows, r0 + g + 8, col + 8, Lpad);
   }
+  const bool evenKeys = (p.Nkv & 1) == 0;
   const int kEnd = min(p.Nkv, (int)(blockIdx.x + 1) * kScoreKeys);
   for (int j0 = blockIdx.x * kScoreKeys; j0 < kEnd; j0 += 8) {
     float c[4] = {0.f, 0.f, 0.f, 0.f};
@@ -68,10 +87,17 @@ __global__ void __launch_bounds__(256)
                         pairOf<T, D>(kRows, j0 + g, col + 8, p.Nkv));
     }
 #pragma unroll
-    for (int e = 0; e < 4; ++e) {
-      const int row = r0 + g + 8 * (e >> 1), col = j0 + 2 * t + (e & 1);
-      if (row < L && col < p.Nkv)
-        S[((size_t)blockIdx.y * L + row) * p.Nkv + col] = Elem<T>::fromF(roundT<T>(c[e]) * postScale);
+    for (int half = 0; half < 2; ++half) {
+      const int row = r0 + g + 8 * half, col = j0 + 2 * t;
+      if (row >= L || col >= p.Nkv) continue;
+      T* at = S + ((size_t)blockIdx.y * L + row) * p.Nkv + col;
+      const float lo = roundT<T>(c[2 * half]) * postScale, hi = roundT<T>(c[2 * half + 1]) * postScale;
+      if (evenKeys && col + 1 < p.Nkv) {
+        *reinterpret_cast<uint32_t*>(at) = Elem<T>::pack(lo, hi);  // aligned: even row length and column
+      } else {
+        at[0] = Elem<T>::fromF(lo);
+        if (col + 1 < p.Nkv) at[1] = Elem<T>::fromF(hi);
+      }
     }
   }
 }
@@ -103,52 +129,73 @@ __global__ void __launch_bounds__(256)
   }
 }
 
-// Thread x sums column x and diagonal x over the rows in query order (the CPU's order).
+// Thread x sums column x and diagonal x over the rows in query order (the CPU's order); each row's visible
+// span and statistics sit in shared memory.
 template <typename T>
 __global__ void __launch_bounds__(256)
     sparge_predict_line_sums(const T* __restrict__ S, Problem p, int L, const float* __restrict__ rowMax,
                              const float* __restrict__ rowSum, LineSums out) {
+  extern __shared__ long long rowFirst[];  // [L] first, [L] last, then [L] max and [L] sum as floats
+  long long* rowLast = rowFirst + L;
+  float* mx = reinterpret_cast<float*>(rowFirst + 2 * L);
+  float* sum = mx + L;
   const int x = blockIdx.x * blockDim.x + threadIdx.x, s = blockIdx.y;
+  for (int r = threadIdx.x; r < L; r += blockDim.x) {
+    const Visible v = visibleOf(p.Nq - L + r, p);
+    rowFirst[r] = v.first;
+    rowLast[r] = v.last;
+    mx[r] = rowMax[(size_t)s * L + r];
+    sum[r] = rowSum[(size_t)s * L + r];
+  }
+  __syncthreads();
   const T* rows = S + (size_t)s * L * p.Nkv;
-  const float* mx = rowMax + (size_t)s * L;
-  const float* sum = rowSum + (size_t)s * L;
   if (x < p.Nkv) {
     float acc = 0.f;
-    for (int r = 0; r < L; ++r) {
-      const Visible v = visibleOf(p.Nq - L + r, p);
-      if (x >= v.first && x <= v.last)
+    for (int r = 0; r < L; ++r)
+      if (x >= rowFirst[r] && x <= rowLast[r])
         acc += expf(Elem<T>::toF(rows[(size_t)r * p.Nkv + x]) - mx[r]) / sum[r];
-    }
     out.vertical[(size_t)s * p.Nkv + x] = x < out.infColumns ? INFINITY : acc / out.divisor;
   }
   if (x < out.nSlash) {
     float acc = 0.f;
     for (int r = 0; r < L; ++r) {
-      const long long q = p.Nq - L + r, k = q - x;
-      const Visible v = visibleOf(q, p);
-      if (k >= 0 && k < p.Nkv && k >= v.first && k <= v.last)
+      const long long k = (long long)p.Nq - L + r - x;
+      if (k >= 0 && k < p.Nkv && k >= rowFirst[r] && k <= rowLast[r])
         acc += expf(Elem<T>::toF(rows[(size_t)r * p.Nkv + k]) - mx[r]) / sum[r];
     }
     out.slash[(size_t)s * out.nSlash + x] = x < out.infDiagonals ? INFINITY : acc / out.divisor;
   }
 }
 
-// Thread d of CTA (tile, sequence) sums column d of the tile's rows in order (core's meanRows).
+// Thread (d, y) of CTA (tile group, sequence) sums columns 2d and 2d + 1 of tile blockIdx.x * kMeanTiles + y
+// in row order (core's meanRows), reading both as one 4-byte word; the loop is unrolled so that the loads of
+// several rows are in flight at once.
+constexpr int kMeanTiles = 4;
 template <typename T>
 __global__ void sparge_predict_line_tile_means(const T* __restrict__ x, Problem p, int rows, int seqRows,
-                                               TileMeans t, int seqIsSlot) {
-  const int tile = blockIdx.x, seq = blockIdx.y, nTiles = gridDim.x;
+                                               TileMeans t, int seqIsSlot, int nTiles) {
+  const int tile = blockIdx.x * kMeanTiles + threadIdx.y, seq = blockIdx.y, d = 2 * threadIdx.x;
+  if (tile >= nTiles || d >= p.D) return;
   int src = seq;
   if (seqIsSlot) src = slotHeads(p, seq).bhq;
-  const T* base = x + (size_t)src * seqRows * p.D;
+  const T* base = x + (size_t)src * seqRows * p.D + d;
   const int r0 = tile * t.tile, r1 = min(rows, r0 + t.tile);
   const float divisor = t.fullTile ? (float)t.tile : (float)(r1 - r0);
-  for (int d = threadIdx.x; d < p.D; d += blockDim.x) {
-    float sum = 0.f;
-    for (int r = r0; r < r1; ++r) sum += Elem<T>::toF(base[(size_t)r * p.D + d]);
-    float v = roundT<T>(sum / divisor);
+  float sum0 = 0.f, sum1 = 0.f;
+#pragma unroll 8
+  for (int r = r0; r < r1; ++r) {
+    const uint32_t word = *reinterpret_cast<const uint32_t*>(base + (size_t)r * p.D);
+    T pair[2];
+    memcpy(pair, &word, sizeof word);
+    sum0 += Elem<T>::toF(pair[0]);
+    sum1 += Elem<T>::toF(pair[1]);
+  }
+  float* out = t.out + ((size_t)seq * nTiles + tile) * p.D + d;
+  const float sums[2] = {sum0, sum1};
+  for (int e = 0; e < 2; ++e) {
+    float v = roundT<T>(sums[e] / divisor);
     if (t.postScale != 0.f) v = roundT<T>(v * t.postScale);
-    t.out[((size_t)seq * nTiles + tile) * p.D + d] = v;
+    out[e] = v;
   }
 }
 
@@ -218,6 +265,60 @@ __global__ void sparge_predict_line_sort_gather(const float* __restrict__ keys, 
                                                 const int* __restrict__ idx, float* __restrict__ sorted) {
   const long long x = blockIdx.x * (long long)blockDim.x + threadIdx.x;
   if (x < n) sorted[x] = keys[x / len * len + idx[x]];
+}
+
+// Short segments: CTA per segment, a block radix sort of (descendingKey, index) held in registers. The
+// block sort is stable and the items enter in index order, so equal keys keep ascending index; padding sorts
+// after every real key (NaN's key with a larger index). Output is striped: item e of thread t has rank
+// e * kBlockSortThreads + t.
+constexpr int kBlockSortThreads = 256, kBlockSortMaxItems = 16;
+template <int kItems>
+__global__ void __launch_bounds__(kBlockSortThreads)
+    sparge_predict_line_block_sort(const float* __restrict__ keys, int len, float* __restrict__ sorted,
+                                   int* __restrict__ sortedIdx) {
+  using Sort = cub::BlockRadixSort<uint32_t, kBlockSortThreads, kItems, int>;
+  __shared__ typename Sort::TempStorage tmp;
+  const size_t base = (size_t)blockIdx.x * len;
+  uint32_t k[kItems];
+  int idx[kItems];
+#pragma unroll
+  for (int e = 0; e < kItems; ++e) {
+    const int x = threadIdx.x * kItems + e;
+    k[e] = x < len ? descendingKey(keys[base + x]) : 0xffffffffu;
+    idx[e] = x;
+  }
+  Sort(tmp).SortBlockedToStriped(k, idx);
+#pragma unroll
+  for (int e = 0; e < kItems; ++e) {
+    const int rank = e * kBlockSortThreads + threadIdx.x;
+    if (rank < len) {
+      sortedIdx[base + rank] = idx[e];
+      sorted[base + rank] = keys[base + idx[e]];
+    }
+  }
+}
+
+bool blockSorted(int len) {
+  return len <= kBlockSortThreads * kBlockSortMaxItems;
+}
+
+void launchBlockSort(const SegmentSort& s, const float* keys, float* sorted, int* sortedIdx,
+                     cudaStream_t stream) {
+  const int items = (s.len + kBlockSortThreads - 1) / kBlockSortThreads;
+  const auto launch = [&](auto kernel) {
+    kernel<<<s.nSeg, kBlockSortThreads, 0, stream>>>(keys, s.len, sorted, sortedIdx);
+  };
+  if (items <= 1)
+    launch(sparge_predict_line_block_sort<1>);
+  else if (items <= 2)
+    launch(sparge_predict_line_block_sort<2>);
+  else if (items <= 4)
+    launch(sparge_predict_line_block_sort<4>);
+  else if (items <= 8)
+    launch(sparge_predict_line_block_sort<8>);
+  else
+    launch(sparge_predict_line_block_sort<kBlockSortMaxItems>);
+  checkLaunch("sparge_predict_line_block_sort");
 }
 
 // CTA per slot: tiles of 1024 x 4 values, each thread's four summed in order, a block-wide prefix over the
@@ -304,9 +405,12 @@ void launchLineSums(const MethodLaunch& m, const void* S, int L, float* rowMax, 
         <<<dim3(L, slots), 256, 0, m.stream>>>(static_cast<const T*>(S), m.problem, L, rowMax, rowSum);
     checkLaunch("sparge_predict_line_row_stats");
     const int n = std::max(m.problem.Nkv, out.nSlash);
-    sparge_predict_line_sums<T><<<dim3((n + 255) / 256, slots), 256, 0, m.stream>>>(
+    endPhase("row stats", m.stream);
+    const size_t smem = size_t(L) * (2 * sizeof(long long) + 2 * sizeof(float));
+    sparge_predict_line_sums<T><<<dim3((n + 255) / 256, slots), 256, smem, m.stream>>>(
         static_cast<const T*>(S), m.problem, L, rowMax, rowSum, out);
     checkLaunch("sparge_predict_line_sums");
+    endPhase("line sums", m.stream);
   });
 }
 
@@ -320,8 +424,10 @@ void launchTileMeans(const MethodLaunch& m, const TileMeans& t) {
   const void* x = t.x ? t.x : (t.querySlots ? m.qkv.q : m.qkv.k);
   withElem(m.qkv.et, [&](auto tag) {
     using T = decltype(tag);
-    sparge_predict_line_tile_means<T><<<dim3(nTiles, seqs), 128, 0, m.stream>>>(
-        static_cast<const T*>(x), p, t.rows, seqRows, t, seqIsSlot);
+    const dim3 threads(unsigned(p.D / 2), kMeanTiles);
+    sparge_predict_line_tile_means<T><<<dim3((nTiles + kMeanTiles - 1) / kMeanTiles, seqs), threads, 0,
+                                        m.stream>>>(static_cast<const T*>(x), p, t.rows, seqRows, t, seqIsSlot,
+                                                    nTiles);
   });
   checkLaunch("sparge_predict_line_tile_means");
 }
@@ -347,6 +453,7 @@ void layoutSort(Carve& c, SegmentSort& s, int nSeg, int len) {
   s.nSeg = nSeg;
   s.len = len;
   s.endBit = 32;
+  if (blockSorted(len)) return;  // no scratch: a CTA per segment
   while ((1LL << (s.endBit - 32)) < nSeg) ++s.endBit;
   const size_t n = size_t(nSeg) * len;
   s.keys = c.take<uint64_t>(n);
@@ -361,6 +468,8 @@ void layoutSort(Carve& c, SegmentSort& s, int nSeg, int len) {
 
 void sortDescending(const SegmentSort& s, const float* keys, float* sortedKeys, int* sortedIdx,
                     cudaStream_t stream) {
+  if (s.nSeg == 0 || s.len == 0) return;
+  if (blockSorted(s.len)) return launchBlockSort(s, keys, sortedKeys, sortedIdx, stream);
   const long long n = (long long)s.nSeg * s.len;
   const unsigned grid = unsigned((n + 255) / 256);
   sparge_predict_line_sort_keys<<<grid, 256, 0, stream>>>(keys, n, s.len, s.keys, s.iota);

@@ -50,6 +50,9 @@ void uploadAsync(T* dev, const std::vector<T>& host, cudaStream_t s, const char*
   check(cudaMemcpyAsync(dev, host.data(), sizeof(T) * host.size(), cudaMemcpyHostToDevice, s), what);
 }
 
+// Ends a phase for the installed LinePhaseProbe (line_methods.h), if any.
+void endPhase(const char* phase, cudaStream_t s);
+
 // Slots are the (batch item, listed head) pairs a launch writes: slot s = b * nHeads + h, query head
 // heads[h]. Every per-slot array below is indexed by slot.
 inline int slotCount(const Problem& p) {

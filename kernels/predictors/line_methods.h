@@ -16,4 +16,13 @@ namespace sparge::cuda::predictors {
 void predictMInference(const MethodLaunch& launch, MethodRows& out, DeviceBuffer& scratch);
 void predictFlexPrefill(const MethodLaunch& launch, MethodRows& out, DeviceBuffer& scratch);
 
+// What a benchmark installs to hear where the predictors spend their time: mark(phase, stream) is called on
+// the host at the end of each phase, with the predictor's stream (an event recorded there closes the phase).
+// None is installed by default; install one only while no predictor runs on another thread.
+struct LinePhaseProbe {
+  virtual ~LinePhaseProbe() = default;
+  virtual void mark(const char* phase, cudaStream_t stream) = 0;
+};
+void setLinePhaseProbe(LinePhaseProbe* probe);
+
 }  // namespace sparge::cuda::predictors

@@ -39,10 +39,8 @@ struct MinfScratch {
   // vertical_slash
   void *lastQ = nullptr, *S = nullptr;
   float *rowMax = nullptr, *rowSum = nullptr, *vertical = nullptr, *slash = nullptr;
-  float *sortedV = nullptr, *sortedS = nullptr;
-  int *idxV = nullptr, *idxS = nullptr, *colPrefix = nullptr;
+  int* colPrefix = nullptr;
   uint32_t *colBits = nullptr, *diagBits = nullptr;  // chosen columns / diagonals, one bit each
-  SegmentSort sortV, sortS;
   // block_sparse
   float *pq = nullptr, *pk = nullptr, *pooled = nullptr, *prob = nullptr, *sortedP = nullptr;
   int* idxP = nullptr;
@@ -62,15 +60,9 @@ void layout(Carve& c, MinfScratch& m, const Problem& p) {
     m.rowSum = c.take<float>(size_t(slots) * m.L);
     m.vertical = c.take<float>(slots * Nkv);
     m.slash = c.take<float>(slots * Nq);
-    m.sortedV = c.take<float>(slots * Nkv);
-    m.sortedS = c.take<float>(slots * Nq);
-    m.idxV = c.take<int>(slots * Nkv);
-    m.idxS = c.take<int>(slots * Nq);
     m.colPrefix = c.take<int>(slots * (Nkv + 1));
     m.colBits = c.take<uint32_t>(size_t(slots) * m.wordsK);
     m.diagBits = c.take<uint32_t>(size_t(slots) * m.wordsQ);
-    layoutSort(c, m.sortV, slots, p.Nkv);
-    layoutSort(c, m.sortS, slots, p.Nq);
   }
   if (m.blocks) {
     const size_t tiles = size_t(slots) * p.nq * p.nk;
@@ -84,21 +76,64 @@ void layout(Carve& c, MinfScratch& m, const Problem& p) {
   }
 }
 
-// Rank r of each slot's sorted columns / diagonals marks the column or diagonal when r is below the head's
-// count.
-__global__ void sparge_predict_minference_mark_lines(Problem p, const MinfHead* heads, const int* idxV,
-                                                     const int* idxS, int wordsK, int wordsQ,
-                                                     uint32_t* colBits, uint32_t* diagBits) {
-  const int r = blockIdx.x * blockDim.x + threadIdx.x, s = blockIdx.y;
+// CTA per (slot, line family): bits of the head's `columns` best columns of vertical (blockIdx.y 0) or its
+// `diagonals` best diagonals of slash (1), the first ranks of a stable descending sort (ties to the lower
+// index, core's rankDescending) without sorting: a radix select finds the count-th key 8 bits a pass, then
+// one pass in index order takes every smaller key and the first of the equal ones. Block-sparse heads get no
+// lines (their words are zeroed).
+constexpr int kSelectThreads = 1024;
+__global__ void __launch_bounds__(kSelectThreads)
+    sparge_predict_minference_top_lines(Problem p, const MinfHead* heads, const float* __restrict__ vertical,
+                                        const float* __restrict__ slash, int wordsK, int wordsQ,
+                                        uint32_t* colBits, uint32_t* diagBits) {
+  using Scan = cub::BlockScan<int, kSelectThreads>;
+  __shared__ typename Scan::TempStorage scanTmp;
+  __shared__ int hist[256];
+  __shared__ uint32_t sPrefix;
+  __shared__ int sNeed;
+  const int s = blockIdx.x;
+  const bool diag = blockIdx.y == 1;
   const MinfHead h = heads[slotHeads(p, s).hq];
-  if (!h.lines) return;
-  if (r < p.Nkv && r < h.columns) {
-    const int c = idxV[(size_t)s * p.Nkv + r];
-    atomicOr(colBits + (size_t)s * wordsK + c / 32, 1u << (c % 32));
+  const int len = diag ? p.Nq : p.Nkv;
+  const float* v = (diag ? slash : vertical) + (size_t)s * len;
+  uint32_t* bits = diag ? diagBits + (size_t)s * wordsQ : colBits + (size_t)s * wordsK;
+  const int k = (int)min((long long)len, h.lines ? (diag ? h.diagonals : h.columns) : 0LL);
+  const bool partial = k > 0 && k < len;
+  uint32_t prefix = 0, mask = 0;
+  int need = k;  // the count-th key is the need-th of those under prefix
+  for (int shift = 24; partial && shift >= 0; shift -= 8) {
+    for (int b = threadIdx.x; b < 256; b += blockDim.x) hist[b] = 0;
+    __syncthreads();
+    for (int x = threadIdx.x; x < len; x += blockDim.x) {
+      const uint32_t key = descendingKey(v[x]);
+      if ((key & mask) == prefix) atomicAdd(&hist[(key >> shift) & 255u], 1);
+    }
+    __syncthreads();
+    const int mine = threadIdx.x < 256 ? hist[threadIdx.x] : 0;
+    int before;
+    Scan(scanTmp).ExclusiveSum(mine, before);
+    if (threadIdx.x < 256 && before < need && before + mine >= need) {
+      sPrefix = prefix | (uint32_t(threadIdx.x) << shift);
+      sNeed = need - before;
+    }
+    __syncthreads();
+    prefix = sPrefix;
+    need = sNeed;
+    mask |= 255u << shift;
   }
-  if (r < p.Nq && r < h.diagonals) {
-    const int o = idxS[(size_t)s * p.Nq + r];
-    atomicOr(diagBits + (size_t)s * wordsQ + o / 32, 1u << (o % 32));
+  // prefix: the count-th key; need: how many keys equal to it are taken, lowest index first.
+  int carry = 0;
+  for (int base = 0; base < len; base += kSelectThreads) {
+    const int x = base + threadIdx.x;
+    const uint32_t key = x < len ? descendingKey(v[x]) : 0u;
+    const int equal = partial && x < len && key == prefix;
+    int equalBefore, equalTotal;
+    Scan(scanTmp).ExclusiveSum(equal, equalBefore, equalTotal);
+    const bool on = x < len && (partial ? key < prefix || (equal && carry + equalBefore < need) : k > 0);
+    const uint32_t word = __ballot_sync(0xffffffffu, on);
+    if ((threadIdx.x & 31) == 0 && x < len) bits[x >> 5] = word;
+    carry += equalTotal;
+    __syncthreads();
   }
 }
 
@@ -242,25 +277,27 @@ std::vector<MinfHead> headParams(const MethodLaunch& m) {
   return out;
 }
 
-// The statistics that do not depend on the line counts or top-k: line sums, their descending orders, the
-// pooled scores and their softmax and row orders.
+// The statistics that do not depend on the line counts or top-k: line sums, the pooled scores and their
+// softmax and row orders.
 void computeStats(const MethodLaunch& m, const MinfScratch& x) {
   const Problem& p = m.problem;
   if (x.lines) {
     launchLastQueries(m, x.L, x.Lpad, 1.f, x.lastQ);
     launchLastScores(m, x.lastQ, x.L, x.Lpad, float(m.scale), x.S);
+    endPhase("last-query scores", m.stream);
     LineSums ls{x.vertical, x.slash, p.Nq, 1.f, kInitColumns, kLocalDiagonals};
     launchLineSums(m, x.S, x.L, x.rowMax, x.rowSum, ls);
-    sortDescending(x.sortV, x.vertical, x.sortedV, x.idxV, m.stream);
-    sortDescending(x.sortS, x.slash, x.sortedS, x.idxS, m.stream);
   }
   if (x.blocks) {
     // Upstream pads the sequence with zeros and averages over the whole tile.
     launchTileMeans(m, TileMeans{nullptr, p.Nq, p.BQ, true, true, 0.f, x.pq});
     launchTileMeans(m, TileMeans{nullptr, p.Nkv, p.BK, false, true, 0.f, x.pk});
+    endPhase("tile means", m.stream);
     launchPooledDots(m, x.pq, x.pk, p.nq, p.nk, m.blockFlags, x.pooled);
     launchRowSoftmax(x.pooled, slotCount(p) * p.nq, p.nk, x.prob, m.stream);
+    endPhase("pooled scores", m.stream);
     sortDescending(x.sortP, x.pooled, x.sortedP, x.idxP, m.stream);
+    endPhase("block sorts", m.stream);
   }
 }
 
@@ -268,12 +305,10 @@ void select(const MethodLaunch& m, const MinfScratch& x, MethodRows& out) {
   const Problem& p = m.problem;
   const int slots = slotCount(p);
   if (x.lines) {
-    check(cudaMemsetAsync(x.colBits, 0, sizeof(uint32_t) * slots * x.wordsK, m.stream), "cudaMemsetAsync");
-    check(cudaMemsetAsync(x.diagBits, 0, sizeof(uint32_t) * slots * x.wordsQ, m.stream), "cudaMemsetAsync");
-    const int n = std::max(p.Nq, p.Nkv);
-    sparge_predict_minference_mark_lines<<<dim3((n + 255) / 256, slots), 256, 0, m.stream>>>(
-        p, x.heads, x.idxV, x.idxS, x.wordsK, x.wordsQ, x.colBits, x.diagBits);
-    checkLaunch("sparge_predict_minference_mark_lines");
+    sparge_predict_minference_top_lines<<<dim3(slots, 2), kSelectThreads, 0, m.stream>>>(
+        p, x.heads, x.vertical, x.slash, x.wordsK, x.wordsQ, x.colBits, x.diagBits);
+    checkLaunch("sparge_predict_minference_top_lines");
+    endPhase("line selection", m.stream);
   }
   sparge_predict_minference_pairs<<<slots, kPairThreads, 0, m.stream>>>(p, x.heads, x.colBits, x.diagBits,
                                                                         x.wordsK, x.wordsQ, x.colPrefix, out);
@@ -287,6 +322,7 @@ void select(const MethodLaunch& m, const MinfScratch& x, MethodRows& out) {
         p, x.heads, x.sortedP, x.idxP, out);
     checkLaunch("sparge_predict_minference_top_blocks");
   }
+  endPhase("selection", m.stream);
 }
 
 }  // namespace
@@ -303,6 +339,7 @@ void predictMInference(const MethodLaunch& launch, MethodRows& out, DeviceBuffer
   x.wordsQ = (p.Nq + 31) / 32;
   carveScratch(scratch, "MInference scratch", [&](Carve& c) { layout(c, x, p); });
   uploadAsync(x.heads, heads, launch.stream, "MInference parameters");
+  endPhase("parameters", launch.stream);
   computeStats(launch, x);
   select(launch, x, out);
 }
