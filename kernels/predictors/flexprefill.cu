@@ -301,6 +301,7 @@ void select(const MethodLaunch& m, const FlexScratch& f, MethodRows& out) {
     launchCoverCount(m, f.sortedV, p.Nkv, f.gamma, 1.0, f.countV);
     launchCoverCount(m, f.sortedS, p.Nkv, f.gamma, 1.0, f.countS);
     launchCoverCount(m, f.sortedP, blocks, f.gamma, double(f.nbq), f.countP);
+    endPhase("cover counts", m.stream);
     check(cudaMemsetAsync(f.pooledOn, 0, size_t(slots) * blocks, m.stream), "cudaMemsetAsync");
     sparge_predict_flexprefill_mark_pooled<<<dim3((blocks + 255) / 256, slots), 256, 0, m.stream>>>(
         p, blocks, f.heads, f.js, f.countP, f.idxP, f.pooledOn);
@@ -308,12 +309,13 @@ void select(const MethodLaunch& m, const FlexScratch& f, MethodRows& out) {
     sparge_predict_flexprefill_line_blocks<<<slots, 256, 0, m.stream>>>(
         p, f.B, f.nbk, f.heads, f.js, f.countV, f.countS, f.vBlock, f.sBlock, f.vOn, f.sOn);
     checkLaunch("sparge_predict_flexprefill_line_blocks");
+    endPhase("block choice", m.stream);
   }
   const long long tiles = (long long)p.nq * p.nk;
   sparge_predict_flexprefill_tiles<<<dim3(unsigned((tiles + 255) / 256), slots), 256, 0, m.stream>>>(
       p, f.B, f.nbq, f.nbk, f.heads, f.js, f.vOn, f.sOn, f.pooledOn, f.vBlock, f.pooled, out);
   checkLaunch("sparge_predict_flexprefill_tiles");
-  endPhase("selection", m.stream);
+  endPhase("tiles", m.stream);
 }
 
 }  // namespace

@@ -47,11 +47,22 @@ __global__ void sparge_predict_line_last_queries(const T* __restrict__ q, Proble
     dst[d] = r < L ? Elem<T>::fromF(Elem<T>::toF(src[d]) * mul) : Elem<T>::fromF(0.f);
 }
 
-// Two consecutive elements (col even) of row `row` of a [n][D] array as one fragment register; rows past n
-// read as zero.
+// Lane t of an mma quad holds the head-dim slice [t·D/4, (t+1)·D/4) of its rows: k-step s takes elements
+// 4s .. 4s+3 of the slice (its fragment's k indices 2t, 2t+1 and 2t+8, 2t+9). The same permutation of the head
+// dim on both operands leaves the dot products' terms unchanged and lets each lane read its slice of a row in
+// 16-byte loads. Rows past n read as zero.
 template <typename T, int D>
-__device__ __forceinline__ uint32_t pairOf(const T* base, long long row, int col, long long n) {
-  return row < n ? *reinterpret_cast<const uint32_t*>(base + (size_t)row * D + col) : 0u;
+__device__ __forceinline__ void sliceOf(const T* base, long long row, int t, long long n,
+                                        uint32_t (&w)[D / 8]) {
+  const uint4* src = reinterpret_cast<const uint4*>(base + (size_t)row * D + t * (D / 4));
+#pragma unroll
+  for (int i = 0; i < D / 32; ++i) {
+    const uint4 v = row < n ? src[i] : make_uint4(0u, 0u, 0u, 0u);
+    w[4 * i] = v.x;
+    w[4 * i + 1] = v.y;
+    w[4 * i + 2] = v.z;
+    w[4 * i + 3] = v.w;
+  }
 }
 
 // One CTA per 128 keys of a slot; warp w holds query rows 16w .. 16w+15 as A fragments and walks the keys
@@ -68,24 +79,27 @@ __global__ void __launch_bounds__(256)
   const T* qRows = lastQ + (size_t)blockIdx.y * Lpad * D;
   const T* kRows = k + (size_t)h.bhk * p.Nkv * D;
   uint32_t a[kSteps][4];
+  {
+    uint32_t lo[D / 8], hi[D / 8];
+    sliceOf<T, D>(qRows, r0 + g, t, Lpad, lo);
+    sliceOf<T, D>(qRows, r0 + g + 8, t, Lpad, hi);
 #pragma unroll
-  for (int s = 0; s < kSteps; ++s) {
-    const int col = s * 16 + 2 * t;
-    a[s][0] = pairOf<T, D>(qRows, r0 + g, col, Lpad);
-    a[s][1] = pairOf<T, D>(qRows, r0 + g + 8, col, Lpad);
-    a[s][2] = pairOf<T, D>(qRows, r0 + g, col + 8, Lpad);
-    a[s][3] = pairOf<T, D>(qRows, r0 + g + 8, col + 8, Lpad);
+    for (int s = 0; s < kSteps; ++s) {
+      a[s][0] = lo[2 * s];
+      a[s][1] = hi[2 * s];
+      a[s][2] = lo[2 * s + 1];
+      a[s][3] = hi[2 * s + 1];
+    }
   }
   const bool evenKeys = (p.Nkv & 1) == 0;
   const int kEnd = min(p.Nkv, (int)(blockIdx.x + 1) * kScoreKeys);
+#pragma unroll 2
   for (int j0 = blockIdx.x * kScoreKeys; j0 < kEnd; j0 += 8) {
+    uint32_t b[D / 8];
+    sliceOf<T, D>(kRows, j0 + g, t, p.Nkv, b);
     float c[4] = {0.f, 0.f, 0.f, 0.f};
 #pragma unroll
-    for (int s = 0; s < kSteps; ++s) {
-      const int col = s * 16 + 2 * t;
-      sm80::Mma<T>::run(c, a[s], pairOf<T, D>(kRows, j0 + g, col, p.Nkv),
-                        pairOf<T, D>(kRows, j0 + g, col + 8, p.Nkv));
-    }
+    for (int s = 0; s < kSteps; ++s) sm80::Mma<T>::run(c, a[s], b[2 * s], b[2 * s + 1]);
 #pragma unroll
     for (int half = 0; half < 2; ++half) {
       const int row = r0 + g + 8 * half, col = j0 + 2 * t;
@@ -102,7 +116,25 @@ __global__ void __launch_bounds__(256)
   }
 }
 
-// Max and Σ exp(s − max) of each row over the keys its query sees (all threads get the result).
+// Elements k .. k+7 of a row of S as floats, those outside [first, last] as `outside`: one 16-byte load when
+// the row is aligned for it (row lengths a multiple of 8), else element by element.
+template <typename T>
+__device__ __forceinline__ void eightOf(const T* row, long long k, Visible v, bool vector, float outside,
+                                        float (&out)[8]) {
+  if (vector) {
+    const uint4 w = *reinterpret_cast<const uint4*>(row + k);
+    T e[8];
+    memcpy(e, &w, sizeof w);
+#pragma unroll
+    for (int i = 0; i < 8; ++i) out[i] = k + i >= v.first && k + i <= v.last ? Elem<T>::toF(e[i]) : outside;
+  } else {
+#pragma unroll
+    for (int i = 0; i < 8; ++i)
+      out[i] = k + i >= v.first && k + i <= v.last ? Elem<T>::toF(row[k + i]) : outside;
+  }
+}
+
+// Max and Σ exp(s − max) of each row over the keys its query sees, each thread eight keys at a time.
 template <typename T>
 __global__ void __launch_bounds__(256)
     sparge_predict_line_row_stats(const T* __restrict__ S, Problem p, int L, float* rowMax, float* rowSum) {
@@ -112,16 +144,27 @@ __global__ void __launch_bounds__(256)
   const int r = blockIdx.x;
   const Visible v = visibleOf(p.Nq - L + r, p);
   const T* row = S + ((size_t)blockIdx.y * L + r) * p.Nkv;
+  const bool vector = p.Nkv % 8 == 0;
+  const long long start = (v.first & ~7LL) + 8LL * threadIdx.x, step = 8LL * blockDim.x;
   float mx = -INFINITY;
-  for (long long k = v.first + threadIdx.x; k <= v.last; k += blockDim.x)
-    mx = fmaxf(mx, Elem<T>::toF(row[k]));
+  for (long long k = start; k <= v.last; k += step) {
+    float x[8];
+    eightOf<T>(row, k, v, vector, -INFINITY, x);
+#pragma unroll
+    for (int i = 0; i < 8; ++i) mx = fmaxf(mx, x[i]);
+  }
   mx = Reduce(tmp).Reduce(mx, [](float a, float b) { return fmaxf(a, b); });
   if (threadIdx.x == 0) sMax = mx;
   __syncthreads();
   mx = sMax;
   float sum = 0.f;
-  for (long long k = v.first + threadIdx.x; k <= v.last; k += blockDim.x)
-    sum += expf(Elem<T>::toF(row[k]) - mx);
+  for (long long k = start; k <= v.last; k += step) {
+    float x[8];
+    eightOf<T>(row, k, v, vector, -INFINITY, x);
+#pragma unroll
+    for (int i = 0; i < 8; ++i)
+      if (k + i >= v.first && k + i <= v.last) sum += expf(x[i] - mx);
+  }
   sum = Reduce(tmp).Sum(sum);
   if (threadIdx.x == 0) {
     rowMax[(size_t)blockIdx.y * L + r] = mx;
@@ -149,19 +192,39 @@ __global__ void __launch_bounds__(256)
   }
   __syncthreads();
   const T* rows = S + (size_t)s * L * p.Nkv;
+  // Eight rows' values are loaded before any is added, so that their loads are in flight together.
+  constexpr int kRows = 8;
   if (x < p.Nkv) {
     float acc = 0.f;
-    for (int r = 0; r < L; ++r)
-      if (x >= rowFirst[r] && x <= rowLast[r])
-        acc += expf(Elem<T>::toF(rows[(size_t)r * p.Nkv + x]) - mx[r]) / sum[r];
+    for (int r0 = 0; r0 < L; r0 += kRows) {
+      float val[kRows];
+#pragma unroll
+      for (int e = 0; e < kRows; ++e) {
+        const int r = r0 + e;
+        val[e] = r < L && x >= rowFirst[r] && x <= rowLast[r] ? Elem<T>::toF(rows[(size_t)r * p.Nkv + x]) : NAN;
+      }
+#pragma unroll
+      for (int e = 0; e < kRows; ++e)
+        if (r0 + e < L && x >= rowFirst[r0 + e] && x <= rowLast[r0 + e])
+          acc += expf(val[e] - mx[r0 + e]) / sum[r0 + e];
+    }
     out.vertical[(size_t)s * p.Nkv + x] = x < out.infColumns ? INFINITY : acc / out.divisor;
   }
   if (x < out.nSlash) {
     float acc = 0.f;
-    for (int r = 0; r < L; ++r) {
-      const long long k = (long long)p.Nq - L + r - x;
-      if (k >= 0 && k < p.Nkv && k >= rowFirst[r] && k <= rowLast[r])
-        acc += expf(Elem<T>::toF(rows[(size_t)r * p.Nkv + k]) - mx[r]) / sum[r];
+    for (int r0 = 0; r0 < L; r0 += kRows) {
+      float val[kRows];
+      bool seen[kRows];
+#pragma unroll
+      for (int e = 0; e < kRows; ++e) {
+        const int r = r0 + e;
+        const long long k = (long long)p.Nq - L + r - x;
+        seen[e] = r < L && k >= 0 && k < p.Nkv && k >= rowFirst[r] && k <= rowLast[r];
+        val[e] = seen[e] ? Elem<T>::toF(rows[(size_t)r * p.Nkv + k]) : NAN;
+      }
+#pragma unroll
+      for (int e = 0; e < kRows; ++e)
+        if (seen[e]) acc += expf(val[e] - mx[r0 + e]) / sum[r0 + e];
     }
     out.slash[(size_t)s * out.nSlash + x] = x < out.infDiagonals ? INFINITY : acc / out.divisor;
   }
@@ -271,12 +334,13 @@ __global__ void sparge_predict_line_sort_gather(const float* __restrict__ keys, 
 // block sort is stable and the items enter in index order, so equal keys keep ascending index; padding sorts
 // after every real key (NaN's key with a larger index). Output is striped: item e of thread t has rank
 // e * kBlockSortThreads + t.
-constexpr int kBlockSortThreads = 256, kBlockSortMaxItems = 16;
+// Six bits a pass (six passes, not eight) keep a CTA's digit counters within 16 KB of shared memory.
+constexpr int kBlockSortThreads = 128, kBlockSortMaxItems = 32, kBlockSortBits = 6;
 template <int kItems>
 __global__ void __launch_bounds__(kBlockSortThreads)
     sparge_predict_line_block_sort(const float* __restrict__ keys, int len, float* __restrict__ sorted,
                                    int* __restrict__ sortedIdx) {
-  using Sort = cub::BlockRadixSort<uint32_t, kBlockSortThreads, kItems, int>;
+  using Sort = cub::BlockRadixSort<uint32_t, kBlockSortThreads, kItems, int, kBlockSortBits>;
   __shared__ typename Sort::TempStorage tmp;
   const size_t base = (size_t)blockIdx.x * len;
   uint32_t k[kItems];
@@ -316,6 +380,8 @@ void launchBlockSort(const SegmentSort& s, const float* keys, float* sorted, int
     launch(sparge_predict_line_block_sort<4>);
   else if (items <= 8)
     launch(sparge_predict_line_block_sort<8>);
+  else if (items <= 16)
+    launch(sparge_predict_line_block_sort<16>);
   else
     launch(sparge_predict_line_block_sort<kBlockSortMaxItems>);
   checkLaunch("sparge_predict_line_block_sort");

@@ -202,6 +202,54 @@ __global__ void __launch_bounds__(kPairThreads)
   if (threadIdx.x == 0) out.elementPairs[sh.bhq] = (double)pairs;
 }
 
+// Bits of word w (diagonals 32w .. 32w+31) from diagonal a on / up to diagonal b.
+__device__ __forceinline__ uint32_t bitsFrom(int w, long long a) {
+  const long long first = 32LL * w;
+  return a <= first ? ~0u : a > first + 31 ? 0u : ~0u << (a - first);
+}
+__device__ __forceinline__ uint32_t bitsTo(int w, long long b) {
+  const long long first = 32LL * w;
+  return b >= first + 31 ? ~0u : b < first ? 0u : (2u << (b - first)) - 1u;
+}
+
+// Σ of o over the set bits of word w: 32w per bit plus the bit positions, summed bit by bit of the position.
+__device__ __forceinline__ long long diagonalSum(int w, uint32_t bits) {
+  const int positions = __popc(bits & 0xAAAAAAAAu) + 2 * __popc(bits & 0xCCCCCCCCu) +
+                        4 * __popc(bits & 0xF0F0F0F0u) + 8 * __popc(bits & 0xFF00FF00u) +
+                        16 * __popc(bits & 0xFFFF0000u);
+  return 32LL * w * __popc(bits) + positions;
+}
+
+// The pairs of tile [q0, q1) x [k0, kEnd] on the chosen visible diagonals, and whether a local (forced) or
+// another (selected) diagonal crosses it. Every diagonal o in [q0 − kEnd, q1 − 1 − k0] crosses the tile, over
+// keys max(q0 − o, k0) .. min(q1 − 1 − o, kEnd): linear in o on either side of o = q0 − k0 and of
+// o = q1 − 1 − kEnd, so the sum needs only the count and the sum of the chosen o on each side, a word of
+// 32 diagonals at a time (the pairs core's mapping counts one diagonal at a time).
+__device__ long long diagonalCover(const Problem& p, const uint32_t* bits, long long q0, long long q1,
+                                   long long k0, long long kEnd, bool& forced, bool& sel) {
+  const long long oA = max(0LL, q0 - kEnd);
+  long long oB = min((long long)p.Nq - 1, q1 - 1 - k0);
+  if (p.window.left >= 0) oB = min(oB, (long long)p.window.left);  // diagonals past the window: unseen
+  if (oA > oB) return 0;
+  const long long loBreak = q0 - k0, hiBreak = q1 - 1 - kEnd;  // lo = q0 − o up to loBreak; hi = q1 − 1 − o from hiBreak
+  long long n = 0, nLe = 0, sumLe = 0, nGe = 0, sumGe = 0;
+  for (int w = int(oA >> 5); w <= int(oB >> 5); ++w) {
+    const uint32_t on = bits[w] & bitsFrom(w, oA) & bitsTo(w, oB);
+    if (!on) continue;
+    forced = forced || (on & bitsTo(w, kLocalDiagonals - 1)) != 0;
+    sel = sel || (on & bitsFrom(w, kLocalDiagonals)) != 0;
+    n += __popc(on);
+    const uint32_t le = on & bitsTo(w, loBreak), ge = on & bitsFrom(w, hiBreak);
+    nLe += __popc(le);
+    sumLe += diagonalSum(w, le);
+    nGe += __popc(ge);
+    sumGe += diagonalSum(w, ge);
+  }
+  const long long sumHi = nGe * (q1 - 1) - sumGe + (n - nGe) * kEnd;
+  const long long sumLo = nLe * q0 - sumLe + (n - nLe) * k0;
+  return sumHi - sumLo + n;
+}
+
 // Thread per tile of a slot: selected / forced by the lines that cross it and its covered share
 // (vertical_slash), or the pooled probability with nothing selected yet (block_sparse).
 __global__ void __launch_bounds__(256)
@@ -229,14 +277,7 @@ __global__ void __launch_bounds__(256)
       (c < kInitColumns ? forced : sel) = true;
       covered += n;
     });
-    const long long oEnd = min((long long)p.Nq - 1, q1 - 1 - k0);
-    forEachBit(diagBits + (size_t)s * wordsQ, max(0LL, q0 - kEnd), oEnd, [&](long long o) {
-      if (!diagonalVisible(p, o)) return;
-      const long long lo = max(max(0LL, q0 - o), k0), hi = min(min((long long)p.Nkv - 1, q1 - 1 - o), kEnd);
-      if (lo > hi) return;
-      (o < kLocalDiagonals ? forced : sel) = true;
-      covered += hi - lo + 1;
-    });
+    covered += diagonalCover(p, diagBits + (size_t)s * wordsQ, q0, q1, k0, kEnd, forced, sel);
     const long long area = visibleArea(p, q0, q1, k0, kEnd);
     score = area > 0 ? (float)fmin(1.0, (double)covered / (double)area) : 0.f;
   }
@@ -313,6 +354,7 @@ void select(const MethodLaunch& m, const MinfScratch& x, MethodRows& out) {
   sparge_predict_minference_pairs<<<slots, kPairThreads, 0, m.stream>>>(p, x.heads, x.colBits, x.diagBits,
                                                                         x.wordsK, x.wordsQ, x.colPrefix, out);
   checkLaunch("sparge_predict_minference_pairs");
+  endPhase("token pairs", m.stream);
   const long long tiles = (long long)p.nq * p.nk;
   sparge_predict_minference_tiles<<<dim3(unsigned((tiles + 255) / 256), slots), 256, 0, m.stream>>>(
       p, x.heads, m.blockFlags, x.colBits, x.diagBits, x.wordsK, x.wordsQ, x.prob, out);
@@ -322,7 +364,7 @@ void select(const MethodLaunch& m, const MinfScratch& x, MethodRows& out) {
         p, x.heads, x.sortedP, x.idxP, out);
     checkLaunch("sparge_predict_minference_top_blocks");
   }
-  endPhase("selection", m.stream);
+  endPhase("tiles", m.stream);
 }
 
 }  // namespace
