@@ -48,9 +48,9 @@ __global__ void sparge_predict_line_last_queries(const T* __restrict__ q, Proble
 }
 
 // Lane t of an mma quad holds the head-dim slice [t·D/4, (t+1)·D/4) of its rows: k-step s takes elements
-// 4s .. 4s+3 of the slice (its fragment's k indices 2t, 2t+1 and 2t+8, 2t+9). The same permutation of the head
-// dim on both operands leaves the dot products' terms unchanged and lets each lane read its slice of a row in
-// 16-byte loads. Rows past n read as zero.
+// 4s .. 4s+3 of the slice (its fragment's k indices 2t, 2t+1 and 2t+8, 2t+9). The same permutation of the
+// head dim on both operands leaves the dot products' terms unchanged and lets each lane read its slice of a
+// row in 16-byte loads. Rows past n read as zero.
 template <typename T, int D>
 __device__ __forceinline__ void sliceOf(const T* base, long long row, int t, long long n,
                                         uint32_t (&w)[D / 8]) {
@@ -192,39 +192,19 @@ __global__ void __launch_bounds__(256)
   }
   __syncthreads();
   const T* rows = S + (size_t)s * L * p.Nkv;
-  // Eight rows' values are loaded before any is added, so that their loads are in flight together.
-  constexpr int kRows = 8;
   if (x < p.Nkv) {
     float acc = 0.f;
-    for (int r0 = 0; r0 < L; r0 += kRows) {
-      float val[kRows];
-#pragma unroll
-      for (int e = 0; e < kRows; ++e) {
-        const int r = r0 + e;
-        val[e] = r < L && x >= rowFirst[r] && x <= rowLast[r] ? Elem<T>::toF(rows[(size_t)r * p.Nkv + x]) : NAN;
-      }
-#pragma unroll
-      for (int e = 0; e < kRows; ++e)
-        if (r0 + e < L && x >= rowFirst[r0 + e] && x <= rowLast[r0 + e])
-          acc += expf(val[e] - mx[r0 + e]) / sum[r0 + e];
-    }
+    for (int r = 0; r < L; ++r)
+      if (x >= rowFirst[r] && x <= rowLast[r])
+        acc += expf(Elem<T>::toF(rows[(size_t)r * p.Nkv + x]) - mx[r]) / sum[r];
     out.vertical[(size_t)s * p.Nkv + x] = x < out.infColumns ? INFINITY : acc / out.divisor;
   }
   if (x < out.nSlash) {
     float acc = 0.f;
-    for (int r0 = 0; r0 < L; r0 += kRows) {
-      float val[kRows];
-      bool seen[kRows];
-#pragma unroll
-      for (int e = 0; e < kRows; ++e) {
-        const int r = r0 + e;
-        const long long k = (long long)p.Nq - L + r - x;
-        seen[e] = r < L && k >= 0 && k < p.Nkv && k >= rowFirst[r] && k <= rowLast[r];
-        val[e] = seen[e] ? Elem<T>::toF(rows[(size_t)r * p.Nkv + k]) : NAN;
-      }
-#pragma unroll
-      for (int e = 0; e < kRows; ++e)
-        if (seen[e]) acc += expf(val[e] - mx[r0 + e]) / sum[r0 + e];
+    for (int r = 0; r < L; ++r) {
+      const long long k = (long long)p.Nq - L + r - x;
+      if (k >= 0 && k < p.Nkv && k >= rowFirst[r] && k <= rowLast[r])
+        acc += expf(Elem<T>::toF(rows[(size_t)r * p.Nkv + k]) - mx[r]) / sum[r];
     }
     out.slash[(size_t)s * out.nSlash + x] = x < out.infDiagonals ? INFINITY : acc / out.divisor;
   }
@@ -491,9 +471,9 @@ void launchTileMeans(const MethodLaunch& m, const TileMeans& t) {
   withElem(m.qkv.et, [&](auto tag) {
     using T = decltype(tag);
     const dim3 threads(unsigned(p.D / 2), kMeanTiles);
-    sparge_predict_line_tile_means<T><<<dim3((nTiles + kMeanTiles - 1) / kMeanTiles, seqs), threads, 0,
-                                        m.stream>>>(static_cast<const T*>(x), p, t.rows, seqRows, t, seqIsSlot,
-                                                    nTiles);
+    sparge_predict_line_tile_means<T>
+        <<<dim3((nTiles + kMeanTiles - 1) / kMeanTiles, seqs), threads, 0, m.stream>>>(
+            static_cast<const T*>(x), p, t.rows, seqRows, t, seqIsSlot, nTiles);
   });
   checkLaunch("sparge_predict_line_tile_means");
 }

@@ -231,7 +231,8 @@ __device__ long long diagonalCover(const Problem& p, const uint32_t* bits, long 
   long long oB = min((long long)p.Nq - 1, q1 - 1 - k0);
   if (p.window.left >= 0) oB = min(oB, (long long)p.window.left);  // diagonals past the window: unseen
   if (oA > oB) return 0;
-  const long long loBreak = q0 - k0, hiBreak = q1 - 1 - kEnd;  // lo = q0 − o up to loBreak; hi = q1 − 1 − o from hiBreak
+  // lo = q0 − o up to o = loBreak, k0 after it; hi = kEnd up to o = hiBreak, q1 − 1 − o from it.
+  const long long loBreak = q0 - k0, hiBreak = q1 - 1 - kEnd;
   long long n = 0, nLe = 0, sumLe = 0, nGe = 0, sumGe = 0;
   for (int w = int(oA >> 5); w <= int(oB >> 5); ++w) {
     const uint32_t on = bits[w] & bitsFrom(w, oA) & bitsTo(w, oB);

@@ -444,7 +444,7 @@ TEST(LineMethods, SortDescendingMatchesStableHostSort) {
   REQUIRE_GPU();
   std::mt19937 rng(5);
   std::uniform_int_distribution<int> pick(-60, 60);
-  for (const auto [nSeg, len] : {std::pair{37, 300}, std::pair{5, 4096}, std::pair{3, 5000}}) {
+  for (const auto& [nSeg, len] : {std::pair{37, 300}, std::pair{5, 4096}, std::pair{3, 5000}}) {
     std::vector<float> v(size_t(nSeg) * len);
     for (float& x : v) x = float(pick(rng)) / 8.f;  // many ties
     v[3] = NAN;
@@ -453,7 +453,8 @@ TEST(LineMethods, SortDescendingMatchesStableHostSort) {
     v[size_t(len) + 2] = -INFINITY;
     DeviceBuffer scratch, keys, sorted, idx;
     lines::SegmentSort sort;
-    lines::carveScratch(scratch, "sort scratch", [&](lines::Carve& c) { lines::layoutSort(c, sort, nSeg, len); });
+    lines::carveScratch(scratch, "sort scratch",
+                        [&](lines::Carve& c) { lines::layoutSort(c, sort, nSeg, len); });
     keys.reserve(v.size() * sizeof(float), "keys");
     sorted.reserve(v.size() * sizeof(float), "sorted");
     idx.reserve(v.size() * sizeof(int), "idx");
@@ -473,7 +474,8 @@ TEST(LineMethods, SortDescendingMatchesStableHostSort) {
       });
       for (int r = 0; r < len; ++r) {
         const size_t at = size_t(sg) * len + size_t(r);
-        ASSERT_EQ(gotI[at], want[size_t(r)]) << "segment " << sg << " of " << nSeg << " x " << len << ", rank " << r;
+        ASSERT_EQ(gotI[at], want[size_t(r)])
+            << "segment " << sg << " of " << nSeg << " x " << len << ", rank " << r;
         const float w = seg[want[size_t(r)]];
         ASSERT_TRUE(std::isnan(w) ? std::isnan(gotV[at]) : gotV[at] == w) << "rank " << r;
       }
