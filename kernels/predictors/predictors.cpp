@@ -5,6 +5,7 @@
 #include <limits>
 #include <string>
 
+#include "predictors/line_methods.h"
 #include "predictors/method_kernels.h"
 #include "sparge/core/error.h"
 #include "sparge/core/predictor.h"
@@ -16,6 +17,8 @@ namespace {
 constexpr DevicePredictor kPredictors[] = {
     {core::Method::XAttention, xattentionStats, xattentionSelect},
     {core::Method::Moba, nullptr, mobaSelect},
+    {core::Method::MInference, nullptr, predictMInference},
+    {core::Method::FlexPrefill, nullptr, predictFlexPrefill},
 };
 
 const DevicePredictor* find(core::Method m) {
