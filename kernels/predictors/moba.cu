@@ -63,6 +63,16 @@ struct TileChoice {
   uint8_t *own, *other;
 };
 
+// The tallies at `at` (nk counts, then the two nk flag rows), cleared by the CTA; the caller syncs.
+__device__ TileChoice tileChoiceAt(unsigned char* at, int nk) {
+  TileChoice tc;
+  tc.counts = reinterpret_cast<int*>(at);
+  tc.own = reinterpret_cast<uint8_t*>(tc.counts + nk);
+  tc.other = tc.own + nk;
+  for (int j = threadIdx.x; j < nk; j += blockDim.x) tc.counts[j] = tc.own[j] = tc.other[j] = 0;
+  return tc;
+}
+
 // Token t chose block j: its tile's tallies and the pairs of the block it sees.
 __device__ __forceinline__ long long choose(const TileChoice& tc, int j, bool own, KeySpan r, int BK) {
   atomicAdd(&tc.counts[j], 1);
@@ -167,12 +177,8 @@ __global__ void __launch_bounds__(128)
   const int W = blockDim.x >> 5, warp = threadIdx.x >> 5, lane = threadIdx.x & 31, gr = lane >> 2,
             tq = lane & 3;
   float* scores = reinterpret_cast<float*>(smem) + (size_t)warp * 16 * g.nk;
-  TileChoice tc;
-  tc.counts = reinterpret_cast<int*>(smem + (size_t)W * 16 * g.nk * sizeof(float));
-  tc.own = reinterpret_cast<uint8_t*>(tc.counts + g.nk);
-  tc.other = tc.own + g.nk;
+  const TileChoice tc = tileChoiceAt(smem + (size_t)W * 16 * g.nk * sizeof(float), g.nk);
   __shared__ unsigned long long ctaPairs;
-  for (int j = threadIdx.x; j < g.nk; j += blockDim.x) tc.counts[j] = tc.own[j] = tc.other[j] = 0;
   if (threadIdx.x == 0) ctaPairs = 0;
   __syncthreads();
   const int y = blockIdx.y, b = y / g.nHeads, hq = g.heads[y % g.nHeads], bh = b * g.Hq + hq;
@@ -331,12 +337,8 @@ __global__ void __launch_bounds__(256)
   const int y = blockIdx.y, b = y / g.nHeads, hq = g.heads[y % g.nHeads], bh = b * g.Hq + hq;
   const int64_t topk = g.topk[hq];
   if (topk > kRegisterTopk + 1) return;  // sparge_predict_moba_gate's head
-  TileChoice tc;
-  tc.counts = reinterpret_cast<int*>(smem);
-  tc.own = reinterpret_cast<uint8_t*>(tc.counts + g.nk);
-  tc.other = tc.own + g.nk;
+  const TileChoice tc = tileChoiceAt(smem, g.nk);
   __shared__ unsigned long long ctaPairs;
-  for (int j = threadIdx.x; j < g.nk; j += blockDim.x) tc.counts[j] = tc.own[j] = tc.other[j] = 0;
   if (threadIdx.x == 0) ctaPairs = 0;
   __syncthreads();
   const int i = blockIdx.x, tileEnd = min(g.Nq, (i + 1) * g.BQ), t0 = i * g.BQ + warp * 16 * M;
