@@ -154,6 +154,7 @@ void runInteractive(App& app, Platform& platform) {
     app.frame();
     app.afterRender();
     platform.present();
+    app.waitForWork();
   }
 }
 
