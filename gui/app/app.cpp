@@ -414,23 +414,30 @@ void App::frame() {
   t.otherMs += lap();
   ImGui::Render();
   t.renderMs = lap();
+  const uint64_t config = session_.runs().configGeneration();
+  pacing_.runScheduled = config != seenConfig_;
+  seenConfig_ = config;
+  t.deferred = deferFrames_ && screenshotPath_.empty() &&
+               pacer_.deferFrame(pacing_.runScheduled && !t.applied, session_.runs().lastRun().wallMs * 1e-3);
+  if (!t.deferred) submit(t);
+  t.submitMs = lap();
+  frameTimes_ = t;
+  pacing_.activity =
+      input || t.applied || pacing_.runScheduled || pendingFontScale_ > 0 || !screenshotPath_.empty();
+}
+
+// Hands the frame's draw lists to GL, and notes how much they hold.
+void App::submit(FrameTimes& t) {
   int w = 0, h = 0;
   platform_.framebufferSize(&w, &h);
   glViewport(0, 0, w, h);
   glClearColor(colors::kPanelBg.x, colors::kPanelBg.y, colors::kPanelBg.z, 1);
   glClear(GL_COLOR_BUFFER_BIT);
   ImGui_ImplOpenGL3_RenderDrawData(ImGui::GetDrawData());
-  t.submitMs = lap();
   const ImDrawData* dd = ImGui::GetDrawData();
   t.vertices = dd->TotalVtxCount;
   t.indices = dd->TotalIdxCount;
   for (int i = 0; i < dd->CmdListsCount; ++i) t.drawCalls += dd->CmdLists[i]->CmdBuffer.Size;
-  frameTimes_ = t;
-  const uint64_t config = session_.runs().configGeneration();
-  pacing_.runScheduled = config != seenConfig_;
-  seenConfig_ = config;
-  pacing_.activity =
-      input || t.applied || pacing_.runScheduled || pendingFontScale_ > 0 || !screenshotPath_.empty();
 }
 
 // The host window draws no background under the panels (the frame is cleared to theirs): only where they

@@ -23,12 +23,13 @@ namespace sparge::gui {
 // Where the last frame's time went on the UI thread, in ms (the GL driver may still be rasterising after
 // submitMs: a caller that needs the pixels waits with glFinish).
 struct FrameTimes {
-  double pollMs = 0;     // results handed over by the worker, applied
-  double viewsMs = 0;    // the panels' views building their ImGui lists (per view in PanelLayout::viewTimes)
-  double otherMs = 0;    // new frame, menus, status bar, dialogs
-  double renderMs = 0;   // ImGui::Render: the draw lists closed
-  double submitMs = 0;   // the draw lists handed to GL
-  bool applied = false;  // poll() applied something this frame
+  double pollMs = 0;      // results handed over by the worker, applied
+  double viewsMs = 0;     // the panels' views building their ImGui lists (per view in PanelLayout::viewTimes)
+  double otherMs = 0;     // new frame, menus, status bar, dialogs
+  double renderMs = 0;    // ImGui::Render: the draw lists closed
+  double submitMs = 0;    // the draw lists handed to GL
+  bool applied = false;   // poll() applied something this frame
+  bool deferred = false;  // left undrawn for the result of the run it scheduled (FramePacer::deferFrame)
   int vertices = 0, indices = 0, drawCalls = 0;  // what the frame handed to GL
 };
 
@@ -39,8 +40,12 @@ class App {
 
   // Builds the font atlas for `scale` (HiDPI content scale x user font scale).
   void setupStyleAndFonts(float scale);
-  // One frame: poll the session, draw everything, render. Does not present.
+  // One frame: poll the session, draw everything, render. Does not present; a frame left undrawn
+  // (lastFrameTimes().deferred) is not to be presented either.
   void frame();
+  // Whether frames that schedule a fast run may be left undrawn for its result (interactive use; off by
+  // default, so that automation and screenshots see every frame).
+  void setDeferFrames(bool on) { deferFrames_ = on; }
   // After frame(): writes the pending window screenshot, if one was asked for.
   void afterRender();
   // After a frame is presented: returns at once while input or results settle, else sleeps until input,
@@ -67,6 +72,7 @@ class App {
   void drawStatusBar(float height);
   void drawHostBackground();
   bool sawInput();  // after ImGui::NewFrame: whether input arrived since the last frame
+  void submit(FrameTimes& t);
   void drawDialogs();
   void drawShortcutHelp();
   void drawAbout();
@@ -98,6 +104,7 @@ class App {
   FramePacer pacer_;
   PacingState pacing_;  // what the last frame saw
   uint64_t seenConfig_ = 0;
+  bool deferFrames_ = false;
   ImVec2 lastMouse_, lastDisplay_;
 };
 

@@ -17,4 +17,9 @@ double FramePacer::next(const PacingState& s) {
   return s.busy ? kBusyS : kIdleS;
 }
 
+bool FramePacer::deferFrame(bool runScheduledOnly, double lastRunS) {
+  deferred_ = !deferred_ && runScheduledOnly && lastRunS < kRunWaitS;
+  return deferred_;
+}
+
 }  // namespace sparge::gui

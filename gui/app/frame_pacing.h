@@ -31,10 +31,17 @@ class FramePacer {
 
   // After a frame: how long to sleep before the next one, in seconds (0: draw it at once).
   double next(const PacingState& s);
+  // Before a frame's draw lists go to GL: whether to leave it undrawn (not rendered nor presented; the
+  // screen keeps the frame before). Only a frame that scheduled a run whose result is expected within
+  // kRunWaitS (judging by the last run's wall time) and shows no new result itself: that run's result
+  // needs a frame of its own, and one drawn beside the run slows it and holds the result back until it
+  // is done. Never twice in a row, so that a drag still shows every other frame.
+  bool deferFrame(bool runScheduledOnly, double lastRunS);
 
  private:
   int settle_ = kSettleFrames;
   bool awaitRun_ = false;  // the frames settling now follow a change that scheduled a run
+  bool deferred_ = false;  // the last frame was left undrawn
 };
 
 }  // namespace sparge::gui

@@ -126,5 +126,16 @@ TEST(FramePacing, HeldKeysAndTextFieldsWakeSoonerThanIdle) {
   EXPECT_LT(FramePacer::kTextInputS, FramePacer::kIdleS);
 }
 
+TEST(FramePacing, OnlyAFrameThatScheduledAFastRunIsLeftUndrawnAndNeverTwoInARow) {
+  FramePacer p;
+  EXPECT_FALSE(p.deferFrame(false, 0.01)) << "nothing scheduled";
+  EXPECT_FALSE(p.deferFrame(true, 2 * FramePacer::kRunWaitS)) << "the last run was slow";
+  EXPECT_TRUE(p.deferFrame(true, 0.01));
+  EXPECT_FALSE(p.deferFrame(true, 0.01)) << "a drag still shows every other frame";
+  EXPECT_TRUE(p.deferFrame(true, 0.01));
+  EXPECT_FALSE(p.deferFrame(false, 0.01));
+  EXPECT_TRUE(p.deferFrame(true, 0.0)) << "no run yet";
+}
+
 }  // namespace
 }  // namespace sparge::gui
