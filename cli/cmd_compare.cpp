@@ -9,6 +9,7 @@
 #include "format.h"
 #include "guards.h"
 #include "method_options.h"
+#include "option_checks.h"
 #include "run_options.h"
 #include "sparge/core/capture.h"
 #include "sparge/core/compare.h"
@@ -60,9 +61,9 @@ void addCompareOptions(CLI::App& cmd, CompareOptions& o) {
   addNumericsOptions(cmd, o.numerics);
   cmd.add_flag("--no-smooth-k", o.noSmoothK, "Do not subtract the K token mean before pooling");
   cmd.add_flag("--sink", o.sink, "Attention sink: K block 0 always on");
-  cmd.add_option("--heads", o.heads, "Query heads to compare (default: all)")->delimiter(',');
+  addHeadsOption(cmd, o.heads, "Query heads to compare (default: all)");
   cmd.add_option("--engine", o.engine, "auto | cpu | cuda")->capture_default_str();
-  cmd.add_option("--threads", o.threads, "CPU engine threads (0 = all cores)")->capture_default_str();
+  addThreadsOption(cmd, o.threads, "CPU engine threads");
   cmd.add_option("--report", o.report, "Write the comparison: .json, .csv or .md");
 }
 
@@ -148,7 +149,7 @@ int runCompare(const CompareOptions& o, const CLI::App& cmd) {
       if (std::string p = core::permutationProblem(reader.entry(n), v.permute); !p.empty())
         throw Error("--permute", p);
   if (!o.report.empty()) checkOutputs({{"--report", o.report}}, {{"capture", path}});
-  engines::EngineSelection sel = engines::makeEngine(core::parseEngineChoice(o.engine), o.threads);
+  engines::EngineSelection sel = engines::makeEngine(core::parseEngineChoice(o.engine), usableThreadsNoted(o.threads));
   if (!sel.message.empty()) std::fprintf(stderr, "note: %s\n", sel.message.c_str());
   std::fprintf(stderr, "comparing %zu variant%s on %zu entr%s of %s with %s: deployed l1 < %g%s, %s\n",
                variants.size(), variants.size() == 1 ? "" : "s", names.size(),

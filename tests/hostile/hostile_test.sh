@@ -428,6 +428,8 @@ file|run ''
 file|info ''
 --threads|run s.h5 --threads -1
 --threads|run s.h5 --threads 99999999999
+--threads|compare s.h5 --methods moba --l1 0.05 --threads -1
+--heads|compare s.h5 --methods moba --l1 0.05 --heads -1
 --max-memory|run s.h5 --max-memory 1e300t
 --max-memory|run s.h5 --max-memory inf
 --max-memory|run s.h5 --max-memory ''
