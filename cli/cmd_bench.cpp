@@ -15,6 +15,7 @@
 #include "format.h"
 #include "guards.h"
 #include "job_support.h"
+#include "method_options.h"
 #include "option_checks.h"
 #include "piece_job.h"
 #include "rank_timings.h"
@@ -61,6 +62,8 @@ struct BenchOptions {
   std::string timings;          // CUPTI kernel records of the whole sweep (.json | .csv | .trace.json)
   std::string kernel = "auto";  // Stage-2 family: auto (the launcher's choice), sm80 (mma.sync) or sm90
   std::string engine = "auto";  // auto: the CUDA kernels in a build that has them, else the CPU engine
+  std::string methods;          // --method: block predictors whose Stage 1 is timed (comma-separated)
+  MethodOptions methodOptions;  // their fixed options (--xattn-stride, ...)
   CpuBenchOptions cpu;
 };
 
@@ -118,6 +121,17 @@ nlohmann::json resultJson(const cuda::BenchResult& r) {
   jr["best_dense"] = bestName;
   jr["dense_flops"] = r.denseFlops;
   jr["stage1_over_dense"] = r.stage1.medianMs / r.dense.medianMs;
+  jr["methods"] = nlohmann::json::array();
+  for (const auto& m : r.methods) {
+    nlohmann::json jm;
+    jm["method"] = core::toString(m.method);
+    if (m.method == core::Method::XAttention) jm["stride"] = r.config.methodParams.xattention.stride;
+    jm["stage1"] = statsJson(m.stage1);
+    jm["stage1_select"] = statsJson(m.select);
+    jm["stage1_over_dense"] = m.stage1.medianMs / r.dense.medianMs;
+    jm["density"] = m.density;
+    jr["methods"].push_back(jm);
+  }
   jr["sparse"] = nlohmann::json::array();
   for (const auto& s : r.sparse) {
     const double executed =
@@ -161,6 +175,24 @@ std::vector<std::vector<std::string>> tableRows(const cuda::BenchResult& r) {
   return rows;
 }
 
+// Stage 1 of each method timed (SpargeAttn's from the main measurement) beside the dense walk, as text rows.
+std::vector<std::vector<std::string>> methodRows(const cuda::BenchResult& r) {
+  std::vector<std::vector<std::string>> rows;
+  auto row = [&](const std::string& name, const cuda::TimeStats& fresh, const cuda::TimeStats& select,
+                 const std::string& density) {
+    rows.push_back({std::to_string(r.config.tokens), std::to_string(r.config.headDim),
+                    r.config.causal ? "yes" : "no", name, span(fresh), fmtNum(select.medianMs, 3),
+                    fmtNum(r.dense.medianMs, 3), fmtPct(fresh.medianMs / r.dense.medianMs), density});
+  };
+  for (const auto& m : r.methods) {
+    std::string name = core::toString(m.method);
+    if (m.method == core::Method::XAttention)
+      name += " S=" + std::to_string(r.config.methodParams.xattention.stride);
+    row(name, m.stage1, m.select, fmtPct(m.density));
+  }
+  return rows;
+}
+
 cuda::BenchCase makeCase(const BenchOptions& o, int64_t n, int64_t d, int c, const core::Geometry& g,
                          core::DType dt) {
   cuda::BenchCase bc;
@@ -180,6 +212,10 @@ cuda::BenchCase makeCase(const BenchOptions& o, int64_t n, int64_t d, int c, con
   bc.pauseMs = o.pauseMs;
   bc.cudnn = !o.noCudnn;
   bc.mmaSyncOnly = o.kernel == "sm80";  // "sm90" is as "auto": the launcher never runs it where it cannot
+  if (!o.methods.empty())
+    for (core::Method m : core::parseMethodList(o.methods, "--method"))
+      if (m != core::Method::SpargeAttn) bc.methods.push_back(m);
+  o.methodOptions.applyEach(bc.methodParams);
   return bc;
 }
 
@@ -303,6 +339,7 @@ struct BenchRun {
     nlohmann::json payload;
     payload["result"] = resultJson(r);
     payload["rows"] = tableRows(r);
+    payload["method_rows"] = methodRows(r);
     payload["cudnn_label"] = r.cudnnLabel;
     if (jobTransport().size() > 1) {  // rows measured on several GPUs say where
       payload["result"]["rank"] = jobTransport().rank();
@@ -320,6 +357,10 @@ struct BenchRun {
       const nlohmann::json p = nlohmann::json::parse(parts.at(0));
       out["results"].push_back(p["result"]);
       for (const auto& row : p["rows"]) table.row(row.get<std::vector<std::string>>());
+      for (const auto& row : p["method_rows"]) {
+        methodTable.row(row.get<std::vector<std::string>>());
+        anyMethod = true;
+      }
       cudnnNote = p["cudnn_label"].get<std::string>();
     };
     h.finals = [this](std::vector<std::string>& payloads) {
@@ -337,6 +378,10 @@ struct BenchRun {
   nlohmann::json out;  // rank 0
   Table table{{"N", "D", "kernel", "causal", "topk", "density", "call ms", "stage1 ms", "s1/dense",
                "quant ms", "attn ms", "dense ms", "cudnn ms", "eq TOPS", "exec TOPS", "vs best dense"}};
+  // Stage 1 of each --method (fresh: statistics not cached; select: cached) and its share of the dense walk.
+  Table methodTable{
+      {"N", "D", "causal", "method", "stage1 ms", "select ms", "dense ms", "s1/dense", "density"}};
+  bool anyMethod = false;
   std::string cudnnNote;
   prof::ReportInput timings;  // rank 0: every rank's kernel records
 };
@@ -347,6 +392,12 @@ int runBenchCommand(const BenchOptions& o) {
   if (code != 0 || jobTransport().rank() != 0) return code;
   run.table.print(std::cout);
   std::cout << "dense baseline: " << run.cudnnNote << "\n";
+  if (run.anyMethod) {
+    std::cout
+        << "Stage 1 of the block predictors (median [min-max] of the repeats; s1/dense: the fresh Stage 1 "
+           "over the dense walk):\n";
+    run.methodTable.print(std::cout);
+  }
   if (run.profiler) printKernelRecords(prof::buildReport(run.timings), o.timings);
   if (!o.json.empty()) {
     core::writeTextAtomically(o.json, run.out.dump(2) + "\n");
@@ -355,6 +406,40 @@ int runBenchCommand(const BenchOptions& o) {
   return 0;
 }
 #endif
+
+// What `sparge bench` does once its options are parsed: the CPU engine's benchmark, or the CUDA kernels'.
+int runBenchAction(BenchOptions& o) {
+  checkOutputs({{"--json", o.json}, {"--timings", o.timings}}, {});  // before minutes on the GPU
+#ifdef SPARGE_HAVE_CUDA_KERNELS
+  const bool cpu = o.engine == "cpu";
+#else
+  const bool cpu = o.engine != "cuda";
+#endif
+  if (!o.methods.empty()) {
+    const std::vector<core::Method> methods = core::parseMethodList(o.methods, "--method");
+    if (cpu) throw Error("--method", "times Stage 1 on the GPU: not with the CPU engine (--engine cuda)");
+#ifdef SPARGE_HAVE_CUDA_KERNELS
+    for (core::Method m : methods)
+      if (!cuda::benchSupportsMethod(m))
+        throw Error("--method", std::string(core::toString(m)) + " has no CUDA Stage 1 yet");
+#endif
+  }
+  if (cpu) {
+    o.cpu.json = o.json;
+    return runCpuBench(o.cpu);
+  }
+#ifdef SPARGE_HAVE_CUDA_KERNELS
+  for (int64_t d : o.dims)
+    if (d != 64 && d != 128 && d != 256) throw Error("--dims", "head dims must be 64, 128 or 256");
+  for (double k : o.topk)
+    if (!(k > 0 && k <= 1)) throw Error("--topk", "top-k fractions must be in (0, 1]");
+  return runBenchCommand(o);
+#else
+  std::cerr << "sparge bench: this build has no CUDA engine (configured without a CUDA compiler); "
+               "--engine cpu times the CPU engine\n";
+  return 1;
+#endif
+}
 
 }  // namespace
 
@@ -396,6 +481,11 @@ void registerBench(CLI::App& app, Action& action) {
       ->check(CLI::IsMember({"none", "int8-fp16", "int8-fp8"}))
       ->capture_default_str();
   cmd->add_option("--lambda", o->lambda, "PV-skip threshold λ (pvthreshd)")->check(realIn(0, DBL_MAX));
+  cmd->add_option(
+      "--method", o->methods,
+      "Also time Stage 1 of these block predictors (comma-separated: xattention, moba, ...) beside "
+      "the dense walk, with their default parameters and the fixed options below");
+  addMethodFixedOptions(*cmd, o->methodOptions);
   cmd->add_flag("--no-cudnn", o->noCudnn, "Do not time cuDNN's fused attention next to our dense kernel");
   cmd->add_option("--json", o->json, "Write the results as JSON to this file");
   cmd->add_option(
@@ -408,31 +498,7 @@ void registerBench(CLI::App& app, Action& action) {
   cmd->add_option("--timings", o->timings,
                   "Also record every kernel with the CUPTI collector and write it (.json, .csv, .trace.json)")
       ->check(outputFormats(kTimingFormats));
-  cmd->callback([o, &action] {
-    action = [o]() -> int {
-      checkOutputs({{"--json", o->json}, {"--timings", o->timings}}, {});  // before minutes on the GPU
-#ifdef SPARGE_HAVE_CUDA_KERNELS
-      const bool cpu = o->engine == "cpu";
-#else
-      const bool cpu = o->engine != "cuda";
-#endif
-      if (cpu) {
-        o->cpu.json = o->json;
-        return runCpuBench(o->cpu);
-      }
-#ifdef SPARGE_HAVE_CUDA_KERNELS
-      for (int64_t d : o->dims)
-        if (d != 64 && d != 128 && d != 256) throw Error("--dims", "head dims must be 64, 128 or 256");
-      for (double k : o->topk)
-        if (!(k > 0 && k <= 1)) throw Error("--topk", "top-k fractions must be in (0, 1]");
-      return runBenchCommand(*o);
-#else
-      std::cerr << "sparge bench: this build has no CUDA engine (configured without a CUDA compiler); "
-                   "--engine cpu times the CPU engine\n";
-      return 1;
-#endif
-    };
-  });
+  cmd->callback([o, &action] { action = [o]() -> int { return runBenchAction(*o); }; });
 }
 
 }  // namespace sparge::cli

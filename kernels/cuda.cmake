@@ -33,6 +33,13 @@ target_compile_options(sparge_attention PRIVATE
 
 add_library(sparge_kernels STATIC
   ${CMAKE_CURRENT_LIST_DIR}/stages/predict.cu
+  ${CMAKE_CURRENT_LIST_DIR}/predictors/finish.cu
+  ${CMAKE_CURRENT_LIST_DIR}/predictors/xattention.cu
+  ${CMAKE_CURRENT_LIST_DIR}/predictors/moba.cu
+  ${CMAKE_CURRENT_LIST_DIR}/predictors/predictors.cpp
+  ${CMAKE_CURRENT_LIST_DIR}/predictors/line_common.cu
+  ${CMAKE_CURRENT_LIST_DIR}/predictors/minference.cu
+  ${CMAKE_CURRENT_LIST_DIR}/predictors/flexprefill.cu
   ${CMAKE_CURRENT_LIST_DIR}/stages/reference.cu
   ${CMAKE_CURRENT_LIST_DIR}/stages/error.cu
   ${CMAKE_CURRENT_LIST_DIR}/engine/device_stages.cpp
@@ -70,6 +77,11 @@ target_include_directories(sparge_attention_bench PRIVATE ${CMAKE_CURRENT_LIST_D
 add_executable(sparge_tma_stream_bench ${PROJECT_SOURCE_DIR}/bench/tma_stream_bench.cu)
 target_link_libraries(sparge_tma_stream_bench PRIVATE sparge_attention)
 target_include_directories(sparge_tma_stream_bench PRIVATE ${CMAKE_CURRENT_LIST_DIR})
+
+# Stage 1 of MInference and FlexPrefill alone at a given shape (bench/line_methods_bench.cpp).
+add_executable(sparge_line_methods_bench ${PROJECT_SOURCE_DIR}/bench/line_methods_bench.cpp)
+target_link_libraries(sparge_line_methods_bench PRIVATE sparge_kernels)
+target_include_directories(sparge_line_methods_bench PRIVATE ${CMAKE_CURRENT_LIST_DIR})
 
 # CUDA's start-up in one process (bench/cuda_start.cpp): a fixed part of every rank's time in a multi-GPU job.
 add_executable(sparge_cuda_start_bench ${PROJECT_SOURCE_DIR}/bench/cuda_start.cpp)

@@ -180,7 +180,8 @@ Stage1Mask FlexPrefillPredictor::select(const PredictorStats& stats, const Predi
     for (int I = 0; I < nbq; ++I)
       for (int J = 0; J < nbk; ++J) {
         const size_t x = size_t(I) * nbk + J;
-        const bool slash = I - J >= 0 && sOn[size_t(I - J)];
+        // Diagonal blocks exist for offsets below nbk only (more query than key blocks: cross-attention).
+        const bool slash = I - J >= 0 && I - J < nbk && sOn[size_t(I - J)];
         (J == 0 || I == J ? flexForced : flexSel)[x] |= uint8_t(vOn[size_t(J)] || slash);
         flexScore[x] = queryAware ? st.pooled[x] : st.vBlock[size_t(J)];
       }

@@ -15,6 +15,7 @@
 #include "common/head_dim.h"
 #include "engine/cudnn_sdpa.h"
 #include "engine/device_stages.h"
+#include "predictors/predictors.h"
 #include "sparge/core/error.h"
 #include "sparge/profiler/event_timer.h"
 #include "sparge/profiler/warm_up.h"
@@ -179,6 +180,36 @@ void countBlocks(BenchData& d, const BenchCase& c, BenchSparse& sp) {
   sp.validBlocks = validPerHead * (int64_t)d.bh();
 }
 
+// Stage 1 of method m, fresh (statistics computed again) and with its statistics cached, and its density.
+BenchMethod timeMethod(BenchData& d, const BenchCase& c, core::Method m) {
+  predictors::MethodStage1 stage1;
+  predictors::MethodRun r;
+  r.method = m;
+  r.qkv = d.qkv;
+  r.problem = d.p;
+  r.scale = d.scale;
+  for (int h = 0; h < d.p.Hq; ++h) r.heads.push_back(h);
+  const std::vector<core::HeadParams> params(size_t(d.p.Hq), c.methodParams);
+  r.params = &params;
+  r.paramsDev = d.params.as<HeadParamsDev>();
+  BenchMethod out;
+  out.method = m;
+  out.stage1 = timeIt(
+      [&] {
+        stage1.invalidateStats();
+        stage1.run(r, d.sel);
+      },
+      c);
+  out.select = timeIt([&] { stage1.run(r, d.sel); }, c);
+  std::vector<int32_t> counts;
+  download(counts, d.sel.validCount, d.bh() * d.p.nq, "counts");
+  int64_t selected = 0, valid = 0;
+  for (int32_t x : counts) selected += x;
+  for (uint8_t x : core::computeBlockValidity(c.geometry, c.tokens, c.tokens, c.causal).valid) valid += x;
+  out.density = valid ? double(selected) / double(valid * (int64_t)d.bh()) : 0;
+  return out;
+}
+
 void timeCudnn(BenchData& d, const BenchCase& c, BenchResult& res) {
   try {
     SdpaShape shape{d.qkv.et, d.p.B, d.p.Hq,   d.p.Hkv,        d.p.Nq,
@@ -193,6 +224,10 @@ void timeCudnn(BenchData& d, const BenchCase& c, BenchResult& res) {
 }
 
 }  // namespace
+
+bool benchSupportsMethod(core::Method m) {
+  return m == core::Method::SpargeAttn || predictors::hasDevicePredictor(m);
+}
 
 BenchResult runBench(const BenchCase& c) {
   BenchResult res;
@@ -217,6 +252,10 @@ BenchResult runBench(const BenchCase& c) {
   if (c.cudnn) {
     settle(c);
     timeCudnn(d, c, res);
+  }
+  for (core::Method m : c.methods) {
+    settle(c);
+    res.methods.push_back(timeMethod(d, c, m));
   }
 
   for (double tk : c.topks) {

@@ -9,8 +9,8 @@
 #include <cmath>
 #include <limits>
 
-#include "engine/engine_state.h"
 #include "common/head_dim.h"
+#include "engine/engine_state.h"
 #include "sparge/core/error.h"
 #include "sparge/core/parallel.h"
 #include "sparge/core/run_request.h"
@@ -35,7 +35,7 @@ void checkSupported(const core::EntryInfo& info, const core::RunConfig& config) 
   const int64_t maxInt = std::numeric_limits<int>::max() / 256;
   if (info.tokensQ > maxInt || info.tokensKV > maxInt)
     throw Error(kWhere, "sequence too long for the CUDA engine");
-  if (config.method != core::Method::SpargeAttn)
+  if (config.method != core::Method::SpargeAttn && !predictors::hasDevicePredictor(config.method))
     throw Error(kWhere, std::string("--method ") + core::toString(config.method) +
                             " has no CUDA Stage 1 yet: use --engine cpu");
   const core::Geometry g = config.geometry;
@@ -107,9 +107,28 @@ const std::vector<uint8_t>& blockFlagsOf(CudaEngine::State& st, const core::Entr
   return flags;
 }
 
+// Stage 1 of a method other than SpargeAttn (kernels/predictors), its statistics cached there.
+void predictMethod(CudaEngine::State& st, const core::EntryInfo& info, const RunPlan& plan) {
+  const core::RunConfig& c = plan.config;
+  predictors::MethodRun r;
+  r.method = c.method;
+  r.qkv = st.qkv;
+  r.problem = plan.p;
+  r.scale = info.scale;
+  r.heads = plan.heads;
+  std::vector<core::HeadParams> params(size_t(st.Hq));
+  for (int h = 0; h < st.Hq; ++h) params[size_t(h)] = c.forHead(h);
+  r.params = &params;
+  r.paramsDev = st.params.as<HeadParamsDev>();
+  r.forced = ForcedOn{c.sink, c.diagonal};
+  st.selection.setBlocks(blockFlagsOf(st, info, c.geometry), c.geometry);
+  st.methodStage1.run(r, st.selection);
+}
+
 // Stage 1: statistics (cached per geometry and smooth-K), then the selection and LUT of this run.
 void predict(CudaEngine::State& st, const core::EntryInfo& info, const RunPlan& plan) {
   const core::RunConfig& c = plan.config;
+  if (c.method != core::Method::SpargeAttn) return predictMethod(st, info, plan);
   auto key = std::make_tuple(c.geometry.blockQ, c.geometry.blockK, c.smoothK);
   auto& stats = st.stats[key];
   if (!stats) {

@@ -75,15 +75,19 @@ void DeviceSelection::setBlocks(const std::vector<uint8_t>& flags, const core::G
   blocksSize_ = flags.size();
 }
 
-void DeviceSelection::select(const DeviceQkv& x, const Problem& p, const Stage1Stats& stats,
-                             const HeadParamsDev* params, ForcedOn forced, const KernelSwitches& switches,
-                             cudaStream_t s) {
+void DeviceSelection::reserveOutputs(const Problem& p) {
   const size_t BH = (size_t)p.B * p.Hq, grid = (size_t)p.nq * p.nk;
   mask.reserve(BH * grid, "mask");
   reasons.reserve(BH * grid, "reasons");
   prob.reserve(BH * grid * sizeof(float), "pooled probabilities");
   lut.reserve(BH * grid * sizeof(int32_t), "LUT");
   validCount.reserve(BH * p.nq * sizeof(int32_t), "LUT counts");
+}
+
+void DeviceSelection::select(const DeviceQkv& x, const Problem& p, const Stage1Stats& stats,
+                             const HeadParamsDev* params, ForcedOn forced, const KernelSwitches& switches,
+                             cudaStream_t s) {
+  reserveOutputs(p);
   SelectArgs a;
   a.scores = stats.scores.get();
   a.selfSimQ = stats.simQ.as<float>();

@@ -61,6 +61,9 @@ class DeviceSelection {
   void setBlocks(const std::vector<uint8_t>& flags, const core::Geometry& g);
   void select(const DeviceQkv& x, const Problem& p, const Stage1Stats& stats, const HeadParamsDev* params,
               ForcedOn forced, const KernelSwitches& switches, cudaStream_t s);
+  // The outputs sized for `p` (select does it; the other methods' predictors write them too).
+  void reserveOutputs(const Problem& p);
+  const uint8_t* blocks() const { return blocks_.as<uint8_t>(); }  // the flags of setBlocks
   DeviceBuffer mask, reasons, prob, lut, validCount;
 
  private:

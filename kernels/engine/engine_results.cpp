@@ -70,8 +70,6 @@ HostRun hostRun(const CudaEngine::State& st, const RunPlan& plan, const RunError
                 const std::vector<std::vector<float>>* blockMass) {
   const core::RunConfig& c = plan.config;
   const auto geometry = std::make_tuple(c.geometry.blockQ, c.geometry.blockK);
-  const HostCaches::Similarity& sim =
-      st.host.similarity.at(std::make_tuple(c.geometry.blockQ, c.geometry.blockK, c.smoothK));
   HostRun r;
   r.B = st.B, r.Hq = st.Hq, r.Hkv = st.Hkv, r.nq = plan.p.nq, r.nk = plan.p.nk;
   r.config = &c;
@@ -80,8 +78,14 @@ HostRun hostRun(const CudaEngine::State& st, const RunPlan& plan, const RunError
   r.mask = st.copies.mask.as<uint8_t>();
   r.reasons = st.copies.reasons.as<uint8_t>();
   r.prob = st.copies.prob.as<float>();
-  r.simQ = sim.q.data();
-  r.simK = sim.k.data();
+  if (c.method == core::Method::SpargeAttn) {
+    const HostCaches::Similarity& sim =
+        st.host.similarity.at(std::make_tuple(c.geometry.blockQ, c.geometry.blockK, c.smoothK));
+    r.simQ = sim.q.data();
+    r.simK = sim.k.data();
+  } else {
+    r.elementPairs = st.copies.elementPairs.as<double>();
+  }
   r.skip = st.copies.skip.as<uint8_t>();
   r.emptyRows = st.copies.emptyRows.as<int>();
   r.quantized = plan.quantized();
@@ -126,6 +130,9 @@ void queueSelectionCopies(CudaEngine::State& st, const RunPlan& plan, StageClock
   copyHeads(st, st.copies.reasons, st.selection.reasons.get(), plan.grid, plan, side.get(), "copy reasons");
   copyHeads(st, st.copies.prob, st.selection.prob.get(), plan.grid * sizeof(float), plan, side.get(),
             "copy probabilities");
+  if (plan.config.method != core::Method::SpargeAttn)
+    copyHeads(st, st.copies.elementPairs, st.methodStage1.elementPairs().get(), sizeof(double), plan,
+              side.get(), "copy element pairs");
   clock.selectionCopy.stop(side.get());
 }
 

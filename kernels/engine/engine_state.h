@@ -13,6 +13,7 @@
 #include "engine/device_stages.h"
 #include "engine/entry_upload.h"
 #include "engine/head_results.h"
+#include "predictors/predictors.h"
 #include "sparge/core/engine.h"
 #include "sparge/kernels/cuda_engine.h"
 #include "sparge/profiler/event_timer.h"
@@ -58,6 +59,7 @@ struct RunErrors {
 struct HostCopies {
   SideStream side;                   // the selection's copies; the next selection waits for them
   PinnedBuffer mask, reasons, prob;  // [B*Hq][nq][nk]
+  PinnedBuffer elementPairs;         // [B*Hq] doubles, methods other than SpargeAttn
   PinnedBuffer skip, emptyRows, deployedSums, sparseSums;  // launchError's layout for the sums
   int64_t bytes = 0;                                       // copied by the current run
 };
@@ -97,6 +99,7 @@ struct CudaEngine::State {
 
   // Buffers of a run, reused.
   DeviceSelection selection;
+  predictors::MethodStage1 methodStage1;  // the other methods' Stage 1, with their cached statistics
   DeviceQuant quant;
   DeviceBuffer heads, params, o, pvSkipped, emptyRows, errSums;
   // The extra attention runs of the error split (exact sparse, quantized dense) write here.

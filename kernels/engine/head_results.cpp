@@ -99,12 +99,15 @@ void fillSelection(core::HeadResult& hr, const HostRun& run, int b, int h) {
   hr.blockMask = slice(run.mask, bh, grid);
   hr.reasons = slice(run.reasons, bh, grid);
   hr.pooledProb = slice(run.prob, bh, grid);
-  hr.selfSimQ = slice(run.simQ, bh, run.nq);
-  hr.selfSimK = slice(run.simK, bhk, run.nk);
-  hr.similarQ.resize(run.nq);
-  hr.similarK.resize(run.nk);
-  for (int i = 0; i < run.nq; ++i) hr.similarQ[i] = hr.selfSimQ[i] > float(hr.params.theta);
-  for (int j = 0; j < run.nk; ++j) hr.similarK[j] = hr.selfSimK[j] > float(hr.params.theta);
+  if (run.elementPairs) hr.elementPairs = run.elementPairs[bh];
+  if (run.simQ) {
+    hr.selfSimQ = slice(run.simQ, bh, run.nq);
+    hr.selfSimK = slice(run.simK, bhk, run.nk);
+    hr.similarQ.resize(run.nq);
+    hr.similarK.resize(run.nk);
+    for (int i = 0; i < run.nq; ++i) hr.similarQ[i] = hr.selfSimQ[i] > float(hr.params.theta);
+    for (int j = 0; j < run.nk; ++j) hr.similarK[j] = hr.selfSimK[j] > float(hr.params.theta);
+  }
   hr.hasNonFinite = run.inputNonFinite[bh] != 0;
   if (run.errors) hr.refBlockMass = (*run.blockMass)[bh];
 }

@@ -45,8 +45,9 @@ struct HostRun {
   const uint8_t* mask = nullptr;
   const uint8_t* reasons = nullptr;
   const float* prob = nullptr;
-  const float* simQ = nullptr;
+  const float* simQ = nullptr;  // SpargeAttn's self-similarity (null for the other methods)
   const float* simK = nullptr;
+  const double* elementPairs = nullptr;  // [B*Hq], the other methods' token pairs (null for SpargeAttn)
   // Stage 2 and the errors, on the host once the attention ran:
   const uint8_t* skip = nullptr;
   const int* emptyRows = nullptr;

@@ -1,7 +1,7 @@
 // What every device block predictor other than SpargeAttn's Stage 1 (core/predictor.h's other methods)
 // hands to the shared finish: per block its own selection and the blocks it keeps regardless, its block
-// score, and per head whether it ended dense and the token pairs it chose. One layout for all methods, so that
-// the final mask, reasons, LUT and counts are built by one kernel as core's finishMask builds them.
+// score, and per head whether it ended dense and the token pairs it chose. One layout for all methods, so
+// that the final mask, reasons, LUT and counts are built by one kernel as core's finishMask builds them.
 #pragma once
 
 #include <cstdint>
@@ -33,6 +33,10 @@ struct MethodLaunch {
   const uint8_t* blockFlags = nullptr;
   const std::vector<core::HeadParams>* params = nullptr;
   cudaStream_t stream = nullptr;
+  // Added for methods whose statistics the engine caches (DevicePredictor::stats): the host copy of
+  // Problem::heads, and the cached statistics a selection reads (null for methods without).
+  const std::vector<int>* heads = nullptr;
+  const DeviceBuffer* stats = nullptr;
 };
 
 }  // namespace sparge::cuda::predictors

@@ -15,8 +15,9 @@
 #include "common/head_dim.h"
 #include "common/launch.h"
 #include "common/mma_sm80.cuh"
-#include "stages/block_pass.cuh"
 #include "sparge/core/result.h"
+#include "stages/block_pass.cuh"
+#include "stages/stage1_parts.cuh"
 
 namespace sparge::cuda {
 namespace {
@@ -50,13 +51,6 @@ __global__ void __launch_bounds__(128)
     sparge_predict_block_stats(const T* __restrict__ x, int N, int BS, const T* __restrict__ km,
                                T* __restrict__ pooled, float* __restrict__ selfSim) {
   blockStatsPass<T, NC, false>(x, N, BS, km, pooled, selfSim, blockIdx.x, blockIdx.y, gridDim.x);
-}
-
-// Two consecutive elements (col even) of row `row` of a [n][D] array as one 32-bit fragment register; rows
-// past n read as zero.
-template <typename T, int D>
-__device__ __forceinline__ uint32_t pairAt(const T* base, int row, int col, int n) {
-  return row < n ? *reinterpret_cast<const uint32_t*>(base + (size_t)row * D + col) : 0u;
 }
 
 // Compressed scores of 16 query blocks against every key block of one head, on the tensor cores
@@ -98,56 +92,6 @@ __global__ void __launch_bounds__(128)
       if (row < nq && col < nk)
         scores[((size_t)bhq * nq + row) * nk + col] = Elem<T>::fromF(roundT<T>(c[e]) * scale);
     }
-  }
-}
-
-__device__ __forceinline__ bool before(float ka, int ia, float kb, int ib) {
-  return ka > kb || (ka == kb && ia < ib);
-}
-
-// A bitonic compare-exchange of the pair at positions (lower, upper): swap when the pair is out of order
-// for its direction (descending when bit k of the lower position is clear). Both kinds of step use it.
-__device__ __forceinline__ bool outOfOrder(bool descending, float ka, int ia, float kb, int ib) {
-  return descending ? before(kb, ib, ka, ia) : before(ka, ia, kb, ib);
-}
-
-// Reductions over the whole CTA through red[8] (one slot per warp). Every thread gets the result; the final
-// barrier lets the caller reuse red at once.
-__device__ __forceinline__ float ctaMax(float v, float* red) {
-  const int warp = threadIdx.x >> 5, nw = blockDim.x >> 5;
-  v = warpMax(v);
-  if ((threadIdx.x & 31) == 0) red[warp] = v;
-  __syncthreads();
-  v = red[0];
-  for (int w = 1; w < nw; ++w) v = fmaxf(v, red[w]);
-  __syncthreads();
-  return v;
-}
-
-__device__ __forceinline__ float ctaSum(float v, float* red) {
-  const int warp = threadIdx.x >> 5, nw = blockDim.x >> 5;
-  v = warpSum(v);
-  if ((threadIdx.x & 31) == 0) red[warp] = v;
-  __syncthreads();
-  v = 0.f;
-  for (int w = 0; w < nw; ++w) v += red[w];
-  __syncthreads();
-  return v;
-}
-
-// One compare-exchange of a bitonic merge between this thread's element t and element t ^ j, held by lane
-// lane ^ laneMask of the same warp, in registers. Both threads of a pair evaluate the shared-memory step's
-// swap test on the same (lower, upper) pair, so the outcome is that step's, NaN keys (never swapped)
-// included.
-__device__ __forceinline__ void exchangeInWarp(float& key, int& id, int t, int k, int j, int laneMask) {
-  const float otherKey = __shfl_xor_sync(0xffffffffu, key, laneMask);
-  const int otherId = __shfl_xor_sync(0xffffffffu, id, laneMask);
-  const bool lower = (t & j) == 0;
-  const float ka = lower ? key : otherKey, kb = lower ? otherKey : key;
-  const int ia = lower ? id : otherId, ib = lower ? otherId : id;
-  if (outOfOrder((t & k) == 0, ka, ia, kb, ib)) {
-    key = otherKey;
-    id = otherId;
   }
 }
 
@@ -214,29 +158,6 @@ __device__ __forceinline__ int selectedCount(const HeadParamsDev& prm, const flo
     }
   }
   return max(n, 1);
-}
-
-// The delta-encoded LUT of one row (first entry absolute, then gaps; zero padded to nk) and its block
-// count, from the final mask row in shared memory. Called by one whole warp.
-__device__ void writeDeltaLut(const uint8_t* fin, int nk, int32_t* lutRow, int32_t* validCount) {
-  const int lane = threadIdx.x & 31;
-  int count = 0, prev = -1;
-  const unsigned lt = (1u << lane) - 1u;
-  for (int base = 0; base < nk; base += 32) {
-    int j = base + lane;
-    bool f = j < nk && fin[j];
-    unsigned bal = __ballot_sync(0xffffffffu, f);
-    if (f) {
-      int pos = count + __popc(bal & lt);
-      unsigned lower = bal & lt;
-      int pj = lower ? base + 31 - __clz(lower) : prev;
-      lutRow[pos] = (pos == 0) ? j : j - pj;
-    }
-    count += __popc(bal);
-    if (bal) prev = base + 31 - __clz(bal);
-  }
-  for (int p = count + lane; p < nk; p += 32) lutRow[p] = 0;
-  if (lane == 0) *validCount = count;
 }
 
 // What every selection kernel needs of one row (query block i of one head and batch item).
@@ -359,43 +280,6 @@ __global__ void __launch_bounds__(256)
 // to 32*E, so the same order (a strict total order without NaN; no swap at all in an all-NaN row). Dynamic
 // smem per warp: the sorted probabilities (32*E floats, for the CDF), then the selected and final-mask rows.
 constexpr int kSelectWarps = 4, kSelectWarpKeys = 1024;
-
-// One step j of merge k: lane l's position t = l*E + e pairs with t ^ j. Inside a thread (j < E, known at
-// compile time: register indices must be) or across lanes (j >= E).
-template <int E>
-__device__ __forceinline__ void exchangeInThread(float (&key)[E], int (&id)[E], int k, int j) {
-  const int lane = threadIdx.x & 31;
-#pragma unroll
-  for (int e = 0; e < E; ++e) {
-    const int o = e ^ j;
-    if ((e & j) == 0 && outOfOrder(((lane * E + e) & k) == 0, key[e], id[e], key[o], id[o])) {
-      const float kt = key[e];
-      const int it = id[e];
-      key[e] = key[o];
-      id[e] = id[o];
-      key[o] = kt;
-      id[o] = it;
-    }
-  }
-}
-template <int E>
-__device__ __forceinline__ void exchangeAcrossLanes(float (&key)[E], int (&id)[E], int k, int j) {
-  const int lane = threadIdx.x & 31;
-#pragma unroll
-  for (int e = 0; e < E; ++e) exchangeInWarp(key[e], id[e], lane * E + e, k, j, j / E);
-}
-
-template <int E>
-__device__ __forceinline__ void bitonicSortWarp(float (&key)[E], int (&id)[E]) {
-#pragma unroll 1
-  for (int k = 2; k <= 32 * E; k <<= 1) {
-#pragma unroll 1
-    for (int j = k >> 1; j >= E; j >>= 1) exchangeAcrossLanes<E>(key, id, k, j);
-#pragma unroll
-    for (int j = E / 2; j > 0; j >>= 1)
-      if (j < k) exchangeInThread<E>(key, id, k, j);
-  }
-}
 
 template <typename T, int E>
 __global__ void __launch_bounds__(kSelectWarps * 32)

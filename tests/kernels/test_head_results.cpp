@@ -1,6 +1,6 @@
-// The CUDA engine's per-head results cut from host arrays (kernels/engine/head_results.h) against hand-computed
-// values: the reference's block mass per geometry, the slices of a head, its sparsity and its error split.
-// Plain host code: runs without a GPU.
+// The CUDA engine's per-head results cut from host arrays (kernels/engine/head_results.h) against
+// hand-computed values: the reference's block mass per geometry, the slices of a head, its sparsity and its
+// error split. Plain host code: runs without a GPU.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -106,6 +106,23 @@ TEST(HeadResults, AHeadIsCutFromItsOwnSliceOfEveryArray) {
   EXPECT_DOUBLE_EQ(hr.errorSparse.absDiff, 4);
   EXPECT_EQ(hr.errorQuant.count, 0);
   EXPECT_FALSE(hr.hasNonFinite);
+}
+
+// Another method's run: no self-similarity (as the CPU engine gives none), the head's own token pairs.
+TEST(HeadResults, AnotherMethodCarriesItsPairsAndNoSimilarity) {
+  TinyRun t;
+  const std::vector<double> pairs{1234, 5678};
+  t.run.simQ = t.run.simK = nullptr;
+  t.run.elementPairs = pairs.data();
+  core::HeadResult hr;
+  fillSelection(hr, t.run, 0, 1);
+  EXPECT_DOUBLE_EQ(hr.elementPairs, 5678);
+  EXPECT_TRUE(hr.selfSimQ.empty());
+  EXPECT_TRUE(hr.similarK.empty());
+  EXPECT_EQ(hr.pooledProb, (std::vector<float>{.7f, .3f, .2f, .8f}));  // the method's score
+  core::HeadResult sparge;  // SpargeAttn's run leaves the pairs NaN
+  fillSelection(sparge, TinyRun().run, 0, 1);
+  EXPECT_TRUE(std::isnan(sparge.elementPairs));
 }
 
 TEST(HeadResults, QuantizedNumericsTakeEachPartOfTheSplitFromItsOwnPass) {

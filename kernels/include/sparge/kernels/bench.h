@@ -6,6 +6,8 @@
 #include <string>
 #include <vector>
 
+#include "sparge/core/method.h"
+#include "sparge/core/params.h"
 #include "sparge/core/types.h"
 
 namespace sparge::cuda {
@@ -32,7 +34,11 @@ struct BenchCase {
   // (a heavy measurement can slow the next one: kernels/NOTES.md, "Figures behind the rules in the code").
   // 0: no pause.
   int pauseMs = 0;
-  bool cudnn = true;         // also time cuDNN's fused attention
+  bool cudnn = true;  // also time cuDNN's fused attention
+  // Block predictors whose Stage 1 is timed beside the dense walk (SpargeAttn's is BenchResult::stage1), each
+  // with `methodParams` (their defaults unless set).
+  std::vector<core::Method> methods;
+  core::HeadParams methodParams;
   bool mmaSyncOnly = false;  // Stage 2 on the mma.sync family also where the Hopper kernel would run
 };
 
@@ -42,12 +48,21 @@ struct TimeStats {
 
 struct BenchSparse {
   double topk = 0;
-  TimeStats call;  // the whole call as deployed (kernels/call/whole_call.h: Stage 1 fused with Q/K quantization)
+  TimeStats
+      call;  // the whole call as deployed (kernels/call/whole_call.h: Stage 1 fused with Q/K quantization)
   TimeStats stage2;             // attention alone
   int64_t validBlocks = 0;      // exact (causal) denominator, summed over B*H
   int64_t selectedBlocks = 0;   // Stage-1 mask
   int64_t skippedPvBlocks = 0;  // Stage-2 PV skips
   double density() const { return validBlocks ? double(selectedBlocks) / double(validBlocks) : 0; }
+};
+
+// Stage 1 of one block predictor other than SpargeAttn's on the benchmark's data.
+struct BenchMethod {
+  core::Method method = core::Method::XAttention;
+  TimeStats stage1;  // a fresh Stage 1: statistics, selection, finish (mask, reasons, LUT)
+  TimeStats select;  // with the statistics cached (a knob move); the same as stage1 for methods caching none
+  double density = 0;  // selected blocks over valid blocks
 };
 
 struct BenchResult {
@@ -62,14 +77,17 @@ struct BenchResult {
   TimeStats cudnn;         // cuDNN's fused attention, same shape and mask (when cudnnTimed)
   std::string cudnnLabel;  // "cuDNN 9.19.0 fused SDPA (float16)", or why it was not timed
   std::vector<BenchSparse> sparse;
-  double denseFlops = 0;  // 4·B·H·Nq·Nkv·D, halved when causal
-  double blockFlops = 0;  // flops of one (q-block, k-block) QK^T + PV pair
+  std::vector<BenchMethod> methods;  // BenchCase::methods, in order
+  double denseFlops = 0;             // 4·B·H·Nq·Nkv·D, halved when causal
+  double blockFlops = 0;             // flops of one (q-block, k-block) QK^T + PV pair
 };
 
 // Name of the current device, or throws sparge::Error when no device is usable.
 std::string benchDeviceName();
 // Default geometry for the current device: 64x128 on sm90, 128x64 otherwise.
 core::Geometry benchDefaultGeometry();
+// True when BenchCase::methods may hold `m` (its Stage 1 runs on the CUDA engine).
+bool benchSupportsMethod(core::Method m);
 // Runs one configuration; throws sparge::Error (no device, out of memory, unsupported head dim).
 BenchResult runBench(const BenchCase& c);
 

@@ -1,0 +1,333 @@
+// FlexPrefill's block predictor on the GPU (core/src/method_flexprefill.cpp, docs/methods.md), on square
+// blocks of the larger tile side B, each covering whole tiles of the run's geometry: vertical and slash
+// blocks covering γ of the last query block's attention or, for query-aware heads, pooled block scores
+// covering γ. The statistics (line sums and their orders, block sums, the JS distance, pooled scores and
+// their order) come first and do not depend on γ, τ or the budgets; the selection follows.
+#include <algorithm>
+#include <cmath>
+#include <cub/block/block_reduce.cuh>
+#include <string>
+#include <vector>
+
+#include "common/cuda_util.h"
+#include "common/device_common.cuh"
+#include "predictors/line_common.h"
+#include "predictors/line_device.cuh"
+#include "predictors/line_methods.h"
+#include "sparge/core/error.h"
+#include "sparge/core/method.h"
+
+namespace sparge::cuda::predictors {
+namespace {
+
+using namespace lines;
+
+// One query head's parameters as the kernels read them; counts in blocks of B.
+struct FlexHead {
+  double tau = 0;
+  long long minBlocks = 1, maxBlocks = 1;
+  int shortSequence = 0;  // upstream runs sequences of at most two blocks (or the minimum budget) dense
+  int dense = 0;
+};
+
+struct FlexScratch {
+  FlexHead* heads = nullptr;
+  double* gamma = nullptr;  // [Hq]
+  void *lastQ = nullptr, *S = nullptr;
+  float *rowMax = nullptr, *rowSum = nullptr, *vertical = nullptr, *slash = nullptr;
+  float *sortedV = nullptr, *sortedS = nullptr, *vBlock = nullptr, *sBlock = nullptr;
+  int *idxV = nullptr, *idxS = nullptr, *countV = nullptr, *countS = nullptr, *countP = nullptr;
+  float *avgK = nullptr, *aq = nullptr, *meanLast = nullptr, *raw = nullptr, *pooled = nullptr,
+        *sortedP = nullptr;
+  int* idxP = nullptr;
+  double* js = nullptr;
+  uint8_t *squareFlags = nullptr, *vOn = nullptr, *sOn = nullptr, *pooledOn = nullptr;
+  SegmentSort sortLines, sortP;
+  int B = 0, nbq = 0, nbk = 0, L = 0, Lpad = 0;
+  bool stats = false;
+};
+
+void layout(Carve& c, FlexScratch& f, const Problem& p) {
+  const size_t slots = size_t(slotCount(p)), Nkv = size_t(p.Nkv), blocks = size_t(f.nbq) * f.nbk;
+  f.heads = c.take<FlexHead>(size_t(p.Hq));
+  f.gamma = c.take<double>(size_t(p.Hq));
+  f.vBlock = c.take<float>(slots * f.nbk);
+  f.pooled = c.take<float>(slots * blocks);
+  f.vOn = c.take<uint8_t>(slots * f.nbk);
+  f.sOn = c.take<uint8_t>(slots * f.nbk);
+  f.pooledOn = c.take<uint8_t>(slots * blocks);
+  f.js = c.take<double>(slots);
+  if (!f.stats) return;
+  f.lastQ = c.take<uint16_t>(slots * f.Lpad * p.D);
+  f.S = c.take<uint16_t>(slots * f.L * Nkv);
+  f.rowMax = c.take<float>(slots * f.L);
+  f.rowSum = c.take<float>(slots * f.L);
+  f.vertical = c.take<float>(slots * Nkv);
+  f.slash = c.take<float>(slots * Nkv);
+  f.sortedV = c.take<float>(slots * Nkv);
+  f.sortedS = c.take<float>(slots * Nkv);
+  f.idxV = c.take<int>(slots * Nkv);
+  f.idxS = c.take<int>(slots * Nkv);
+  f.sBlock = c.take<float>(slots * f.nbk);
+  f.countV = c.take<int>(slots);
+  f.countS = c.take<int>(slots);
+  f.countP = c.take<int>(slots);
+  f.avgK = c.take<float>(size_t(p.B) * p.Hkv * f.nbk * p.D);
+  f.aq = c.take<float>(slots * f.nbq * p.D);
+  f.meanLast = c.take<float>(slots * p.D);
+  f.raw = c.take<float>(slots * blocks);
+  f.sortedP = c.take<float>(slots * blocks);
+  f.idxP = c.take<int>(slots * blocks);
+  f.squareFlags = c.take<uint8_t>(blocks);
+  layoutSort(c, f.sortLines, int(slots), p.Nkv);
+  layoutSort(c, f.sortP, int(slots), int(blocks));
+}
+
+// Thread per (block, slot): the block's vertical sum over its key columns, and the block diagonal's slash
+// sum (upstream pools diagonals in the order t = Nkv − 1 − o: block t / B is diagonal block nbk − 1 − t / B),
+// each in index order as the CPU sums them.
+__global__ void sparge_predict_flexprefill_block_sums(Problem p, int B, int nbk, const float* vertical,
+                                                      const float* slash, float* vBlock, float* sBlock) {
+  const int J = blockIdx.x * blockDim.x + threadIdx.x, s = blockIdx.y;
+  if (J >= nbk) return;
+  const float* v = vertical + (size_t)s * p.Nkv;
+  const float* sl = slash + (size_t)s * p.Nkv;
+  float acc = 0.f;
+  for (long long c = (long long)J * B; c < min((long long)p.Nkv, (long long)(J + 1) * B); ++c) acc += v[c];
+  vBlock[(size_t)s * nbk + J] = acc;
+  const long long t = nbk - 1 - J;  // o with (Nkv − 1 − o) / B == t
+  const long long oLo = max(0LL, p.Nkv - 1 - (t * B + B - 1)), oHi = p.Nkv - 1 - t * B;
+  acc = 0.f;
+  for (long long o = oLo; o <= oHi; ++o) acc += sl[o];
+  sBlock[(size_t)s * nbk + J] = acc;
+}
+
+// CTA per slot: the last query block's mean query against each mean key over the key blocks it sees, its
+// softmax and the square-root Jensen-Shannon distance to the vertical block sums.
+constexpr int kJsThreads = 128;
+template <typename T>
+__global__ void __launch_bounds__(kJsThreads)
+    sparge_predict_flexprefill_js(Problem p, int B, int nbk, int L, const float* meanLast, const float* avgK,
+                                  const float* vBlock, double* js) {
+  extern __shared__ float row[];
+  __shared__ long long seenFirst, seenLast;
+  const int s = blockIdx.x;
+  const SlotHeads h = slotHeads(p, s);
+  if (threadIdx.x == 0) {
+    seenFirst = 0;
+    seenLast = -1;
+    bool any = false;
+    for (long long q = p.Nq - L; q < p.Nq; ++q) {
+      const Visible v = visibleOf(q, p);
+      if (v.first > v.last) continue;
+      seenFirst = any ? min(seenFirst, v.first) : v.first;
+      seenLast = any ? max(seenLast, v.last) : v.last;
+      any = true;
+    }
+  }
+  __syncthreads();
+  const float* mq = meanLast + (size_t)s * p.D;
+  for (int J = threadIdx.x; J < nbk; J += blockDim.x) {
+    row[J] = -INFINITY;
+    if (seenFirst <= seenLast && (long long)J * B <= seenLast && (long long)(J + 1) * B - 1 >= seenFirst) {
+      const float* k = avgK + ((size_t)h.bhk * nbk + J) * p.D;
+      float acc = 0.f;
+      for (int d = 0; d < p.D; ++d) acc = __fadd_rn(acc, __fmul_rn(mq[d], k[d]));
+      row[J] = roundT<T>(acc);
+    }
+  }
+  __syncthreads();
+  // The softmax's max and sum in the CPU's order (one thread); the divergence's terms, which only meet the
+  // comparison with τ, summed by the CTA in its own order.
+  __shared__ float sMax, sSum;
+  if (threadIdx.x == 0) {
+    float mx = -INFINITY, sum = 0.f;
+    for (int J = 0; J < nbk; ++J) mx = fmaxf(mx, row[J]);
+    for (int J = 0; J < nbk && mx != -INFINITY; ++J) sum += expf(row[J] - mx);
+    sMax = mx;
+    sSum = sum;
+  }
+  __syncthreads();
+  const float mx = sMax, sum = sSum;
+  const float* vb = vBlock + (size_t)s * nbk;
+  double acc = 0;
+  for (int J = threadIdx.x; J < nbk; J += blockDim.x) {
+    const double a = mx == -INFINITY ? 0.0 : (double)(expf(row[J] - mx) / sum), b = vb[J], m = 0.5 * (a + b);
+    if (a > 0) acc += 0.5 * a * log(a / m);
+    if (b > 0) acc += 0.5 * b * log(b / m);
+  }
+  using Reduce = cub::BlockReduce<double, kJsThreads>;
+  __shared__ typename Reduce::TempStorage tmp;
+  acc = Reduce(tmp).Sum(acc);
+  if (threadIdx.x == 0) js[s] = sqrt(fmax(0.0, acc));
+}
+
+__device__ __forceinline__ bool queryAware(const FlexHead& h, const double* js, int s) {
+  return js[s] < h.tau;
+}
+
+// Thread per (rank, slot) of a query-aware head: the pooled blocks whose running sum stays <= γ · nbq.
+__global__ void sparge_predict_flexprefill_mark_pooled(Problem p, int blocks, const FlexHead* heads,
+                                                       const double* js, const int* countP, const int* idxP,
+                                                       uint8_t* pooledOn) {
+  const int r = blockIdx.x * blockDim.x + threadIdx.x, s = blockIdx.y;
+  const FlexHead h = heads[slotHeads(p, s).hq];
+  if (r >= blocks || h.shortSequence || !queryAware(h, js, s) || r >= countP[s]) return;
+  pooledOn[(size_t)s * blocks + idxP[(size_t)s * blocks + r]] = 1;
+}
+
+// CTA per slot, thread per block: how many vertical / slash blocks the head keeps (upstream's count of top
+// token scores covering γ, plus one, over B, plus one, within the budgets), and which: the largest, block 0
+// first, ties to the lower index.
+__global__ void sparge_predict_flexprefill_line_blocks(Problem p, int B, int nbk, const FlexHead* heads,
+                                                       const double* js, const int* countV, const int* countS,
+                                                       const float* vBlock, const float* sBlock, uint8_t* vOn,
+                                                       uint8_t* sOn) {
+  const int s = blockIdx.x;
+  const FlexHead h = heads[slotHeads(p, s).hq];
+  if (h.shortSequence) return;
+  auto clampBlocks = [&](long long n) { return min(max(n, h.minBlocks), h.maxBlocks); };
+  const bool qa = queryAware(h, js, s);
+  const long long nV = qa ? h.minBlocks : clampBlocks((countV[s] + 1LL) / B + 1);
+  const long long nS = qa ? h.minBlocks : clampBlocks((countS[s] + 1LL) / B + 1);
+  const float* vb = vBlock + (size_t)s * nbk;
+  const float* sb = sBlock + (size_t)s * nbk;
+  for (int J = threadIdx.x; J < nbk; J += blockDim.x) {
+    const float v = J == 0 ? INFINITY : vb[J], sl = J == 0 ? INFINITY : sb[J];
+    long long rankV = 0, rankS = 0;
+    for (int K = 0; K < nbk; ++K) {
+      const float vk = K == 0 ? INFINITY : vb[K], sk = K == 0 ? INFINITY : sb[K];
+      rankV += vk > v || (vk == v && K < J);
+      rankS += sk > sl || (sk == sl && K < J);
+    }
+    vOn[(size_t)s * nbk + J] = rankV < nV;
+    sOn[(size_t)s * nbk + J] = rankS < nS;
+  }
+}
+
+// Thread per tile of a slot: the tile's FlexPrefill block (i·BQ / B, j·BK / B) and what was chosen for it.
+__global__ void __launch_bounds__(256)
+    sparge_predict_flexprefill_tiles(Problem p, int B, int nbq, int nbk, const FlexHead* heads,
+                                     const double* js, const uint8_t* vOn, const uint8_t* sOn,
+                                     const uint8_t* pooledOn, const float* vBlock, const float* pooled,
+                                     MethodRows out) {
+  const long long x = blockIdx.x * (long long)blockDim.x + threadIdx.x;
+  const int s = blockIdx.y;
+  if (x >= (long long)p.nq * p.nk) return;
+  const SlotHeads sh = slotHeads(p, s);
+  const FlexHead h = heads[sh.hq];
+  if (x == 0) {
+    out.denseHead[sh.bhq] = uint8_t(h.dense);
+    out.elementPairs[sh.bhq] = NAN;
+  }
+  const size_t at = (size_t)sh.bhq * p.nq * p.nk + x;
+  const int i = int(x / p.nk), j = int(x % p.nk);
+  const int I = int((long long)i * p.BQ / B), J = int((long long)j * p.BK / B);
+  if (h.shortSequence) {
+    out.selected[at] = 0;
+    out.methodForced[at] = 1;
+    out.score[at] = 0.f;
+    return;
+  }
+  const bool qa = queryAware(h, js, s);
+  const size_t fx = (size_t)I * nbk + J;
+  const bool slashOn = I - J >= 0 && I - J < nbk && sOn[(size_t)s * nbk + (I - J)];
+  const bool on = vOn[(size_t)s * nbk + J] || slashOn;
+  const bool keep = J == 0 || I == J;
+  out.selected[at] = (!keep && on) || (qa && pooledOn[(size_t)s * nbq * nbk + fx]);
+  out.methodForced[at] = (keep && on) || (qa && fx == 0);
+  out.score[at] = qa ? pooled[(size_t)s * nbq * nbk + fx] : vBlock[(size_t)s * nbk + J];
+}
+
+std::vector<FlexHead> headParams(const MethodLaunch& m, int B, int nbk, std::vector<double>& gamma) {
+  const Problem& p = m.problem;
+  if (!m.params || m.params->size() < size_t(p.Hq))
+    throw Error("CUDA FlexPrefill",
+                "per-head parameters for " + std::to_string(p.Hq) + " query heads expected");
+  std::vector<FlexHead> out(size_t(p.Hq));
+  gamma.assign(size_t(p.Hq), 0.0);
+  for (int hq = 0; hq < p.Hq; ++hq) {
+    const core::HeadParams& hp = (*m.params)[size_t(hq)];
+    const core::FlexPrefillParams& fp = hp.flexprefill;
+    FlexHead& h = out[size_t(hq)];
+    h.tau = fp.tau;
+    h.minBlocks = std::max<long long>(1, core::ceilDiv(fp.minBudget, B));
+    h.maxBlocks = std::min<long long>(nbk, fp.maxBudget > 0 ? core::ceilDiv(fp.maxBudget, B) : nbk);
+    h.shortSequence = p.Nq <= std::max<long long>(2LL * B, h.minBlocks * B) ? 1 : 0;
+    h.dense = hp.dense ? 1 : 0;
+    gamma[size_t(hq)] = fp.gamma;
+  }
+  return out;
+}
+
+// The statistics that do not depend on γ, τ or the budgets.
+void computeStats(const MethodLaunch& m, const FlexScratch& f) {
+  const Problem& p = m.problem;
+  const int slots = slotCount(p);
+  const float scale = float(m.scale);
+  // Upstream scales Q (by D^-1/2: the entry's scale) in the input type first.
+  launchLastQueries(m, f.L, f.Lpad, scale, f.lastQ);
+  launchLastScores(m, f.lastQ, f.L, f.Lpad, 1.f, f.S);
+  launchLineSums(m, f.S, f.L, f.rowMax, f.rowSum, LineSums{f.vertical, f.slash, p.Nkv, float(f.L), 0, 0});
+  sortDescending(f.sortLines, f.vertical, f.sortedV, f.idxV, m.stream);
+  sortDescending(f.sortLines, f.slash, f.sortedS, f.idxS, m.stream);
+  sparge_predict_flexprefill_block_sums<<<dim3((f.nbk + 127) / 128, slots), 128, 0, m.stream>>>(
+      p, f.B, f.nbk, f.vertical, f.slash, f.vBlock, f.sBlock);
+  checkLaunch("sparge_predict_flexprefill_block_sums");
+  launchTileMeans(m, TileMeans{nullptr, p.Nkv, f.B, false, false, 0.f, f.avgK});
+  launchTileMeans(m, TileMeans{nullptr, p.Nq, f.B, true, false, scale, f.aq});
+  launchTileMeans(m, TileMeans{f.lastQ, f.L, f.L, true, false, 0.f, f.meanLast, f.Lpad});
+  withElem(m.qkv.et, [&](auto tag) {
+    sparge_predict_flexprefill_js<decltype(tag)><<<slots, kJsThreads, sizeof(float) * f.nbk, m.stream>>>(
+        p, f.B, f.nbk, f.L, f.meanLast, f.avgK, f.vBlock, f.js);
+  });
+  checkLaunch("sparge_predict_flexprefill_js");
+  launchSquareFlags(m, f.B, f.nbq, f.nbk, f.squareFlags);
+  launchPooledDots(m, f.aq, f.avgK, f.nbq, f.nbk, f.squareFlags, f.raw);
+  launchRowSoftmax(f.raw, slots * f.nbq, f.nbk, f.pooled, m.stream);
+  sortDescending(f.sortP, f.pooled, f.sortedP, f.idxP, m.stream);
+}
+
+void select(const MethodLaunch& m, const FlexScratch& f, MethodRows& out) {
+  const Problem& p = m.problem;
+  const int slots = slotCount(p), blocks = f.nbq * f.nbk;
+  if (f.stats) {
+    launchCoverCount(m, f.sortedV, p.Nkv, f.gamma, 1.0, f.countV);
+    launchCoverCount(m, f.sortedS, p.Nkv, f.gamma, 1.0, f.countS);
+    launchCoverCount(m, f.sortedP, blocks, f.gamma, double(f.nbq), f.countP);
+    check(cudaMemsetAsync(f.pooledOn, 0, size_t(slots) * blocks, m.stream), "cudaMemsetAsync");
+    sparge_predict_flexprefill_mark_pooled<<<dim3((blocks + 255) / 256, slots), 256, 0, m.stream>>>(
+        p, blocks, f.heads, f.js, f.countP, f.idxP, f.pooledOn);
+    checkLaunch("sparge_predict_flexprefill_mark_pooled");
+    sparge_predict_flexprefill_line_blocks<<<slots, 256, 0, m.stream>>>(
+        p, f.B, f.nbk, f.heads, f.js, f.countV, f.countS, f.vBlock, f.sBlock, f.vOn, f.sOn);
+    checkLaunch("sparge_predict_flexprefill_line_blocks");
+  }
+  const long long tiles = (long long)p.nq * p.nk;
+  sparge_predict_flexprefill_tiles<<<dim3(unsigned((tiles + 255) / 256), slots), 256, 0, m.stream>>>(
+      p, f.B, f.nbq, f.nbk, f.heads, f.js, f.vOn, f.sOn, f.pooledOn, f.vBlock, f.pooled, out);
+  checkLaunch("sparge_predict_flexprefill_tiles");
+}
+
+}  // namespace
+
+void predictFlexPrefill(const MethodLaunch& launch, MethodRows& out, DeviceBuffer& scratch) {
+  const Problem& p = launch.problem;
+  if (p.nHeads == 0 || p.B == 0) return;
+  FlexScratch f;
+  f.B = std::max(p.BQ, p.BK);
+  f.nbq = int(core::ceilDiv(p.Nq, f.B));
+  f.nbk = int(core::ceilDiv(p.Nkv, f.B));
+  std::vector<double> gamma;
+  const std::vector<FlexHead> heads = headParams(launch, f.B, f.nbk, gamma);
+  for (const FlexHead& h : heads) f.stats = f.stats || !h.shortSequence;
+  f.L = std::min(f.B, p.Nq);
+  f.Lpad = (f.L + 15) / 16 * 16;
+  carveScratch(scratch, "FlexPrefill scratch", [&](Carve& c) { layout(c, f, p); });
+  uploadAsync(f.heads, heads, launch.stream, "FlexPrefill parameters");
+  uploadAsync(f.gamma, gamma, launch.stream, "FlexPrefill parameters");
+  if (f.stats) computeStats(launch, f);
+  select(launch, f, out);
+}
+
+}  // namespace sparge::cuda::predictors

@@ -1,0 +1,143 @@
+// Private to the line predictors (line_methods.h): the device steps MInference and FlexPrefill share (the
+// last queries' scores on the tensor cores, vertical and slash sums, pooled tile means and dot products, row
+// softmax, segmented descending sorts, coverage counts) and the scratch carving they both use.
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include <cstddef>
+#include <cstdint>
+#include <cstring>
+#include <vector>
+
+#include "common/cuda_util.h"
+#include "predictors/method_rows.h"
+
+#if defined(__CUDACC__)
+#define SPARGE_LINE_HD __host__ __device__
+#else
+#define SPARGE_LINE_HD
+#endif
+
+namespace sparge::cuda::predictors::lines {
+
+// Carves typed arrays out of one scratch buffer: a first pass with a null base only sums the sizes.
+struct Carve {
+  char* base = nullptr;
+  size_t used = 0;
+  template <typename T>
+  T* take(size_t count) {
+    used = (used + 255) & ~size_t(255);
+    T* p = base ? reinterpret_cast<T*>(base + used) : nullptr;
+    used += count * sizeof(T);
+    return p;
+  }
+};
+
+// Runs layout(carve) twice: to size `scratch` (grown to fit), then over it.
+template <typename Layout>
+void carveScratch(DeviceBuffer& scratch, const char* what, Layout&& layout) {
+  Carve sizing;
+  layout(sizing);
+  scratch.reserve(sizing.used, what);
+  Carve carve{static_cast<char*>(scratch.get())};
+  layout(carve);
+}
+
+// Queues a copy of `host` to `dev` (pageable memory: the call returns once the data is staged).
+template <typename T>
+void uploadAsync(T* dev, const std::vector<T>& host, cudaStream_t s, const char* what) {
+  check(cudaMemcpyAsync(dev, host.data(), sizeof(T) * host.size(), cudaMemcpyHostToDevice, s), what);
+}
+
+// Slots are the (batch item, listed head) pairs a launch writes: slot s = b * nHeads + h, query head
+// heads[h]. Every per-slot array below is indexed by slot.
+inline int slotCount(const Problem& p) {
+  return p.B * p.nHeads;
+}
+
+// Rows [Nq − L, Nq) of each slot's Q times `mul`, rounded to the input type, into out [slot][Lpad][D]
+// (rows from L on are zero; Lpad = L rounded up to 16).
+void launchLastQueries(const MethodLaunch& m, int L, int Lpad, float mul, void* out);
+
+// S[slot][r][k] = T(T(lastQ[r] · K[k]) · postScale) for r < L and every key, fp32 sums on the tensor cores.
+void launchLastScores(const MethodLaunch& m, const void* lastQ, int L, int Lpad, float postScale, void* S);
+
+// The softmax of each row of S over the keys its query (Nq − L + r) sees, summed per key column into
+// vertical [slot][Nkv] and per diagonal o = query − key (0 <= o < nSlash) into slash [slot][nSlash], query
+// by query in order as the CPU does, then divided by `divisor`; the first `infColumns` columns and
+// `infDiagonals` diagonals are set to +inf (always kept). rowMax/rowSum: [slot][L] scratch.
+struct LineSums {
+  float* vertical = nullptr;
+  float* slash = nullptr;
+  int nSlash = 0;
+  float divisor = 1.f;
+  int infColumns = 0, infDiagonals = 0;
+};
+void launchLineSums(const MethodLaunch& m, const void* S, int L, float* rowMax, float* rowSum,
+                    const LineSums& out);
+
+// Tile means of rows as core's meanRows: per sequence and tile of `tile` rows, the fp32 sum in row order
+// divided by `tile` (fullTile) or by the rows present, rounded to the input type, then (postScale != 0)
+// times postScale and rounded again. Sequences: querySlots ? the slots' query heads of Q : every (b, KV
+// head) of K; `x` null reads launch's Q or K; otherwise x is [seq][rows][D] with `rows` rows each.
+struct TileMeans {
+  const void* x = nullptr;
+  int rows = 0;  // rows per sequence (Nq or Nkv when x is null)
+  int tile = 0;
+  bool querySlots = true;
+  bool fullTile = true;
+  float postScale = 0.f;
+  float* out = nullptr;  // [seq][ceil(rows / tile)][D]
+  int stride = 0;        // rows from one sequence of x to the next (0: rows)
+};
+void launchTileMeans(const MethodLaunch& m, const TileMeans& t);
+
+// out[slot][i][j] = T(pq[slot][i] · pk[kv head of slot][j]) (fp32, in index order, no fused multiply-add,
+// as the CPU's dot), −inf where flags[i * nTk + j] lacks kBlockValid.
+void launchPooledDots(const MethodLaunch& m, const float* pq, const float* pk, int nTq, int nTk,
+                      const uint8_t* flags, float* out);
+
+// Softmax of each row of x [rows][len] (an all −inf row gives zeros).
+void launchRowSoftmax(const float* x, int rows, int len, float* out, cudaStream_t s);
+
+// The 32-bit key whose ascending order is the descending order of v, −0 equal to +0 and NaN last, as core's
+// rankDescending orders scores; a stable ascending sort of (segment, key) then ranks each segment as it does.
+SPARGE_LINE_HD inline uint32_t descendingKey(float v) {
+  if (v != v) return 0xffffffffu;
+  if (v == 0.f) v = 0.f;
+  uint32_t u;
+  std::memcpy(&u, &v, sizeof u);
+  const uint32_t ascending = (u & 0x80000000u) ? ~u : (u | 0x80000000u);
+  return ~ascending;
+}
+
+// Descending sort of nSeg segments of `len` floats each, with each key's index in its segment; equal keys
+// keep ascending index. One device-wide stable radix sort over 64-bit (segment, descendingKey) keys: a
+// segmented sort runs a CTA per segment, which left most of the GPU idle on few long segments and paid a
+// CTA's passes per segment on many short ones (kernels/NOTES.md).
+struct SegmentSort {
+  int nSeg = 0, len = 0;
+  int endBit = 32;                 // the key bits that differ: 32 plus those of the segment index
+  uint64_t* keys = nullptr;        // [nSeg * len] scratch
+  uint64_t* sortedKeys = nullptr;  // [nSeg * len] scratch
+  int* iota = nullptr;             // [nSeg * len] scratch
+  void* temp = nullptr;
+  size_t tempBytes = 0;
+};
+// Carves a sort's scratch for nSeg segments of `len`.
+void layoutSort(Carve& c, SegmentSort& s, int nSeg, int len);
+void sortDescending(const SegmentSort& s, const float* keys, float* sortedKeys, int* sortedIdx,
+                    cudaStream_t stream);
+
+// Per slot: how many leading values of a descending row [slot][len] keep their running fp32 sum <= the
+// slot's threshold, thresholds[query head] · mul (a parallel prefix: its fp32 rounding differs from a
+// sequential sum by ulps).
+void launchCoverCount(const MethodLaunch& m, const float* sorted, int len, const double* thresholds,
+                      double mul, int* count);
+
+// flags [nbq][nbk] of the square blocks of side B (FlexPrefill's), the same for every head: kBlockValid
+// where the block holds a visible pair (core::blockValid).
+void launchSquareFlags(const MethodLaunch& m, int B, int nbq, int nbk, uint8_t* flags);
+
+}  // namespace sparge::cuda::predictors::lines

@@ -1,0 +1,19 @@
+// Stage 1 of MInference and FlexPrefill on the GPU (docs/methods.md): the last queries' attention against
+// every key, its per-column (vertical) and per-diagonal (slash) sums, pooled block scores and the methods'
+// selections, written into the shared MethodRows layout for the finish kernel.
+#pragma once
+
+#include "common/cuda_util.h"
+#include "predictors/method_rows.h"
+
+namespace sparge::cuda::predictors {
+
+// For every head of launch.problem.heads (and every batch item), fills out.selected, out.methodForced,
+// out.score, out.denseHead and out.elementPairs as core's MInference / FlexPrefill predictors do, with the
+// per-head parameters of (*launch.params)[query head]. `scratch` grows to what the launch needs and is
+// reused across calls; everything is queued on launch.stream (the per-head parameters are copied from
+// pageable memory, which the driver may stage synchronously).
+void predictMInference(const MethodLaunch& launch, MethodRows& out, DeviceBuffer& scratch);
+void predictFlexPrefill(const MethodLaunch& launch, MethodRows& out, DeviceBuffer& scratch);
+
+}  // namespace sparge::cuda::predictors

@@ -1,0 +1,310 @@
+// MInference's block predictor on the GPU (core/src/method_minference.cpp, docs/methods.md): per head either
+// vertical-slash lines from the last 64 queries' attention, mapped onto the tiles they cross with the token
+// pairs they cover, or block-sparse top-k over pooled Q·Kᵀ. The statistics (line sums, pooled scores) come
+// first and do not depend on the head's line counts or top-k; the selection follows.
+#include <algorithm>
+#include <cmath>
+#include <cub/block/block_reduce.cuh>
+#include <cub/block/block_scan.cuh>
+#include <string>
+#include <vector>
+
+#include "common/cuda_util.h"
+#include "predictors/line_common.h"
+#include "predictors/line_device.cuh"
+#include "predictors/line_methods.h"
+#include "sparge/core/error.h"
+#include "sparge/core/method.h"
+
+namespace sparge::cuda::predictors {
+namespace {
+
+using namespace lines;
+
+// Upstream's constants (as the CPU predictor): the last 64 queries are scored; the first 30 key columns and
+// the 100 diagonals nearest the main one are always kept; at least 30 columns and 50 diagonals are chosen.
+constexpr int kLastQueries = 64, kInitColumns = 30, kLocalDiagonals = 100;
+constexpr long long kMinVertical = 30, kMinSlash = 50;
+
+// One query head's parameters as the kernels read them.
+struct MinfHead {
+  int lines = 1;  // vertical_slash (else block_sparse)
+  int dense = 0;
+  long long columns = 0, diagonals = 0, topk = 0;  // clamped as the CPU predictor clamps them
+};
+
+// Where each array lives in the scratch buffer (nullptr in the sizing pass).
+struct MinfScratch {
+  MinfHead* heads = nullptr;
+  // vertical_slash
+  void *lastQ = nullptr, *S = nullptr;
+  float *rowMax = nullptr, *rowSum = nullptr, *vertical = nullptr, *slash = nullptr;
+  float *sortedV = nullptr, *sortedS = nullptr;
+  int *idxV = nullptr, *idxS = nullptr, *colPrefix = nullptr;
+  uint32_t *colBits = nullptr, *diagBits = nullptr;  // chosen columns / diagonals, one bit each
+  SegmentSort sortV, sortS;
+  // block_sparse
+  float *pq = nullptr, *pk = nullptr, *pooled = nullptr, *prob = nullptr, *sortedP = nullptr;
+  int* idxP = nullptr;
+  SegmentSort sortP;
+  int L = 0, Lpad = 0, wordsK = 0, wordsQ = 0;
+  bool lines = false, blocks = false;
+};
+
+void layout(Carve& c, MinfScratch& m, const Problem& p) {
+  const int slots = slotCount(p);
+  const size_t Nq = size_t(p.Nq), Nkv = size_t(p.Nkv);
+  m.heads = c.take<MinfHead>(size_t(p.Hq));
+  if (m.lines) {
+    m.lastQ = c.take<uint16_t>(size_t(slots) * m.Lpad * p.D);
+    m.S = c.take<uint16_t>(size_t(slots) * m.L * Nkv);
+    m.rowMax = c.take<float>(size_t(slots) * m.L);
+    m.rowSum = c.take<float>(size_t(slots) * m.L);
+    m.vertical = c.take<float>(slots * Nkv);
+    m.slash = c.take<float>(slots * Nq);
+    m.sortedV = c.take<float>(slots * Nkv);
+    m.sortedS = c.take<float>(slots * Nq);
+    m.idxV = c.take<int>(slots * Nkv);
+    m.idxS = c.take<int>(slots * Nq);
+    m.colPrefix = c.take<int>(slots * (Nkv + 1));
+    m.colBits = c.take<uint32_t>(size_t(slots) * m.wordsK);
+    m.diagBits = c.take<uint32_t>(size_t(slots) * m.wordsQ);
+    layoutSort(c, m.sortV, slots, p.Nkv);
+    layoutSort(c, m.sortS, slots, p.Nq);
+  }
+  if (m.blocks) {
+    const size_t tiles = size_t(slots) * p.nq * p.nk;
+    m.pq = c.take<float>(size_t(slots) * p.nq * p.D);
+    m.pk = c.take<float>(size_t(p.B) * p.Hkv * p.nk * p.D);
+    m.pooled = c.take<float>(tiles);
+    m.prob = c.take<float>(tiles);
+    m.sortedP = c.take<float>(tiles);
+    m.idxP = c.take<int>(tiles);
+    layoutSort(c, m.sortP, slots * p.nq, p.nk);
+  }
+}
+
+// Rank r of each slot's sorted columns / diagonals marks the column or diagonal when r is below the head's
+// count.
+__global__ void sparge_predict_minference_mark_lines(Problem p, const MinfHead* heads, const int* idxV,
+                                                     const int* idxS, int wordsK, int wordsQ,
+                                                     uint32_t* colBits, uint32_t* diagBits) {
+  const int r = blockIdx.x * blockDim.x + threadIdx.x, s = blockIdx.y;
+  const MinfHead h = heads[slotHeads(p, s).hq];
+  if (!h.lines) return;
+  if (r < p.Nkv && r < h.columns) {
+    const int c = idxV[(size_t)s * p.Nkv + r];
+    atomicOr(colBits + (size_t)s * wordsK + c / 32, 1u << (c % 32));
+  }
+  if (r < p.Nq && r < h.diagonals) {
+    const int o = idxS[(size_t)s * p.Nq + r];
+    atomicOr(diagBits + (size_t)s * wordsQ + o / 32, 1u << (o % 32));
+  }
+}
+
+__device__ __forceinline__ int bitAt(const uint32_t* words, long long x) {
+  return (words[x >> 5] >> (x & 31)) & 1u;
+}
+
+// Queries of [q0, q1) that see key c (core's queriesSeeing, in closed form: q − left <= c <= q + right).
+__device__ __forceinline__ long long seeing(const Problem& p, long long c, long long q0, long long q1) {
+  const long long right = p.causal ? 0 : p.window.right;
+  const long long lo = right >= 0 ? max(q0, c - right) : q0;
+  const long long hi = p.window.left >= 0 ? min(q1 - 1, c + p.window.left) : q1 - 1;
+  return max(0LL, hi - lo + 1);
+}
+
+// core's diagonalVisible: pair (q, q − o) allowed whatever q is.
+__device__ __forceinline__ bool diagonalVisible(const Problem& p, long long o) {
+  const long long right = p.causal ? 0 : p.window.right;
+  return (right < 0 || o >= -right) && (p.window.left < 0 || o <= p.window.left);
+}
+
+// CTA per slot: the token pairs the chosen lines cover (core's coveredPairs: columns plus diagonals minus
+// the pairs on both), and the head's dense flag.
+constexpr int kPairThreads = 1024;
+__global__ void __launch_bounds__(kPairThreads)
+    sparge_predict_minference_pairs(Problem p, const MinfHead* heads, const uint32_t* colBits,
+                                    const uint32_t* diagBits, int wordsK, int wordsQ, int* colPrefix,
+                                    MethodRows out) {
+  using Scan = cub::BlockScan<int, kPairThreads>;
+  using Reduce = cub::BlockReduce<long long, kPairThreads>;
+  __shared__ typename Scan::TempStorage scanTmp;
+  __shared__ typename Reduce::TempStorage reduceTmp;
+  const int s = blockIdx.x;
+  const SlotHeads sh = slotHeads(p, s);
+  const MinfHead h = heads[sh.hq];
+  if (threadIdx.x == 0) out.denseHead[sh.bhq] = uint8_t(h.dense);
+  if (!h.lines) {
+    if (threadIdx.x == 0) out.elementPairs[sh.bhq] = NAN;
+    return;
+  }
+  const uint32_t* cols = colBits + (size_t)s * wordsK;
+  const uint32_t* diags = diagBits + (size_t)s * wordsQ;
+  int* prefix = colPrefix + (size_t)s * (p.Nkv + 1);  // prefix[x]: chosen columns < x
+  const int chunk = (p.Nkv + kPairThreads - 1) / kPairThreads;
+  const int c0 = min(p.Nkv, (int)threadIdx.x * chunk), c1 = min(p.Nkv, c0 + chunk);
+  int mine = 0, before = 0, total = 0;
+  long long pairs = 0;
+  for (int c = c0; c < c1; ++c)
+    if (bitAt(cols, c)) {
+      ++mine;
+      pairs += seeing(p, c, 0, p.Nq);
+    }
+  Scan(scanTmp).ExclusiveSum(mine, before, total);
+  for (int c = c0; c < c1; ++c) {
+    prefix[c] = before;
+    before += bitAt(cols, c);
+  }
+  if (threadIdx.x == 0) prefix[p.Nkv] = total;
+  __syncthreads();
+  for (int o = threadIdx.x; o < p.Nq; o += blockDim.x) {
+    if (!bitAt(diags, o) || !diagonalVisible(p, o)) continue;
+    pairs += max(0LL, min((long long)p.Nq, (long long)p.Nkv + o) - o);
+    pairs -= prefix[min(p.Nq - o, p.Nkv)];
+  }
+  pairs = Reduce(reduceTmp).Sum(pairs);
+  if (threadIdx.x == 0) out.elementPairs[sh.bhq] = (double)pairs;
+}
+
+// Thread per tile of a slot: selected / forced by the lines that cross it and its covered share
+// (vertical_slash), or the pooled probability with nothing selected yet (block_sparse).
+__global__ void __launch_bounds__(256)
+    sparge_predict_minference_tiles(Problem p, const MinfHead* heads, const uint8_t* blockFlags,
+                                    const uint32_t* colBits, const uint32_t* diagBits, int wordsK, int wordsQ,
+                                    const float* prob, MethodRows out) {
+  const long long x = blockIdx.x * (long long)blockDim.x + threadIdx.x;
+  const int s = blockIdx.y;
+  if (x >= (long long)p.nq * p.nk) return;
+  const SlotHeads sh = slotHeads(p, s);
+  const MinfHead h = heads[sh.hq];
+  const size_t at = (size_t)sh.bhq * p.nq * p.nk + x;
+  const int i = int(x / p.nk), j = int(x % p.nk);
+  bool sel = false, forced = false;
+  float score = 0.f;
+  if (!h.lines) {
+    score = prob[(size_t)s * p.nq * p.nk + x];
+  } else if (blockFlags[x] & kBlockValid) {
+    const long long q0 = (long long)i * p.BQ, q1 = min((long long)p.Nq, q0 + p.BQ);
+    const long long k0 = (long long)j * p.BK, kEnd = min((long long)p.Nkv, k0 + p.BK) - 1;
+    long long covered = 0;
+    forEachBit(colBits + (size_t)s * wordsK, k0, kEnd, [&](long long c) {
+      const long long n = seeing(p, c, q0, q1);
+      if (n == 0) return;
+      (c < kInitColumns ? forced : sel) = true;
+      covered += n;
+    });
+    const long long oEnd = min((long long)p.Nq - 1, q1 - 1 - k0);
+    forEachBit(diagBits + (size_t)s * wordsQ, max(0LL, q0 - kEnd), oEnd, [&](long long o) {
+      if (!diagonalVisible(p, o)) return;
+      const long long lo = max(max(0LL, q0 - o), k0), hi = min(min((long long)p.Nkv - 1, q1 - 1 - o), kEnd);
+      if (lo > hi) return;
+      (o < kLocalDiagonals ? forced : sel) = true;
+      covered += hi - lo + 1;
+    });
+    const long long area = visibleArea(p, q0, q1, k0, kEnd);
+    score = area > 0 ? (float)fmin(1.0, (double)covered / (double)area) : 0.f;
+  }
+  out.selected[at] = sel;
+  out.methodForced[at] = forced;
+  out.score[at] = score;
+}
+
+// block_sparse: thread per (row, rank), rows along the grid's x (its y allows only 65,535); the first topk
+// ranks of a row that are not −inf are selected.
+__global__ void sparge_predict_minference_top_blocks(Problem p, const MinfHead* heads, const float* sorted,
+                                                     const int* idx, MethodRows out) {
+  const int r = blockIdx.y * blockDim.x + threadIdx.x, row = blockIdx.x;  // row: slot * nq + i
+  if (r >= p.nk) return;
+  const int s = row / p.nq, i = row % p.nq;
+  const SlotHeads sh = slotHeads(p, s);
+  const MinfHead h = heads[sh.hq];
+  const size_t x = (size_t)row * p.nk + r;
+  if (h.lines || r >= h.topk || sorted[x] == -INFINITY) return;
+  out.selected[((size_t)sh.bhq * p.nq + i) * p.nk + idx[x]] = 1;
+}
+
+std::vector<MinfHead> headParams(const MethodLaunch& m) {
+  const Problem& p = m.problem;
+  if (!m.params || m.params->size() < size_t(p.Hq))
+    throw Error("CUDA MInference",
+                "per-head parameters for " + std::to_string(p.Hq) + " query heads expected");
+  std::vector<MinfHead> out(size_t(p.Hq));
+  for (int hq = 0; hq < p.Hq; ++hq) {
+    const core::HeadParams& hp = (*m.params)[size_t(hq)];
+    MinfHead& h = out[size_t(hq)];
+    h.lines = hp.minference.pattern == core::MInferencePattern::VerticalSlash;
+    h.dense = hp.dense ? 1 : 0;
+    h.columns = std::min<long long>(p.Nkv, std::max<long long>(hp.minference.verticalSize, kMinVertical));
+    h.diagonals = std::min<long long>(p.Nq, std::max<long long>(hp.minference.slashSize, kMinSlash));
+    h.topk = hp.minference.topk;
+  }
+  return out;
+}
+
+// The statistics that do not depend on the line counts or top-k: line sums, their descending orders, the
+// pooled scores and their softmax and row orders.
+void computeStats(const MethodLaunch& m, const MinfScratch& x) {
+  const Problem& p = m.problem;
+  if (x.lines) {
+    launchLastQueries(m, x.L, x.Lpad, 1.f, x.lastQ);
+    launchLastScores(m, x.lastQ, x.L, x.Lpad, float(m.scale), x.S);
+    LineSums ls{x.vertical, x.slash, p.Nq, 1.f, kInitColumns, kLocalDiagonals};
+    launchLineSums(m, x.S, x.L, x.rowMax, x.rowSum, ls);
+    sortDescending(x.sortV, x.vertical, x.sortedV, x.idxV, m.stream);
+    sortDescending(x.sortS, x.slash, x.sortedS, x.idxS, m.stream);
+  }
+  if (x.blocks) {
+    // Upstream pads the sequence with zeros and averages over the whole tile.
+    launchTileMeans(m, TileMeans{nullptr, p.Nq, p.BQ, true, true, 0.f, x.pq});
+    launchTileMeans(m, TileMeans{nullptr, p.Nkv, p.BK, false, true, 0.f, x.pk});
+    launchPooledDots(m, x.pq, x.pk, p.nq, p.nk, m.blockFlags, x.pooled);
+    launchRowSoftmax(x.pooled, slotCount(p) * p.nq, p.nk, x.prob, m.stream);
+    sortDescending(x.sortP, x.pooled, x.sortedP, x.idxP, m.stream);
+  }
+}
+
+void select(const MethodLaunch& m, const MinfScratch& x, MethodRows& out) {
+  const Problem& p = m.problem;
+  const int slots = slotCount(p);
+  if (x.lines) {
+    check(cudaMemsetAsync(x.colBits, 0, sizeof(uint32_t) * slots * x.wordsK, m.stream), "cudaMemsetAsync");
+    check(cudaMemsetAsync(x.diagBits, 0, sizeof(uint32_t) * slots * x.wordsQ, m.stream), "cudaMemsetAsync");
+    const int n = std::max(p.Nq, p.Nkv);
+    sparge_predict_minference_mark_lines<<<dim3((n + 255) / 256, slots), 256, 0, m.stream>>>(
+        p, x.heads, x.idxV, x.idxS, x.wordsK, x.wordsQ, x.colBits, x.diagBits);
+    checkLaunch("sparge_predict_minference_mark_lines");
+  }
+  sparge_predict_minference_pairs<<<slots, kPairThreads, 0, m.stream>>>(p, x.heads, x.colBits, x.diagBits,
+                                                                        x.wordsK, x.wordsQ, x.colPrefix, out);
+  checkLaunch("sparge_predict_minference_pairs");
+  const long long tiles = (long long)p.nq * p.nk;
+  sparge_predict_minference_tiles<<<dim3(unsigned((tiles + 255) / 256), slots), 256, 0, m.stream>>>(
+      p, x.heads, m.blockFlags, x.colBits, x.diagBits, x.wordsK, x.wordsQ, x.prob, out);
+  checkLaunch("sparge_predict_minference_tiles");
+  if (x.blocks) {
+    sparge_predict_minference_top_blocks<<<dim3(slots * p.nq, (p.nk + 255) / 256), 256, 0, m.stream>>>(
+        p, x.heads, x.sortedP, x.idxP, out);
+    checkLaunch("sparge_predict_minference_top_blocks");
+  }
+}
+
+}  // namespace
+
+void predictMInference(const MethodLaunch& launch, MethodRows& out, DeviceBuffer& scratch) {
+  const Problem& p = launch.problem;
+  if (p.nHeads == 0 || p.B == 0) return;
+  const std::vector<MinfHead> heads = headParams(launch);
+  MinfScratch x;
+  for (const MinfHead& h : heads) (h.lines ? x.lines : x.blocks) = true;
+  x.L = std::min(kLastQueries, p.Nq);
+  x.Lpad = (x.L + 15) / 16 * 16;
+  x.wordsK = (p.Nkv + 31) / 32;
+  x.wordsQ = (p.Nq + 31) / 32;
+  carveScratch(scratch, "MInference scratch", [&](Carve& c) { layout(c, x, p); });
+  uploadAsync(x.heads, heads, launch.stream, "MInference parameters");
+  computeStats(launch, x);
+  select(launch, x, out);
+}
+
+}  // namespace sparge::cuda::predictors

@@ -1,0 +1,292 @@
+// The MoBA-style gate on the GPU (core/src/method_moba.cpp is the rule): the block-mean keys, then per query
+// token q · mean(K block) on the tensor cores, its own block plus the top-k others among the blocks it sees
+// (ties to the lower block), the tiles any of a tile's queries chose, and the token pairs the choices cover.
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <climits>
+#include <cmath>
+#include <limits>
+#include <string>
+#include <vector>
+
+#include "common/cuda_util.h"
+#include "common/device_common.cuh"
+#include "common/head_dim.h"
+#include "common/mma_sm80.cuh"
+#include "predictors/method_kernels.h"
+#include "predictors/visible.cuh"
+#include "sparge/core/error.h"
+#include "stages/stage1_parts.cuh"
+
+namespace sparge::cuda::predictors {
+namespace {
+
+constexpr int kTokens = 64;  // query tokens per CTA: a whole part of one tile (BQ is 64 or 128)
+// Choices per token up to which the warp takes the best block kSmallTopk times; above, a bisection on the
+// scores' bits finds the cut.
+constexpr int kSmallTopk = 8;
+
+// Mean of each BK-token key block, summed in fp32 in token order and rounded to the input type, as the CPU
+// predictor's meanRows. One thread per (channel, block, batch and KV head).
+template <typename T>
+__global__ void sparge_predict_moba_keys(const T* __restrict__ k, int Nkv, int D, int BK, int nk,
+                                         T* __restrict__ gateKeys) {
+  const int c = threadIdx.x, j = blockIdx.x, bhk = blockIdx.y;
+  const int r0 = j * BK, r1 = min(Nkv, r0 + BK);
+  const T* base = k + (size_t)bhk * Nkv * D;
+  float sum = 0.f;
+  for (int r = r0; r < r1; ++r) sum += Elem<T>::toF(base[(size_t)r * D + c]);
+  gateKeys[((size_t)bhk * nk + j) * D + c] = Elem<T>::fromF(sum / float(r1 - r0));
+}
+
+// fp32 as an unsigned key that orders as the floats do (-0 as +0: equal floats tie).
+__device__ __forceinline__ unsigned orderKey(float x) {
+  const unsigned u = __float_as_uint(x == 0.f ? 0.f : x);
+  return (u & 0x80000000u) ? ~u : (u | 0x80000000u);
+}
+
+struct GateArgs {
+  const int* heads;
+  int Hq, Hkv, nHeads, Nq, Nkv, BQ, BK, nk;
+  Visibility vis;
+  const int64_t* topk;  // per query head
+  MethodRows out;
+  unsigned long long* pairs;  // [B*Hq]
+};
+
+// Per CTA: counts[nk] (choices of the CTA's tokens), own[nk] and other[nk] flags.
+struct TileChoice {
+  int* counts;
+  uint8_t *own, *other;
+};
+
+// Token t chose block j: its tile's tallies and the pairs of the block it sees.
+__device__ __forceinline__ long long choose(const TileChoice& tc, int j, bool own, KeySpan r, int BK) {
+  atomicAdd(&tc.counts[j], 1);
+  (own ? tc.own : tc.other)[j] = 1;
+  return max(0, min(r.last, (j + 1) * BK - 1) - max(r.first, j * BK) + 1);
+}
+
+// The blocks of [j0, j1] other than `own` whose key is above `cut`, then those equal to it, lowest first,
+// until `want` are chosen. Called by the whole warp; returns the lane's pairs.
+__device__ long long chooseByCut(const TileChoice& tc, const float* s, int j0, int j1, int own, unsigned cut,
+                                 int want, KeySpan r, int BK) {
+  const int lane = threadIdx.x & 31;
+  long long pairs = 0;
+  int above = 0;
+  for (int j = j0 + lane; j <= j1; j += 32) above += j != own && orderKey(s[j]) > cut;
+  above = __reduce_add_sync(0xffffffffu, above);
+  int ties = want - above;
+  for (int base = j0; base <= j1; base += 32) {
+    const int j = base + lane;
+    const bool in = j <= j1 && j != own;
+    const unsigned key = in ? orderKey(s[j]) : 0u;
+    const unsigned tie = __ballot_sync(0xffffffffu, in && key == cut);
+    const bool take = in && (key > cut || (key == cut && __popc(tie & ((1u << lane) - 1u)) < ties));
+    if (take) pairs += choose(tc, j, false, r, BK);
+    ties -= __popc(tie);
+  }
+  return pairs;
+}
+
+// The `want`-th largest key of the blocks of [j0, j1] other than `own` (want <= their count).
+__device__ unsigned cutOf(const float* s, int j0, int j1, int own, int want) {
+  const int lane = threadIdx.x & 31;
+  unsigned prefix = 0;
+  for (int bit = 31; bit >= 0; --bit) {
+    const unsigned probe = prefix | (1u << bit);
+    int n = 0;
+    for (int j = j0 + lane; j <= j1; j += 32) n += j != own && orderKey(s[j]) >= probe;
+    if (__reduce_add_sync(0xffffffffu, n) >= want) prefix = probe;
+  }
+  return prefix;
+}
+
+// One token's choice from its gate scores s[nk] (the warp's row; taken blocks are overwritten with NaN).
+__device__ long long chooseBlocks(const GateArgs& g, const TileChoice& tc, float* s, int t, int64_t topk) {
+  const int lane = threadIdx.x & 31;
+  const KeySpan r = g.vis.keysOf(t);
+  if (r.empty()) return 0;
+  if (topk <= 0) return 0;
+  const int own = t < g.Nkv && r.first <= t && t <= r.last ? t / g.BK : -1;
+  const int j0 = r.first / g.BK, j1 = r.last / g.BK;
+  long long pairs = 0;
+  if (own >= 0 && lane == 0) pairs += choose(tc, own, true, r, g.BK);
+  const int others = j1 - j0 + 1 - (own >= 0 ? 1 : 0);
+  const int64_t rest = topk - (own >= 0 ? 1 : 0);
+  const int want = rest < others ? (int)rest : others;
+  if (want == others) {
+    for (int j = j0 + lane; j <= j1; j += 32)
+      if (j != own) pairs += choose(tc, j, false, r, g.BK);
+  } else if (want <= kSmallTopk) {
+    for (int n = 0; n < want; ++n) {  // the best remaining block, ties to the lower one
+      unsigned best = 0;
+      int bestJ = INT_MAX;
+      for (int j = j0 + lane; j <= j1; j += 32) {
+        const unsigned key = j != own && !isnan(s[j]) ? orderKey(s[j]) : 0u;
+        if (key > best) best = key, bestJ = j;
+      }
+      const unsigned top = __reduce_max_sync(0xffffffffu, best);
+      if (top == 0) break;  // no block left (NaN scores)
+      const int j = (int)__reduce_min_sync(0xffffffffu, best == top ? (unsigned)bestJ : UINT_MAX);
+      if (lane == 0) {
+        pairs += choose(tc, j, false, r, g.BK);
+        s[j] = NAN;
+      }
+      __syncwarp();
+    }
+  } else if (want > 0) {
+    pairs += chooseByCut(tc, s, j0, j1, own, cutOf(s, j0, j1, own, want), want, r, g.BK);
+  }
+  return pairs;
+}
+
+// One CTA per 64 query tokens of one head (y = b * nHeads + head index), W warps: each warp scores 16 tokens
+// at a time against every block mean with m16n8k16 (fp32 sums in another order than the CPU's), into its
+// [16][nk] row of shared memory, then chooses each token's blocks. Dynamic smem: W*16*nk floats, then the
+// tile tallies.
+template <typename T, int D>
+__global__ void __launch_bounds__(128)
+    sparge_predict_moba_gate(const T* __restrict__ q, const T* __restrict__ gateKeys, const GateArgs g) {
+  extern __shared__ __align__(16) unsigned char smem[];
+  const int W = blockDim.x >> 5, warp = threadIdx.x >> 5, lane = threadIdx.x & 31, gr = lane >> 2,
+            tq = lane & 3;
+  float* scores = reinterpret_cast<float*>(smem) + (size_t)warp * 16 * g.nk;
+  TileChoice tc;
+  tc.counts = reinterpret_cast<int*>(smem + (size_t)W * 16 * g.nk * sizeof(float));
+  tc.own = reinterpret_cast<uint8_t*>(tc.counts + g.nk);
+  tc.other = tc.own + g.nk;
+  __shared__ unsigned long long ctaPairs;
+  for (int j = threadIdx.x; j < g.nk; j += blockDim.x) tc.counts[j] = tc.own[j] = tc.other[j] = 0;
+  if (threadIdx.x == 0) ctaPairs = 0;
+  __syncthreads();
+  const int y = blockIdx.y, b = y / g.nHeads, hq = g.heads[y % g.nHeads], bh = b * g.Hq + hq;
+  const T* qh = q + (size_t)bh * g.Nq * D;
+  const T* kh = gateKeys + (size_t)(b * g.Hkv + hq / (g.Hq / g.Hkv)) * g.nk * D;
+  const int64_t topk = g.topk[hq];
+  long long pairs = 0;
+  for (int grp = warp; grp < kTokens / 16; grp += W) {
+    const int t0 = blockIdx.x * kTokens + grp * 16;
+    if (t0 >= g.Nq) break;
+    uint32_t a[D / 16][4];
+#pragma unroll
+    for (int s = 0; s < D / 16; ++s) {
+      const int col = s * 16 + 2 * tq;
+      a[s][0] = pairAt<T, D>(qh, t0 + gr, col, g.Nq);
+      a[s][1] = pairAt<T, D>(qh, t0 + gr + 8, col, g.Nq);
+      a[s][2] = pairAt<T, D>(qh, t0 + gr, col + 8, g.Nq);
+      a[s][3] = pairAt<T, D>(qh, t0 + gr + 8, col + 8, g.Nq);
+    }
+    for (int j0 = 0; j0 < g.nk; j0 += 8) {
+      float c[4] = {0.f, 0.f, 0.f, 0.f};
+#pragma unroll
+      for (int s = 0; s < D / 16; ++s) {
+        const int col = s * 16 + 2 * tq;
+        sm80::Mma<T>::run(c, a[s], pairAt<T, D>(kh, j0 + gr, col, g.nk),
+                          pairAt<T, D>(kh, j0 + gr, col + 8, g.nk));
+      }
+#pragma unroll
+      for (int e = 0; e < 4; ++e) {
+        const int row = gr + 8 * (e >> 1), col = j0 + 2 * tq + (e & 1);
+        if (col < g.nk) scores[row * g.nk + col] = c[e];
+      }
+    }
+    __syncwarp();
+    for (int r = 0; r < 16 && t0 + r < g.Nq; ++r)
+      pairs += chooseBlocks(g, tc, scores + r * g.nk, t0 + r, topk);
+    __syncwarp();
+  }
+  for (int o = 16; o > 0; o >>= 1) pairs += __shfl_xor_sync(0xffffffffu, pairs, o);
+  if (lane == 0) atomicAdd(&ctaPairs, (unsigned long long)pairs);
+  __syncthreads();
+  const int i = blockIdx.x * kTokens / g.BQ;
+  const size_t rowOff = ((size_t)bh * ((g.Nq + g.BQ - 1) / g.BQ) + i) * g.nk;
+  for (int j = threadIdx.x; j < g.nk; j += blockDim.x) {
+    if (tc.counts[j]) atomicAdd(&g.out.score[rowOff + j], float(tc.counts[j]));  // integers: exact, any order
+    if (tc.own[j]) g.out.methodForced[rowOff + j] = 1;
+    if (tc.other[j]) g.out.selected[rowOff + j] = 1;
+  }
+  if (threadIdx.x == 0) atomicAdd(&g.pairs[bh], ctaPairs);
+}
+
+// Each tile's choice counts into the share of its queries, and the pair counts into doubles.
+__global__ void sparge_predict_moba_shares(const int* __restrict__ heads, int Hq, int nHeads, int Nq, int BQ,
+                                           int nq, int nk, const unsigned long long* __restrict__ pairs,
+                                           MethodRows out) {
+  const int i = blockIdx.x, y = blockIdx.y, b = y / nHeads, bh = b * Hq + heads[y % nHeads];
+  const float rows = float(min(BQ, Nq - i * BQ));
+  float* score = out.score + ((size_t)bh * nq + i) * nk;
+  for (int j = threadIdx.x; j < nk; j += blockDim.x) score[j] /= rows;
+  if (i == 0 && threadIdx.x == 0) out.elementPairs[bh] = double(pairs[bh]);
+}
+
+// Warps per CTA whose score rows fit in the device's shared memory (4, 2 or 1); throws when none does.
+int gateWarps(int nk, size_t* smem) {
+  int dev = 0, limit = 0;
+  check(cudaGetDevice(&dev), "cudaGetDevice");
+  check(cudaDeviceGetAttribute(&limit, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev), "shared memory limit");
+  for (int w : {4, 2, 1}) {
+    *smem = (size_t)w * 16 * nk * sizeof(float) + (size_t)nk * (sizeof(int) + 2);
+    if (*smem <= (size_t)limit) return w;
+  }
+  throw Error("MoBA gate", std::to_string(nk) + " key blocks need " + std::to_string(*smem / 1024) +
+                               " KB of shared memory a block; this GPU allows " +
+                               std::to_string(limit / 1024) + " KB: use --engine cpu");
+}
+
+template <typename T, int D>
+void gate(const MethodLaunch& l, const T* gateKeys, const GateArgs& g) {
+  size_t smem = 0;
+  const int warps = gateWarps(g.nk, &smem);
+  auto kernel = sparge_predict_moba_gate<T, D>;
+  if (smem > 48 * 1024)
+    check(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem),
+          "cudaFuncSetAttribute(sparge_predict_moba_gate)");
+  const Problem& p = l.problem;
+  dim3 grid((p.Nq + kTokens - 1) / kTokens, p.B * p.nHeads);
+  kernel<<<grid, warps * 32, smem, l.stream>>>(static_cast<const T*>(l.qkv.q), gateKeys, g);
+  checkLaunch("sparge_predict_moba_gate");
+}
+
+template <typename T>
+void gateKeysOf(const MethodLaunch& l, T* gateKeys) {
+  const Problem& p = l.problem;
+  sparge_predict_moba_keys<T><<<dim3(p.nk, p.B * p.Hkv), p.D, 0, l.stream>>>(
+      static_cast<const T*>(l.qkv.k), p.Nkv, p.D, p.BK, p.nk, gateKeys);
+  checkLaunch("sparge_predict_moba_keys");
+}
+
+}  // namespace
+
+void mobaSelect(const MethodLaunch& l, MethodRows& rows, DeviceBuffer& scratch) {
+  const Problem& p = l.problem;
+  const size_t keysBytes = ((size_t)p.B * p.Hkv * p.nk * p.D * 2 + 15) / 16 * 16;
+  const size_t topkBytes = sizeof(int64_t) * p.Hq, pairBytes = sizeof(unsigned long long) * p.B * p.Hq;
+  scratch.reserve(keysBytes + topkBytes + pairBytes, "MoBA gate keys");
+  auto* base = scratch.as<unsigned char>();
+  auto* topk = reinterpret_cast<int64_t*>(base + keysBytes);
+  auto* pairs = reinterpret_cast<unsigned long long*>(base + keysBytes + topkBytes);
+  std::vector<int64_t> hostTopk(size_t(p.Hq));
+  for (int h = 0; h < p.Hq; ++h) hostTopk[size_t(h)] = (*l.params)[size_t(h)].moba.topk;
+  check(cudaMemcpyAsync(topk, hostTopk.data(), topkBytes, cudaMemcpyHostToDevice, l.stream),
+        "upload MoBA top-k");
+  check(cudaMemsetAsync(pairs, 0, pairBytes, l.stream), "memset");
+  GateArgs g{p.heads, p.Hq, p.Hkv,           p.nHeads, p.Nq, p.Nkv, p.BQ,
+             p.BK,    p.nk, visibilityOf(p), topk,     rows, pairs};
+  withHeadDim(p.D, "MoBA gate", [&](auto d) {
+    constexpr int D = decltype(d)::value;
+    if (l.qkv.et == ElemType::F16) {
+      gateKeysOf<__half>(l, reinterpret_cast<__half*>(base));
+      gate<__half, D>(l, reinterpret_cast<const __half*>(base), g);
+    } else {
+      gateKeysOf<__nv_bfloat16>(l, reinterpret_cast<__nv_bfloat16*>(base));
+      gate<__nv_bfloat16, D>(l, reinterpret_cast<const __nv_bfloat16*>(base), g);
+    }
+  });
+  sparge_predict_moba_shares<<<dim3(p.nq, p.B * p.nHeads), 128, 0, l.stream>>>(p.heads, p.Hq, p.nHeads, p.Nq,
+                                                                               p.BQ, p.nq, p.nk, pairs, rows);
+  checkLaunch("sparge_predict_moba_shares");
+}
+
+}  // namespace sparge::cuda::predictors

@@ -1,0 +1,441 @@
+// MInference's and FlexPrefill's device Stage 1 (kernels/predictors/line_methods.h) called directly on random
+// captures and on two layers of the bundled sample, against the CPU predictors (core::predictorFor): the
+// selected / method-forced / dense-head bits, the block scores and the token pairs.
+#include <cuda_runtime.h>
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <numeric>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "common/cuda_util.h"
+#include "engine/device_stages.h"
+#include "predictors/line_common.h"
+#include "predictors/line_methods.h"
+#include "sparge/core/capture.h"
+#include "sparge/core/half.h"
+#include "sparge/core/predictor.h"
+#include "sparge/core/result.h"
+#include "sparge/core/stage1.h"
+#include "sparge/kernels/cuda_engine.h"
+
+namespace sparge::cuda::predictors {
+namespace {
+
+using core::DType;
+using core::Geometry;
+using core::Method;
+
+#define REQUIRE_GPU()                                                                   \
+  do {                                                                                  \
+    std::string why;                                                                    \
+    if (!::sparge::cuda::deviceUsable(&why)) GTEST_SKIP() << "no CUDA device: " << why; \
+  } while (0)
+
+// One entry on the host: Q [B][Hq][Nq][D], K [B][Hkv][Nkv][D], values of `dtype`.
+struct HostEntry {
+  int B = 1, Hq = 4, Hkv = 2, Nq = 0, Nkv = 0, D = 64;
+  DType dtype = DType::Float16;
+  bool causal = false;
+  core::Window window;
+  double scale = 0;
+  std::vector<float> q, k;
+};
+
+float roundTo(float x, DType t) {
+  return t == DType::BFloat16 ? core::roundToBf16(x) : core::roundToHalf(x);
+}
+
+// Clustered keys with a few strong columns and a local bias, so that lines and blocks have a clear order
+// away from ties.
+HostEntry randomEntry(int B, int Hq, int Hkv, int Nq, int Nkv, int D, DType t, uint32_t seed) {
+  HostEntry e;
+  e.B = B;
+  e.Hq = Hq;
+  e.Hkv = Hkv;
+  e.Nq = Nq;
+  e.Nkv = Nkv;
+  e.D = D;
+  e.dtype = t;
+  e.scale = 1.0 / std::sqrt(double(D));
+  std::mt19937 rng(seed);
+  std::normal_distribution<float> n01(0.f, 1.f);
+  e.q.resize(size_t(B) * Hq * Nq * D);
+  e.k.resize(size_t(B) * Hkv * Nkv * D);
+  std::vector<float> dir(static_cast<size_t>(D));
+  for (float& v : dir) v = n01(rng);
+  for (size_t r = 0; r < e.q.size() / D; ++r)
+    for (int d = 0; d < D; ++d) e.q[r * D + d] = roundTo(0.8f * n01(rng) + 0.6f * dir[size_t(d)], t);
+  for (size_t r = 0; r < e.k.size() / D; ++r) {
+    const bool strong = (rng() % 97) == 0;
+    const float slow = std::sin(float(r % size_t(Nkv)) * 0.01f);
+    for (int d = 0; d < D; ++d)
+      e.k[r * D + d] = roundTo(n01(rng) + (strong ? 2.5f : 0.3f * slow) * dir[size_t(d)], t);
+  }
+  return e;
+}
+
+uint16_t bitsOf(float x, DType t) {
+  return t == DType::BFloat16 ? core::floatToBf16(x) : core::floatToHalf(x);
+}
+
+// The device side of one call: inputs, head list, block flags and outputs.
+struct DeviceCall {
+  DeviceBuffer q, k, heads, flags, selected, forced, score, dense, pairs, scratch;
+  MethodLaunch launch;
+  MethodRows rows;
+  size_t blocks = 0, bh = 0;
+
+  void upload(DeviceBuffer& dst, const std::vector<float>& src, DType t) {
+    std::vector<uint16_t> bits(src.size());
+    for (size_t i = 0; i < src.size(); ++i) bits[i] = bitsOf(src[i], t);
+    dst.reserve(bits.size() * 2, "test input");
+    check(cudaMemcpy(dst.get(), bits.data(), bits.size() * 2, cudaMemcpyHostToDevice), "upload");
+  }
+
+  DeviceCall(const HostEntry& e, const Geometry& g, const std::vector<int>& headList,
+             const core::BlockValidity& validity, const std::vector<core::HeadParams>& params) {
+    upload(q, e.q, e.dtype);
+    upload(k, e.k, e.dtype);
+    uploadHeads(heads, headList);
+    Problem p = makeProblem(e.B, e.Hq, e.Hkv, e.Nq, e.Nkv, e.D, g, e.causal, e.window);
+    p.heads = heads.as<int>();
+    p.nHeads = int(headList.size());
+    const std::vector<uint8_t> f = blockFlags(validity, g, e.Nq, e.Nkv, e.causal, e.window);
+    flags.reserve(f.size(), "flags");
+    check(cudaMemcpy(flags.get(), f.data(), f.size(), cudaMemcpyHostToDevice), "flags");
+    bh = size_t(e.B) * e.Hq;
+    blocks = bh * p.nq * p.nk;
+    selected.reserve(blocks, "selected");
+    forced.reserve(blocks, "forced");
+    score.reserve(blocks * 4, "score");
+    dense.reserve(bh, "dense");
+    pairs.reserve(bh * 8, "pairs");
+    launch.qkv =
+        DeviceQkv{e.dtype == DType::BFloat16 ? ElemType::BF16 : ElemType::F16, q.get(), k.get(), nullptr};
+    launch.problem = p;
+    launch.scale = e.scale;
+    launch.blockFlags = flags.as<uint8_t>();
+    launch.params = &params;
+    rows = MethodRows{selected.as<uint8_t>(), forced.as<uint8_t>(), score.as<float>(), dense.as<uint8_t>(),
+                      pairs.as<double>()};
+  }
+};
+
+struct Comparison {
+  size_t blocks = 0, bitDiffs = 0, scoreDiffs = 0, pairDiffs = 0;
+};
+
+// Runs `m` on the device for `headList` and compares every listed head with the CPU predictor.
+Comparison compareWithCpu(Method m, const HostEntry& e, const Geometry& g, const std::vector<int>& headList,
+                          const std::vector<core::HeadParams>& params) {
+  const core::BlockValidity validity = core::computeBlockValidity(g, e.Nq, e.Nkv, e.causal, e.window);
+  DeviceCall call(e, g, headList, validity, params);
+  (m == Method::MInference ? predictMInference : predictFlexPrefill)(call.launch, call.rows, call.scratch);
+  check(cudaDeviceSynchronize(), "line predictor");
+  std::vector<uint8_t> sel, forced, dense;
+  std::vector<float> score;
+  std::vector<double> pairs;
+  download(sel, call.selected, call.blocks, "selected");
+  download(forced, call.forced, call.blocks, "forced");
+  download(score, call.score, call.blocks, "score");
+  download(dense, call.dense, call.bh, "dense");
+  download(pairs, call.pairs, call.bh, "pairs");
+  const int nq = validity.nq, nk = validity.nk;
+  Comparison c;
+  int printed = 0;
+  for (int b = 0; b < e.B; ++b)
+    for (int hq : headList) {
+      const int hk = hq / (e.Hq / e.Hkv);
+      core::PredictInput in;
+      in.q = e.q.data() + (size_t(b) * e.Hq + hq) * e.Nq * e.D;
+      in.k = e.k.data() + (size_t(b) * e.Hkv + hk) * e.Nkv * e.D;
+      in.nQ = e.Nq;
+      in.nKv = e.Nkv;
+      in.d = e.D;
+      in.dtype = e.dtype;
+      in.geometry = g;
+      in.causal = e.causal;
+      in.window = e.window;
+      in.scale = e.scale;
+      in.validity = &validity;
+      const core::Stage1Mask cpu =
+          core::predictorFor(m).predict(in, params[size_t(hq)], core::ForcedBlocks{});
+      const size_t bhq = size_t(b) * e.Hq + hq, base = bhq * nq * nk;
+      for (size_t x = 0; x < size_t(nq) * nk; ++x) {
+        const uint8_t r = cpu.reasons[x];
+        const bool same = bool(r & core::kReasonSelected) == bool(sel[base + x]) &&
+                          bool(r & core::kReasonMethod) == bool(forced[base + x]) &&
+                          bool(r & core::kReasonDenseHead) == bool(dense[bhq]);
+        const float want = cpu.pooledProb[x], got = score[base + x];
+        const bool scoreOk = std::fabs(got - want) <= 1e-5f + 2e-3f * std::fabs(want);
+        c.bitDiffs += !same;
+        c.scoreDiffs += !scoreOk;
+        if ((!same || !scoreOk) && printed++ < 20)
+          std::printf(
+              "  b %d head %d block (%zu, %zu): cpu sel %d forced %d score %.7g | gpu sel %d forced %d score "
+              "%.7g\n",
+              b, hq, x / nk, x % nk, bool(r & core::kReasonSelected), bool(r & core::kReasonMethod), want,
+              sel[base + x], forced[base + x], got);
+      }
+      c.blocks += size_t(nq) * nk;
+      const double wantPairs = cpu.elementPairs, gotPairs = pairs[bhq];
+      const bool pairsOk = std::isnan(wantPairs)
+                               ? std::isnan(gotPairs)
+                               : std::fabs(gotPairs - wantPairs) <= 1e-6 * std::max(1.0, wantPairs);
+      if (!pairsOk) std::printf("  b %d head %d pairs: cpu %.17g gpu %.17g\n", b, hq, wantPairs, gotPairs);
+      c.pairDiffs += !pairsOk;
+    }
+  std::printf("%s: %zu blocks, %zu with other bits, %zu with other scores, %zu heads with other pairs\n",
+              core::methodLabel(m), c.blocks, c.bitDiffs, c.scoreDiffs, c.pairDiffs);
+  return c;
+}
+
+void expectClose(const Comparison& c) {
+  EXPECT_GT(c.blocks, 0u);
+  EXPECT_LE(double(c.bitDiffs), 0.001 * double(c.blocks));
+  EXPECT_LE(double(c.scoreDiffs), 0.001 * double(c.blocks));
+  EXPECT_EQ(c.pairDiffs, 0u);
+}
+
+// Per-head MInference parameters mixing both patterns and line counts small enough to leave tiles off.
+std::vector<core::HeadParams> minferenceParams(int Hq) {
+  std::vector<core::HeadParams> out(static_cast<size_t>(Hq));
+  for (int h = 0; h < Hq; ++h) {
+    core::MInferenceParams& mp = out[size_t(h)].minference;
+    mp.pattern = h % 3 == 2 ? core::MInferencePattern::BlockSparse : core::MInferencePattern::VerticalSlash;
+    mp.verticalSize = 40 + 37 * h;
+    mp.slashSize = 60 + 45 * h;
+    mp.topk = 2 + h;
+    out[size_t(h)].dense = h == 1;
+  }
+  return out;
+}
+
+// Per-head FlexPrefill parameters: both kinds of head (τ 0 never query-aware, τ 10 always), budgets.
+std::vector<core::HeadParams> flexParams(int Hq) {
+  std::vector<core::HeadParams> out(static_cast<size_t>(Hq));
+  for (int h = 0; h < Hq; ++h) {
+    core::FlexPrefillParams& fp = out[size_t(h)].flexprefill;
+    fp.gamma = 0.5 + 0.1 * (h % 5);
+    fp.tau = h % 2 ? 10.0 : (h % 4 == 2 ? 0.1 : 0.0);
+    fp.minBudget = h == 3 ? 300 : 0;
+    fp.maxBudget = h == 2 ? 700 : 0;
+    out[size_t(h)].dense = h == 1;
+  }
+  return out;
+}
+
+struct Case {
+  const char* name;
+  int B, Hq, Hkv, Nq, Nkv, D;
+  DType dtype;
+  bool causal;
+  core::Window window;
+  Geometry g;
+  std::vector<int> heads;
+};
+
+std::vector<Case> randomCases() {
+  return {
+      {"causal 128x64 fp16 GQA",
+       1,
+       4,
+       2,
+       1500,
+       1500,
+       64,
+       DType::Float16,
+       true,
+       {},
+       core::kGeometry128x64,
+       {0, 1, 2, 3}},
+      {"causal 64x128 bf16 D128",
+       2,
+       4,
+       1,
+       1300,
+       1300,
+       128,
+       DType::BFloat16,
+       true,
+       {},
+       core::kGeometry64x128,
+       {0, 2, 3}},
+      {"bidirectional 128x64 bf16",
+       1,
+       6,
+       3,
+       1000,
+       1333,
+       64,
+       DType::BFloat16,
+       false,
+       {},
+       core::kGeometry128x64,
+       {0, 1, 2, 3, 4, 5}},
+      {"window 64x128 fp16",
+       1,
+       4,
+       4,
+       1700,
+       1700,
+       64,
+       DType::Float16,
+       false,
+       {400, 150},
+       core::kGeometry64x128,
+       {1, 2, 3}},
+      {"causal window 128x64 fp16",
+       1,
+       4,
+       2,
+       1400,
+       1400,
+       128,
+       DType::Float16,
+       true,
+       {300, -1},
+       core::kGeometry128x64,
+       {0, 1, 2, 3}},
+  };
+}
+
+HostEntry entryOf(const Case& c, uint32_t seed) {
+  HostEntry e = randomEntry(c.B, c.Hq, c.Hkv, c.Nq, c.Nkv, c.D, c.dtype, seed);
+  e.causal = c.causal;
+  e.window = c.window;
+  e.scale *= 1.3;  // a scale other than D^-1/2
+  return e;
+}
+
+TEST(LineMethods, MInferenceMatchesCpuOnRandomCaptures) {
+  REQUIRE_GPU();
+  uint32_t seed = 11;
+  for (const Case& c : randomCases()) {
+    SCOPED_TRACE(c.name);
+    std::printf("%s\n", c.name);
+    expectClose(compareWithCpu(Method::MInference, entryOf(c, seed++), c.g, c.heads, minferenceParams(c.Hq)));
+  }
+}
+
+TEST(LineMethods, FlexPrefillMatchesCpuOnRandomCaptures) {
+  REQUIRE_GPU();
+  uint32_t seed = 23;
+  for (const Case& c : randomCases()) {
+    SCOPED_TRACE(c.name);
+    std::printf("%s\n", c.name);
+    expectClose(compareWithCpu(Method::FlexPrefill, entryOf(c, seed++), c.g, c.heads, flexParams(c.Hq)));
+  }
+}
+
+// Short sequences: FlexPrefill runs them dense (every tile method-forced), MInference still draws lines.
+TEST(LineMethods, ShortSequences) {
+  REQUIRE_GPU();
+  HostEntry e = randomEntry(1, 2, 1, 200, 200, 64, DType::Float16, 5);
+  e.causal = true;
+  expectClose(compareWithCpu(Method::FlexPrefill, e, core::kGeometry128x64, {0, 1}, flexParams(2)));
+  expectClose(compareWithCpu(Method::MInference, e, core::kGeometry64x128, {0, 1}, minferenceParams(2)));
+}
+
+std::string samplePath() {
+  if (const char* env = std::getenv("SPARGE_SAMPLE_CAPTURE")) return env;
+  return SPARGE_SAMPLE_CAPTURE_DEFAULT;
+}
+
+HostEntry sampleEntry(const core::CaptureReader& reader, const core::EntryInfo& info) {
+  HostEntry e;
+  e.B = int(info.batch);
+  e.Hq = int(info.headsQ);
+  e.Hkv = int(info.headsKV);
+  e.Nq = int(info.tokensQ);
+  e.Nkv = int(info.tokensKV);
+  e.D = int(info.headDim);
+  e.dtype = info.dtype == DType::BFloat16 ? DType::BFloat16 : DType::Float16;
+  e.causal = info.causal;
+  e.window = info.window;
+  e.scale = info.scale;
+  auto read = [&](core::Tensor t, int heads, int n, std::vector<float>& dst) {
+    dst.resize(size_t(e.B) * heads * n * e.D);
+    for (int b = 0; b < e.B; ++b)
+      for (int h = 0; h < heads; ++h)
+        reader.readHeadInto(info.name, t, b, h, dst.data() + (size_t(b) * heads + h) * n * e.D);
+    for (float& v : dst) v = roundTo(v, e.dtype);  // float32 captures are predicted in float16
+  };
+  read(core::Tensor::Q, e.Hq, e.Nq, e.q);
+  read(core::Tensor::K, e.Hkv, e.Nkv, e.k);
+  return e;
+}
+
+TEST(LineMethods, BothMatchCpuOnTwoSampleLayers) {
+  REQUIRE_GPU();
+  const std::string path = samplePath();
+  if (!std::filesystem::exists(path)) GTEST_SKIP() << "no sample capture at " << path;
+  const core::CaptureReader reader(path);
+  const std::vector<core::EntryInfo>& entries = reader.entries();
+  ASSERT_GE(entries.size(), 2u);
+  for (size_t at : {size_t(0), entries.size() - 1}) {
+    const HostEntry e = sampleEntry(reader, entries[at]);
+    std::vector<int> heads(size_t(e.Hq));
+    for (int h = 0; h < e.Hq; ++h) heads[size_t(h)] = h;
+    for (const Geometry& g : {core::kGeometry128x64, core::kGeometry64x128}) {
+      SCOPED_TRACE(entries[at].name + (g.blockQ == 128 ? " 128x64" : " 64x128"));
+      std::printf("%s %dx%d\n", entries[at].name.c_str(), g.blockQ, g.blockK);
+      std::vector<core::HeadParams> defaults(size_t(e.Hq));
+      expectClose(compareWithCpu(Method::MInference, e, g, heads, defaults));
+      expectClose(compareWithCpu(Method::FlexPrefill, e, g, heads, defaults));
+      expectClose(compareWithCpu(Method::MInference, e, g, heads, minferenceParams(e.Hq)));
+      expectClose(compareWithCpu(Method::FlexPrefill, e, g, heads, flexParams(e.Hq)));
+    }
+  }
+}
+
+// Only the listed heads are written: the others keep what was there.
+TEST(LineMethods, UnlistedHeadsUntouched) {
+  REQUIRE_GPU();
+  HostEntry e = randomEntry(1, 4, 2, 700, 700, 64, DType::Float16, 9);
+  const core::BlockValidity validity =
+      core::computeBlockValidity(core::kGeometry128x64, e.Nq, e.Nkv, false, {});
+  const std::vector<core::HeadParams> params = flexParams(4);
+  DeviceCall call(e, core::kGeometry128x64, {1, 3}, validity, params);
+  for (auto fn : {predictMInference, predictFlexPrefill}) {
+    check(cudaMemset(call.selected.get(), 0xAB, call.blocks), "memset");
+    fn(call.launch, call.rows, call.scratch);
+    std::vector<uint8_t> sel;
+    download(sel, call.selected, call.blocks, "selected");
+    const size_t perHead = call.blocks / 4;
+    for (int h : {0, 2})
+      for (size_t x = 0; x < perHead; ++x) ASSERT_EQ(sel[size_t(h) * perHead + x], 0xAB) << "head " << h;
+    for (size_t x = 0; x < perHead; ++x) ASSERT_LE(sel[perHead + x], 1);
+  }
+}
+
+// The device sorts' keys order scores as core's rankDescending does: larger first, NaN last, −0 equal to +0,
+// equal keys by index (the oracle's comparator is core's). Runs without a GPU.
+TEST(LineMethods, SortKeysOrderAsTheCpuRanking) {
+  std::vector<float> v = {0.5f, -0.f, 0.f, NAN,  INFINITY, -INFINITY, 0.5f,   1e-30f,  -1e-30f, 3.f,
+                          -2.f, NAN,  0.f, -0.f, 1e38f,    -1e38f,    1e-45f, -1e-45f, 2.f,     -INFINITY};
+  std::mt19937 rng(3);
+  std::uniform_int_distribution<int> pick(-40, 40);
+  for (int i = 0; i < 2000; ++i) v.push_back(float(pick(rng)) / 8.f);  // many ties
+  std::vector<int> want(v.size()), got(v.size());
+  std::iota(want.begin(), want.end(), 0);
+  std::iota(got.begin(), got.end(), 0);
+  std::stable_sort(want.begin(), want.end(), [&](int a, int b) {
+    if (std::isnan(v[size_t(b)])) return !std::isnan(v[size_t(a)]);
+    return !std::isnan(v[size_t(a)]) && v[size_t(a)] > v[size_t(b)];
+  });
+  std::stable_sort(got.begin(), got.end(), [&](int a, int b) {
+    return lines::descendingKey(v[size_t(a)]) < lines::descendingKey(v[size_t(b)]);
+  });
+  EXPECT_EQ(got, want);
+}
+
+}  // namespace
+}  // namespace sparge::cuda::predictors

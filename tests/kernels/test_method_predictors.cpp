@@ -1,0 +1,187 @@
+// The CUDA engine's Stage 1 of every block predictor other than SpargeAttn's that has a device predictor,
+// against the CPU engine's (each CPU predictor is itself checked against an independent numpy implementation
+// of the rule in tests/methods): random captures (GQA, causal and not, windows, both geometries, fp16 and
+// bf16, partial blocks, batch 2, the sink and the diagonal) and two layers of the bundled sample capture. At
+// least 99.9 % of the blocks must be equal in mask and reasons (the rest are near-ties of fp32 sums taken in
+// another order: each is printed with both engines' scores), and the token pairs within a relative 2e-3.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstdlib>
+#include <filesystem>
+#include <iostream>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "engine_fixture.h"
+#include "predictors/predictors.h"
+#include "sparge/core/capture.h"
+#include "sparge/core/cpu_engine.h"
+#include "sparge/core/error.h"
+#include "sparge/kernels/cuda_engine.h"
+
+namespace sparge::cuda {
+namespace {
+
+using core::Method;
+
+std::vector<Method> deviceMethods() {
+  std::vector<Method> out;
+  for (Method m : core::kAllMethods)
+    if (m != Method::SpargeAttn && predictors::hasDevicePredictor(m)) out.push_back(m);
+  return out;
+}
+
+// Each method's default parameters, then settings that reach other branches of its rule (XAttention: the
+// other stride, then a threshold on the first stride's cached statistics; MoBA: a top-k past the warp's
+// small-k path).
+std::vector<core::HeadParams> settingsOf(Method m) {
+  std::vector<core::HeadParams> out(1);
+  if (m == Method::XAttention) {
+    core::HeadParams p;
+    p.xattention = {0.7, 16};
+    out.push_back(p);
+    p.xattention = {0.5, 8};
+    out.push_back(p);
+  } else if (m == Method::Moba) {
+    core::HeadParams p;
+    p.moba.topk = 12;
+    out.push_back(p);
+  }
+  return out;
+}
+
+struct Tally {
+  int64_t blocks = 0, differing = 0, scoreFar = 0, printed = 0;
+  double worstPairs = 0;
+};
+
+// The CPU and CUDA results of one run compared block for block; differences printed with both scores.
+void compare(const core::EntryResult& cpu, const core::EntryResult& gpu, const std::string& label, Tally& t) {
+  ASSERT_EQ(cpu.heads.size(), gpu.heads.size()) << label;
+  for (size_t h = 0; h < cpu.heads.size(); ++h) {
+    const core::HeadResult& c = cpu.heads[h];
+    const core::HeadResult& g = gpu.heads[h];
+    ASSERT_EQ(c.head, g.head) << label;
+    ASSERT_EQ(c.batch, g.batch) << label;
+    ASSERT_EQ(c.blockMask.size(), g.blockMask.size()) << label;
+    ASSERT_EQ(c.pooledProb.size(), g.pooledProb.size()) << label;
+    for (size_t x = 0; x < c.blockMask.size(); ++x) {
+      ++t.blocks;
+      if (c.blockMask[x] == g.blockMask[x] && c.reasons[x] == g.reasons[x]) continue;
+      ++t.differing;
+      if (t.printed++ < 20)
+        std::cout << label << " head " << c.head << " block (" << x / size_t(c.nk) << ", " << x % size_t(c.nk)
+                  << "): cpu mask " << int(c.blockMask[x]) << " reasons " << int(c.reasons[x]) << " score "
+                  << c.pooledProb[x] << ", cuda mask " << int(g.blockMask[x]) << " reasons "
+                  << int(g.reasons[x]) << " score " << g.pooledProb[x] << "\n";
+    }
+    for (size_t x = 0; x < c.pooledProb.size(); ++x)
+      if (!(std::fabs(g.pooledProb[x] - c.pooledProb[x]) <= 1e-4 + 1e-3 * std::fabs(c.pooledProb[x]))) {
+        ++t.scoreFar;
+        if (t.printed++ < 20)
+          std::cout << label << " head " << c.head << " block " << x << ": score cpu " << c.pooledProb[x]
+                    << " cuda " << g.pooledProb[x] << "\n";
+      }
+    if (std::isnan(c.elementPairs)) {
+      EXPECT_TRUE(std::isnan(g.elementPairs)) << label << " head " << c.head;
+    } else {
+      ASSERT_FALSE(std::isnan(g.elementPairs)) << label << " head " << c.head;
+      const double rel = std::fabs(g.elementPairs - c.elementPairs) / std::max(1.0, c.elementPairs);
+      t.worstPairs = std::max(t.worstPairs, rel);
+      EXPECT_LE(rel, 2e-3) << label << " head " << c.head << " pairs cpu " << c.elementPairs << " cuda "
+                           << g.elementPairs;
+    }
+  }
+}
+
+void expectAgreement(const Tally& t, const std::string& what) {
+  std::cout << what << ": " << t.differing << " of " << t.blocks << " blocks differ in mask or reasons, "
+            << t.scoreFar << " in score beyond 1e-4 + 1e-3 relative, worst relative pair error "
+            << t.worstPairs << "\n";
+  EXPECT_GT(t.blocks, 0);
+  EXPECT_LE(double(t.differing), 1e-3 * double(t.blocks)) << what;
+  EXPECT_LE(double(t.scoreFar), 1e-3 * double(t.blocks)) << what;
+}
+
+// Runs `m` under every setting on both engines (one CUDA engine per entry, so cached statistics are reused).
+void runBoth(Method m, const std::shared_ptr<core::EntryData>& e, core::RunConfig cfg,
+             const std::string& label, Tally& t) {
+  core::CpuEngine cpu(2);
+  CudaEngine gpu;
+  cpu.setEntry(e);
+  gpu.setEntry(e);
+  core::RunOptions opt;
+  opt.computeError = false;
+  cfg.method = m;
+  for (const core::HeadParams& p : settingsOf(m)) {
+    cfg.defaults = p;
+    compare(cpu.run(cfg, opt), gpu.run(cfg, opt), label + " " + core::toString(m), t);
+  }
+}
+
+struct RandomCase {
+  fixture::Shape shape;
+  core::Geometry geometry;
+  core::Window window;
+  bool sink = false, diagonal = false;
+};
+
+TEST(CudaMethods, RandomCapturesMatchCpuEngine) {
+  REQUIRE_GPU();
+  using core::DType;
+  const std::vector<RandomCase> cases = {
+      {{1, 4, 2, 1000, 1000, 64, DType::Float16, true}, core::kGeometry128x64, {}, false, false},
+      {{1, 4, 2, 1000, 1000, 64, DType::BFloat16, false}, core::kGeometry64x128, {}, true, false},
+      {{2, 2, 1, 700, 900, 128, DType::Float16, false}, core::kGeometry128x64, {200, 50}, false, true},
+      {{1, 4, 4, 1100, 1100, 128, DType::BFloat16, true}, core::kGeometry64x128, {300, -1}, true, true},
+  };
+  for (Method m : deviceMethods()) {
+    Tally t;
+    for (size_t k = 0; k < cases.size(); ++k) {
+      const RandomCase& rc = cases[k];
+      auto e = fixture::makeEntry(rc.shape, 11 + uint32_t(k));
+      e->info.window = rc.window;
+      core::RunConfig cfg = fixture::makeConfig(rc.geometry, true, core::HeadParams{}, rc.sink);
+      cfg.diagonal = rc.diagonal;
+      runBoth(m, e, cfg, "random case " + std::to_string(k), t);
+    }
+    expectAgreement(t, std::string("random captures, ") + core::toString(m));
+  }
+}
+
+std::string samplePath() {
+  if (const char* env = std::getenv("SPARGE_SAMPLE_CAPTURE")) return env;
+  return SPARGE_SAMPLE_CAPTURE;
+}
+
+TEST(CudaMethods, SampleCaptureMatchesCpuEngine) {
+  REQUIRE_GPU();
+  const std::string path = samplePath();
+  if (!std::filesystem::exists(path)) GTEST_SKIP() << "no sample capture at " << path;
+  core::CaptureReader reader(path);
+  for (Method m : deviceMethods()) {
+    Tally t;
+    for (const char* name : {"l05_s000", "l20_s000"}) {
+      auto e = std::make_shared<core::EntryData>(core::loadEntry(reader, name));
+      for (const core::Geometry& g : {core::kGeometry128x64, core::kGeometry64x128})
+        runBoth(m, e, fixture::makeConfig(g, true, core::HeadParams{}), std::string(name) + " " + g.label(),
+                t);
+    }
+    expectAgreement(t, std::string("sample capture, ") + core::toString(m));
+  }
+}
+
+// A method without a device predictor is refused with a message that says what to do.
+// Every method of the CPU engine has a device predictor, so that no choice in the GUI or the CLI depends on
+// the engine (host only: the table, no GPU needed).
+TEST(CudaMethods, EveryMethodHasADevicePredictor) {
+  for (Method m : core::kAllMethods) {
+    if (m == Method::SpargeAttn) continue;  // Stage 1 of its own (kernels/stages/predict.cu)
+    EXPECT_TRUE(predictors::hasDevicePredictor(m)) << core::toString(m);
+  }
+}
+
+}  // namespace
+}  // namespace sparge::cuda
