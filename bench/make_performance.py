@@ -45,6 +45,32 @@ def render_bench(doc, name):
                        f"{fmt(s['call']['median_ms'])} | {fmt(r['stage1']['median_ms'])} | "
                        f"{fmt(s['stage2']['median_ms'])} | {fmt(r['dense']['median_ms'])} | {fmt(cudnn)} | "
                        f"{s['speedup_over_best_dense']:.2f}x {r.get('best_dense', '')} |")
+    return out + render_methods(doc)
+
+
+def span(stats):
+    return f"{fmt(stats['median_ms'])} [{fmt(stats['min_ms'])}-{fmt(stats['max_ms'])}]"
+
+
+def render_methods(doc):
+    """`sparge bench --method`: each block predictor's Stage 1 against the dense walk of the same run."""
+    rows = [(r, m) for r in doc.get("results", []) for m in r.get("methods", [])]
+    if not rows:
+        return []
+    out = ["", f"Stage 1 of the block predictors (geometry {doc.get('geometry')}, {doc.get('dtype')}, default "
+           "parameters; fresh: statistics computed again, cached: the selection alone; median [min-max] ms; "
+           "share: fresh Stage 1 / the dense walk of the same run).", "",
+           "| N | D | causal | method | Stage 1 fresh | cached | dense walk | share | density |",
+           "| --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
+    for r in doc.get("results", []):
+        out.append(f"| {r['tokens']} | {r['head_dim']} | {'yes' if r['causal'] else 'no'} | spargeattn | "
+                   f"{span(r['stage1'])} | {span(r['stage1_select'])} | {fmt(r['dense']['median_ms'])} | "
+                   f"{100 * r['stage1_over_dense']:.1f} % | - |")
+        for m in r.get("methods", []):
+            label = m["method"] + (f" (S={m['stride']})" if "stride" in m else "")
+            out.append(f"| {r['tokens']} | {r['head_dim']} | {'yes' if r['causal'] else 'no'} | {label} | "
+                       f"{span(m['stage1'])} | {span(m['stage1_select'])} | {fmt(r['dense']['median_ms'])} | "
+                       f"{100 * m['stage1_over_dense']:.1f} % | {100 * m['density']:.1f} % |")
     return out
 
 

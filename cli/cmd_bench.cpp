@@ -407,6 +407,40 @@ int runBenchCommand(const BenchOptions& o) {
 }
 #endif
 
+// What `sparge bench` does once its options are parsed: the CPU engine's benchmark, or the CUDA kernels'.
+int runBenchAction(BenchOptions& o) {
+  checkOutputs({{"--json", o.json}, {"--timings", o.timings}}, {});  // before minutes on the GPU
+#ifdef SPARGE_HAVE_CUDA_KERNELS
+  const bool cpu = o.engine == "cpu";
+#else
+  const bool cpu = o.engine != "cuda";
+#endif
+  if (!o.methods.empty()) {
+    const std::vector<core::Method> methods = core::parseMethodList(o.methods, "--method");
+    if (cpu) throw Error("--method", "times Stage 1 on the GPU: not with the CPU engine (--engine cuda)");
+#ifdef SPARGE_HAVE_CUDA_KERNELS
+    for (core::Method m : methods)
+      if (!cuda::benchSupportsMethod(m))
+        throw Error("--method", std::string(core::toString(m)) + " has no CUDA Stage 1 yet");
+#endif
+  }
+  if (cpu) {
+    o.cpu.json = o.json;
+    return runCpuBench(o.cpu);
+  }
+#ifdef SPARGE_HAVE_CUDA_KERNELS
+  for (int64_t d : o.dims)
+    if (d != 64 && d != 128 && d != 256) throw Error("--dims", "head dims must be 64, 128 or 256");
+  for (double k : o.topk)
+    if (!(k > 0 && k <= 1)) throw Error("--topk", "top-k fractions must be in (0, 1]");
+  return runBenchCommand(o);
+#else
+  std::cerr << "sparge bench: this build has no CUDA engine (configured without a CUDA compiler); "
+               "--engine cpu times the CPU engine\n";
+  return 1;
+#endif
+}
+
 }  // namespace
 
 void registerBench(CLI::App& app, Action& action) {
@@ -464,40 +498,7 @@ void registerBench(CLI::App& app, Action& action) {
   cmd->add_option("--timings", o->timings,
                   "Also record every kernel with the CUPTI collector and write it (.json, .csv, .trace.json)")
       ->check(outputFormats(kTimingFormats));
-  cmd->callback([o, &action] {
-    action = [o]() -> int {
-      checkOutputs({{"--json", o->json}, {"--timings", o->timings}}, {});  // before minutes on the GPU
-#ifdef SPARGE_HAVE_CUDA_KERNELS
-      const bool cpu = o->engine == "cpu";
-#else
-      const bool cpu = o->engine != "cuda";
-#endif
-      if (!o->methods.empty()) {
-        const std::vector<core::Method> methods = core::parseMethodList(o->methods, "--method");
-        if (cpu) throw Error("--method", "times Stage 1 on the GPU: not with the CPU engine (--engine cuda)");
-#ifdef SPARGE_HAVE_CUDA_KERNELS
-        for (core::Method m : methods)
-          if (!cuda::benchSupportsMethod(m))
-            throw Error("--method", std::string(core::toString(m)) + " has no CUDA Stage 1 yet");
-#endif
-      }
-      if (cpu) {
-        o->cpu.json = o->json;
-        return runCpuBench(o->cpu);
-      }
-#ifdef SPARGE_HAVE_CUDA_KERNELS
-      for (int64_t d : o->dims)
-        if (d != 64 && d != 128 && d != 256) throw Error("--dims", "head dims must be 64, 128 or 256");
-      for (double k : o->topk)
-        if (!(k > 0 && k <= 1)) throw Error("--topk", "top-k fractions must be in (0, 1]");
-      return runBenchCommand(*o);
-#else
-      std::cerr << "sparge bench: this build has no CUDA engine (configured without a CUDA compiler); "
-                   "--engine cpu times the CPU engine\n";
-      return 1;
-#endif
-    };
-  });
+  cmd->callback([o, &action] { action = [o]() -> int { return runBenchAction(*o); }; });
 }
 
 }  // namespace sparge::cli

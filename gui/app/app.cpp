@@ -4,6 +4,7 @@
 #include <imgui_impl_opengl3.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <ctime>
 #include <filesystem>
@@ -11,6 +12,7 @@
 #include "sparge/core/data_dir.h"
 #include "views/registry.h"
 #include "widgets/gl.h"
+#include "widgets/ui_util.h"
 
 namespace fs = std::filesystem;
 
@@ -60,6 +62,7 @@ App::App(Session& session, AppSettings& settings, Platform& platform, bool autom
   ui_.screenshotMode = automation;
   ui_.profileRuns = settings_.profileRuns;
   ui_.profileWarmupMs = settings_.profileWarmupMs;
+  session_.setWake([&platform] { platform.wake(); });
   platform_.onDrop = [this](const std::vector<std::string>& files) {
     for (const auto& f : files) {
       if (fs::path(f).extension() == ".h5" || fs::path(f).extension() == ".hdf5") {
@@ -71,7 +74,9 @@ App::App(Session& session, AppSettings& settings, Platform& platform, bool autom
   };
 }
 
-App::~App() = default;
+App::~App() {
+  session_.setWake({});
+}
 
 void App::setupStyleAndFonts(float scale) {
   baseScale_ = scale;
@@ -93,7 +98,7 @@ void App::setupStyleAndFonts(float scale) {
   style.ChildBorderSize = 0;
   ImVec4* c = style.Colors;
   c[ImGuiCol_WindowBg] = ImVec4(0.085f, 0.09f, 0.105f, 1);
-  c[ImGuiCol_ChildBg] = ImVec4(0.11f, 0.115f, 0.135f, 1);
+  c[ImGuiCol_ChildBg] = ImVec4(0, 0, 0, 0);  // the frame is cleared to colors::kPanelBg instead
   c[ImGuiCol_PopupBg] = ImVec4(0.09f, 0.095f, 0.11f, 0.97f);
   c[ImGuiCol_FrameBg] = ImVec4(0.17f, 0.18f, 0.21f, 1);
   c[ImGuiCol_Header] = ImVec4(0.22f, 0.36f, 0.52f, 0.8f);
@@ -373,9 +378,19 @@ void App::frame() {
   }
   // The overview fills itself only while someone can see it.
   session_.overview().setActive(panels_.inFront("overview"));
-  session_.poll();
+  using Clock = std::chrono::steady_clock;
+  auto lap = [last = Clock::now()]() mutable {
+    const auto now = Clock::now();
+    const double ms = std::chrono::duration<double, std::milli>(now - last).count();
+    last = now;
+    return ms;
+  };
+  FrameTimes t;
+  t.applied = session_.poll();
+  t.pollMs = lap();
   platform_.newFrame();
   ImGui::NewFrame();
+  const bool input = sawInput();
   if (!automation_) handleShortcuts();
   drawMenu();
   ImGuiViewport* vp = ImGui::GetMainViewport();
@@ -385,20 +400,86 @@ void App::frame() {
   ImGui::PushStyleVar(ImGuiStyleVar_WindowPadding, ImVec2(4, 4));
   ImGui::PushStyleVar(ImGuiStyleVar_ItemSpacing, ImVec2(0, 0));
   ImGui::Begin("##host", nullptr,
-               ImGuiWindowFlags_NoDecoration | ImGuiWindowFlags_NoMove | ImGuiWindowFlags_NoSavedSettings |
-                   ImGuiWindowFlags_NoBringToFrontOnFocus | ImGuiWindowFlags_NoScrollWithMouse);
+               ImGuiWindowFlags_NoBackground | ImGuiWindowFlags_NoDecoration | ImGuiWindowFlags_NoMove |
+                   ImGuiWindowFlags_NoSavedSettings | ImGuiWindowFlags_NoBringToFrontOnFocus |
+                   ImGuiWindowFlags_NoScrollWithMouse);
   ImGui::PopStyleVar(2);
+  t.otherMs = lap();
   panels_.draw(session_, ui_);
+  t.viewsMs = lap();
+  drawHostBackground();
   ImGui::End();
   drawStatusBar(statusH);
   drawDialogs();
+  t.otherMs += lap();
   ImGui::Render();
+  t.renderMs = lap();
+  const uint64_t config = session_.runs().configGeneration();
+  pacing_.runScheduled = config != seenConfig_;
+  seenConfig_ = config;
+  t.deferred = deferFrames_ && screenshotPath_.empty() &&
+               pacer_.deferFrame(pacing_.runScheduled && !t.applied, session_.runs().lastRun().wallMs * 1e-3);
+  if (!t.deferred) submit(t);
+  t.submitMs = lap();
+  frameTimes_ = t;
+  pacing_.activity =
+      input || t.applied || pacing_.runScheduled || pendingFontScale_ > 0 || !screenshotPath_.empty();
+}
+
+// Hands the frame's draw lists to GL, and notes how much they hold.
+void App::submit(FrameTimes& t) {
   int w = 0, h = 0;
   platform_.framebufferSize(&w, &h);
   glViewport(0, 0, w, h);
-  glClearColor(0.07f, 0.075f, 0.085f, 1);
+  glClearColor(colors::kPanelBg.x, colors::kPanelBg.y, colors::kPanelBg.z, 1);
   glClear(GL_COLOR_BUFFER_BIT);
   ImGui_ImplOpenGL3_RenderDrawData(ImGui::GetDrawData());
+  const ImDrawData* dd = ImGui::GetDrawData();
+  t.vertices = dd->TotalVtxCount;
+  t.indices = dd->TotalIdxCount;
+  for (int i = 0; i < dd->CmdListsCount; ++i) t.drawCalls += dd->CmdLists[i]->CmdBuffer.Size;
+}
+
+// The host window draws no background under the panels (the frame is cleared to theirs): only where they
+// and the splitters leave it uncovered, as its background would show there.
+void App::drawHostBackground() {
+  const ImVec2 p = ImGui::GetWindowPos(), size = ImGui::GetWindowSize();
+  const ImU32 bg = ImGui::GetColorU32(ImGuiCol_WindowBg);
+  ImDrawList* dl = ImGui::GetWindowDrawList();
+  dl->PushClipRectFullScreen();
+  for (const Box& b : uncoveredParts({p.x, p.y, p.x + size.x, p.y + size.y}, panels_.filled()))
+    dl->AddRectFilled(ImVec2(b.x0, b.y0), ImVec2(b.x1, b.y1), bg);
+  dl->PopClipRect();
+}
+
+bool App::sawInput() {
+  const ImGuiIO& io = ImGui::GetIO();
+  bool any = io.MousePos.x != lastMouse_.x || io.MousePos.y != lastMouse_.y || io.MouseWheel != 0 ||
+             io.MouseWheelH != 0 || io.InputQueueCharacters.Size > 0 || io.DisplaySize.x != lastDisplay_.x ||
+             io.DisplaySize.y != lastDisplay_.y;
+  bool held = false;
+  for (int b = 0; b < IM_ARRAYSIZE(io.MouseDown); ++b) {
+    any = any || io.MouseClicked[b] || io.MouseReleased[b];
+    held = held || io.MouseDown[b];
+  }
+  for (int k = 0; k < IM_ARRAYSIZE(io.KeysDown); ++k) {
+    any = any || io.KeysDownDuration[k] == 0.0f || (io.KeysDownDurationPrev[k] >= 0.0f && !io.KeysDown[k]);
+    held = held || io.KeysDown[k];
+  }
+  lastMouse_ = io.MousePos;
+  lastDisplay_ = io.DisplaySize;
+  pacing_.held = held;
+  pacing_.textInput = io.WantTextInput;
+  return any;
+}
+
+void App::waitForWork() {
+  pacing_.resultsWaiting = session_.hasResults();
+  pacing_.busy = session_.busy();
+  pacing_.runInFlight = session_.runningJob() == JobKind::Run || session_.runs().owesRuns();
+  const double wait = pacer_.next(pacing_);
+  pacing_.activity = false;
+  if (wait > 0) platform_.waitEvents(wait);
 }
 
 void App::afterRender() {

@@ -152,8 +152,11 @@ void openInitialCapture(App& app, Session& session, const Startup& st) {
 void runInteractive(App& app, Platform& platform) {
   while (!platform.shouldClose()) {
     app.frame();
-    app.afterRender();
-    platform.present();
+    if (!app.lastFrameTimes().deferred) {
+      app.afterRender();
+      platform.present();
+    }
+    app.waitForWork();
   }
 }
 
@@ -195,6 +198,7 @@ int main(int argc, char** argv) {
       AutomationOptions ao{st.options.screenshot, st.options.frames, st.options.timeoutSeconds};
       result = runAutomation(app, session, *platform, ao, std::move(st.actions));
     } else {
+      app.setDeferFrames(true);
       runInteractive(app, *platform);
       saveSettingsOnExit(st, settings, session, app);
     }

@@ -3,6 +3,7 @@
 #include <imgui.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <set>
 
@@ -11,13 +12,22 @@
 namespace sparge::gui {
 
 namespace {
+// The last item's box, as the current window's clip rectangle shows it.
+Box lastItemBox() {
+  const ImVec2 a = ImGui::GetItemRectMin(), b = ImGui::GetItemRectMax();
+  const ImVec2 c0 = ImGui::GetWindowDrawList()->GetClipRectMin(),
+               c1 = ImGui::GetWindowDrawList()->GetClipRectMax();
+  return intersect({a.x, a.y, b.x, b.y}, {c0.x, c0.y, c1.x, c1.y});
+}
+
 // A draggable splitter of `thickness` x `length` at the cursor; `vertical` moves along x. Changes
 // `*ratio` by the drag distance over `total`, clamped to [lo, hi].
 void splitter(const char* id, bool vertical, float thickness, float length, float total, float* ratio,
-              float lo, float hi, bool invert = false) {
+              float lo, float hi, std::vector<Box>& filled, bool invert = false) {
   ImVec2 size = vertical ? ImVec2(thickness, length) : ImVec2(length, thickness);
   ImVec2 p = ImGui::GetCursorScreenPos();
   ImGui::InvisibleButton(id, size);
+  filled.push_back(lastItemBox());
   bool active = ImGui::IsItemActive();
   bool hovered = ImGui::IsItemHovered();
   if (hovered || active)
@@ -33,6 +43,14 @@ void splitter(const char* id, bool vertical, float thickness, float length, floa
 }
 
 constexpr float kGap = 5;
+
+// Draws `v` and notes how long it took.
+void drawTimed(View& v, Session& session, UiState& ui, std::vector<std::pair<const char*, double>>& times) {
+  const auto t0 = std::chrono::steady_clock::now();
+  v.draw(session, ui);
+  times.emplace_back(
+      v.id(), std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count());
+}
 }  // namespace
 
 PanelLayout::PanelLayout(std::vector<std::unique_ptr<View>>& views, LayoutSettings& layout)
@@ -133,7 +151,7 @@ void PanelLayout::drawPanel(int panel, float width, float height, Session& sessi
   ImGui::PushID(panel);
   ImGui::BeginChild("##panel", ImVec2(width, height), false, ImGuiWindowFlags_AlwaysUseWindowPadding);
   if (tabs.views.size() == 1) {
-    if (View* v = find(tabs.views.front())) v->draw(session, ui);
+    if (View* v = find(tabs.views.front())) drawTimed(*v, session, ui, viewTimes_);
   } else if (!tabs.views.empty() && ImGui::BeginTabBar("##tabs")) {
     for (const auto& id : tabs.views) {
       View* v = find(id);
@@ -149,13 +167,14 @@ void PanelLayout::drawPanel(int panel, float width, float height, Session& sessi
           tabs.active = id;
           pendingSelect_[panel].clear();
         }
-        v->draw(session, ui);
+        drawTimed(*v, session, ui, viewTimes_);
         ImGui::EndTabItem();
       }
     }
     ImGui::EndTabBar();
   }
   ImGui::EndChild();
+  filled_.push_back(lastItemBox());
   ImGui::PopID();
   ImGui::PopStyleVar(2);
 }
@@ -165,23 +184,25 @@ void PanelLayout::drawColumn(const char* id, int top, float width, float height,
   ImGui::BeginGroup();
   float topH = std::floor((height - kGap) * *topRatio);
   drawPanel(top, width, topH, s, ui);
-  splitter(id, false, kGap, width, height, topRatio, 0.12f, 0.88f);
+  splitter(id, false, kGap, width, height, topRatio, 0.12f, 0.88f, filled_);
   drawPanel(top + 1, width, height - topH - kGap, s, ui);
   ImGui::EndGroup();
 }
 
 void PanelLayout::draw(Session& session, UiState& ui) {
+  viewTimes_.clear();
+  filled_.clear();
   ImVec2 avail = ImGui::GetContentRegionAvail();
   float W = avail.x, H = avail.y;
   float leftW = std::floor(W * layout_.leftWidth), rightW = std::floor(W * layout_.rightWidth);
   float centerW = W - leftW - rightW - 2 * kGap;
   drawColumn("##lsplit", 0, leftW, H, &layout_.leftTopHeight, session, ui);
   ImGui::SameLine(0, 0);
-  splitter("##lv", true, kGap, H, W, &layout_.leftWidth, 0.12f, 0.4f);
+  splitter("##lv", true, kGap, H, W, &layout_.leftWidth, 0.12f, 0.4f, filled_);
   ImGui::SameLine(0, 0);
   drawColumn("##csplit", 2, centerW, H, &layout_.gridHeight, session, ui);
   ImGui::SameLine(0, 0);
-  splitter("##rv", true, kGap, H, W, &layout_.rightWidth, 0.15f, 0.45f, true);
+  splitter("##rv", true, kGap, H, W, &layout_.rightWidth, 0.15f, 0.45f, filled_, true);
   ImGui::SameLine(0, 0);
   drawColumn("##rsplit", 4, rightW, H, &layout_.rightTopHeight, session, ui);
 }

@@ -5,8 +5,10 @@
 
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
+#include "app/uncovered.h"
 #include "settings.h"
 #include "views/view.h"
 
@@ -19,6 +21,10 @@ class PanelLayout {
 
   // Draws the panels into the current window's content region.
   void draw(Session& session, UiState& ui);
+  // The front views drawn by the last draw() and the time each took to build its ImGui lists, in ms.
+  const std::vector<std::pair<const char*, double>>& viewTimes() const { return viewTimes_; }
+  // The screen boxes the last draw() filled: panels (which draw no background of their own) and splitters.
+  const std::vector<Box>& filled() const { return filled_; }
   // Brings view `id` to the front of its panel; false when there is no such view.
   bool show(const std::string& id);
   // True when `id` is the front tab of its panel (drawn every frame).
@@ -42,7 +48,9 @@ class PanelLayout {
 
   std::vector<std::unique_ptr<View>>& views_;
   LayoutSettings& layout_;
-  std::string pendingSelect_[kPanels];  // a tab to select programmatically next frame
+  std::string pendingSelect_[kPanels];
+  std::vector<std::pair<const char*, double>> viewTimes_;
+  std::vector<Box> filled_;  // a tab to select programmatically next frame
 };
 
 }  // namespace sparge::gui

@@ -23,10 +23,14 @@ class Platform {
   virtual void shutdown() = 0;
   virtual bool shouldClose() = 0;
   virtual void requestClose() = 0;
-  virtual void newFrame() = 0;          // polls events, starts the backend frame
-  virtual void present() = 0;           // after ImGui rendering: swap buffers (no-op off-screen)
+  virtual void newFrame() = 0;  // polls events, starts the backend frame
+  virtual void present() = 0;   // after ImGui rendering: swap buffers (no-op off-screen)
+  // Sleeps until input arrives, wake() is called or `timeoutS` passes (whichever comes first).
+  virtual void waitEvents(double timeoutS) = 0;
+  // Ends a waitEvents() in progress, or the next one; any thread may call it.
+  virtual void wake() = 0;
   virtual void framebufferSize(int* w, int* h) = 0;
-  virtual float contentScale() = 0;     // HiDPI factor
+  virtual float contentScale() = 0;  // HiDPI factor
   virtual bool headless() const = 0;
   virtual std::string describe() const = 0;  // GL vendor/renderer, for logs
   // Files dropped onto the window.

@@ -6,7 +6,10 @@
 #include <imgui_impl_opengl3.h>
 
 #include <cfloat>
+#include <chrono>
+#include <condition_variable>
 #include <cstring>
+#include <mutex>
 
 #include "platform.h"
 #include "sparge/core/error.h"
@@ -47,8 +50,8 @@ class EglPlatform final : public Platform {
     if (!eglBindAPI(EGL_OPENGL_API)) throw Error("egl", "eglBindAPI(EGL_OPENGL_API) failed");
     EGLConfig config = nullptr;
     EGLint num = 0;
-    const EGLint cfgAttrs[] = {EGL_RENDERABLE_TYPE, EGL_OPENGL_BIT, EGL_RED_SIZE, 8, EGL_GREEN_SIZE, 8,
-                               EGL_BLUE_SIZE, 8, EGL_NONE};
+    const EGLint cfgAttrs[] = {
+        EGL_RENDERABLE_TYPE, EGL_OPENGL_BIT, EGL_RED_SIZE, 8, EGL_GREEN_SIZE, 8, EGL_BLUE_SIZE, 8, EGL_NONE};
     if (!eglChooseConfig(display_, cfgAttrs, &config, 1, &num) || num == 0)
       config = nullptr;  // EGL_KHR_no_config_context
     const EGLint ctxAttrs[] = {EGL_CONTEXT_MAJOR_VERSION,
@@ -109,6 +112,19 @@ class EglPlatform final : public Platform {
   }
 
   void present() override { glFinish(); }
+  // No input off-screen: only wake() or the timeout ends a wait.
+  void waitEvents(double timeoutS) override {
+    std::unique_lock lock(wakeMutex_);
+    wakeCv_.wait_for(lock, std::chrono::duration<double>(timeoutS), [this] { return woken_; });
+    woken_ = false;
+  }
+  void wake() override {
+    {
+      std::lock_guard lock(wakeMutex_);
+      woken_ = true;
+    }
+    wakeCv_.notify_one();
+  }
   void framebufferSize(int* w, int* h) override {
     *w = width_;
     *h = height_;
@@ -136,9 +152,14 @@ class EglPlatform final : public Platform {
   int width_ = 0, height_ = 0;
   bool close_ = false;
   bool inited_ = false;
+  std::mutex wakeMutex_;
+  std::condition_variable wakeCv_;
+  bool woken_ = false;
 };
 }  // namespace
 
-std::unique_ptr<Platform> makeEglPlatform() { return std::make_unique<EglPlatform>(); }
+std::unique_ptr<Platform> makeEglPlatform() {
+  return std::make_unique<EglPlatform>();
+}
 
 }  // namespace sparge::gui

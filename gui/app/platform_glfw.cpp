@@ -69,6 +69,8 @@ class GlfwPlatform final : public Platform {
   }
 
   void present() override { glfwSwapBuffers(window_); }
+  void waitEvents(double timeoutS) override { glfwWaitEventsTimeout(timeoutS); }
+  void wake() override { glfwPostEmptyEvent(); }
 
   void framebufferSize(int* w, int* h) override { glfwGetFramebufferSize(window_, w, h); }
 
@@ -88,6 +90,8 @@ class GlfwPlatform final : public Platform {
 };
 }  // namespace
 
-std::unique_ptr<Platform> makeGlfwPlatform() { return std::make_unique<GlfwPlatform>(); }
+std::unique_ptr<Platform> makeGlfwPlatform() {
+  return std::make_unique<GlfwPlatform>();
+}
 
 }  // namespace sparge::gui

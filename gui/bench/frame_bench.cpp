@@ -2,7 +2,9 @@
 //  1. UI frame time with every head of a synthetic 32K-token entry in the grid (no engine involved);
 //  2. frame time with the overview of a 100-entry capture open (synthetic figures, no engine involved);
 //  3. the latency from a slider change to updated views on a real engine (32 heads x 32K x D 128 by
-//     default), for isolated changes and for a drag that moves the slider every frame.
+//     default), for isolated changes and for a drag that moves the slider every frame, split into the
+//     engine, the hand-off to the UI thread and the frame that shows the result (each part, each view);
+//  4. (--only latency-methods) the same isolated changes with the curves view's methods overlay in front.
 #include <imgui.h>
 
 #include <algorithm>
@@ -36,6 +38,9 @@ struct Options {
   std::string engine = "auto";
   std::string target = "auto";  // tiles and numerics of the latency runs; auto: the app's choice on this GPU
   bool grid = true, overview = true, latency = true;
+  bool latencyMethods = false;  // the same slider moves with the curves view's methods overlay open
+  int overlayPoints = 16;       // knob values per method in that overlay (the view's default)
+  std::string screenshot;       // the window after the latency runs, as a PNG (to compare builds by eye)
 };
 
 Options parse(int argc, char** argv) {
@@ -59,6 +64,8 @@ Options parse(int argc, char** argv) {
       o.engine = next();
     else if (a == "--target")
       o.target = next();
+    else if (a == "--screenshot")
+      o.screenshot = next();
     else if (a == "--only") {
       std::string what(1, ',');  // a comma list, fenced so that names match whole
       what += next();
@@ -66,12 +73,14 @@ Options parse(int argc, char** argv) {
       o.grid = what.find(",grid,") != std::string::npos;
       o.overview = what.find(",overview,") != std::string::npos;
       o.latency = what.find(",latency,") != std::string::npos;
+      o.latencyMethods = what.find(",latency-methods,") != std::string::npos;
     } else {
       std::fprintf(
           stderr,
           "usage: sparge-studio-bench [--heads N] [--tokens N] [--dim N] [--frames N] "
           "[--overview-entries N] [--changes N] [--engine auto|cpu|cuda] [--target auto|sm80|sm89|sm90] "
-          "[--only grid,overview,latency]\n");
+          "[--screenshot PNG] "
+          "[--only grid,overview,latency,latency-methods]\n");
       std::exit(2);
     }
   }
@@ -239,16 +248,58 @@ void benchOverview(App& app, Session& session, const Options& o) {
   app.showView("heads");
 }
 
-// Draws frames until `done()` holds (or `timeoutS` passes); returns false on timeout.
+// The last frame frameUntil drew: the UI thread's split and the wait for its pixels (glFinish).
+struct DrawnFrame {
+  FrameTimes times;
+  std::vector<std::pair<const char*, double>> views;
+  double finishMs = 0;
+};
+DrawnFrame lastDrawn;
+
+// Draws frames until `done()` holds and a drawn frame shows it (or `timeoutS` passes), as the interactive
+// loop does: between frames the UI thread sleeps when nothing is left to settle, until the worker posts a
+// result, and a frame that schedules a fast run is left undrawn for its result. Returns false on timeout.
 template <class F>
 bool frameUntil(App& app, F done, double timeoutS) {
   auto t0 = Clock::now();
-  while (!done()) {
+  while (!done() || app.lastFrameTimes().deferred) {
     app.frame();
+    auto f0 = Clock::now();
     glFinish();
+    lastDrawn = {app.lastFrameTimes(), app.panels().viewTimes(), ms(f0, Clock::now())};
+    if (!done() || app.lastFrameTimes().deferred) app.waitForWork();
     if (ms(t0, Clock::now()) > timeoutS * 1e3) return false;
   }
   return true;
+}
+
+// Medians of the frames that put a result on screen: each part of the UI thread's work, each view.
+void printFrameSplit(const std::vector<DrawnFrame>& frames) {
+  if (frames.empty()) return;
+  auto median = [&](auto get) {
+    std::vector<double> v;
+    for (const auto& f : frames) v.push_back(get(f));
+    return spread(v).median;
+  };
+  std::printf(
+      "    the result's frame: apply %.1f  views %.1f  menus/status %.1f  ImGui render %.1f  GL submit %.1f  "
+      "glFinish %.1f ms (medians)\n",
+      median([](const DrawnFrame& f) { return f.times.pollMs; }),
+      median([](const DrawnFrame& f) { return f.times.viewsMs; }),
+      median([](const DrawnFrame& f) { return f.times.otherMs; }),
+      median([](const DrawnFrame& f) { return f.times.renderMs; }),
+      median([](const DrawnFrame& f) { return f.times.submitMs; }),
+      median([](const DrawnFrame& f) { return f.finishMs; }));
+  std::printf("    views:");
+  for (size_t i = 0; i < frames.front().views.size(); ++i) {
+    std::printf(" %s %.1f", frames.front().views[i].first,
+                median([&](const DrawnFrame& f) { return i < f.views.size() ? f.views[i].second : 0.0; }));
+  }
+  std::printf(" ms (medians)\n");
+  std::printf("    it drew %.0f vertices, %.0f indices in %.0f draw calls (medians)\n",
+              median([](const DrawnFrame& f) { return double(f.times.vertices); }),
+              median([](const DrawnFrame& f) { return double(f.times.indices); }),
+              median([](const DrawnFrame& f) { return double(f.times.drawCalls); }));
 }
 
 bool shows(const Session& s, double tau) {
@@ -284,6 +335,7 @@ void isolatedChanges(App& app, Session& session, int changes) {
   p.theta = -0.1;
   std::vector<double> isolated, complete, engineMs, queued, handoff, shown;
   std::vector<core::StageTimes> stages;
+  std::vector<DrawnFrame> resultFrames;
   for (int i = 0; i < changes; ++i) {
     p.tau = 0.90 + 0.003 * (i % 30);
     auto start = Clock::now();
@@ -299,6 +351,7 @@ void isolatedChanges(App& app, Session& session, int changes) {
     handoff.push_back(ms(run.finished, run.applied));
     shown.push_back(ms(run.applied, end));
     stages.push_back(run.times);
+    resultFrames.push_back(lastDrawn);
     // Quantized numerics show the deployed figures first; the error split's sparsity part follows.
     if (!frameUntil(
             app, [&] { return !session.runs().result()->splitPending; }, 600))
@@ -318,6 +371,7 @@ void isolatedChanges(App& app, Session& session, int changes) {
       "applied -> on screen: median %.1f  p95 %.1f ms\n",
       spread(queued).median, spread(handoff).median, spread(shown).median, spread(shown).p95);
   printStageMedians(stages);
+  printFrameSplit(resultFrames);
 }
 
 // A drag: the slider moves every frame; each change counts as shown when it or a later one is on screen.
@@ -336,20 +390,22 @@ void draggedChanges(App& app, Session& session, int changes) {
     app.frame();
     glFinish();
     double now = ms(dragStart, Clock::now());
+    if (now > 600e3) break;
+    if (app.lastFrameTimes().deferred) continue;  // nothing new on screen
     for (size_t k = drag.size(); k < taus.size(); ++k) {
       bool later = false;
       for (size_t j = k; j < taus.size(); ++j) later = later || shows(session, taus[j]);
       if (!later) break;
       drag.push_back(now - issued[k]);
     }
-    if (now > 600e3) break;
   }
   Spread d = spread(drag);
   std::printf("  %s: slider dragged every frame (%zu changes): median %.1f  p95 %.1f  max %.1f ms\n",
               core::toString(session.runs().config().numerics), drag.size(), d.median, d.p95, d.max);
 }
 
-void benchLatency(App& app, Session& session, const Options& o) {
+// Opens the latency entry and runs it once (the dense reference); false when that run does not finish.
+bool openLatencyEntry(App& app, Session& session, const Options& o) {
   core::SynthSpec spec;
   spec.name = "latency";
   spec.headsQ = spec.headsKV = o.heads;
@@ -368,22 +424,74 @@ void benchLatency(App& app, Session& session, const Options& o) {
   if (!frameUntil(
           app, [&] { return !session.busy() && session.runs().result(); }, 1800)) {
     std::printf("latency: the first run did not finish\n");
-    return;
+    return false;
   }
   std::printf(
       "latency: %s, entry %d heads x %lld tokens x D %d (causal), %s, first run with the dense "
       "reference %.0f ms\n",
       session.engine().name.c_str(), o.heads, (long long)o.tokens, o.dim,
       session.runs().config().geometry.label().c_str(), ms(t0, Clock::now()));
-  isolatedChanges(app, session, o.changes);
-  draggedChanges(app, session, o.changes);
-  // Exact numerics: one sparse pass a change (quantized numerics add the exact pass behind l1_sparse).
+  return true;
+}
+
+void switchToExact(App& app, Session& session) {
   core::RunConfig exact = session.runs().config();
   exact.numerics = core::Numerics::None;
   session.runs().applyConfig(exact);
   frameUntil(
       app, [&] { return !session.busy(); }, 600);
+}
+
+// Frames with nothing changing: what the screen costs to draw (and, off-screen, to wait for its pixels).
+void steadyFrames(App& app, int frames) {
+  std::vector<double> whole, finish;
+  for (int i = 0; i < frames; ++i) {
+    auto a = Clock::now();
+    app.frame();
+    auto b = Clock::now();
+    glFinish();
+    whole.push_back(ms(a, Clock::now()));
+    finish.push_back(ms(b, Clock::now()));
+  }
+  Spread w = spread(whole);
+  std::printf("    steady frames (%d): median %.1f  min %.1f ms, of which glFinish median %.1f ms\n", frames,
+              w.median, w.min, spread(finish).median);
+}
+
+void benchLatency(App& app, Session& session, const Options& o) {
+  if (!openLatencyEntry(app, session, o)) return;
   isolatedChanges(app, session, o.changes);
+  draggedChanges(app, session, o.changes);
+  // Exact numerics: one sparse pass a change (quantized numerics add the exact pass behind l1_sparse).
+  switchToExact(app, session);
+  isolatedChanges(app, session, o.changes);
+  steadyFrames(app, o.changes);
+  if (!o.screenshot.empty()) writeFramebufferPng(o.screenshot, 1920, 1080);
+}
+
+// The slider moves again with the curves view's methods overlay in front (the head detail's panel): every
+// block predictor's error-sparsity curves of head 0, swept first on the worker's second engine.
+void benchLatencyMethods(App& app, Session& session, const Options& o) {
+  if (!session.runs().result() && !openLatencyEntry(app, session, o)) return;
+  app.showView("curves");
+  auto t0 = Clock::now();
+  session.orderCurves().sweep(o.overlayPoints, OverlayKind::Methods);
+  if (!frameUntil(
+          app, [&] { return !session.orderCurves().running() && !session.busy(); }, 1800)) {
+    std::printf("latency-methods: the overlay's sweep did not finish\n");
+    return;
+  }
+  auto d = session.orderCurves().data();
+  std::printf(
+      "latency-methods: the curves view's methods overlay in front, %zu series, %zu/%zu points, swept in "
+      "%.0f ms\n",
+      d ? d->series.size() : 0, d ? d->done : 0, d ? d->total : 0, ms(t0, Clock::now()));
+  isolatedChanges(app, session, o.changes);
+  switchToExact(app, session);
+  isolatedChanges(app, session, o.changes);
+  steadyFrames(app, o.changes);
+  if (!o.screenshot.empty()) writeFramebufferPng(o.screenshot + ".methods.png", 1920, 1080);
+  app.showView("detail");
 }
 }  // namespace
 
@@ -402,11 +510,13 @@ int main(int argc, char** argv) {
     session.followDeviceTarget(o.target == "auto");
     AppSettings settings;
     App app(session, settings, *platform, true);
+    app.setDeferFrames(true);  // as the interactive app draws
     app.setupStyleAndFonts(1.0f);
     app.ui().thumbSize = 96;
     if (o.grid) benchGrid(app, session, o);
     if (o.overview) benchOverview(app, session, o);
     if (o.latency) benchLatency(app, session, o);
+    if (o.latencyMethods) benchLatencyMethods(app, session, o);
   }
   platform->shutdown();
   ImGui::DestroyContext();

@@ -126,7 +126,8 @@ double droppedMassOfRow(const core::HeadResult& h, int row) {
   return sum;
 }
 
-int colouringThreads() {
+int colouringThreads(int64_t blocks) {
+  if (blocks < kThreadedColouringBlocks) return 1;
   return static_cast<int>(std::clamp(std::thread::hardware_concurrency(), 1u, 8u));
 }
 

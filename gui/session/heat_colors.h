@@ -53,9 +53,12 @@ void renderHeadLayer(const core::HeadResult& h, HeadLayer layer, std::vector<uin
 void renderHeadThumbnail(const core::HeadResult& h, int maxSide, std::vector<uint32_t>& rgba, int* cols,
                          int* rows);
 
-// Threads for colouring heads after a run (heads and layers are independent; a 32-head 32K entry is
-// 4M blocks to classify, most of a result frame's work on one thread).
-int colouringThreads();
+// Threads for colouring `blocks` blocks of heads after a run (heads and layers are independent; a 32-head
+// 32K entry is 4M blocks to classify, most of a result frame's work on one thread). One below
+// kThreadedColouringBlocks: starting threads costs more than such work, and far more on a loaded CPU,
+// where the frame waits until each new thread is scheduled.
+inline constexpr int64_t kThreadedColouringBlocks = int64_t{1} << 16;
+int colouringThreads(int64_t blocks);
 
 // Attention mass that query block `row` loses: Σ refBlockMass over its blocks whose PV was not computed.
 double droppedMassOfRow(const core::HeadResult& h, int row);

@@ -79,6 +79,10 @@ class Session {
   // ---- per frame (UI thread) ----
   // Applies what the worker finished since the last call. Returns true when anything changed.
   bool poll();
+  // Whether poll() has anything to apply (any thread's results posted since the last one).
+  bool hasResults() const { return !core_.inboxEmpty(); }
+  // Called from the worker whenever a result is posted, to wake a UI thread that sleeps between frames.
+  void setWake(std::function<void()> wake) { core_.setWake(std::move(wake)); }
   bool busy() const { return !worker_.idle(); }
   std::optional<JobKind> runningJob() const { return jobKindOf(worker_.runningKey()); }
   std::string activity() const;  // what the worker is doing, in words ("" when idle)

@@ -79,6 +79,12 @@ std::shared_ptr<const core::EntryData> Backend::load(const std::string& name) {
 void SessionCore::post(std::function<void()> fn) {
   std::lock_guard lock(inboxMutex_);
   inbox_.push_back(std::move(fn));
+  if (wake_) wake_();
+}
+
+void SessionCore::setWake(std::function<void()> wake) {
+  std::lock_guard lock(inboxMutex_);
+  wake_ = std::move(wake);
 }
 
 bool SessionCore::drainInbox() {

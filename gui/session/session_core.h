@@ -123,8 +123,10 @@ struct Backend {
 struct SessionCore {
   explicit SessionCore(Worker& w) : worker(w), backend(std::make_shared<Backend>()) {}
 
-  // Worker thread -> UI thread: `fn` runs in the next poll().
+  // Worker thread -> UI thread: `fn` runs in the next poll(), and the UI thread is woken for it.
   void post(std::function<void()> fn);
+  // What wakes a UI thread that sleeps between frames (App::waitForWork); empty: nothing to wake.
+  void setWake(std::function<void()> wake);
   bool drainInbox();  // UI thread; true when anything ran
   bool inboxEmpty() const;
 
@@ -145,6 +147,7 @@ struct SessionCore {
  private:
   mutable std::mutex inboxMutex_;
   std::vector<std::function<void()>> inbox_;
+  std::function<void()> wake_;  // under inboxMutex_: set and cleared while the worker may post
 };
 
 }  // namespace sparge::gui

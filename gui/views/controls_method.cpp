@@ -96,7 +96,7 @@ void ControlsView::drawMethod(Session& s) {
   itemTooltip(
       "Stage 1's block predictor. XAttention, MInference, FlexPrefill and the MoBA-style gate replace "
       "Stage 1 only; Stage 2, the PV skip, numerics and errors stay SpargeAttn's (docs/methods.md). "
-      "CPU engine only. Auto-tune searches the method's knob.");
+      "Either engine. Auto-tune searches the method's knob.");
 }
 
 bool ControlsView::drawMethodParameters(Session& s, core::HeadParams& p) {

@@ -113,7 +113,7 @@ void HeadDetail::sync(const core::HeadResult& h, uint64_t generation, const core
   syncedGeneration_ = generation;
   syncedHead_ = ref;
   // The layers are coloured on several threads; GL uploads stay on this one.
-  core::parallelFor(kPanels, colouringThreads(), [&](int64_t k) {
+  core::parallelFor(kPanels, colouringThreads(int64_t(kPanels) * h.nq * h.nk), [&](int64_t k) {
     if (mapped)
       renderHeadLayerInCaptureOrder(h, kLayers[k], r.info, r.config.geometry, *captureOrder, scratch_[k],
                                     &vmin_[k], &vmax_[k]);

@@ -50,7 +50,9 @@ void HeadGrid::syncTextures(const core::EntryResult& r, uint64_t generation) {
     known[i] = it != hashes_.end() && tex[i]->valid() ? it->second : 0;
   }
   scratch_.resize(n);
-  core::parallelFor(static_cast<int64_t>(n), colouringThreads(), [&](int64_t i) {
+  int64_t blocks = 0;
+  for (const core::HeadResult& h : r.heads) blocks += int64_t(h.nq) * h.nk;
+  core::parallelFor(static_cast<int64_t>(n), colouringThreads(blocks), [&](int64_t i) {
     Thumbnail& t = scratch_[i];
     t.hash = headContentHash(r.heads[i]);
     t.stale = t.hash != known[i] || !tex[i]->valid();

@@ -82,9 +82,12 @@ void FileBrowser::drawFolderBar() {
 // chooses a file (then `*chosen` is set and it returns true).
 bool FileBrowser::drawListing(float footer, std::string* chosen) {
   bool done = false;
-  if (ImGui::BeginTable("files", 2,
-                        ImGuiTableFlags_ScrollY | ImGuiTableFlags_RowBg | ImGuiTableFlags_BordersOuter,
-                        ImVec2(0, -footer))) {
+  ImGui::PushStyleColor(ImGuiCol_ChildBg, colors::kPanelBg);  // the table's scroll child over the popup
+  const bool open = ImGui::BeginTable(
+      "files", 2, ImGuiTableFlags_ScrollY | ImGuiTableFlags_RowBg | ImGuiTableFlags_BordersOuter,
+      ImVec2(0, -footer));
+  ImGui::PopStyleColor();
+  if (open) {
     ImGui::TableSetupScrollFreeze(0, 1);
     ImGui::TableSetupColumn("Name", ImGuiTableColumnFlags_WidthStretch);
     ImGui::TableSetupColumn("Size", ImGuiTableColumnFlags_WidthFixed, ImGui::CalcTextSize("000.0 MiB").x);

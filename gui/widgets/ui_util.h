@@ -35,6 +35,10 @@ inline constexpr ImU32 kWarn = IM_COL32(236, 170, 60, 255);
 inline constexpr ImU32 kGood = IM_COL32(72, 196, 150, 255);
 inline constexpr ImU32 kBad = IM_COL32(232, 84, 84, 255);
 inline constexpr ImU32 kExact = IM_COL32(110, 170, 255, 255);  // heads in exact numerics (exact fallback)
+// The panels' background. The frame is cleared to it and child windows draw no background of their own
+// (style ChildBg is transparent): in a software renderer every full-panel layer costs a blended pass over
+// the screen. A child window over another colour (in a popup) pushes this colour as ChildBg.
+inline const ImVec4 kPanelBg(0.11f, 0.115f, 0.135f, 1);
 }  // namespace colors
 
 }  // namespace sparge::gui

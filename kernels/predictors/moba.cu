@@ -23,8 +23,10 @@ namespace sparge::cuda::predictors {
 namespace {
 
 constexpr int kTokens = 64;  // query tokens per CTA: a whole part of one tile (BQ is 64 or 128)
-// Choices per token up to which the warp takes the best block kSmallTopk times; above, a bisection on the
-// scores' bits finds the cut.
+// Other blocks per token up to which its running best blocks stay in registers
+// (sparge_predict_moba_gate_regs); heads with more go to sparge_predict_moba_gate's score rows, where a warp
+// takes the best block kSmallTopk times, or above that bisects the scores' bits for the cut.
+constexpr int kRegisterTopk = 8;
 constexpr int kSmallTopk = 8;
 
 // Mean of each BK-token key block, summed in fp32 in token order and rounded to the input type, as the CPU
@@ -61,11 +63,33 @@ struct TileChoice {
   uint8_t *own, *other;
 };
 
+// The tallies at `at` (nk counts, then the two nk flag rows), cleared by the CTA; the caller syncs.
+__device__ TileChoice tileChoiceAt(unsigned char* at, int nk) {
+  TileChoice tc;
+  tc.counts = reinterpret_cast<int*>(at);
+  tc.own = reinterpret_cast<uint8_t*>(tc.counts + nk);
+  tc.other = tc.own + nk;
+  for (int j = threadIdx.x; j < nk; j += blockDim.x) tc.counts[j] = tc.own[j] = tc.other[j] = 0;
+  return tc;
+}
+
 // Token t chose block j: its tile's tallies and the pairs of the block it sees.
 __device__ __forceinline__ long long choose(const TileChoice& tc, int j, bool own, KeySpan r, int BK) {
   atomicAdd(&tc.counts[j], 1);
   (own ? tc.own : tc.other)[j] = 1;
   return max(0, min(r.last, (j + 1) * BK - 1) - max(r.first, j * BK) + 1);
+}
+
+// A CTA's tallies of query tile i into the rows (the counts are integers: exact in any order) and its pairs.
+__device__ void writeTileChoice(const GateArgs& g, const TileChoice& tc, int bh, int i,
+                                unsigned long long ctaPairs) {
+  const size_t rowOff = ((size_t)bh * ((g.Nq + g.BQ - 1) / g.BQ) + i) * g.nk;
+  for (int j = threadIdx.x; j < g.nk; j += blockDim.x) {
+    if (tc.counts[j]) atomicAdd(&g.out.score[rowOff + j], float(tc.counts[j]));
+    if (tc.own[j]) g.out.methodForced[rowOff + j] = 1;
+    if (tc.other[j]) g.out.selected[rowOff + j] = 1;
+  }
+  if (threadIdx.x == 0) atomicAdd(&g.pairs[bh], ctaPairs);
 }
 
 // The blocks of [j0, j1] other than `own` whose key is above `cut`, then those equal to it, lowest first,
@@ -153,18 +177,15 @@ __global__ void __launch_bounds__(128)
   const int W = blockDim.x >> 5, warp = threadIdx.x >> 5, lane = threadIdx.x & 31, gr = lane >> 2,
             tq = lane & 3;
   float* scores = reinterpret_cast<float*>(smem) + (size_t)warp * 16 * g.nk;
-  TileChoice tc;
-  tc.counts = reinterpret_cast<int*>(smem + (size_t)W * 16 * g.nk * sizeof(float));
-  tc.own = reinterpret_cast<uint8_t*>(tc.counts + g.nk);
-  tc.other = tc.own + g.nk;
+  const TileChoice tc = tileChoiceAt(smem + (size_t)W * 16 * g.nk * sizeof(float), g.nk);
   __shared__ unsigned long long ctaPairs;
-  for (int j = threadIdx.x; j < g.nk; j += blockDim.x) tc.counts[j] = tc.own[j] = tc.other[j] = 0;
   if (threadIdx.x == 0) ctaPairs = 0;
   __syncthreads();
   const int y = blockIdx.y, b = y / g.nHeads, hq = g.heads[y % g.nHeads], bh = b * g.Hq + hq;
   const T* qh = q + (size_t)bh * g.Nq * D;
   const T* kh = gateKeys + (size_t)(b * g.Hkv + hq / (g.Hq / g.Hkv)) * g.nk * D;
   const int64_t topk = g.topk[hq];
+  if (topk <= kRegisterTopk + 1) return;  // sparge_predict_moba_gate_regs's head
   long long pairs = 0;
   for (int grp = warp; grp < kTokens / 16; grp += W) {
     const int t0 = blockIdx.x * kTokens + grp * 16;
@@ -200,14 +221,179 @@ __global__ void __launch_bounds__(128)
   for (int o = 16; o > 0; o >>= 1) pairs += __shfl_xor_sync(0xffffffffu, pairs, o);
   if (lane == 0) atomicAdd(&ctaPairs, (unsigned long long)pairs);
   __syncthreads();
-  const int i = blockIdx.x * kTokens / g.BQ;
-  const size_t rowOff = ((size_t)bh * ((g.Nq + g.BQ - 1) / g.BQ) + i) * g.nk;
-  for (int j = threadIdx.x; j < g.nk; j += blockDim.x) {
-    if (tc.counts[j]) atomicAdd(&g.out.score[rowOff + j], float(tc.counts[j]));  // integers: exact, any order
-    if (tc.own[j]) g.out.methodForced[rowOff + j] = 1;
-    if (tc.other[j]) g.out.selected[rowOff + j] = 1;
+  writeTileChoice(g, tc, bh, blockIdx.x * kTokens / g.BQ, ctaPairs);
+}
+
+// ---- The per-token choice in registers (heads whose top-k leaves at most kRegisterTopk other blocks) ----
+
+// A token's best candidates so far, best first: (orderKey, block), key 0 = empty. Blocks arrive in
+// increasing order, so a newcomer goes in front of an entry only when strictly better: ties to the lower.
+template <int K>
+struct BestBlocks {
+  unsigned key[K];
+  int id[K];
+  __device__ __forceinline__ void clear() {
+#pragma unroll
+    for (int e = 0; e < K; ++e) key[e] = 0u, id[e] = INT_MAX;
   }
-  if (threadIdx.x == 0) atomicAdd(&g.pairs[bh], ctaPairs);
+  __device__ __forceinline__ void offer(unsigned k, int j) {
+    if (k <= key[K - 1]) return;
+    key[K - 1] = k;
+    id[K - 1] = j;
+#pragma unroll
+    for (int e = K - 1; e > 0; --e)
+      if (key[e] > key[e - 1]) {
+        const unsigned tk = key[e];
+        key[e] = key[e - 1], key[e - 1] = tk;
+        const int ti = id[e];
+        id[e] = id[e - 1], id[e - 1] = ti;
+      }
+  }
+  __device__ __forceinline__ void pop() {
+#pragma unroll
+    for (int e = 0; e + 1 < K; ++e) key[e] = key[e + 1], id[e] = id[e + 1];
+    key[K - 1] = 0u, id[K - 1] = INT_MAX;
+  }
+};
+
+// One token's rule: the blocks it may choose ([j0, j1] less `own`) and how many besides its own.
+struct TokenRule {
+  KeySpan keys;
+  int j0, j1, own, want;
+  bool ownChosen;
+};
+
+__device__ __forceinline__ TokenRule ruleOf(const GateArgs& g, int t, int tileEnd, int64_t topk) {
+  TokenRule u{KeySpan{1, 0}, 1, 0, -1, 0, false};
+  if (t >= tileEnd) return u;
+  u.keys = g.vis.keysOf(t);
+  if (u.keys.empty() || topk <= 0) return TokenRule{u.keys, 1, 0, -1, 0, false};
+  const KeySpan& r = u.keys;
+  u.own = t < g.Nkv && r.first <= t && t <= r.last ? t / g.BK : -1;
+  u.ownChosen = u.own >= 0;
+  u.j0 = r.first / g.BK, u.j1 = r.last / g.BK;
+  const int others = u.j1 - u.j0 + 1 - (u.ownChosen ? 1 : 0);
+  const int64_t rest = topk - (u.ownChosen ? 1 : 0);
+  u.want = rest < others ? (int)rest : others;
+  return u;
+}
+
+// The quad that holds a token's scores (lanes 4g..4g+3) merges its four candidate lists: `want` times the
+// best head of the four (ties to the lower block) is chosen and its lane moves on. Returns lane 4g's pairs.
+template <int K>
+__device__ long long mergeQuad(const GateArgs& g, const TileChoice& tc, BestBlocks<K>& best,
+                               const TokenRule& u) {
+  const bool leader = (threadIdx.x & 3) == 0;
+  long long pairs = 0;
+  if (u.ownChosen && leader) pairs += choose(tc, u.own, true, u.keys, g.BK);
+#pragma unroll
+  for (int n = 0; n < K; ++n) {
+    unsigned bk = best.key[0];
+    int bi = best.id[0];
+#pragma unroll
+    for (int o = 1; o <= 2; o <<= 1) {
+      const unsigned ok = __shfl_xor_sync(0xffffffffu, bk, o);
+      const int oi = __shfl_xor_sync(0xffffffffu, bi, o);
+      if (ok > bk || (ok == bk && oi < bi)) bk = ok, bi = oi;
+    }
+    if (n >= u.want || bk == 0u) continue;  // uniform within the quad
+    if (leader) pairs += choose(tc, bi, false, u.keys, g.BK);
+    if (best.id[0] == bi) best.pop();
+  }
+  return pairs;
+}
+
+// Warp fragments of M m16 tiles of tokens (16 M tokens from t0, zero past tileEnd) with the channels of
+// each pair of k-steps permuted so that every lane reads 8 consecutive channels at once: k-step 2p takes
+// channels 32p + 8tq + {0..3}, k-step 2p+1 channels 32p + 8tq + {4..7} (the same permutation for the keys,
+// so the dot products are unchanged but for the order of the fp32 sums).
+template <typename T, int D, int M>
+__device__ __forceinline__ void loadTokens(uint32_t (&a)[M][D / 16][4], const T* qh, int t0, int tileEnd) {
+  const int lane = threadIdx.x & 31, gr = lane >> 2, tq = lane & 3;
+#pragma unroll
+  for (int m = 0; m < M; ++m)
+#pragma unroll
+    for (int half = 0; half < 2; ++half) {
+      const int t = t0 + m * 16 + gr + 8 * half;
+#pragma unroll
+      for (int p = 0; p < D / 32; ++p) {
+        const uint4 v = t < tileEnd ? *reinterpret_cast<const uint4*>(qh + (size_t)t * D + p * 32 + tq * 8)
+                                    : make_uint4(0, 0, 0, 0);
+        a[m][2 * p][half] = v.x, a[m][2 * p][2 + half] = v.y;
+        a[m][2 * p + 1][half] = v.z, a[m][2 * p + 1][2 + half] = v.w;
+      }
+    }
+}
+
+// One CTA per query tile of one head (y = b * nHeads + head index), a warp per 16 M of its tokens: the gate
+// scores of 8 blocks at a time on the tensor cores, each offered to its token's running best K in the
+// registers of the lane that holds it, then each quad's merge. No score rows: shared memory holds only the
+// tile's tallies (nk ints and 2 nk flags).
+template <typename T, int D, int M, int K>
+__global__ void __launch_bounds__(256)
+    sparge_predict_moba_gate_regs(const T* __restrict__ q, const T* __restrict__ gateKeys, const GateArgs g) {
+  extern __shared__ __align__(16) unsigned char smem[];
+  const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, gr = lane >> 2, tq = lane & 3;
+  const int y = blockIdx.y, b = y / g.nHeads, hq = g.heads[y % g.nHeads], bh = b * g.Hq + hq;
+  const int64_t topk = g.topk[hq];
+  if (topk > kRegisterTopk + 1) return;  // sparge_predict_moba_gate's head
+  const TileChoice tc = tileChoiceAt(smem, g.nk);
+  __shared__ unsigned long long ctaPairs;
+  if (threadIdx.x == 0) ctaPairs = 0;
+  __syncthreads();
+  const int i = blockIdx.x, tileEnd = min(g.Nq, (i + 1) * g.BQ), t0 = i * g.BQ + warp * 16 * M;
+  const T* qh = q + (size_t)bh * g.Nq * D;
+  const T* kh = gateKeys + (size_t)(b * g.Hkv + hq / (g.Hq / g.Hkv)) * g.nk * D;
+  long long pairs = 0;
+  if (t0 < tileEnd) {
+    TokenRule rule[M][2];
+    int lo = INT_MAX, hi = -1;
+#pragma unroll
+    for (int m = 0; m < M; ++m)
+#pragma unroll
+      for (int h = 0; h < 2; ++h) {
+        rule[m][h] = ruleOf(g, t0 + m * 16 + gr + 8 * h, tileEnd, topk);
+        if (rule[m][h].want > 0) lo = min(lo, rule[m][h].j0), hi = max(hi, rule[m][h].j1);
+      }
+    lo = __reduce_min_sync(0xffffffffu, (unsigned)lo);
+    hi = (int)__reduce_max_sync(0xffffffffu, (unsigned)(hi + 1)) - 1;
+    uint32_t a[M][D / 16][4];
+    loadTokens<T, D, M>(a, qh, t0, tileEnd);
+    BestBlocks<K> best[M][2];
+#pragma unroll
+    for (int m = 0; m < M; ++m) best[m][0].clear(), best[m][1].clear();
+    for (int jb = hi >= 0 ? lo / 8 * 8 : 0; jb <= hi; jb += 8) {
+      float c[M][4] = {};
+      const int row = jb + gr;
+#pragma unroll
+      for (int p = 0; p < D / 32; ++p) {
+        const uint4 v = row < g.nk ? *reinterpret_cast<const uint4*>(kh + (size_t)row * D + p * 32 + tq * 8)
+                                   : make_uint4(0, 0, 0, 0);
+#pragma unroll
+        for (int m = 0; m < M; ++m) {
+          sm80::Mma<T>::run(c[m], a[m][2 * p], v.x, v.y);
+          sm80::Mma<T>::run(c[m], a[m][2 * p + 1], v.z, v.w);
+        }
+      }
+#pragma unroll
+      for (int m = 0; m < M; ++m)
+#pragma unroll
+        for (int e = 0; e < 4; ++e) {
+          const TokenRule& u = rule[m][e >> 1];
+          const int j = jb + 2 * tq + (e & 1);
+          if (j >= u.j0 && j <= u.j1 && j != u.own && !isnan(c[m][e]))
+            best[m][e >> 1].offer(orderKey(c[m][e]), j);
+        }
+    }
+#pragma unroll
+    for (int m = 0; m < M; ++m)
+#pragma unroll
+      for (int h = 0; h < 2; ++h) pairs += mergeQuad<K>(g, tc, best[m][h], rule[m][h]);
+  }
+  for (int o = 16; o > 0; o >>= 1) pairs += __shfl_xor_sync(0xffffffffu, pairs, o);
+  if (lane == 0) atomicAdd(&ctaPairs, (unsigned long long)pairs);
+  __syncthreads();
+  writeTileChoice(g, tc, bh, i, ctaPairs);
 }
 
 // Each tile's choice counts into the share of its queries, and the pair counts into doubles.
@@ -235,8 +421,25 @@ int gateWarps(int nk, size_t* smem) {
                                std::to_string(limit / 1024) + " KB: use --engine cpu");
 }
 
+// The register kernel for every head whose top-k leaves at most kRegisterTopk other blocks (M m16 tiles of
+// tokens a warp: 2 up to D 128, 1 at 256, for the registers), K the largest such count rounded up.
 template <typename T, int D>
-void gate(const MethodLaunch& l, const T* gateKeys, const GateArgs& g) {
+void gateInRegisters(const MethodLaunch& l, const T* gateKeys, const GateArgs& g, int64_t maxTopk) {
+  constexpr int M = D <= 128 ? 2 : 1;
+  const size_t smem = (size_t)g.nk * (sizeof(int) + 2);
+  auto kernel = maxTopk <= 3 ? sparge_predict_moba_gate_regs<T, D, M, 2>
+                             : sparge_predict_moba_gate_regs<T, D, M, kRegisterTopk>;
+  if (smem > 48 * 1024)
+    check(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem),
+          "cudaFuncSetAttribute(sparge_predict_moba_gate_regs)");
+  const Problem& p = l.problem;
+  kernel<<<dim3(p.nq, p.B * p.nHeads), p.BQ / (16 * M) * 32, smem, l.stream>>>(static_cast<const T*>(l.qkv.q),
+                                                                               gateKeys, g);
+  checkLaunch("sparge_predict_moba_gate_regs");
+}
+
+template <typename T, int D>
+void gateInRows(const MethodLaunch& l, const T* gateKeys, const GateArgs& g) {
   size_t smem = 0;
   const int warps = gateWarps(g.nk, &smem);
   auto kernel = sparge_predict_moba_gate<T, D>;
@@ -247,6 +450,16 @@ void gate(const MethodLaunch& l, const T* gateKeys, const GateArgs& g) {
   dim3 grid((p.Nq + kTokens - 1) / kTokens, p.B * p.nHeads);
   kernel<<<grid, warps * 32, smem, l.stream>>>(static_cast<const T*>(l.qkv.q), gateKeys, g);
   checkLaunch("sparge_predict_moba_gate");
+}
+
+// Heads with few choices per token in registers, the others (when there are any) through score rows.
+template <typename T, int D>
+void gate(const MethodLaunch& l, const T* gateKeys, const GateArgs& g, const std::vector<int64_t>& topk) {
+  int64_t fewest = std::numeric_limits<int64_t>::max(), most = 0;
+  for (int64_t k : topk) fewest = std::min(fewest, k), most = std::max(most, k);
+  if (fewest <= kRegisterTopk + 1)
+    gateInRegisters<T, D>(l, gateKeys, g, std::min<int64_t>(most, kRegisterTopk + 1));
+  if (most > kRegisterTopk + 1) gateInRows<T, D>(l, gateKeys, g);
 }
 
 template <typename T>
@@ -278,10 +491,10 @@ void mobaSelect(const MethodLaunch& l, MethodRows& rows, DeviceBuffer& scratch) 
     constexpr int D = decltype(d)::value;
     if (l.qkv.et == ElemType::F16) {
       gateKeysOf<__half>(l, reinterpret_cast<__half*>(base));
-      gate<__half, D>(l, reinterpret_cast<const __half*>(base), g);
+      gate<__half, D>(l, reinterpret_cast<const __half*>(base), g, hostTopk);
     } else {
       gateKeysOf<__nv_bfloat16>(l, reinterpret_cast<__nv_bfloat16*>(base));
-      gate<__nv_bfloat16, D>(l, reinterpret_cast<const __nv_bfloat16*>(base), g);
+      gate<__nv_bfloat16, D>(l, reinterpret_cast<const __nv_bfloat16*>(base), g, hostTopk);
     }
   });
   sparge_predict_moba_shares<<<dim3(p.nq, p.B * p.nHeads), 128, 0, l.stream>>>(p.heads, p.Hq, p.nHeads, p.Nq,

@@ -1,12 +1,15 @@
 // The data side of the overview, curves and kernel views, headless: overview cells equal the per-entry
 // runs, curve points equal individual runs at those thresholds, kernel rows equal the profiler's records,
-// and the Pareto front of hand-placed points.
+// the Pareto front of hand-placed points, and when colouring a result starts threads.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <thread>
 
+#include "heat_colors.h"
 #include "session.h"
 #include "sparge/core/capture.h"
 #include "sparge/core/cpu_engine.h"
@@ -353,4 +356,13 @@ TEST(KernelData, ProfileOnTheCpuEngineLaysOutTheEngineStages) {
     end = b.startMs + b.durMs;
   }
   EXPECT_EQ(d->summary.numerics, std::string(core::toString(s->runs().config().numerics)) + ", 128x64");
+}
+
+TEST(HeatColors, SmallResultsAreColouredWithoutStartingThreads) {
+  EXPECT_EQ(colouringThreads(9 * 16 * 32), 1) << "the bundled sample's 9 heads of 16 x 32 blocks";
+  EXPECT_EQ(colouringThreads(4 * 16 * 32), 1) << "its head detail's four layers";
+  EXPECT_EQ(colouringThreads(kThreadedColouringBlocks - 1), 1);
+  // A 32-head 32K entry at 128x64 (256 x 512 blocks a head): every core, at most eight.
+  const unsigned cores = std::max(1u, std::min(8u, std::thread::hardware_concurrency()));
+  EXPECT_EQ(colouringThreads(int64_t{32} * 256 * 512), int(cores));
 }

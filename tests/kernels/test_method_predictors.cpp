@@ -33,19 +33,28 @@ std::vector<Method> deviceMethods() {
   return out;
 }
 
-// Each method's default parameters, then settings that reach other branches of its rule (XAttention: the
-// other stride, then a threshold on the first stride's cached statistics; MoBA: a top-k past the warp's
-// small-k path).
-std::vector<core::HeadParams> settingsOf(Method m) {
+// Each method's default parameters, then settings that reach other branches of its rule (XAttention: other
+// strides, so that a key block spans 1 to 32 strided columns, then a threshold on the first stride's cached
+// statistics; MoBA: a top-k at the edge of the register path's lists, then one past them). `all` false
+// leaves out the strides of 4 and 64 (the CPU's cost grows as the stride falls).
+std::vector<core::HeadParams> settingsOf(Method m, bool all) {
   std::vector<core::HeadParams> out(1);
   if (m == Method::XAttention) {
     core::HeadParams p;
     p.xattention = {0.7, 16};
     out.push_back(p);
+    if (all) {
+      p.xattention = {0.8, 4};
+      out.push_back(p);
+      p.xattention = {0.9, 64};
+      out.push_back(p);
+    }
     p.xattention = {0.5, 8};
     out.push_back(p);
   } else if (m == Method::Moba) {
     core::HeadParams p;
+    p.moba.topk = 9;
+    out.push_back(p);
     p.moba.topk = 12;
     out.push_back(p);
   }
@@ -107,7 +116,7 @@ void expectAgreement(const Tally& t, const std::string& what) {
 
 // Runs `m` under every setting on both engines (one CUDA engine per entry, so cached statistics are reused).
 void runBoth(Method m, const std::shared_ptr<core::EntryData>& e, core::RunConfig cfg,
-             const std::string& label, Tally& t) {
+             const std::string& label, Tally& t, bool allSettings) {
   core::CpuEngine cpu(2);
   CudaEngine gpu;
   cpu.setEntry(e);
@@ -115,9 +124,15 @@ void runBoth(Method m, const std::shared_ptr<core::EntryData>& e, core::RunConfi
   core::RunOptions opt;
   opt.computeError = false;
   cfg.method = m;
-  for (const core::HeadParams& p : settingsOf(m)) {
+  for (const core::HeadParams& p : settingsOf(m, allSettings)) {
     cfg.defaults = p;
     compare(cpu.run(cfg, opt), gpu.run(cfg, opt), label + " " + core::toString(m), t);
+  }
+  if (m == Method::Moba) {  // heads of the register path and of the score rows in one launch
+    cfg.defaults = core::HeadParams{};
+    cfg.perHead.assign(size_t(e->info.headsQ), core::HeadParams{});
+    for (size_t h = 1; h < cfg.perHead.size(); h += 2) cfg.perHead[h].moba.topk = 12;
+    compare(cpu.run(cfg, opt), gpu.run(cfg, opt), label + " MoBA, mixed top-k", t);
   }
 }
 
@@ -145,7 +160,7 @@ TEST(CudaMethods, RandomCapturesMatchCpuEngine) {
       e->info.window = rc.window;
       core::RunConfig cfg = fixture::makeConfig(rc.geometry, true, core::HeadParams{}, rc.sink);
       cfg.diagonal = rc.diagonal;
-      runBoth(m, e, cfg, "random case " + std::to_string(k), t);
+      runBoth(m, e, cfg, "random case " + std::to_string(k), t, true);
     }
     expectAgreement(t, std::string("random captures, ") + core::toString(m));
   }
@@ -167,7 +182,7 @@ TEST(CudaMethods, SampleCaptureMatchesCpuEngine) {
       auto e = std::make_shared<core::EntryData>(core::loadEntry(reader, name));
       for (const core::Geometry& g : {core::kGeometry128x64, core::kGeometry64x128})
         runBoth(m, e, fixture::makeConfig(g, true, core::HeadParams{}), std::string(name) + " " + g.label(),
-                t);
+                t, false);
     }
     expectAgreement(t, std::string("sample capture, ") + core::toString(m));
   }
