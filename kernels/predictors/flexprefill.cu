@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cub/block/block_reduce.cuh>
+#include <cub/block/block_scan.cuh>
 #include <string>
 #include <vector>
 
@@ -36,10 +37,9 @@ struct FlexScratch {
   void *lastQ = nullptr, *S = nullptr;
   float *rowMax = nullptr, *rowSum = nullptr, *vertical = nullptr, *slash = nullptr;
   float *sortedV = nullptr, *sortedS = nullptr, *vBlock = nullptr, *sBlock = nullptr;
-  int *idxV = nullptr, *countV = nullptr, *countS = nullptr, *countP = nullptr;
+  int *countV = nullptr, *countS = nullptr, *countP = nullptr;
   float *avgK = nullptr, *aq = nullptr, *meanLast = nullptr, *raw = nullptr, *pooled = nullptr,
         *sortedP = nullptr;
-  int* idxP = nullptr;
   double* js = nullptr;
   uint8_t *squareFlags = nullptr, *vOn = nullptr, *sOn = nullptr, *pooledOn = nullptr;
   SegmentSort sortLines, sortP;
@@ -68,7 +68,6 @@ void layout(Carve& c, FlexScratch& f, const Problem& p) {
   f.slash = f.vertical ? f.vertical + lineValues : nullptr;
   f.sortedV = c.take<float>(2 * lineValues);
   f.sortedS = f.sortedV ? f.sortedV + lineValues : nullptr;
-  f.idxV = c.take<int>(2 * lineValues);
   f.sBlock = c.take<float>(slots * f.nbk);
   f.countV = c.take<int>(slots);
   f.countS = c.take<int>(slots);
@@ -78,10 +77,9 @@ void layout(Carve& c, FlexScratch& f, const Problem& p) {
   f.meanLast = c.take<float>(slots * p.D);
   f.raw = c.take<float>(slots * blocks);
   f.sortedP = c.take<float>(slots * blocks);
-  f.idxP = c.take<int>(slots * blocks);
   f.squareFlags = c.take<uint8_t>(blocks);
-  layoutSort(c, f.sortLines, int(2 * slots), p.Nkv);
-  layoutSort(c, f.sortP, int(slots), int(blocks));
+  layoutSort(c, f.sortLines, int(2 * slots), p.Nkv, true);  // the cover counts need values alone
+  layoutSort(c, f.sortP, int(slots), int(blocks), true);    // marked from the values, not the order
 }
 
 // Thread per (block, slot): the block's vertical sum over its key columns, and the block diagonal's slash
@@ -167,14 +165,53 @@ __device__ __forceinline__ bool queryAware(const FlexHead& h, const double* js, 
   return js[s] < h.tau;
 }
 
-// Thread per (rank, slot) of a query-aware head: the pooled blocks whose running sum stays <= γ · nbq.
-__global__ void sparge_predict_flexprefill_mark_pooled(Problem p, int blocks, const FlexHead* heads,
-                                                       const double* js, const int* countP, const int* idxP,
-                                                       uint8_t* pooledOn) {
-  const int r = blockIdx.x * blockDim.x + threadIdx.x, s = blockIdx.y;
+// CTA per slot of a query-aware head: the pooled blocks of the first countP ranks of a stable descending
+// order (ties to the lower index, core's rankDescending) without the order's indices: the countP-th value's
+// key, and how many ranks before it hold smaller keys (a binary search in the sorted values), leave `need`
+// of the blocks equal to it, taken lowest index first (a scan in index order only when some are left out).
+constexpr int kMarkThreads = 1024;
+__global__ void __launch_bounds__(kMarkThreads)
+    sparge_predict_flexprefill_mark_pooled(Problem p, int blocks, const FlexHead* heads, const double* js,
+                                           const int* countP, const float* sortedP, const float* pooled,
+                                           uint8_t* pooledOn) {
+  using Scan = cub::BlockScan<int, kMarkThreads>;
+  __shared__ typename Scan::TempStorage scanTmp;
+  const int s = blockIdx.x;
   const FlexHead h = heads[slotHeads(p, s).hq];
-  if (r >= blocks || h.shortSequence || !queryAware(h, js, s) || r >= countP[s]) return;
-  pooledOn[(size_t)s * blocks + idxP[(size_t)s * blocks + r]] = 1;
+  const int n = min(countP[s], blocks);
+  if (h.shortSequence || !queryAware(h, js, s) || n <= 0) return;
+  const float* sorted = sortedP + (size_t)s * blocks;
+  const uint32_t kth = descendingKey(sorted[n - 1]);
+  int lo = 0, hi = n - 1, up = n, top = blocks;  // first rank holding kth; first rank past it
+  while (lo < hi) {
+    const int mid = (lo + hi) / 2;
+    if (descendingKey(sorted[mid]) < kth)
+      lo = mid + 1;
+    else
+      hi = mid;
+  }
+  while (up < top) {
+    const int mid = (up + top) / 2;
+    if (descendingKey(sorted[mid]) <= kth)
+      up = mid + 1;
+    else
+      top = mid;
+  }
+  const int need = n - lo;
+  const bool all = need == up - lo;
+  const float* row = pooled + (size_t)s * blocks;
+  uint8_t* on = pooledOn + (size_t)s * blocks;
+  int carry = 0;
+  for (int base = 0; base < blocks; base += kMarkThreads) {
+    const int x = base + threadIdx.x;
+    const uint32_t key = x < blocks ? descendingKey(row[x]) : 0xffffffffu;
+    const int equal = x < blocks && key == kth;
+    int equalBefore = 0, equalTotal = 0;
+    if (!all) Scan(scanTmp).ExclusiveSum(equal, equalBefore, equalTotal);
+    if (x < blocks) on[x] = key < kth || (equal && (all || carry + equalBefore < need));
+    carry += equalTotal;
+    if (!all) __syncthreads();
+  }
 }
 
 // CTA per slot, thread per block: how many vertical / slash blocks the head keeps (upstream's count of top
@@ -271,7 +308,7 @@ void computeStats(const MethodLaunch& m, const FlexScratch& f) {
   launchLastScores(m, f.lastQ, f.L, f.Lpad, 1.f, f.S);
   endPhase("last-query scores", m.stream);
   launchLineSums(m, f.S, f.L, f.rowMax, f.rowSum, LineSums{f.vertical, f.slash, p.Nkv, float(f.L), 0, 0});
-  sortDescending(f.sortLines, f.vertical, f.sortedV, f.idxV, m.stream);  // and the slash sums after them
+  sortDescending(f.sortLines, f.vertical, f.sortedV, nullptr, m.stream);  // and the slash sums after them
   endPhase("line sorts", m.stream);
   sparge_predict_flexprefill_block_sums<<<dim3((f.nbk + 127) / 128, slots), 128, 0, m.stream>>>(
       p, f.B, f.nbk, f.vertical, f.slash, f.vBlock, f.sBlock);
@@ -290,7 +327,7 @@ void computeStats(const MethodLaunch& m, const FlexScratch& f) {
   launchPooledDots(m, f.aq, f.avgK, f.nbq, f.nbk, f.squareFlags, f.raw);
   launchRowSoftmax(f.raw, slots * f.nbq, f.nbk, f.pooled, m.stream);
   endPhase("pooled scores", m.stream);
-  sortDescending(f.sortP, f.pooled, f.sortedP, f.idxP, m.stream);
+  sortDescending(f.sortP, f.pooled, f.sortedP, nullptr, m.stream);
   endPhase("block sorts", m.stream);
 }
 
@@ -303,8 +340,8 @@ void select(const MethodLaunch& m, const FlexScratch& f, MethodRows& out) {
     launchCoverCount(m, f.sortedP, blocks, f.gamma, double(f.nbq), f.countP);
     endPhase("cover counts", m.stream);
     check(cudaMemsetAsync(f.pooledOn, 0, size_t(slots) * blocks, m.stream), "cudaMemsetAsync");
-    sparge_predict_flexprefill_mark_pooled<<<dim3((blocks + 255) / 256, slots), 256, 0, m.stream>>>(
-        p, blocks, f.heads, f.js, f.countP, f.idxP, f.pooledOn);
+    sparge_predict_flexprefill_mark_pooled<<<slots, kMarkThreads, 0, m.stream>>>(
+        p, blocks, f.heads, f.js, f.countP, f.sortedP, f.pooled, f.pooledOn);
     checkLaunch("sparge_predict_flexprefill_mark_pooled");
     sparge_predict_flexprefill_line_blocks<<<slots, 256, 0, m.stream>>>(
         p, f.B, f.nbk, f.heads, f.js, f.countV, f.countS, f.vBlock, f.sBlock, f.vOn, f.sOn);

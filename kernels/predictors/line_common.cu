@@ -93,7 +93,7 @@ __global__ void __launch_bounds__(256)
   }
   const bool evenKeys = (p.Nkv & 1) == 0;
   const int kEnd = min(p.Nkv, (int)(blockIdx.x + 1) * kScoreKeys);
-#pragma unroll 2
+#pragma unroll 4
   for (int j0 = blockIdx.x * kScoreKeys; j0 < kEnd; j0 += 8) {
     uint32_t b[D / 8];
     sliceOf<T, D>(kRows, j0 + g, t, p.Nkv, b);
@@ -172,42 +172,61 @@ __global__ void __launch_bounds__(256)
   }
 }
 
-// Thread x sums column x and diagonal x over the rows in query order (the CPU's order); each row's visible
-// span and statistics sit in shared memory.
+// CTA per (window of kLineWindow columns c0 .. c0 + W − 1, slot). Thread t sums column c0 + t and the
+// diagonal that meets row L − 1 at column c0 + t (o = Nq − 1 − c0 − t); at row r that diagonal lies
+// L − 1 − r columns further left, so a chunk of rows needs the probabilities of columns [c0 − (L − 1),
+// c0 + W) alone: each is computed once into shared memory (0 where the row's query does not see the key:
+// adding +0 leaves a sum unchanged), then every thread adds its column's and its diagonal's in row order,
+// the CPU's order. `lead` (L − 1 rounded up to 8) and `cBase` (a multiple of 8) keep each row's loads
+// 16-byte aligned when the row length is a multiple of 8.
+constexpr int kLineWindow = 512, kLineRows = 16;
 template <typename T>
-__global__ void __launch_bounds__(256)
-    sparge_predict_line_sums(const T* __restrict__ S, Problem p, int L, const float* __restrict__ rowMax,
-                             const float* __restrict__ rowSum, LineSums out) {
-  extern __shared__ long long rowFirst[];  // [L] first, [L] last, then [L] max and [L] sum as floats
-  long long* rowLast = rowFirst + L;
-  float* mx = reinterpret_cast<float*>(rowFirst + 2 * L);
-  float* sum = mx + L;
-  const int x = blockIdx.x * blockDim.x + threadIdx.x, s = blockIdx.y;
-  for (int r = threadIdx.x; r < L; r += blockDim.x) {
-    const Visible v = visibleOf(p.Nq - L + r, p);
-    rowFirst[r] = v.first;
-    rowLast[r] = v.last;
-    mx[r] = rowMax[(size_t)s * L + r];
-    sum[r] = rowSum[(size_t)s * L + r];
-  }
-  __syncthreads();
+__global__ void __launch_bounds__(kLineWindow)
+    sparge_predict_line_sums(const T* __restrict__ S, Problem p, int L, int lead, long long cBase,
+                             const float* __restrict__ rowMax, const float* __restrict__ rowSum,
+                             LineSums out) {
+  extern __shared__ float prob[];  // [kLineRows][lead + kLineWindow]: column left + i at index i
+  __shared__ long long rowFirst[kLineRows], rowLast[kLineRows];
+  __shared__ float mx[kLineRows], sum[kLineRows];
+  const int s = blockIdx.y, t = threadIdx.x, width = lead + kLineWindow, groups = width / 8;
+  const long long c0 = cBase + (long long)blockIdx.x * kLineWindow, left = c0 - lead;
   const T* rows = S + (size_t)s * L * p.Nkv;
-  if (x < p.Nkv) {
-    float acc = 0.f;
-    for (int r = 0; r < L; ++r)
-      if (x >= rowFirst[r] && x <= rowLast[r])
-        acc += expf(Elem<T>::toF(rows[(size_t)r * p.Nkv + x]) - mx[r]) / sum[r];
-    out.vertical[(size_t)s * p.Nkv + x] = x < out.infColumns ? INFINITY : acc / out.divisor;
-  }
-  if (x < out.nSlash) {
-    float acc = 0.f;
-    for (int r = 0; r < L; ++r) {
-      const long long k = (long long)p.Nq - L + r - x;
-      if (k >= 0 && k < p.Nkv && k >= rowFirst[r] && k <= rowLast[r])
-        acc += expf(Elem<T>::toF(rows[(size_t)r * p.Nkv + k]) - mx[r]) / sum[r];
+  const bool vector = p.Nkv % 8 == 0;
+  float accV = 0.f, accD = 0.f;
+  for (int r0 = 0; r0 < L; r0 += kLineRows) {
+    const int nRows = min(kLineRows, L - r0);
+    if (t < nRows) {
+      const Visible v = visibleOf(p.Nq - L + r0 + t, p);
+      rowFirst[t] = v.first;
+      rowLast[t] = v.last;
+      mx[t] = rowMax[(size_t)s * L + r0 + t];
+      sum[t] = rowSum[(size_t)s * L + r0 + t];
     }
-    out.slash[(size_t)s * out.nSlash + x] = x < out.infDiagonals ? INFINITY : acc / out.divisor;
+    __syncthreads();
+    for (int x = t; x < nRows * groups; x += kLineWindow) {
+      const int rr = x / groups, g = x % groups;
+      if (8 * g + 7 < lead - (L - 1) + r0 + rr) continue;  // left of every diagonal at this row
+      const Visible v{rowFirst[rr], rowLast[rr]};
+      const long long k = left + 8LL * g;
+      float e[8];
+      eightOf<T>(rows + (size_t)(r0 + rr) * p.Nkv, k, v, vector && k >= v.first && k + 7 <= v.last, 0.f, e);
+      float* dst = prob + rr * width + 8 * g;
+#pragma unroll
+      for (int i = 0; i < 8; ++i)
+        dst[i] = k + i >= v.first && k + i <= v.last ? expf(e[i] - mx[rr]) / sum[rr] : 0.f;
+    }
+    __syncthreads();
+    for (int rr = 0; rr < nRows; ++rr) {
+      accV += prob[rr * width + lead + t];
+      accD += prob[rr * width + lead - (L - 1) + r0 + rr + t];
+    }
+    __syncthreads();
   }
+  const long long c = c0 + t, o = (long long)p.Nq - 1 - c;
+  if (c >= 0 && c < p.Nkv)
+    out.vertical[(size_t)s * p.Nkv + c] = c < out.infColumns ? INFINITY : accV / out.divisor;
+  if (o >= 0 && o < out.nSlash)
+    out.slash[(size_t)s * out.nSlash + o] = o < out.infDiagonals ? INFINITY : accD / out.divisor;
 }
 
 // Thread (d, y) of CTA (tile group, sequence) sums columns 2d and 2d + 1 of tile blockIdx.x * kMeanTiles + y
@@ -300,7 +319,20 @@ __global__ void sparge_predict_line_sort_keys(const float* __restrict__ keys, lo
   const long long x = blockIdx.x * (long long)blockDim.x + threadIdx.x;
   if (x >= n) return;
   out[x] = (uint64_t(x / len) << 32) | descendingKey(keys[x]);
-  iota[x] = int(x % len);
+  if (iota) iota[x] = int(x % len);
+}
+
+// The float whose descendingKey is `key` (−0 comes back as +0, NaN as a NaN).
+__device__ __forceinline__ float fromDescendingKey(uint32_t key) {
+  const uint32_t ascending = ~key;
+  const uint32_t u = (ascending & 0x80000000u) ? (ascending & 0x7fffffffu) : ~ascending;
+  return __uint_as_float(u);
+}
+
+__global__ void sparge_predict_line_sort_decode(const uint64_t* __restrict__ keys, long long n,
+                                                float* __restrict__ sorted) {
+  const long long x = blockIdx.x * (long long)blockDim.x + threadIdx.x;
+  if (x < n) sorted[x] = fromDescendingKey(uint32_t(keys[x]));
 }
 
 // The sorted values back from their indices: sorted position x lies in segment x / len.
@@ -336,7 +368,7 @@ __global__ void __launch_bounds__(kBlockSortThreads)
   for (int e = 0; e < kItems; ++e) {
     const int rank = e * kBlockSortThreads + threadIdx.x;
     if (rank < len) {
-      sortedIdx[base + rank] = idx[e];
+      if (sortedIdx) sortedIdx[base + rank] = idx[e];
       sorted[base + rank] = keys[base + idx[e]];
     }
   }
@@ -450,11 +482,18 @@ void launchLineSums(const MethodLaunch& m, const void* S, int L, float* rowMax, 
     sparge_predict_line_row_stats<T>
         <<<dim3(L, slots), 256, 0, m.stream>>>(static_cast<const T*>(S), m.problem, L, rowMax, rowSum);
     checkLaunch("sparge_predict_line_row_stats");
-    const int n = std::max(m.problem.Nkv, out.nSlash);
     endPhase("row stats", m.stream);
-    const size_t smem = size_t(L) * (2 * sizeof(long long) + 2 * sizeof(float));
-    sparge_predict_line_sums<T><<<dim3((n + 255) / 256, slots), 256, smem, m.stream>>>(
-        static_cast<const T*>(S), m.problem, L, rowMax, rowSum, out);
+    // Windows over the columns of every key and of every diagonal's last row (Nq − 1 − o).
+    const long long cBase = std::min(0LL, (long long)m.problem.Nq - out.nSlash) & ~7LL;
+    const long long cEnd = std::max<long long>(m.problem.Nkv, m.problem.Nq);
+    const int lead = (L - 1 + 7) / 8 * 8;
+    const size_t smem = sizeof(float) * kLineRows * (lead + kLineWindow);
+    const auto kernel = sparge_predict_line_sums<T>;
+    check(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem)),
+          "cudaFuncSetAttribute (line sums)");
+    const unsigned windows = unsigned((cEnd - cBase + kLineWindow - 1) / kLineWindow);
+    kernel<<<dim3(windows, slots), kLineWindow, smem, m.stream>>>(static_cast<const T*>(S), m.problem, L,
+                                                                  lead, cBase, rowMax, rowSum, out);
     checkLaunch("sparge_predict_line_sums");
     endPhase("line sums", m.stream);
   });
@@ -495,20 +534,27 @@ void launchRowSoftmax(const float* x, int rows, int len, float* out, cudaStream_
   checkLaunch("sparge_predict_line_row_softmax");
 }
 
-void layoutSort(Carve& c, SegmentSort& s, int nSeg, int len) {
+void layoutSort(Carve& c, SegmentSort& s, int nSeg, int len, bool keysOnly) {
   s.nSeg = nSeg;
   s.len = len;
   s.endBit = 32;
+  s.keysOnly = keysOnly;
   if (blockSorted(len)) return;  // no scratch: a CTA per segment
   while ((1LL << (s.endBit - 32)) < nSeg) ++s.endBit;
   const size_t n = size_t(nSeg) * len;
   s.keys = c.take<uint64_t>(n);
   s.sortedKeys = c.take<uint64_t>(n);
-  s.iota = c.take<int>(n);
   s.tempBytes = 0;
-  check(cub::DeviceRadixSort::SortPairs<uint64_t, int>(nullptr, s.tempBytes, nullptr, nullptr, nullptr,
-                                                       nullptr, int(n), 0, s.endBit),
+  if (keysOnly) {
+    check(
+        cub::DeviceRadixSort::SortKeys<uint64_t>(nullptr, s.tempBytes, nullptr, nullptr, int(n), 0, s.endBit),
         "cub::DeviceRadixSort (size)");
+  } else {
+    s.iota = c.take<int>(n);
+    check(cub::DeviceRadixSort::SortPairs<uint64_t, int>(nullptr, s.tempBytes, nullptr, nullptr, nullptr,
+                                                         nullptr, int(n), 0, s.endBit),
+          "cub::DeviceRadixSort (size)");
+  }
   s.temp = c.take<char>(s.tempBytes);
 }
 
@@ -521,6 +567,13 @@ void sortDescending(const SegmentSort& s, const float* keys, float* sortedKeys, 
   sparge_predict_line_sort_keys<<<grid, 256, 0, stream>>>(keys, n, s.len, s.keys, s.iota);
   checkLaunch("sparge_predict_line_sort_keys");
   size_t bytes = s.tempBytes;
+  if (s.keysOnly) {
+    check(cub::DeviceRadixSort::SortKeys(s.temp, bytes, s.keys, s.sortedKeys, int(n), 0, s.endBit, stream),
+          "cub::DeviceRadixSort");
+    sparge_predict_line_sort_decode<<<grid, 256, 0, stream>>>(s.sortedKeys, n, sortedKeys);
+    checkLaunch("sparge_predict_line_sort_decode");
+    return;
+  }
   check(cub::DeviceRadixSort::SortPairs(s.temp, bytes, s.keys, s.sortedKeys, s.iota, sortedIdx, int(n), 0,
                                         s.endBit, stream),
         "cub::DeviceRadixSort");

@@ -122,14 +122,16 @@ SPARGE_LINE_HD inline uint32_t descendingKey(float v) {
 struct SegmentSort {
   int nSeg = 0, len = 0;
   int endBit = 32;                 // the key bits that differ: 32 plus those of the segment index
+  bool keysOnly = false;           // values alone (no indices): half the traffic of the long sort
   uint64_t* keys = nullptr;        // [nSeg * len] scratch
   uint64_t* sortedKeys = nullptr;  // [nSeg * len] scratch
   int* iota = nullptr;             // [nSeg * len] scratch
   void* temp = nullptr;
   size_t tempBytes = 0;
 };
-// Carves a sort's scratch for nSeg segments of `len`.
-void layoutSort(Carve& c, SegmentSort& s, int nSeg, int len);
+// Carves a sort's scratch for nSeg segments of `len`. A keysOnly sort gives the sorted values alone
+// (sortedIdx null; −0 comes back as +0 and NaN as a NaN, which leaves any running sum over them unchanged).
+void layoutSort(Carve& c, SegmentSort& s, int nSeg, int len, bool keysOnly = false);
 void sortDescending(const SegmentSort& s, const float* keys, float* sortedKeys, int* sortedIdx,
                     cudaStream_t stream);
 

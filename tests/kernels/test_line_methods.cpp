@@ -439,48 +439,54 @@ TEST(LineMethods, SortKeysOrderAsTheCpuRanking) {
 
 // The device sorts (a CTA per segment for short segments, one device-wide radix sort for long ones) give
 // each segment's indices and values in the order of a stable host sort by core's ranking (larger first, NaN
-// last, −0 equal to +0, ties by index).
+// last, −0 equal to +0, ties by index); a keys-only sort the same values.
 TEST(LineMethods, SortDescendingMatchesStableHostSort) {
   REQUIRE_GPU();
   std::mt19937 rng(5);
   std::uniform_int_distribution<int> pick(-60, 60);
-  for (const auto& [nSeg, len] : {std::pair{37, 300}, std::pair{5, 4096}, std::pair{3, 5000}}) {
-    std::vector<float> v(size_t(nSeg) * len);
-    for (float& x : v) x = float(pick(rng)) / 8.f;  // many ties
-    v[3] = NAN;
-    v[7] = -0.f;
-    v[11] = INFINITY;
-    v[size_t(len) + 2] = -INFINITY;
-    DeviceBuffer scratch, keys, sorted, idx;
-    lines::SegmentSort sort;
-    lines::carveScratch(scratch, "sort scratch",
-                        [&](lines::Carve& c) { lines::layoutSort(c, sort, nSeg, len); });
-    keys.reserve(v.size() * sizeof(float), "keys");
-    sorted.reserve(v.size() * sizeof(float), "sorted");
-    idx.reserve(v.size() * sizeof(int), "idx");
-    check(cudaMemcpy(keys.get(), v.data(), v.size() * sizeof(float), cudaMemcpyHostToDevice), "keys");
-    lines::sortDescending(sort, keys.as<float>(), sorted.as<float>(), idx.as<int>(), nullptr);
-    std::vector<float> gotV(v.size());
-    std::vector<int> gotI(v.size());
-    check(cudaMemcpy(gotV.data(), sorted.get(), v.size() * sizeof(float), cudaMemcpyDeviceToHost), "sorted");
-    check(cudaMemcpy(gotI.data(), idx.get(), v.size() * sizeof(int), cudaMemcpyDeviceToHost), "idx");
-    for (int sg = 0; sg < nSeg; ++sg) {
-      const float* seg = v.data() + size_t(sg) * len;
-      std::vector<int> want(size_t(len), 0);
-      std::iota(want.begin(), want.end(), 0);
-      std::stable_sort(want.begin(), want.end(), [&](int a, int b) {
-        if (std::isnan(seg[b])) return !std::isnan(seg[a]);
-        return !std::isnan(seg[a]) && seg[a] > seg[b];
-      });
-      for (int r = 0; r < len; ++r) {
-        const size_t at = size_t(sg) * len + size_t(r);
-        ASSERT_EQ(gotI[at], want[size_t(r)])
-            << "segment " << sg << " of " << nSeg << " x " << len << ", rank " << r;
-        const float w = seg[want[size_t(r)]];
-        ASSERT_TRUE(std::isnan(w) ? std::isnan(gotV[at]) : gotV[at] == w) << "rank " << r;
+  for (const bool keysOnly : {false, true})
+    for (const auto& [nSeg, len] : {std::pair{37, 300}, std::pair{5, 4096}, std::pair{3, 5000}}) {
+      std::vector<float> v(size_t(nSeg) * len);
+      for (float& x : v) x = float(pick(rng)) / 8.f;  // many ties
+      v[3] = NAN;
+      v[7] = -0.f;
+      v[11] = INFINITY;
+      v[size_t(len) + 2] = -INFINITY;
+      DeviceBuffer scratch, keys, sorted, idx;
+      lines::SegmentSort sort;
+      lines::carveScratch(scratch, "sort scratch",
+                          [&](lines::Carve& c) { lines::layoutSort(c, sort, nSeg, len, keysOnly); });
+      keys.reserve(v.size() * sizeof(float), "keys");
+      sorted.reserve(v.size() * sizeof(float), "sorted");
+      idx.reserve(v.size() * sizeof(int), "idx");
+      check(cudaMemcpy(keys.get(), v.data(), v.size() * sizeof(float), cudaMemcpyHostToDevice), "keys");
+      lines::sortDescending(sort, keys.as<float>(), sorted.as<float>(), keysOnly ? nullptr : idx.as<int>(),
+                            nullptr);
+      std::vector<float> gotV(v.size());
+      std::vector<int> gotI(v.size());
+      check(cudaMemcpy(gotV.data(), sorted.get(), v.size() * sizeof(float), cudaMemcpyDeviceToHost),
+            "sorted");
+      check(cudaMemcpy(gotI.data(), idx.get(), v.size() * sizeof(int), cudaMemcpyDeviceToHost), "idx");
+      for (int sg = 0; sg < nSeg; ++sg) {
+        const float* seg = v.data() + size_t(sg) * len;
+        std::vector<int> want(size_t(len), 0);
+        std::iota(want.begin(), want.end(), 0);
+        std::stable_sort(want.begin(), want.end(), [&](int a, int b) {
+          if (std::isnan(seg[b])) return !std::isnan(seg[a]);
+          return !std::isnan(seg[a]) && seg[a] > seg[b];
+        });
+        for (int r = 0; r < len; ++r) {
+          const size_t at = size_t(sg) * len + size_t(r);
+          if (!keysOnly) {
+            ASSERT_EQ(gotI[at], want[size_t(r)])
+                << "segment " << sg << " of " << nSeg << " x " << len << ", rank " << r;
+          }
+          const float w = seg[want[size_t(r)]];
+          ASSERT_TRUE(std::isnan(w) ? std::isnan(gotV[at]) : gotV[at] == w)
+              << "rank " << r << " keys only " << keysOnly;
+        }
       }
     }
-  }
 }
 
 }  // namespace
