@@ -396,6 +396,27 @@ TEST(LineMethods, BothMatchCpuOnTwoSampleLayers) {
   }
 }
 
+// Query-aware heads whose pooled scores are all equal (constant Q and K): γ cuts through the ties, which go
+// to the lower block index first as in core's ranking. Exact agreement is expected.
+TEST(LineMethods, FlexPrefillPooledTiesCutAtGamma) {
+  REQUIRE_GPU();
+  for (const bool causal : {false, true}) {
+    HostEntry e = randomEntry(1, 3, 1, 1200, 1200, 64, DType::Float16, 4);
+    std::fill(e.q.begin(), e.q.end(), 0.25f);
+    std::fill(e.k.begin(), e.k.end(), 0.5f);
+    e.causal = causal;
+    std::vector<core::HeadParams> params(3);
+    for (int h = 0; h < 3; ++h) {
+      params[size_t(h)].flexprefill.tau = 10.0;  // always query-aware
+      params[size_t(h)].flexprefill.gamma = 0.35 + 0.19 * h;
+    }
+    const Comparison c = compareWithCpu(Method::FlexPrefill, e, core::kGeometry128x64, {0, 1, 2}, params);
+    EXPECT_GT(c.blocks, 0u);
+    EXPECT_EQ(c.bitDiffs, 0u) << (causal ? "causal" : "bidirectional");
+    EXPECT_EQ(c.scoreDiffs, 0u);
+  }
+}
+
 // Only the listed heads are written: the others keep what was there.
 TEST(LineMethods, UnlistedHeadsUntouched) {
   REQUIRE_GPU();
