@@ -165,19 +165,18 @@ __device__ __forceinline__ bool queryAware(const FlexHead& h, const double* js, 
   return js[s] < h.tau;
 }
 
-// CTA per (kMarkSpan blocks, slot) of a query-aware head: the pooled blocks of the first countP ranks of a
-// stable descending order (ties to the lower index, core's rankDescending) without the order's indices: the
-// countP-th value's key, and how many ranks before it hold smaller keys (a binary search in the sorted
-// values), leave `need` of the blocks equal to it. When all of those are taken every CTA marks its span;
-// otherwise the first CTA takes the whole row, the equal ones lowest index first (a scan in index order).
-constexpr int kMarkThreads = 1024, kMarkSpan = 8 * kMarkThreads;
+// CTA per slot of a query-aware head: the pooled blocks of the first countP ranks of a stable descending
+// order (ties to the lower index, core's rankDescending) without the order's indices: the countP-th value's
+// key, and how many ranks before it hold smaller keys (a binary search in the sorted values), leave `need`
+// of the blocks equal to it, taken lowest index first (a scan in index order only when some are left out).
+constexpr int kMarkThreads = 1024;
 __global__ void __launch_bounds__(kMarkThreads)
     sparge_predict_flexprefill_mark_pooled(Problem p, int blocks, const FlexHead* heads, const double* js,
                                            const int* countP, const float* sortedP, const float* pooled,
                                            uint8_t* pooledOn) {
   using Scan = cub::BlockScan<int, kMarkThreads>;
   __shared__ typename Scan::TempStorage scanTmp;
-  const int s = blockIdx.y;
+  const int s = blockIdx.x;
   const FlexHead h = heads[slotHeads(p, s).hq];
   const int n = min(countP[s], blocks);
   if (h.shortSequence || !queryAware(h, js, s) || n <= 0) return;
@@ -200,18 +199,16 @@ __global__ void __launch_bounds__(kMarkThreads)
   }
   const int need = n - lo;
   const bool all = need == up - lo;
-  if (!all && blockIdx.x > 0) return;
-  const int begin = all ? blockIdx.x * kMarkSpan : 0, end = all ? min(blocks, begin + kMarkSpan) : blocks;
   const float* row = pooled + (size_t)s * blocks;
   uint8_t* on = pooledOn + (size_t)s * blocks;
   int carry = 0;
-  for (int base = begin; base < end; base += kMarkThreads) {
+  for (int base = 0; base < blocks; base += kMarkThreads) {
     const int x = base + threadIdx.x;
-    const uint32_t key = x < end ? descendingKey(row[x]) : 0xffffffffu;
-    const int equal = x < end && key == kth;
+    const uint32_t key = x < blocks ? descendingKey(row[x]) : 0xffffffffu;
+    const int equal = x < blocks && key == kth;
     int equalBefore = 0, equalTotal = 0;
     if (!all) Scan(scanTmp).ExclusiveSum(equal, equalBefore, equalTotal);
-    if (x < end) on[x] = key < kth || (equal && (all || carry + equalBefore < need));
+    if (x < blocks) on[x] = key < kth || (equal && (all || carry + equalBefore < need));
     carry += equalTotal;
     if (!all) __syncthreads();
   }
@@ -343,8 +340,7 @@ void select(const MethodLaunch& m, const FlexScratch& f, MethodRows& out) {
     launchCoverCount(m, f.sortedP, blocks, f.gamma, double(f.nbq), f.countP);
     endPhase("cover counts", m.stream);
     check(cudaMemsetAsync(f.pooledOn, 0, size_t(slots) * blocks, m.stream), "cudaMemsetAsync");
-    const dim3 spans(unsigned((blocks + kMarkSpan - 1) / kMarkSpan), unsigned(slots));
-    sparge_predict_flexprefill_mark_pooled<<<spans, kMarkThreads, 0, m.stream>>>(
+    sparge_predict_flexprefill_mark_pooled<<<slots, kMarkThreads, 0, m.stream>>>(
         p, blocks, f.heads, f.js, f.countP, f.sortedP, f.pooled, f.pooledOn);
     checkLaunch("sparge_predict_flexprefill_mark_pooled");
     sparge_predict_flexprefill_line_blocks<<<slots, 256, 0, m.stream>>>(

@@ -65,9 +65,9 @@ __device__ __forceinline__ void sliceOf(const T* base, long long row, int t, lon
   }
 }
 
-// One CTA per 512 keys of a slot (fewer CTAs each loading the query fragments); warp w holds query rows 16w
-// .. 16w+15 as A fragments and walks the keys 8 at a time on the tensor cores (m16n8k16, fp32 accumulators).
-constexpr int kScoreKeys = 512;
+// One CTA per 128 keys of a slot; warp w holds query rows 16w .. 16w+15 as A fragments and walks the keys
+// 8 at a time on the tensor cores (m16n8k16, fp32 accumulators).
+constexpr int kScoreKeys = 128;
 template <typename T, int D>
 __global__ void __launch_bounds__(256)
     sparge_predict_line_scores(const T* __restrict__ lastQ, const T* __restrict__ k, Problem p, int L,
@@ -185,8 +185,7 @@ __global__ void __launch_bounds__(kLineWindow)
     sparge_predict_line_sums(const T* __restrict__ S, Problem p, int L, int lead, long long cBase,
                              const float* __restrict__ rowMax, const float* __restrict__ rowSum,
                              LineSums out) {
-  extern __shared__ __align__(
-      16) float prob[];  // [kLineRows][lead + kLineWindow]: column left + i at index i
+  extern __shared__ float prob[];  // [kLineRows][lead + kLineWindow]: column left + i at index i
   __shared__ long long rowFirst[kLineRows], rowLast[kLineRows];
   __shared__ float mx[kLineRows], sum[kLineRows];
   const int s = blockIdx.y, t = threadIdx.x, width = lead + kLineWindow, groups = width / 8;
@@ -211,14 +210,10 @@ __global__ void __launch_bounds__(kLineWindow)
       const long long k = left + 8LL * g;
       float e[8];
       eightOf<T>(rows + (size_t)(r0 + rr) * p.Nkv, k, v, vector && k >= v.first && k + 7 <= v.last, 0.f, e);
-      float pr[8];
+      float* dst = prob + rr * width + 8 * g;
 #pragma unroll
       for (int i = 0; i < 8; ++i)
-        pr[i] = k + i >= v.first && k + i <= v.last ? expf(e[i] - mx[rr]) / sum[rr] : 0.f;
-      // Two 16-byte stores: eight 4-byte ones 32 bytes apart would meet 8-way bank conflicts.
-      float4* dst = reinterpret_cast<float4*>(prob + rr * width + 8 * g);
-      dst[0] = make_float4(pr[0], pr[1], pr[2], pr[3]);
-      dst[1] = make_float4(pr[4], pr[5], pr[6], pr[7]);
+        dst[i] = k + i >= v.first && k + i <= v.last ? expf(e[i] - mx[rr]) / sum[rr] : 0.f;
     }
     __syncthreads();
     for (int rr = 0; rr < nRows; ++rr) {

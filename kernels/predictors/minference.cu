@@ -40,8 +40,6 @@ struct MinfScratch {
   void *lastQ = nullptr, *S = nullptr;
   float *rowMax = nullptr, *rowSum = nullptr, *vertical = nullptr, *slash = nullptr;
   int* colPrefix = nullptr;
-  int* diagCount = nullptr;                          // [slot][Nq + 1]: chosen diagonals below o
-  long long* diagSum = nullptr;                      // [slot][Nq + 1]: their Σ o
   uint32_t *colBits = nullptr, *diagBits = nullptr;  // chosen columns / diagonals, one bit each
   // block_sparse
   float *pq = nullptr, *pk = nullptr, *pooled = nullptr, *prob = nullptr, *sortedP = nullptr;
@@ -63,8 +61,6 @@ void layout(Carve& c, MinfScratch& m, const Problem& p) {
     m.vertical = c.take<float>(slots * Nkv);
     m.slash = c.take<float>(slots * Nq);
     m.colPrefix = c.take<int>(slots * (Nkv + 1));
-    m.diagCount = c.take<int>(slots * (Nq + 1));
-    m.diagSum = c.take<long long>(slots * (Nq + 1));
     m.colBits = c.take<uint32_t>(size_t(slots) * m.wordsK);
     m.diagBits = c.take<uint32_t>(size_t(slots) * m.wordsQ);
   }
@@ -206,68 +202,50 @@ __global__ void __launch_bounds__(kPairThreads)
   if (threadIdx.x == 0) out.elementPairs[sh.bhq] = (double)pairs;
 }
 
-// CTA per slot of a vertical_slash head: how many chosen diagonals lie below each o and the sum of their o
-// (prefix arrays of Nq + 1 entries), so that a tile finds the diagonals crossing it in a few look-ups.
-__global__ void __launch_bounds__(kPairThreads)
-    sparge_predict_minference_diag_prefix(Problem p, const MinfHead* heads, const uint32_t* diagBits,
-                                          int wordsQ, int* diagCount, long long* diagSum) {
-  using CountScan = cub::BlockScan<int, kPairThreads>;
-  using SumScan = cub::BlockScan<long long, kPairThreads>;
-  __shared__ typename CountScan::TempStorage countTmp;
-  __shared__ typename SumScan::TempStorage sumTmp;
-  const int s = blockIdx.x;
-  if (!heads[slotHeads(p, s).hq].lines) return;
-  const uint32_t* diags = diagBits + (size_t)s * wordsQ;
-  int* count = diagCount + (size_t)s * (p.Nq + 1);
-  long long* sum = diagSum + (size_t)s * (p.Nq + 1);
-  const int chunk = (p.Nq + kPairThreads - 1) / kPairThreads;
-  const int o0 = min(p.Nq, (int)threadIdx.x * chunk), o1 = min(p.Nq, o0 + chunk);
-  int mine = 0, before = 0, total = 0;
-  long long mineSum = 0, sumBefore = 0, sumTotal = 0;
-  for (int o = o0; o < o1; ++o)
-    if (bitAt(diags, o)) {
-      ++mine;
-      mineSum += o;
-    }
-  CountScan(countTmp).ExclusiveSum(mine, before, total);
-  SumScan(sumTmp).ExclusiveSum(mineSum, sumBefore, sumTotal);
-  for (int o = o0; o < o1; ++o) {
-    count[o] = before;
-    sum[o] = sumBefore;
-    if (bitAt(diags, o)) {
-      ++before;
-      sumBefore += o;
-    }
-  }
-  if (threadIdx.x == 0) {
-    count[p.Nq] = total;
-    sum[p.Nq] = sumTotal;
-  }
+// Bits of word w (diagonals 32w .. 32w+31) from diagonal a on / up to diagonal b.
+__device__ __forceinline__ uint32_t bitsFrom(int w, long long a) {
+  const long long first = 32LL * w;
+  return a <= first ? ~0u : a > first + 31 ? 0u : ~0u << (a - first);
+}
+__device__ __forceinline__ uint32_t bitsTo(int w, long long b) {
+  const long long first = 32LL * w;
+  return b >= first + 31 ? ~0u : b < first ? 0u : (2u << (b - first)) - 1u;
+}
+
+// Σ of o over the set bits of word w: 32w per bit plus the bit positions, summed bit by bit of the position.
+__device__ __forceinline__ long long diagonalSum(int w, uint32_t bits) {
+  const int positions = __popc(bits & 0xAAAAAAAAu) + 2 * __popc(bits & 0xCCCCCCCCu) +
+                        4 * __popc(bits & 0xF0F0F0F0u) + 8 * __popc(bits & 0xFF00FF00u) +
+                        16 * __popc(bits & 0xFFFF0000u);
+  return 32LL * w * __popc(bits) + positions;
 }
 
 // The pairs of tile [q0, q1) x [k0, kEnd] on the chosen visible diagonals, and whether a local (forced) or
 // another (selected) diagonal crosses it. Every diagonal o in [q0 − kEnd, q1 − 1 − k0] crosses the tile, over
 // keys max(q0 − o, k0) .. min(q1 − 1 − o, kEnd): linear in o on either side of o = q0 − k0 and of
-// o = q1 − 1 − kEnd, so the sum needs only the count and the sum of the chosen o on each side, read from the
-// prefix arrays (the pairs core's mapping counts one diagonal at a time).
-__device__ long long diagonalCover(const Problem& p, const int* count, const long long* sum, long long q0,
-                                   long long q1, long long k0, long long kEnd, bool& forced, bool& sel) {
+// o = q1 − 1 − kEnd, so the sum needs only the count and the sum of the chosen o on each side, a word of
+// 32 diagonals at a time (the pairs core's mapping counts one diagonal at a time).
+__device__ long long diagonalCover(const Problem& p, const uint32_t* bits, long long q0, long long q1,
+                                   long long k0, long long kEnd, bool& forced, bool& sel) {
   const long long oA = max(0LL, q0 - kEnd);
   long long oB = min((long long)p.Nq - 1, q1 - 1 - k0);
   if (p.window.left >= 0) oB = min(oB, (long long)p.window.left);  // diagonals past the window: unseen
   if (oA > oB) return 0;
-  // Chosen diagonals in [a, b] and their Σ o.
-  const auto nIn = [&](long long a, long long b) {
-    return a > b ? 0LL : (long long)(count[b + 1] - count[a]);
-  };
-  const auto sumIn = [&](long long a, long long b) { return a > b ? 0LL : sum[b + 1] - sum[a]; };
   // lo = q0 − o up to o = loBreak, k0 after it; hi = kEnd up to o = hiBreak, q1 − 1 − o from it.
-  const long long loBreak = min(oB, q0 - k0), hiBreak = max(oA, q1 - 1 - kEnd);
-  const long long n = nIn(oA, oB);
-  forced = forced || nIn(oA, min(oB, (long long)kLocalDiagonals - 1)) > 0;
-  sel = sel || nIn(max(oA, (long long)kLocalDiagonals), oB) > 0;
-  const long long nLe = nIn(oA, loBreak), sumLe = sumIn(oA, loBreak);
-  const long long nGe = nIn(hiBreak, oB), sumGe = sumIn(hiBreak, oB);
+  const long long loBreak = q0 - k0, hiBreak = q1 - 1 - kEnd;
+  long long n = 0, nLe = 0, sumLe = 0, nGe = 0, sumGe = 0;
+  for (int w = int(oA >> 5); w <= int(oB >> 5); ++w) {
+    const uint32_t on = bits[w] & bitsFrom(w, oA) & bitsTo(w, oB);
+    if (!on) continue;
+    forced = forced || (on & bitsTo(w, kLocalDiagonals - 1)) != 0;
+    sel = sel || (on & bitsFrom(w, kLocalDiagonals)) != 0;
+    n += __popc(on);
+    const uint32_t le = on & bitsTo(w, loBreak), ge = on & bitsFrom(w, hiBreak);
+    nLe += __popc(le);
+    sumLe += diagonalSum(w, le);
+    nGe += __popc(ge);
+    sumGe += diagonalSum(w, ge);
+  }
   const long long sumHi = nGe * (q1 - 1) - sumGe + (n - nGe) * kEnd;
   const long long sumLo = nLe * q0 - sumLe + (n - nLe) * k0;
   return sumHi - sumLo + n;
@@ -277,8 +255,8 @@ __device__ long long diagonalCover(const Problem& p, const int* count, const lon
 // (vertical_slash), or the pooled probability with nothing selected yet (block_sparse).
 __global__ void __launch_bounds__(256)
     sparge_predict_minference_tiles(Problem p, const MinfHead* heads, const uint8_t* blockFlags,
-                                    const uint32_t* colBits, const int* diagCount, const long long* diagSum,
-                                    int wordsK, const float* prob, MethodRows out) {
+                                    const uint32_t* colBits, const uint32_t* diagBits, int wordsK, int wordsQ,
+                                    const float* prob, MethodRows out) {
   const long long x = blockIdx.x * (long long)blockDim.x + threadIdx.x;
   const int s = blockIdx.y;
   if (x >= (long long)p.nq * p.nk) return;
@@ -300,8 +278,7 @@ __global__ void __launch_bounds__(256)
       (c < kInitColumns ? forced : sel) = true;
       covered += n;
     });
-    const size_t d = (size_t)s * (p.Nq + 1);
-    covered += diagonalCover(p, diagCount + d, diagSum + d, q0, q1, k0, kEnd, forced, sel);
+    covered += diagonalCover(p, diagBits + (size_t)s * wordsQ, q0, q1, k0, kEnd, forced, sel);
     const long long area = visibleArea(p, q0, q1, k0, kEnd);
     score = area > 0 ? (float)fmin(1.0, (double)covered / (double)area) : 0.f;
   }
@@ -378,15 +355,10 @@ void select(const MethodLaunch& m, const MinfScratch& x, MethodRows& out) {
   sparge_predict_minference_pairs<<<slots, kPairThreads, 0, m.stream>>>(p, x.heads, x.colBits, x.diagBits,
                                                                         x.wordsK, x.wordsQ, x.colPrefix, out);
   checkLaunch("sparge_predict_minference_pairs");
-  if (x.lines) {
-    sparge_predict_minference_diag_prefix<<<slots, kPairThreads, 0, m.stream>>>(
-        p, x.heads, x.diagBits, x.wordsQ, x.diagCount, x.diagSum);
-    checkLaunch("sparge_predict_minference_diag_prefix");
-  }
   endPhase("token pairs", m.stream);
   const long long tiles = (long long)p.nq * p.nk;
   sparge_predict_minference_tiles<<<dim3(unsigned((tiles + 255) / 256), slots), 256, 0, m.stream>>>(
-      p, x.heads, m.blockFlags, x.colBits, x.diagCount, x.diagSum, x.wordsK, x.prob, out);
+      p, x.heads, m.blockFlags, x.colBits, x.diagBits, x.wordsK, x.wordsQ, x.prob, out);
   checkLaunch("sparge_predict_minference_tiles");
   if (x.blocks) {
     sparge_predict_minference_top_blocks<<<dim3(slots * p.nq, (p.nk + 255) / 256), 256, 0, m.stream>>>(
