@@ -15,15 +15,19 @@
 #include <climits>
 #include <cmath>
 #include <string>
+#include <type_traits>
 #include <vector>
 
+#include "attention/sm90/tma_map.h"
 #include "common/cuda_util.h"
 #include "common/device_common.cuh"
 #include "common/head_dim.h"
+#include "common/launch.h"
 #include "common/mma_sm80.cuh"
 #include "predictors/method_kernels.h"
 #include "predictors/visible.cuh"
 #include "predictors/xattn_scores.cuh"
+#include "predictors/xattn_scores_sm90.cuh"
 #include "sparge/core/error.h"
 #include "stages/stage1_parts.cuh"
 
@@ -35,6 +39,9 @@ constexpr int kMaxRowsPerBlock = 64;  // strided rows of a query block: BQ / S, 
 // The score kernel's tile: 128 x 128 outputs, 8 warps of 64 x 32, three stages (96 KB: two CTAs an SM);
 // kernels/NOTES.md has the other tiles measured.
 using ScoreTile = XattnTile<128, 128, 2, 4, 3>;
+// On Hopper: 128 x 128 outputs, two consumer warpgroups, three stages (two CTAs an SM, so that one CTA's
+// epilogue and pipeline fill run beside the other's products); kernels/NOTES.md has the other variants.
+using ScoreTileSm90 = XattnWgmmaTile<1, 3>;
 
 // The block sums of query block i: Σ over its strided rows of exp(M - m) · E / l per key block, with the
 // row's max m and sum l over its visible blocks. One CTA per (query block, head): a warp per row finds m and
@@ -202,6 +209,43 @@ void scoreKernel(const MethodLaunch& l, const Strided& st, float2* me) {
   checkLaunch("sparge_predict_xattn_scores");
 }
 
+// The wgmma kernel runs on sm_90 when the tokens of both sides fill whole groups of S (its TMA view, see
+// xattn_scores_sm90.cuh) and the mma.sync family is not forced (SPARGE_ATTN_KERNEL=sm80).
+bool wgmmaScores(const Problem& p, int S) {
+  if (p.Nq % S != 0 || p.Nkv % S != 0) return false;
+  if (KernelSwitches::fromEnvironment().family == AttnFamily::Sm80) return false;
+  int dev = 0, major = 0, minor = 0;
+  if (cudaGetDevice(&dev) != cudaSuccess) return false;
+  if (cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev) != cudaSuccess) return false;
+  if (cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, dev) != cudaSuccess) return false;
+  return major == 9 && minor == 0;
+}
+
+template <typename T, int D, class Tile>
+void scoreKernelSm90(const MethodLaunch& l, const Strided& st, float2* me) {
+  const Problem& p = l.problem;
+  const CUtensorMapDataType type =
+      std::is_same_v<T, __half> ? CU_TENSOR_MAP_DATA_TYPE_FLOAT16 : CU_TENSOR_MAP_DATA_TYPE_BFLOAT16;
+  const CUtensorMap qmap =
+      tensorMap3d(l.qkv.q, type, 2, D, st.S, uint64_t(p.B) * p.Hq * st.rows, 64, 1, Tile::BM);
+  const CUtensorMap kmap =
+      tensorMap3d(l.qkv.k, type, 2, D, st.S, uint64_t(p.B) * p.Hkv * st.cols, 64, 1, Tile::BN);
+  requireSharedMemory(Tile::kSmem, "XAttention's score kernel", D);
+  auto kernel = sparge_predict_xattn_scores_sm90<T, D, Tile>;
+  check(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)Tile::kSmem),
+        "cudaFuncSetAttribute(sparge_predict_xattn_scores_sm90)");
+  const dim3 grid((st.cols + Tile::BN - 1) / Tile::BN, (st.rows + Tile::BM - 1) / Tile::BM, p.B * p.nHeads);
+  const ScoreArgs g{p.heads, p.Hq, p.Hkv, p.nHeads, p.Nkv, st, me};
+  kernel<<<grid, Tile::kThreads, Tile::kSmem, l.stream>>>(qmap, kmap, g);
+  checkLaunch("sparge_predict_xattn_scores_sm90");
+}
+
+template <typename T, int D>
+void scores(const MethodLaunch& l, const Strided& st, float2* me) {
+  if (!wgmmaScores(l.problem, st.S)) return scoreKernel<T, D>(l, st, me);
+  scoreKernelSm90<T, D, ScoreTileSm90>(l, st, me);
+}
+
 }  // namespace
 
 void xattentionStats(const MethodLaunch& l, DeviceBuffer& stats, DeviceBuffer& scratch) {
@@ -212,9 +256,9 @@ void xattentionStats(const MethodLaunch& l, DeviceBuffer& stats, DeviceBuffer& s
   auto* me = scratch.as<float2>();
   withHeadDim(p.D, "XAttention", [&](auto d) {
     if (l.qkv.et == ElemType::F16)
-      scoreKernel<__half, decltype(d)::value>(l, st, me);
+      scores<__half, decltype(d)::value>(l, st, me);
     else
-      scoreKernel<__nv_bfloat16, decltype(d)::value>(l, st, me);
+      scores<__nv_bfloat16, decltype(d)::value>(l, st, me);
   });
   sparge_predict_xattn_blocks<<<dim3(p.nq, p.B * p.nHeads), 128, 0, l.stream>>>(me, p.heads, p.Hq, p.nHeads,
                                                                                 st, stats.as<float>());

@@ -151,6 +151,20 @@ __device__ __forceinline__ void writeBlockMaxima(const float (&acc)[Tile::MT][Ti
     }
 }
 
+// Each strided row's visible columns (first > last: none) into first/last [BM]; whether any row of the tile
+// (rows a0.., columns c0..c0+BN-1) sees one of its columns. Every thread of the CTA calls it.
+template <int BM, int BN, int THREADS>
+__device__ __forceinline__ bool tileSeesKeys(const Strided& st, int a0, int c0, int* first, int* last) {
+  bool sees = false;
+  for (int r = threadIdx.x; r < BM; r += THREADS) {
+    const KeySpan c = a0 + r < st.rows ? st.columnsOf(a0 + r) : KeySpan{1, 0};
+    first[r] = c.first;
+    last[r] = c.last;
+    sees = sees || (c.first <= c.last && c.first < c0 + BN && c.last >= c0);
+  }
+  return __syncthreads_or(sees);
+}
+
 // One CTA per output tile: blockIdx.x the column tile, blockIdx.y the row tile, blockIdx.z = b * nHeads +
 // head index. Dynamic smem: Tile::kSmem.
 template <typename T, int D, class Tile>
@@ -161,14 +175,7 @@ __global__ void __launch_bounds__(Tile::kThreads, Tile::kMinBlocks)
   __shared__ int first[BM], last[BM];
   const Strided& st = g.st;
   const int a0 = blockIdx.y * BM, c0 = blockIdx.x * BN, y = blockIdx.z;
-  bool sees = false;
-  for (int r = threadIdx.x; r < BM; r += Tile::kThreads) {
-    const KeySpan c = a0 + r < st.rows ? st.columnsOf(a0 + r) : KeySpan{1, 0};
-    first[r] = c.first;
-    last[r] = c.last;
-    sees = sees || (c.first <= c.last && c.first < c0 + BN && c.last >= c0);
-  }
-  if (!__syncthreads_or(sees)) return;
+  if (!tileSeesKeys<BM, BN, Tile::kThreads>(st, a0, c0, first, last)) return;
   const int b = y / g.nHeads, hq = g.heads[y % g.nHeads];
   const T* qh = q + (size_t)(b * g.Hq + hq) * st.Nq * D;
   const T* kh = k + (size_t)(b * g.Hkv + hq / (g.Hq / g.Hkv)) * g.Nkv * D;

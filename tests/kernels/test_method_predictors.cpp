@@ -151,6 +151,8 @@ TEST(CudaMethods, RandomCapturesMatchCpuEngine) {
       {{1, 4, 2, 1000, 1000, 64, DType::BFloat16, false}, core::kGeometry64x128, {}, true, false},
       {{2, 2, 1, 700, 900, 128, DType::Float16, false}, core::kGeometry128x64, {200, 50}, false, true},
       {{1, 4, 4, 1100, 1100, 128, DType::BFloat16, true}, core::kGeometry64x128, {300, -1}, true, true},
+      // Whole groups of every stride on both sides (XAttention's wgmma kernel on Hopper), partial tiles.
+      {{2, 4, 2, 1024, 1536, 128, DType::Float16, false}, core::kGeometry64x128, {}, false, false},
   };
   for (Method m : deviceMethods()) {
     Tally t;

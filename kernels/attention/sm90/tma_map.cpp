@@ -32,11 +32,11 @@ EncodeTiled encodeTiled() {
 }  // namespace
 
 CUtensorMap tensorMap3d(const void* base, CUtensorMapDataType type, int elemBytes, uint64_t d0, uint64_t d1,
-                        uint64_t d2, uint32_t box0, uint32_t box1) {
+                        uint64_t d2, uint32_t box0, uint32_t box1, uint32_t box2) {
   CUtensorMap map;
   const cuuint64_t dims[3] = {d0, d1, d2};
   const cuuint64_t strides[2] = {d0 * elemBytes, d0 * d1 * elemBytes};
-  const cuuint32_t box[3] = {box0, box1, 1};
+  const cuuint32_t box[3] = {box0, box1, box2};
   const cuuint32_t elemStrides[3] = {1, 1, 1};
   const CUtensorMapSwizzle sw =
       box0 * elemBytes == 128 ? CU_TENSOR_MAP_SWIZZLE_128B : CU_TENSOR_MAP_SWIZZLE_64B;
