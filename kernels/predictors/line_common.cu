@@ -399,45 +399,40 @@ void launchBlockSort(const SegmentSort& s, const float* keys, float* sorted, int
   checkLaunch("sparge_predict_line_block_sort");
 }
 
-// CTA per slot: tiles of 1024 x 4 values, each thread's four summed in order, a block-wide prefix over the
-// threads, the running total carried from tile to tile; stops once the total passes the threshold.
-constexpr int kCoverThreads = 1024, kCoverItems = 4;
-__global__ void __launch_bounds__(kCoverThreads)
+// A warp per slot. The count is the CPU's (core's coverCount): an fp32 running sum taken one value at a time in
+// sorted order, counting while it stays <= the threshold. A parallel prefix rounds differently and moved the
+// count by one where γ cuts through tied scores, so lane 0 adds the values in order while the warp stages the
+// next chunk in shared memory (coalesced loads beside the sequential adds).
+constexpr int kCoverChunk = 1024;
+__global__ void __launch_bounds__(32)
     sparge_predict_line_cover_count(const float* __restrict__ sorted, Problem p, int len,
                                     const double* __restrict__ thresholds, double mul, int* count) {
-  using Scan = cub::BlockScan<float, kCoverThreads>;
-  using Reduce = cub::BlockReduce<int, kCoverThreads>;
-  __shared__ typename Scan::TempStorage scanTmp;
-  __shared__ typename Reduce::TempStorage reduceTmp;
-  const int s = blockIdx.x;
+  __shared__ float chunk[2][kCoverChunk];
+  const int s = blockIdx.x, lane = threadIdx.x;
   const double thr = thresholds[slotHeads(p, s).hq] * mul;
   const float* row = sorted + (size_t)s * len;
-  float carry = 0.f;
+  auto stage = [&](int buf, int base) {
+    for (int e = lane; e < kCoverChunk; e += 32) chunk[buf][e] = base + e < len ? row[base + e] : 0.f;
+  };
+  stage(0, 0);
+  __syncwarp();
+  float run = 0.f;
   int n = 0;
-  for (int base = 0; base < len; base += kCoverThreads * kCoverItems) {
-    float v[kCoverItems], local = 0.f;
-#pragma unroll
-    for (int e = 0; e < kCoverItems; ++e) {
-      const int x = base + threadIdx.x * kCoverItems + e;
-      v[e] = x < len ? row[x] : 0.f;
-      local += v[e];
+  bool passed = false;
+  for (int base = 0, buf = 0; base < len && !passed; base += kCoverChunk, buf ^= 1) {
+    if (base + kCoverChunk < len) stage(buf ^ 1, base + kCoverChunk);
+    if (lane == 0) {
+      const int m = min(kCoverChunk, len - base);
+      for (int e = 0; e < m && !passed; ++e) {
+        run += chunk[buf][e];
+        passed = !((double)run <= thr);
+        n += passed ? 0 : 1;
+      }
     }
-    float before, total;
-    Scan(scanTmp).ExclusiveSum(local, before, total);
-    float run = carry + before;
-    int mine = 0;
-#pragma unroll
-    for (int e = 0; e < kCoverItems; ++e) {
-      const int x = base + threadIdx.x * kCoverItems + e;
-      run += v[e];
-      if (x < len && (double)run <= thr) ++mine;
-    }
-    n += Reduce(reduceTmp).Sum(mine);
-    __syncthreads();
-    carry += total;
-    if (!((double)carry <= thr)) break;
+    passed = __shfl_sync(0xffffffffu, passed, 0);
+    __syncwarp();
   }
-  if (threadIdx.x == 0) count[s] = n;
+  if (lane == 0) count[s] = n;
 }
 
 __global__ void sparge_predict_line_square_flags(Problem p, int B, int nbq, int nbk, uint8_t* flags) {
@@ -583,7 +578,7 @@ void sortDescending(const SegmentSort& s, const float* keys, float* sortedKeys, 
 
 void launchCoverCount(const MethodLaunch& m, const float* sorted, int len, const double* thresholds,
                       double mul, int* count) {
-  sparge_predict_line_cover_count<<<slotCount(m.problem), kCoverThreads, 0, m.stream>>>(
+  sparge_predict_line_cover_count<<<slotCount(m.problem), 32, 0, m.stream>>>(
       sorted, m.problem, len, thresholds, mul, count);
   checkLaunch("sparge_predict_line_cover_count");
 }

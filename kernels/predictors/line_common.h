@@ -136,8 +136,7 @@ void sortDescending(const SegmentSort& s, const float* keys, float* sortedKeys, 
                     cudaStream_t stream);
 
 // Per slot: how many leading values of a descending row [slot][len] keep their running fp32 sum <= the
-// slot's threshold, thresholds[query head] · mul (a parallel prefix: its fp32 rounding differs from a
-// sequential sum by ulps).
+// slot's threshold, thresholds[query head] · mul, summed one value at a time in order as the CPU does.
 void launchCoverCount(const MethodLaunch& m, const float* sorted, int len, const double* thresholds,
                       double mul, int* count);
 

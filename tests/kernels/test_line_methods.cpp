@@ -397,11 +397,9 @@ TEST(LineMethods, BothMatchCpuOnTwoSampleLayers) {
 }
 
 // Query-aware heads whose pooled scores are all equal (constant Q and K): γ cuts through the ties, which go
-// to the lower block index first as in core's ranking. Exact agreement is expected. Disabled: the device
-// counts the scores covering γ with a parallel prefix sum, whose fp32 rounding differs from the CPU's
-// sequential running sum, and here the two counts differ by one (kernels/NOTES.md); run it with
-// --gtest_also_run_disabled_tests.
-TEST(LineMethods, DISABLED_FlexPrefillPooledTiesCutAtGamma) {
+// to the lower block index first as in core's ranking, and the count of scores covering γ must be the CPU's
+// sequential fp32 sum's (a parallel prefix sum stayed within γ one block less here).
+TEST(LineMethods, FlexPrefillPooledTiesCutAtGamma) {
   REQUIRE_GPU();
   for (const bool causal : {false, true}) {
     HostEntry e = randomEntry(1, 3, 1, 1200, 1200, 64, DType::Float16, 4);
