@@ -335,9 +335,11 @@ void select(const MethodLaunch& m, const FlexScratch& f, MethodRows& out) {
   const Problem& p = m.problem;
   const int slots = slotCount(p), blocks = f.nbq * f.nbk;
   if (f.stats) {
-    launchCoverCount(m, f.sortedV, p.Nkv, f.gamma, 1.0, f.countV);
-    launchCoverCount(m, f.sortedS, p.Nkv, f.gamma, 1.0, f.countS);
-    launchCoverCount(m, f.sortedP, blocks, f.gamma, double(f.nbq), f.countP);
+    const CoverRows rows{{{f.sortedV, p.Nkv, 1.0, f.countV},
+                          {f.sortedS, p.Nkv, 1.0, f.countS},
+                          {f.sortedP, blocks, double(f.nbq), f.countP}},
+                         3};
+    launchCoverCounts(m, rows, f.gamma);
     endPhase("cover counts", m.stream);
     check(cudaMemsetAsync(f.pooledOn, 0, size_t(slots) * blocks, m.stream), "cudaMemsetAsync");
     sparge_predict_flexprefill_mark_pooled<<<slots, kMarkThreads, 0, m.stream>>>(

@@ -399,40 +399,60 @@ void launchBlockSort(const SegmentSort& s, const float* keys, float* sorted, int
   checkLaunch("sparge_predict_line_block_sort");
 }
 
-// A warp per slot. The count is the CPU's (core's coverCount): an fp32 running sum taken one value at a time in
-// sorted order, counting while it stays <= the threshold. A parallel prefix rounds differently and moved the
-// count by one where γ cuts through tied scores, so lane 0 adds the values in order while the warp stages the
-// next chunk in shared memory (coalesced loads beside the sequential adds).
-constexpr int kCoverChunk = 1024;
-__global__ void __launch_bounds__(32)
-    sparge_predict_line_cover_count(const float* __restrict__ sorted, Problem p, int len,
-                                    const double* __restrict__ thresholds, double mul, int* count) {
-  __shared__ float chunk[2][kCoverChunk];
-  const int s = blockIdx.x, lane = threadIdx.x;
-  const double thr = thresholds[slotHeads(p, s).hq] * mul;
-  const float* row = sorted + (size_t)s * len;
-  auto stage = [&](int buf, int base) {
-    for (int e = lane; e < kCoverChunk; e += 32) chunk[buf][e] = base + e < len ? row[base + e] : 0.f;
-  };
-  stage(0, 0);
-  __syncwarp();
+// The count is the CPU's (core's coverCount): how many leading values keep an fp32 running sum, taken one
+// value at a time in sorted order, <= the threshold. Any parallel sum rounds differently (a block-wide prefix
+// moved the count by one where γ cuts through tied scores), so one lane adds the values in order while a
+// second warp stages the next chunk in shared memory. The values are non-negative (probabilities and their
+// sums), so the running sum never falls back under the threshold once past it (NaN stays NaN): counting
+// every prefix within it is the CPU's count, with no branch inside a chunk; the float limit is the largest
+// float <= the threshold, so `run <= limit` is the CPU's double comparison. One CTA per (row, slot), the
+// rows of one launch side by side.
+constexpr int kCoverChunk = 2048;
+
+__device__ __forceinline__ void addCounted(float& run, int& n, float v, float limit, bool inRange) {
+  run += v;
+  n += (inRange && run <= limit) ? 1 : 0;
+}
+
+__device__ __forceinline__ void stageChunk(float* dst, const float* row, int base, int len, int lane) {
+  for (int e = lane; e < kCoverChunk; e += 32) dst[e] = base + e < len ? row[base + e] : 0.f;
+}
+
+__device__ __forceinline__ void sumChunk(const float* chunk, int m, float limit, float& run, int& n) {
+  const float4* v4 = reinterpret_cast<const float4*>(chunk);
+#pragma unroll 4
+  for (int e = 0; e < m; e += 4) {
+    const float4 v = v4[e / 4];
+    addCounted(run, n, v.x, limit, e < m);
+    addCounted(run, n, v.y, limit, e + 1 < m);
+    addCounted(run, n, v.z, limit, e + 2 < m);
+    addCounted(run, n, v.w, limit, e + 3 < m);
+  }
+}
+
+__global__ void __launch_bounds__(64)
+    sparge_predict_line_cover_count(CoverRows rows, Problem p, const double* __restrict__ thresholds) {
+  __shared__ __align__(16) float chunk[2][kCoverChunk];
+  __shared__ bool passed;
+  const CoverRow& r = rows.row[blockIdx.y];
+  const int s = blockIdx.x, lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+  const float limit = __double2float_rd(thresholds[slotHeads(p, s).hq] * r.mul);
+  const float* row = r.sorted + (size_t)s * r.len;
   float run = 0.f;
   int n = 0;
-  bool passed = false;
-  for (int base = 0, buf = 0; base < len && !passed; base += kCoverChunk, buf ^= 1) {
-    if (base + kCoverChunk < len) stage(buf ^ 1, base + kCoverChunk);
-    if (lane == 0) {
-      const int m = min(kCoverChunk, len - base);
-      for (int e = 0; e < m && !passed; ++e) {
-        run += chunk[buf][e];
-        passed = !((double)run <= thr);
-        n += passed ? 0 : 1;
-      }
+  if (warp == 1) stageChunk(chunk[0], row, 0, r.len, lane);
+  if (threadIdx.x == 0) passed = false;
+  __syncthreads();
+  for (int base = 0, buf = 0; base < r.len; base += kCoverChunk, buf ^= 1) {
+    if (warp == 1 && base + kCoverChunk < r.len) stageChunk(chunk[buf ^ 1], row, base + kCoverChunk, r.len, lane);
+    if (threadIdx.x == 0) {
+      sumChunk(chunk[buf], min(kCoverChunk, r.len - base), limit, run, n);
+      passed = !(run <= limit);
     }
-    passed = __shfl_sync(0xffffffffu, passed, 0);
-    __syncwarp();
+    __syncthreads();
+    if (passed) break;
   }
-  if (lane == 0) count[s] = n;
+  if (threadIdx.x == 0) r.count[s] = n;
 }
 
 __global__ void sparge_predict_line_square_flags(Problem p, int B, int nbq, int nbk, uint8_t* flags) {
@@ -576,10 +596,9 @@ void sortDescending(const SegmentSort& s, const float* keys, float* sortedKeys, 
   checkLaunch("sparge_predict_line_sort_gather");
 }
 
-void launchCoverCount(const MethodLaunch& m, const float* sorted, int len, const double* thresholds,
-                      double mul, int* count) {
-  sparge_predict_line_cover_count<<<slotCount(m.problem), 32, 0, m.stream>>>(
-      sorted, m.problem, len, thresholds, mul, count);
+void launchCoverCounts(const MethodLaunch& m, const CoverRows& rows, const double* thresholds) {
+  const dim3 grid(slotCount(m.problem), rows.n);
+  sparge_predict_line_cover_count<<<grid, 64, 0, m.stream>>>(rows, m.problem, thresholds);
   checkLaunch("sparge_predict_line_cover_count");
 }
 

@@ -135,10 +135,20 @@ void layoutSort(Carve& c, SegmentSort& s, int nSeg, int len, bool keysOnly = fal
 void sortDescending(const SegmentSort& s, const float* keys, float* sortedKeys, int* sortedIdx,
                     cudaStream_t stream);
 
-// Per slot: how many leading values of a descending row [slot][len] keep their running fp32 sum <= the
-// slot's threshold, thresholds[query head] · mul, summed one value at a time in order as the CPU does.
-void launchCoverCount(const MethodLaunch& m, const float* sorted, int len, const double* thresholds,
-                      double mul, int* count);
+// Per slot of each row: how many leading values of a descending row [slot][len] keep their running fp32 sum
+// <= the slot's threshold, thresholds[query head] · mul: the count of the CPU's sequential fp32 sum. All
+// rows in one launch.
+struct CoverRow {
+  const float* sorted = nullptr;
+  int len = 0;
+  double mul = 1.0;
+  int* count = nullptr;
+};
+struct CoverRows {
+  CoverRow row[3];
+  int n = 0;
+};
+void launchCoverCounts(const MethodLaunch& m, const CoverRows& rows, const double* thresholds);
 
 // flags [nbq][nbk] of the square blocks of side B (FlexPrefill's), the same for every head: kBlockValid
 // where the block holds a visible pair (core::blockValid).
