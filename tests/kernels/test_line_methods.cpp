@@ -16,11 +16,13 @@
 
 #include "common/cuda_util.h"
 #include "engine/device_stages.h"
+#include "engine_fixture.h"
 #include "predictors/line_common.h"
 #include "predictors/line_methods.h"
 #include "sparge/core/capture.h"
 #include "sparge/core/half.h"
 #include "sparge/core/predictor.h"
+#include "sparge/core/quant.h"
 #include "sparge/core/result.h"
 #include "sparge/core/stage1.h"
 #include "sparge/kernels/cuda_engine.h"
@@ -32,12 +34,6 @@ using core::DType;
 using core::Geometry;
 using core::Method;
 
-#define REQUIRE_GPU()                                                                   \
-  do {                                                                                  \
-    std::string why;                                                                    \
-    if (!::sparge::cuda::deviceUsable(&why)) GTEST_SKIP() << "no CUDA device: " << why; \
-  } while (0)
-
 // One entry on the host: Q [B][Hq][Nq][D], K [B][Hkv][Nkv][D], values of `dtype`.
 struct HostEntry {
   int B = 1, Hq = 4, Hkv = 2, Nq = 0, Nkv = 0, D = 64;
@@ -47,10 +43,6 @@ struct HostEntry {
   double scale = 0;
   std::vector<float> q, k;
 };
-
-float roundTo(float x, DType t) {
-  return t == DType::BFloat16 ? core::roundToBf16(x) : core::roundToHalf(x);
-}
 
 // Clustered keys with a few strong columns and a local bias, so that lines and blocks have a clear order
 // away from ties.
@@ -71,12 +63,13 @@ HostEntry randomEntry(int B, int Hq, int Hkv, int Nq, int Nkv, int D, DType t, u
   std::vector<float> dir(static_cast<size_t>(D));
   for (float& v : dir) v = n01(rng);
   for (size_t r = 0; r < e.q.size() / D; ++r)
-    for (int d = 0; d < D; ++d) e.q[r * D + d] = roundTo(0.8f * n01(rng) + 0.6f * dir[size_t(d)], t);
+    for (int d = 0; d < D; ++d)
+      e.q[r * D + d] = core::roundToInput(0.8f * n01(rng) + 0.6f * dir[size_t(d)], t);
   for (size_t r = 0; r < e.k.size() / D; ++r) {
     const bool strong = (rng() % 97) == 0;
     const float slow = std::sin(float(r % size_t(Nkv)) * 0.01f);
     for (int d = 0; d < D; ++d)
-      e.k[r * D + d] = roundTo(n01(rng) + (strong ? 2.5f : 0.3f * slow) * dir[size_t(d)], t);
+      e.k[r * D + d] = core::roundToInput(n01(rng) + (strong ? 2.5f : 0.3f * slow) * dir[size_t(d)], t);
   }
   return e;
 }
@@ -366,7 +359,7 @@ HostEntry sampleEntry(const core::CaptureReader& reader, const core::EntryInfo& 
     for (int b = 0; b < e.B; ++b)
       for (int h = 0; h < heads; ++h)
         reader.readHeadInto(info.name, t, b, h, dst.data() + (size_t(b) * heads + h) * n * e.D);
-    for (float& v : dst) v = roundTo(v, e.dtype);  // float32 captures are predicted in float16
+    for (float& v : dst) v = core::roundToInput(v, e.dtype);  // float32 captures are predicted in float16
   };
   read(core::Tensor::Q, e.Hq, e.Nq, e.q);
   read(core::Tensor::K, e.Hkv, e.Nkv, e.k);
