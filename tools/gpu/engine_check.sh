@@ -17,7 +17,8 @@ OUT="${OUT:-$PWD/gpu-out}"
 HERE="$(cd "$(dirname "$0")" && pwd)"
 WORK=/tmp/engine-check
 mkdir -p "$OUT" "$WORK/results" /tmp/sp
-[ -x /tmp/sp/bin/sparge ] || tar -xJf "$PACK/pack.tar.xz" -C /tmp/sp
+# Unpacked afresh every time: a warm machine keeps /tmp, and an earlier pack's binaries must not be run.
+rm -rf /tmp/sp && mkdir -p /tmp/sp && tar -xJf "$PACK/pack.tar.xz" -C /tmp/sp
 export LD_LIBRARY_PATH=/tmp/sp/lib:${LD_LIBRARY_PATH:-}
 B=/tmp/sp/bin
 # cuDNN for the baseline: PyTorch's wheel carries libcudnn.so.9.

@@ -12,7 +12,8 @@ set -uo pipefail
 PACK="${1:-gpu-pack/pack.tar.xz}"
 OUT="${OUT:-$PWD/gpu-out}"
 mkdir -p "$OUT" /tmp/sp
-[ -x /tmp/sp/bin/sparge ] || tar -xJf "$PACK" -C /tmp/sp
+# Unpacked afresh every time: a warm machine keeps /tmp, and an earlier pack's binaries must not be run.
+rm -rf /tmp/sp && mkdir -p /tmp/sp && tar -xJf "$PACK" -C /tmp/sp
 export LD_LIBRARY_PATH=/tmp/sp/lib:${LD_LIBRARY_PATH:-}
 export SPARGE_SAMPLE_CAPTURE="${SPARGE_SAMPLE_CAPTURE:-$PWD/captures/sample.h5}"
 B=/tmp/sp/bin
