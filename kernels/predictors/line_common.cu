@@ -6,7 +6,6 @@
 #include <cmath>
 #include <cub/block/block_radix_sort.cuh>
 #include <cub/block/block_reduce.cuh>
-#include <cub/block/block_scan.cuh>
 #include <cub/device/device_radix_sort.cuh>
 
 #include "common/cuda_util.h"
