@@ -36,6 +36,7 @@ struct FlexScratch {
   double* gamma = nullptr;  // [Hq]
   void *lastQ = nullptr, *S = nullptr;
   float *rowMax = nullptr, *rowSum = nullptr, *vertical = nullptr, *slash = nullptr;
+  float2* partial = nullptr;
   float *sortedV = nullptr, *sortedS = nullptr, *vBlock = nullptr, *sBlock = nullptr;
   int *countV = nullptr, *countS = nullptr, *countP = nullptr;
   float *avgK = nullptr, *aq = nullptr, *meanLast = nullptr, *raw = nullptr, *pooled = nullptr,
@@ -59,7 +60,10 @@ void layout(Carve& c, FlexScratch& f, const Problem& p) {
   f.js = c.take<double>(slots);
   if (!f.stats) return;
   f.lastQ = c.take<uint16_t>(slots * f.Lpad * p.D);
-  f.S = c.take<uint16_t>(slots * f.L * Nkv);
+  if (lineSumsFused())
+    f.partial = c.take<float2>(linePartialCount(p, f.L));
+  else
+    f.S = c.take<uint16_t>(slots * f.L * Nkv);
   f.rowMax = c.take<float>(slots * f.L);
   f.rowSum = c.take<float>(slots * f.L);
   // Vertical and slash sums side by side, [2][slots][Nkv], so that one sort orders both.
@@ -259,7 +263,7 @@ __global__ void __launch_bounds__(256)
     out.elementPairs[sh.bhq] = NAN;
   }
   const size_t at = (size_t)sh.bhq * p.nq * p.nk + x;
-  const int i = int(x / p.nk), j = int(x % p.nk);
+  const int i = int(x) / p.nk, j = int(x) % p.nk;  // 32-bit division: a slot's tiles fit an int
   const int I = int((long long)i * p.BQ / B), J = int((long long)j * p.BK / B);
   if (h.shortSequence) {
     out.selected[at] = 0;
@@ -298,49 +302,102 @@ std::vector<FlexHead> headParams(const MethodLaunch& m, int B, int nbk, std::vec
   return out;
 }
 
-// The statistics that do not depend on γ, τ or the budgets.
+// The pooled block scores, their descending values and the γ count over them (on `side`: they read Q and K
+// alone, so they run beside the lines).
+void pooledBranch(const MethodLaunch& m, const FlexScratch& f, cudaStream_t side) {
+  const Problem& p = m.problem;
+  MethodLaunch s = m;
+  s.stream = side;
+  launchTileMeans(s, TileMeans{nullptr, p.Nkv, f.B, false, false, 0.f, f.avgK});
+  launchTileMeans(s, TileMeans{nullptr, p.Nq, f.B, true, false, float(m.scale), f.aq});
+  launchSquareFlags(s, f.B, f.nbq, f.nbk, f.squareFlags);
+  launchPooledDots(s, f.aq, f.avgK, f.nbq, f.nbk, f.squareFlags, f.raw);
+  launchRowSoftmax(f.raw, slotCount(p) * f.nbq, f.nbk, f.pooled, side);
+  sortDescending(f.sortP, f.pooled, f.sortedP, nullptr, side);
+  CoverRows rows{};
+  rows.row[0] = CoverRow{f.sortedP, f.nbq * f.nbk, double(f.nbq), f.countP};
+  rows.n = 1;
+  launchCoverCounts(s, rows, f.gamma);
+}
+
+// The last query block's lines: their sums, descending values, block sums and γ counts, and the block's mean
+// query (for the JS distance).
+void lineBranch(const MethodLaunch& m, const FlexScratch& f) {
+  const Problem& p = m.problem;
+  // Upstream scales Q (by D^-1/2: the entry's scale) in the input type first.
+  launchLastQueries(m, f.L, f.Lpad, float(m.scale), f.lastQ);
+  const LineSums sums{f.vertical, f.slash, p.Nkv, float(f.L), 0, 0};
+  if (lineSumsFused()) {
+    launchLineSumsFused(m, f.lastQ, f.L, f.Lpad, 1.f, f.partial, f.rowMax, f.rowSum, sums);
+  } else {
+    launchLastScores(m, f.lastQ, f.L, f.Lpad, 1.f, f.S);
+    endPhase("last-query scores", m.stream);
+    launchLineSums(m, f.S, f.L, f.rowMax, f.rowSum, sums);
+  }
+  sortDescending(f.sortLines, f.vertical, f.sortedV, nullptr, m.stream);  // and the slash sums after them
+  endPhase("line sorts", m.stream);
+  sparge_predict_flexprefill_block_sums<<<dim3((f.nbk + 127) / 128, slotCount(p)), 128, 0, m.stream>>>(
+      p, f.B, f.nbk, f.vertical, f.slash, f.vBlock, f.sBlock);
+  checkLaunch("sparge_predict_flexprefill_block_sums");
+  launchTileMeans(m, TileMeans{f.lastQ, f.L, f.L, true, false, 0.f, f.meanLast, f.Lpad});
+  CoverRows rows{};
+  rows.row[0] = CoverRow{f.sortedV, p.Nkv, 1.0, f.countV};
+  rows.row[1] = CoverRow{f.sortedS, p.Nkv, 1.0, f.countS};
+  rows.n = 2;
+  launchCoverCounts(m, rows, f.gamma);
+  endPhase("block sums, line cover counts", m.stream);
+}
+
+// A second stream and the events that fork the pooled branch off the launch's stream and join it back, one
+// set per host thread and device.
+struct SideStream {
+  int device = -1;
+  cudaStream_t stream = nullptr;
+  cudaEvent_t fork = nullptr, join = nullptr;
+};
+SideStream& sideStream() {
+  thread_local SideStream side;
+  int dev = 0;
+  check(cudaGetDevice(&dev), "cudaGetDevice");
+  if (side.device != dev) {
+    check(cudaStreamCreateWithFlags(&side.stream, cudaStreamNonBlocking), "cudaStreamCreate (FlexPrefill)");
+    check(cudaEventCreateWithFlags(&side.fork, cudaEventDisableTiming), "cudaEventCreate (FlexPrefill)");
+    check(cudaEventCreateWithFlags(&side.join, cudaEventDisableTiming), "cudaEventCreate (FlexPrefill)");
+    side.device = dev;
+  }
+  return side;
+}
+
+// Every statistic and γ count: the lines on the launch's stream, the pooled scores beside them.
 void computeStats(const MethodLaunch& m, const FlexScratch& f) {
   const Problem& p = m.problem;
   const int slots = slotCount(p);
-  const float scale = float(m.scale);
-  // Upstream scales Q (by D^-1/2: the entry's scale) in the input type first.
-  launchLastQueries(m, f.L, f.Lpad, scale, f.lastQ);
-  launchLastScores(m, f.lastQ, f.L, f.Lpad, 1.f, f.S);
-  endPhase("last-query scores", m.stream);
-  launchLineSums(m, f.S, f.L, f.rowMax, f.rowSum, LineSums{f.vertical, f.slash, p.Nkv, float(f.L), 0, 0});
-  sortDescending(f.sortLines, f.vertical, f.sortedV, nullptr, m.stream);  // and the slash sums after them
-  endPhase("line sorts", m.stream);
-  sparge_predict_flexprefill_block_sums<<<dim3((f.nbk + 127) / 128, slots), 128, 0, m.stream>>>(
-      p, f.B, f.nbk, f.vertical, f.slash, f.vBlock, f.sBlock);
-  checkLaunch("sparge_predict_flexprefill_block_sums");
-  launchTileMeans(m, TileMeans{nullptr, p.Nkv, f.B, false, false, 0.f, f.avgK});
-  launchTileMeans(m, TileMeans{nullptr, p.Nq, f.B, true, false, scale, f.aq});
-  launchTileMeans(m, TileMeans{f.lastQ, f.L, f.L, true, false, 0.f, f.meanLast, f.Lpad});
-  endPhase("block sums, tile means", m.stream);
+  if (lineSumsSerial()) {
+    pooledBranch(m, f, m.stream);
+    endPhase("pooled scores, sort, count", m.stream);
+    lineBranch(m, f);
+  } else {
+    SideStream& side = sideStream();
+    check(cudaEventRecord(side.fork, m.stream), "cudaEventRecord (FlexPrefill)");
+    check(cudaStreamWaitEvent(side.stream, side.fork, 0), "cudaStreamWaitEvent (FlexPrefill)");
+    pooledBranch(m, f, side.stream);
+    check(cudaEventRecord(side.join, side.stream), "cudaEventRecord (FlexPrefill)");
+    lineBranch(m, f);
+    check(cudaStreamWaitEvent(m.stream, side.join, 0), "cudaStreamWaitEvent (FlexPrefill)");
+    endPhase("pooled branch joined", m.stream);
+  }
   withElem(m.qkv.et, [&](auto tag) {
     sparge_predict_flexprefill_js<decltype(tag)><<<slots, kJsThreads, sizeof(float) * f.nbk, m.stream>>>(
         p, f.B, f.nbk, f.L, f.meanLast, f.avgK, f.vBlock, f.js);
   });
   checkLaunch("sparge_predict_flexprefill_js");
   endPhase("JS distance", m.stream);
-  launchSquareFlags(m, f.B, f.nbq, f.nbk, f.squareFlags);
-  launchPooledDots(m, f.aq, f.avgK, f.nbq, f.nbk, f.squareFlags, f.raw);
-  launchRowSoftmax(f.raw, slots * f.nbq, f.nbk, f.pooled, m.stream);
-  endPhase("pooled scores", m.stream);
-  sortDescending(f.sortP, f.pooled, f.sortedP, nullptr, m.stream);
-  endPhase("block sorts", m.stream);
 }
 
 void select(const MethodLaunch& m, const FlexScratch& f, MethodRows& out) {
   const Problem& p = m.problem;
   const int slots = slotCount(p), blocks = f.nbq * f.nbk;
   if (f.stats) {
-    const CoverRows rows{{{f.sortedV, p.Nkv, 1.0, f.countV},
-                          {f.sortedS, p.Nkv, 1.0, f.countS},
-                          {f.sortedP, blocks, double(f.nbq), f.countP}},
-                         3};
-    launchCoverCounts(m, rows, f.gamma);
-    endPhase("cover counts", m.stream);
     check(cudaMemsetAsync(f.pooledOn, 0, size_t(slots) * blocks, m.stream), "cudaMemsetAsync");
     sparge_predict_flexprefill_mark_pooled<<<slots, kMarkThreads, 0, m.stream>>>(
         p, blocks, f.heads, f.js, f.countP, f.sortedP, f.pooled, f.pooledOn);

@@ -46,24 +46,6 @@ __global__ void sparge_predict_line_last_queries(const T* __restrict__ q, Proble
     dst[d] = r < L ? Elem<T>::fromF(Elem<T>::toF(src[d]) * mul) : Elem<T>::fromF(0.f);
 }
 
-// Lane t of an mma quad holds the head-dim slice [t·D/4, (t+1)·D/4) of its rows: k-step s takes elements
-// 4s .. 4s+3 of the slice (its fragment's k indices 2t, 2t+1 and 2t+8, 2t+9). The same permutation of the
-// head dim on both operands leaves the dot products' terms unchanged and lets each lane read its slice of a
-// row in 16-byte loads. Rows past n read as zero.
-template <typename T, int D>
-__device__ __forceinline__ void sliceOf(const T* base, long long row, int t, long long n,
-                                        uint32_t (&w)[D / 8]) {
-  const uint4* src = reinterpret_cast<const uint4*>(base + (size_t)row * D + t * (D / 4));
-#pragma unroll
-  for (int i = 0; i < D / 32; ++i) {
-    const uint4 v = row < n ? src[i] : make_uint4(0u, 0u, 0u, 0u);
-    w[4 * i] = v.x;
-    w[4 * i + 1] = v.y;
-    w[4 * i + 2] = v.z;
-    w[4 * i + 3] = v.w;
-  }
-}
-
 // One CTA per 128 keys of a slot; warp w holds query rows 16w .. 16w+15 as A fragments and walks the keys
 // 8 at a time on the tensor cores (m16n8k16, fp32 accumulators).
 constexpr int kScoreKeys = 128;
@@ -402,31 +384,39 @@ void launchBlockSort(const SegmentSort& s, const float* keys, float* sorted, int
 // value at a time in sorted order, <= the threshold. Any parallel sum rounds differently (a block-wide prefix
 // moved the count by one where γ cuts through tied scores), so one lane adds the values in order while a
 // second warp stages the next chunk in shared memory. The values are non-negative (probabilities and their
-// sums), so the running sum never falls back under the threshold once past it (NaN stays NaN): counting
-// every prefix within it is the CPU's count, with no branch inside a chunk; the float limit is the largest
+// sums), so the running sum never falls back under the threshold once past it (NaN stays NaN): a chunk whose
+// sum ends within it counts whole, and only the chunk where the sum passes it is added again value by value
+// with the comparison; the chain of dependent adds is then the whole cost. The float limit is the largest
 // float <= the threshold, so `run <= limit` is the CPU's double comparison. One CTA per (row, slot), the
 // rows of one launch side by side.
 constexpr int kCoverChunk = 2048;
-
-__device__ __forceinline__ void addCounted(float& run, int& n, float v, float limit, bool inRange) {
-  run += v;
-  n += (inRange && run <= limit) ? 1 : 0;
-}
 
 __device__ __forceinline__ void stageChunk(float* dst, const float* row, int base, int len, int lane) {
   for (int e = lane; e < kCoverChunk; e += 32) dst[e] = base + e < len ? row[base + e] : 0.f;
 }
 
-__device__ __forceinline__ void sumChunk(const float* chunk, int m, float limit, float& run, int& n) {
+// The chunk added to `run` (its padding is +0, which leaves the sum as it is).
+__device__ __forceinline__ float addChunk(const float* chunk, float run) {
   const float4* v4 = reinterpret_cast<const float4*>(chunk);
-#pragma unroll 4
-  for (int e = 0; e < m; e += 4) {
-    const float4 v = v4[e / 4];
-    addCounted(run, n, v.x, limit, e < m);
-    addCounted(run, n, v.y, limit, e + 1 < m);
-    addCounted(run, n, v.z, limit, e + 2 < m);
-    addCounted(run, n, v.w, limit, e + 3 < m);
+#pragma unroll 8
+  for (int e = 0; e < kCoverChunk / 4; ++e) {
+    const float4 v = v4[e];
+    run += v.x;
+    run += v.y;
+    run += v.z;
+    run += v.w;
   }
+  return run;
+}
+
+// How many of the chunk's first m values keep run + their prefix within the limit.
+__device__ __forceinline__ int countWithin(const float* chunk, int m, float limit, float run) {
+  int n = 0;
+  for (; n < m; ++n) {
+    run += chunk[n];
+    if (!(run <= limit)) break;
+  }
+  return n;
 }
 
 __global__ void __launch_bounds__(64)
@@ -445,8 +435,15 @@ __global__ void __launch_bounds__(64)
   for (int base = 0, buf = 0; base < r.len; base += kCoverChunk, buf ^= 1) {
     if (warp == 1 && base + kCoverChunk < r.len) stageChunk(chunk[buf ^ 1], row, base + kCoverChunk, r.len, lane);
     if (threadIdx.x == 0) {
-      sumChunk(chunk[buf], min(kCoverChunk, r.len - base), limit, run, n);
-      passed = !(run <= limit);
+      const int m = min(kCoverChunk, r.len - base);
+      const float after = addChunk(chunk[buf], run);
+      if (after <= limit) {
+        n += m;
+        run = after;
+      } else {
+        n += countWithin(chunk[buf], m, limit, run);
+        passed = true;
+      }
     }
     __syncthreads();
     if (passed) break;

@@ -80,6 +80,15 @@ struct LineSums {
 void launchLineSums(const MethodLaunch& m, const void* S, int L, float* rowMax, float* rowSum,
                     const LineSums& out);
 
+// The same sums without S in memory (line_sums.cu): the scores computed on the tensor cores twice, first
+// for each row's max and exponential sum (per-chunk partials in `partial`, linePartialCount(p, L) of them),
+// then for the probabilities, added straight into the column and diagonal sums in row order.
+size_t linePartialCount(const Problem& p, int L);
+void launchLineSumsFused(const MethodLaunch& m, const void* lastQ, int L, int Lpad, float postScale,
+                         float2* partial, float* rowMax, float* rowSum, const LineSums& out);
+bool lineSumsFused();   // TEMPORARY A/B switch
+bool lineSumsSerial();  // TEMPORARY A/B switch
+
 // Tile means of rows as core's meanRows: per sequence and tile of `tile` rows, the fp32 sum in row order
 // divided by `tile` (fullTile) or by the rows present, rounded to the input type, then (postScale != 0)
 // times postScale and rounded again. Sequences: querySlots ? the slots' query heads of Q : every (b, KV

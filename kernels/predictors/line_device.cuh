@@ -52,6 +52,24 @@ __device__ __forceinline__ void forEachBit(const uint32_t* words, long long a, l
   }
 }
 
+// Lane t of an mma quad holds the head-dim slice [t·D/4, (t+1)·D/4) of its rows: k-step s takes elements
+// 4s .. 4s+3 of the slice (its fragment's k indices 2t, 2t+1 and 2t+8, 2t+9). The same permutation of the
+// head dim on both operands leaves the dot products' terms unchanged and lets each lane read its slice of a
+// row in 16-byte loads. Rows outside [0, n) read as zero.
+template <typename T, int D>
+__device__ __forceinline__ void sliceOf(const T* base, long long row, int t, long long n,
+                                        uint32_t (&w)[D / 8]) {
+  const uint4* src = reinterpret_cast<const uint4*>(base + (size_t)row * D + t * (D / 4));
+#pragma unroll
+  for (int i = 0; i < D / 32; ++i) {
+    const uint4 v = row >= 0 && row < n ? src[i] : make_uint4(0u, 0u, 0u, 0u);
+    w[4 * i] = v.x;
+    w[4 * i + 1] = v.y;
+    w[4 * i + 2] = v.z;
+    w[4 * i + 3] = v.w;
+  }
+}
+
 // The query head and the (batch, query head) and (batch, KV head) indices of slot s.
 struct SlotHeads {
   int hq, bhq, bhk;

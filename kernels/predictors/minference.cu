@@ -39,6 +39,7 @@ struct MinfScratch {
   // vertical_slash
   void *lastQ = nullptr, *S = nullptr;
   float *rowMax = nullptr, *rowSum = nullptr, *vertical = nullptr, *slash = nullptr;
+  float2* partial = nullptr;
   int* colPrefix = nullptr;
   uint32_t *colBits = nullptr, *diagBits = nullptr;  // chosen columns / diagonals, one bit each
   // block_sparse
@@ -55,7 +56,10 @@ void layout(Carve& c, MinfScratch& m, const Problem& p) {
   m.heads = c.take<MinfHead>(size_t(p.Hq));
   if (m.lines) {
     m.lastQ = c.take<uint16_t>(size_t(slots) * m.Lpad * p.D);
-    m.S = c.take<uint16_t>(size_t(slots) * m.L * Nkv);
+    if (lineSumsFused())
+      m.partial = c.take<float2>(linePartialCount(p, m.L));
+    else
+      m.S = c.take<uint16_t>(size_t(slots) * m.L * Nkv);
     m.rowMax = c.take<float>(size_t(slots) * m.L);
     m.rowSum = c.take<float>(size_t(slots) * m.L);
     m.vertical = c.take<float>(slots * Nkv);
@@ -263,7 +267,7 @@ __global__ void __launch_bounds__(256)
   const SlotHeads sh = slotHeads(p, s);
   const MinfHead h = heads[sh.hq];
   const size_t at = (size_t)sh.bhq * p.nq * p.nk + x;
-  const int i = int(x / p.nk), j = int(x % p.nk);
+  const int i = int(x) / p.nk, j = int(x) % p.nk;  // 32-bit division: a slot's tiles fit an int
   bool sel = false, forced = false;
   float score = 0.f;
   if (!h.lines) {
@@ -325,10 +329,14 @@ void computeStats(const MethodLaunch& m, const MinfScratch& x) {
   const Problem& p = m.problem;
   if (x.lines) {
     launchLastQueries(m, x.L, x.Lpad, 1.f, x.lastQ);
-    launchLastScores(m, x.lastQ, x.L, x.Lpad, float(m.scale), x.S);
-    endPhase("last-query scores", m.stream);
     LineSums ls{x.vertical, x.slash, p.Nq, 1.f, kInitColumns, kLocalDiagonals};
-    launchLineSums(m, x.S, x.L, x.rowMax, x.rowSum, ls);
+    if (lineSumsFused()) {
+      launchLineSumsFused(m, x.lastQ, x.L, x.Lpad, float(m.scale), x.partial, x.rowMax, x.rowSum, ls);
+    } else {
+      launchLastScores(m, x.lastQ, x.L, x.Lpad, float(m.scale), x.S);
+      endPhase("last-query scores", m.stream);
+      launchLineSums(m, x.S, x.L, x.rowMax, x.rowSum, ls);
+    }
   }
   if (x.blocks) {
     // Upstream pads the sequence with zeros and averages over the whole tile.
