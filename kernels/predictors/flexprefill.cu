@@ -5,6 +5,7 @@
 // their order) come first and do not depend on γ, τ or the budgets; the selection follows.
 #include <algorithm>
 #include <cmath>
+#include <cstdlib>
 #include <cub/block/block_reduce.cuh>
 #include <cub/block/block_scan.cuh>
 #include <string>
@@ -60,10 +61,8 @@ void layout(Carve& c, FlexScratch& f, const Problem& p) {
   f.js = c.take<double>(slots);
   if (!f.stats) return;
   f.lastQ = c.take<uint16_t>(slots * f.Lpad * p.D);
-  if (lineSumsFused())
-    f.partial = c.take<float2>(linePartialCount(p, f.L));
-  else
-    f.S = c.take<uint16_t>(slots * f.L * Nkv);
+  f.S = c.take<uint16_t>(slots * f.L * Nkv);
+  f.partial = c.take<float2>(linePartialCount(p, f.L));
   f.rowMax = c.take<float>(slots * f.L);
   f.rowSum = c.take<float>(slots * f.L);
   // Vertical and slash sums side by side, [2][slots][Nkv], so that one sort orders both.
@@ -326,14 +325,10 @@ void lineBranch(const MethodLaunch& m, const FlexScratch& f) {
   const Problem& p = m.problem;
   // Upstream scales Q (by D^-1/2: the entry's scale) in the input type first.
   launchLastQueries(m, f.L, f.Lpad, float(m.scale), f.lastQ);
+  launchLastScores(m, f.lastQ, f.L, f.Lpad, 1.f, f.S, f.partial);
+  endPhase("last-query scores", m.stream);
   const LineSums sums{f.vertical, f.slash, p.Nkv, float(f.L), 0, 0};
-  if (lineSumsFused()) {
-    launchLineSumsFused(m, f.lastQ, f.L, f.Lpad, 1.f, f.partial, f.rowMax, f.rowSum, sums);
-  } else {
-    launchLastScores(m, f.lastQ, f.L, f.Lpad, 1.f, f.S);
-    endPhase("last-query scores", m.stream);
-    launchLineSums(m, f.S, f.L, f.rowMax, f.rowSum, sums);
-  }
+  launchLineSums(m, f.S, f.L, f.partial, f.rowMax, f.rowSum, sums);
   sortDescending(f.sortLines, f.vertical, f.sortedV, nullptr, m.stream);  // and the slash sums after them
   endPhase("line sorts", m.stream);
   sparge_predict_flexprefill_block_sums<<<dim3((f.nbk + 127) / 128, slotCount(p)), 128, 0, m.stream>>>(
@@ -366,6 +361,11 @@ SideStream& sideStream() {
     side.device = dev;
   }
   return side;
+}
+
+bool lineSumsSerial() {  // TEMPORARY A/B switch
+  static const bool serial = std::getenv("SPARGE_LINE_SERIAL") != nullptr;
+  return serial;
 }
 
 // Every statistic and γ count: the lines on the launch's stream, the pooled scores beside them.

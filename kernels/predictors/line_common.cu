@@ -5,7 +5,6 @@
 #include <algorithm>
 #include <cmath>
 #include <cub/block/block_radix_sort.cuh>
-#include <cub/block/block_reduce.cuh>
 #include <cub/device/device_radix_sort.cuh>
 
 #include "common/cuda_util.h"
@@ -46,14 +45,46 @@ __global__ void sparge_predict_line_last_queries(const T* __restrict__ q, Proble
     dst[d] = r < L ? Elem<T>::fromF(Elem<T>::toF(src[d]) * mul) : Elem<T>::fromF(0.f);
 }
 
-// One CTA per 128 keys of a slot; warp w holds query rows 16w .. 16w+15 as A fragments and walks the keys
-// 8 at a time on the tensor cores (m16n8k16, fp32 accumulators).
+// The input-type score of an accumulator, as the CPU rounds it: T(T(q · k) · postScale).
+template <typename T>
+__device__ __forceinline__ float scoreOf(float acc, float postScale) {
+  return roundT<T>(roundT<T>(acc) * postScale);
+}
+
+// Merges a running (max, Σ exp(x − max)) pair of a row into (m, l).
+__device__ __forceinline__ void mergeStats(float& m, float& l, float om, float ol) {
+  const float mn = fmaxf(m, om);
+  if (mn == -INFINITY) return;
+  l = (m == -INFINITY ? 0.f : l * expf(m - mn)) + (om == -INFINITY ? 0.f : ol * expf(om - mn));
+  m = mn;
+}
+
+// Folds kGroup steps of a lane's scores of one row (pairs of keys; −inf where unseen) into its (m, l).
+template <int kGroup>
+__device__ __forceinline__ void foldStats(const float (&v)[kGroup][4], int hh, float& m, float& l) {
+  float gm = -INFINITY;
+#pragma unroll
+  for (int u = 0; u < kGroup; ++u) gm = fmaxf(gm, fmaxf(v[u][2 * hh], v[u][2 * hh + 1]));
+  const float mn = fmaxf(m, gm);
+  if (mn == -INFINITY) return;
+  float acc = m == -INFINITY ? 0.f : l * expf(m - mn);
+#pragma unroll
+  for (int u = 0; u < kGroup; ++u) acc += expf(v[u][2 * hh] - mn) + expf(v[u][2 * hh + 1] - mn);
+  l = acc;
+  m = mn;
+}
+
+// One CTA per kScoreKeys keys of a slot; warp w holds query rows 16w .. 16w+15 as A fragments and walks the
+// keys kGroup steps of 8 at a time on the tensor cores (m16n8k16, fp32 accumulators), the group's K fragments
+// loaded before any is used so that their loads are in flight together. Besides S, each row's max and
+// Σ exp(s − max) over the CTA's keys that its query sees go to partial[slot][row][chunk]: the row statistics
+// without reading S again.
 constexpr int kScoreKeys = 128;
 template <typename T, int D>
-__global__ void __launch_bounds__(256)
+__global__ void __launch_bounds__(256, 2)
     sparge_predict_line_scores(const T* __restrict__ lastQ, const T* __restrict__ k, Problem p, int L,
-                               int Lpad, float postScale, T* __restrict__ S) {
-  constexpr int kSteps = D / 16;
+                               int Lpad, float postScale, T* __restrict__ S, float2* __restrict__ partial) {
+  constexpr int kSteps = D / 16, kGroup = D <= 128 ? 4 : 2;
   const SlotHeads h = slotHeads(p, blockIdx.y);
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
   const int r0 = warp * 16;
@@ -72,28 +103,50 @@ __global__ void __launch_bounds__(256)
       a[s][3] = hi[2 * s + 1];
     }
   }
+  const Visible vis[2] = {visibleOf(p.Nq - L + r0 + g, p), visibleOf(p.Nq - L + r0 + g + 8, p)};
+  float m[2] = {-INFINITY, -INFINITY}, l[2] = {0.f, 0.f};
   const bool evenKeys = (p.Nkv & 1) == 0;
-  const int kEnd = min(p.Nkv, (int)(blockIdx.x + 1) * kScoreKeys);
-#pragma unroll 4
-  for (int j0 = blockIdx.x * kScoreKeys; j0 < kEnd; j0 += 8) {
-    uint32_t b[D / 8];
-    sliceOf<T, D>(kRows, j0 + g, t, p.Nkv, b);
-    float c[4] = {0.f, 0.f, 0.f, 0.f};
+  const int kBegin = blockIdx.x * kScoreKeys, kEnd = min(p.Nkv, kBegin + kScoreKeys);
+#pragma unroll 1
+  for (int j0 = kBegin; j0 < kEnd; j0 += 8 * kGroup) {
+    uint32_t b[kGroup][D / 8];
 #pragma unroll
-    for (int s = 0; s < kSteps; ++s) sm80::Mma<T>::run(c, a[s], b[2 * s], b[2 * s + 1]);
+    for (int u = 0; u < kGroup; ++u) sliceOf<T, D>(kRows, j0 + 8 * u + g, t, p.Nkv, b[u]);
+    float v[kGroup][4];
 #pragma unroll
-    for (int half = 0; half < 2; ++half) {
-      const int row = r0 + g + 8 * half, col = j0 + 2 * t;
-      if (row >= L || col >= p.Nkv) continue;
-      T* at = S + ((size_t)blockIdx.y * L + row) * p.Nkv + col;
-      const float lo = roundT<T>(c[2 * half]) * postScale, hi = roundT<T>(c[2 * half + 1]) * postScale;
-      if (evenKeys && col + 1 < p.Nkv) {
-        *reinterpret_cast<uint32_t*>(at) = Elem<T>::pack(lo, hi);  // aligned: even row length and column
-      } else {
-        at[0] = Elem<T>::fromF(lo);
-        if (col + 1 < p.Nkv) at[1] = Elem<T>::fromF(hi);
+    for (int u = 0; u < kGroup; ++u) {
+      float c[4] = {0.f, 0.f, 0.f, 0.f};
+#pragma unroll
+      for (int s = 0; s < kSteps; ++s) sm80::Mma<T>::run(c, a[s], b[u][2 * s], b[u][2 * s + 1]);
+      const int col = j0 + 8 * u + 2 * t;
+#pragma unroll
+      for (int hh = 0; hh < 2; ++hh) {
+        const int row = r0 + g + 8 * hh;
+        const float lo = scoreOf<T>(c[2 * hh], postScale), hi = scoreOf<T>(c[2 * hh + 1], postScale);
+        v[u][2 * hh] = col >= vis[hh].first && col <= vis[hh].last ? lo : -INFINITY;
+        v[u][2 * hh + 1] = col + 1 >= vis[hh].first && col + 1 <= vis[hh].last ? hi : -INFINITY;
+        if (row >= L || col >= p.Nkv) continue;
+        T* at = S + ((size_t)blockIdx.y * L + row) * p.Nkv + col;
+        if (evenKeys && col + 1 < p.Nkv) {
+          *reinterpret_cast<uint32_t*>(at) = Elem<T>::pack(lo, hi);  // aligned: even row length and column
+        } else {
+          at[0] = Elem<T>::fromF(lo);
+          if (col + 1 < p.Nkv) at[1] = Elem<T>::fromF(hi);
+        }
       }
     }
+    foldStats<kGroup>(v, 0, m[0], l[0]);
+    foldStats<kGroup>(v, 1, m[1], l[1]);
+  }
+  const int chunks = gridDim.x;
+#pragma unroll
+  for (int hh = 0; hh < 2; ++hh) {
+    for (int off = 1; off <= 2; off <<= 1) {
+      const float om = __shfl_xor_sync(0xffffffffu, m[hh], off), ol = __shfl_xor_sync(0xffffffffu, l[hh], off);
+      mergeStats(m[hh], l[hh], om, ol);
+    }
+    const int row = r0 + g + 8 * hh;
+    if (t == 0 && row < L) partial[((size_t)blockIdx.y * L + row) * chunks + blockIdx.x] = make_float2(m[hh], l[hh]);
   }
 }
 
@@ -115,41 +168,25 @@ __device__ __forceinline__ void eightOf(const T* row, long long k, Visible v, bo
   }
 }
 
-// Max and Σ exp(s − max) of each row over the keys its query sees, each thread eight keys at a time.
-template <typename T>
-__global__ void __launch_bounds__(256)
-    sparge_predict_line_row_stats(const T* __restrict__ S, Problem p, int L, float* rowMax, float* rowSum) {
-  using Reduce = cub::BlockReduce<float, 256>;
-  __shared__ typename Reduce::TempStorage tmp;
-  __shared__ float sMax;
-  const int r = blockIdx.x;
-  const Visible v = visibleOf(p.Nq - L + r, p);
-  const T* row = S + ((size_t)blockIdx.y * L + r) * p.Nkv;
-  const bool vector = p.Nkv % 8 == 0;
-  const long long start = (v.first & ~7LL) + 8LL * threadIdx.x, step = 8LL * blockDim.x;
+// Warp per row: its max over the score kernel's chunks and Σ l · exp(m − max), in a fixed order (the row
+// sum is not the CPU's sequential one, nor was the block-wide sum before it; the probabilities it divides
+// differ from the CPU's by an ulp at most, below what any comparison of line sums resolves).
+__global__ void sparge_predict_line_row_combine(const float2* __restrict__ partial, int rows, int chunks,
+                                                float* __restrict__ rowMax, float* __restrict__ rowSum) {
+  const int row = blockIdx.x * (blockDim.x >> 5) + (threadIdx.x >> 5), lane = threadIdx.x & 31;
+  if (row >= rows) return;
+  const float2* in = partial + (size_t)row * chunks;
   float mx = -INFINITY;
-  for (long long k = start; k <= v.last; k += step) {
-    float x[8];
-    eightOf<T>(row, k, v, vector, -INFINITY, x);
-#pragma unroll
-    for (int i = 0; i < 8; ++i) mx = fmaxf(mx, x[i]);
-  }
-  mx = Reduce(tmp).Reduce(mx, [](float a, float b) { return fmaxf(a, b); });
-  if (threadIdx.x == 0) sMax = mx;
-  __syncthreads();
-  mx = sMax;
+  for (int c = lane; c < chunks; c += 32) mx = fmaxf(mx, in[c].x);
+  for (int o = 16; o; o >>= 1) mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, o));
   float sum = 0.f;
-  for (long long k = start; k <= v.last; k += step) {
-    float x[8];
-    eightOf<T>(row, k, v, vector, -INFINITY, x);
-#pragma unroll
-    for (int i = 0; i < 8; ++i)
-      if (k + i >= v.first && k + i <= v.last) sum += expf(x[i] - mx);
-  }
-  sum = Reduce(tmp).Sum(sum);
-  if (threadIdx.x == 0) {
-    rowMax[(size_t)blockIdx.y * L + r] = mx;
-    rowSum[(size_t)blockIdx.y * L + r] = sum;
+  if (mx != -INFINITY)
+    for (int c = lane; c < chunks; c += 32)
+      if (in[c].x != -INFINITY) sum += in[c].y * expf(in[c].x - mx);
+  for (int o = 16; o; o >>= 1) sum += __shfl_xor_sync(0xffffffffu, sum, o);
+  if (lane == 0) {
+    rowMax[row] = mx;
+    rowSum[row] = sum;
   }
 }
 
@@ -382,17 +419,28 @@ void launchBlockSort(const SegmentSort& s, const float* keys, float* sorted, int
 
 // The count is the CPU's (core's coverCount): how many leading values keep an fp32 running sum, taken one
 // value at a time in sorted order, <= the threshold. Any parallel sum rounds differently (a block-wide prefix
-// moved the count by one where γ cuts through tied scores), so one lane adds the values in order while a
-// second warp stages the next chunk in shared memory. The values are non-negative (probabilities and their
+// moved the count by one where γ cuts through tied scores), so one lane adds the values in order while three
+// other warps stage the next chunk in shared memory. The values are non-negative (probabilities and their
 // sums), so the running sum never falls back under the threshold once past it (NaN stays NaN): a chunk whose
 // sum ends within it counts whole, and only the chunk where the sum passes it is added again value by value
-// with the comparison; the chain of dependent adds is then the whole cost. The float limit is the largest
+// with the comparison, so that the chain of dependent adds is the whole cost. The float limit is the largest
 // float <= the threshold, so `run <= limit` is the CPU's double comparison. One CTA per (row, slot), the
 // rows of one launch side by side.
 constexpr int kCoverChunk = 2048;
 
-__device__ __forceinline__ void stageChunk(float* dst, const float* row, int base, int len, int lane) {
-  for (int e = lane; e < kCoverChunk; e += 32) dst[e] = base + e < len ? row[base + e] : 0.f;
+// Staging thread i (of kCoverStagers) copies elements i, i + kCoverStagers, ... of a chunk, every load issued
+// before the first store so that a chunk costs one memory latency, not one per element.
+constexpr int kCoverStagers = 96, kCoverPerStager = (kCoverChunk + kCoverStagers - 1) / kCoverStagers;
+__device__ __forceinline__ void stageChunk(float* dst, const float* row, int base, int len, int i) {
+  float v[kCoverPerStager];
+#pragma unroll
+  for (int n = 0; n < kCoverPerStager; ++n) {
+    const int e = i + n * kCoverStagers;
+    v[n] = e < kCoverChunk && base + e < len ? row[base + e] : 0.f;
+  }
+#pragma unroll
+  for (int n = 0; n < kCoverPerStager; ++n)
+    if (i + n * kCoverStagers < kCoverChunk) dst[i + n * kCoverStagers] = v[n];
 }
 
 // The chunk added to `run` (its padding is +0, which leaves the sum as it is).
@@ -419,21 +467,21 @@ __device__ __forceinline__ int countWithin(const float* chunk, int m, float limi
   return n;
 }
 
-__global__ void __launch_bounds__(64)
+__global__ void __launch_bounds__(32 + kCoverStagers)
     sparge_predict_line_cover_count(CoverRows rows, Problem p, const double* __restrict__ thresholds) {
   __shared__ __align__(16) float chunk[2][kCoverChunk];
   __shared__ bool passed;
   const CoverRow& r = rows.row[blockIdx.y];
-  const int s = blockIdx.x, lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+  const int s = blockIdx.x, stager = int(threadIdx.x) - 32;
   const float limit = __double2float_rd(thresholds[slotHeads(p, s).hq] * r.mul);
   const float* row = r.sorted + (size_t)s * r.len;
   float run = 0.f;
   int n = 0;
-  if (warp == 1) stageChunk(chunk[0], row, 0, r.len, lane);
+  if (stager >= 0) stageChunk(chunk[0], row, 0, r.len, stager);
   if (threadIdx.x == 0) passed = false;
   __syncthreads();
   for (int base = 0, buf = 0; base < r.len; base += kCoverChunk, buf ^= 1) {
-    if (warp == 1 && base + kCoverChunk < r.len) stageChunk(chunk[buf ^ 1], row, base + kCoverChunk, r.len, lane);
+    if (stager >= 0 && base + kCoverChunk < r.len) stageChunk(chunk[buf ^ 1], row, base + kCoverChunk, r.len, stager);
     if (threadIdx.x == 0) {
       const int m = min(kCoverChunk, r.len - base);
       const float after = addChunk(chunk[buf], run);
@@ -472,28 +520,33 @@ void launchLastQueries(const MethodLaunch& m, int L, int Lpad, float mul, void* 
   checkLaunch("sparge_predict_line_last_queries");
 }
 
-void launchLastScores(const MethodLaunch& m, const void* lastQ, int L, int Lpad, float postScale, void* S) {
+size_t linePartialCount(const Problem& p, int L) {
+  return size_t(slotCount(p)) * L * ((p.Nkv + kScoreKeys - 1) / kScoreKeys);
+}
+
+void launchLastScores(const MethodLaunch& m, const void* lastQ, int L, int Lpad, float postScale, void* S,
+                      float2* partial) {
   const dim3 grid((m.problem.Nkv + kScoreKeys - 1) / kScoreKeys, slotCount(m.problem));
   withElem(m.qkv.et, [&](auto tag) {
     using T = decltype(tag);
     withHeadDim(m.problem.D, "CUDA line predictors", [&](auto d) {
       sparge_predict_line_scores<T, decltype(d)::value><<<grid, 32 * (Lpad / 16), 0, m.stream>>>(
           static_cast<const T*>(lastQ), static_cast<const T*>(m.qkv.k), m.problem, L, Lpad, postScale,
-          static_cast<T*>(S));
+          static_cast<T*>(S), partial);
     });
   });
   checkLaunch("sparge_predict_line_scores");
 }
 
-void launchLineSums(const MethodLaunch& m, const void* S, int L, float* rowMax, float* rowSum,
-                    const LineSums& out) {
-  const int slots = slotCount(m.problem);
+void launchLineSums(const MethodLaunch& m, const void* S, int L, const float2* partial, float* rowMax,
+                    float* rowSum, const LineSums& out) {
+  const int slots = slotCount(m.problem), rows = slots * L;
+  const int chunks = (m.problem.Nkv + kScoreKeys - 1) / kScoreKeys;
+  sparge_predict_line_row_combine<<<(rows + 7) / 8, 256, 0, m.stream>>>(partial, rows, chunks, rowMax, rowSum);
+  checkLaunch("sparge_predict_line_row_combine");
+  endPhase("row stats", m.stream);
   withElem(m.qkv.et, [&](auto tag) {
     using T = decltype(tag);
-    sparge_predict_line_row_stats<T>
-        <<<dim3(L, slots), 256, 0, m.stream>>>(static_cast<const T*>(S), m.problem, L, rowMax, rowSum);
-    checkLaunch("sparge_predict_line_row_stats");
-    endPhase("row stats", m.stream);
     // Windows over the columns of every key and of every diagonal's last row (Nq − 1 − o).
     const long long cBase = std::min(0LL, (long long)m.problem.Nq - out.nSlash) & ~7LL;
     const long long cEnd = std::max<long long>(m.problem.Nkv, m.problem.Nq);
@@ -594,7 +647,7 @@ void sortDescending(const SegmentSort& s, const float* keys, float* sortedKeys, 
 
 void launchCoverCounts(const MethodLaunch& m, const CoverRows& rows, const double* thresholds) {
   const dim3 grid(slotCount(m.problem), rows.n);
-  sparge_predict_line_cover_count<<<grid, 64, 0, m.stream>>>(rows, m.problem, thresholds);
+  sparge_predict_line_cover_count<<<grid, 32 + kCoverStagers, 0, m.stream>>>(rows, m.problem, thresholds);
   checkLaunch("sparge_predict_line_cover_count");
 }
 

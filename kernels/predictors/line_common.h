@@ -63,13 +63,18 @@ inline int slotCount(const Problem& p) {
 // (rows from L on are zero; Lpad = L rounded up to 16).
 void launchLastQueries(const MethodLaunch& m, int L, int Lpad, float mul, void* out);
 
-// S[slot][r][k] = T(T(lastQ[r] · K[k]) · postScale) for r < L and every key, fp32 sums on the tensor cores.
-void launchLastScores(const MethodLaunch& m, const void* lastQ, int L, int Lpad, float postScale, void* S);
+// S[slot][r][k] = T(T(lastQ[r] · K[k]) · postScale) for r < L and every key, fp32 sums on the tensor cores;
+// with it, per row and chunk of keys, the max and Σ exp(s − max) over the keys its query sees
+// (partial: linePartialCount(p, L) pairs).
+size_t linePartialCount(const Problem& p, int L);
+void launchLastScores(const MethodLaunch& m, const void* lastQ, int L, int Lpad, float postScale, void* S,
+                      float2* partial);
 
-// The softmax of each row of S over the keys its query (Nq − L + r) sees, summed per key column into
-// vertical [slot][Nkv] and per diagonal o = query − key (0 <= o < nSlash) into slash [slot][nSlash], query
-// by query in order as the CPU does, then divided by `divisor`; the first `infColumns` columns and
-// `infDiagonals` diagonals are set to +inf (always kept). rowMax/rowSum: [slot][L] scratch.
+// The softmax of each row of S over the keys its query sees (its max and sum from the score kernel's
+// partials, into rowMax/rowSum: [slot][L] scratch), summed per key column into vertical [slot][Nkv] and per
+// diagonal o = query − key (0 <= o < nSlash) into slash [slot][nSlash], query by query in order as the CPU
+// does, then divided by `divisor`; the first `infColumns` columns and `infDiagonals` diagonals are set to
+// +inf (always kept).
 struct LineSums {
   float* vertical = nullptr;
   float* slash = nullptr;
@@ -77,17 +82,8 @@ struct LineSums {
   float divisor = 1.f;
   int infColumns = 0, infDiagonals = 0;
 };
-void launchLineSums(const MethodLaunch& m, const void* S, int L, float* rowMax, float* rowSum,
-                    const LineSums& out);
-
-// The same sums without S in memory (line_sums.cu): the scores computed on the tensor cores twice, first
-// for each row's max and exponential sum (per-chunk partials in `partial`, linePartialCount(p, L) of them),
-// then for the probabilities, added straight into the column and diagonal sums in row order.
-size_t linePartialCount(const Problem& p, int L);
-void launchLineSumsFused(const MethodLaunch& m, const void* lastQ, int L, int Lpad, float postScale,
-                         float2* partial, float* rowMax, float* rowSum, const LineSums& out);
-bool lineSumsFused();   // TEMPORARY A/B switch
-bool lineSumsSerial();  // TEMPORARY A/B switch
+void launchLineSums(const MethodLaunch& m, const void* S, int L, const float2* partial, float* rowMax,
+                    float* rowSum, const LineSums& out);
 
 // Tile means of rows as core's meanRows: per sequence and tile of `tile` rows, the fp32 sum in row order
 // divided by `tile` (fullTile) or by the rows present, rounded to the input type, then (postScale != 0)

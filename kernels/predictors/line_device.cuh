@@ -22,17 +22,36 @@ __device__ __forceinline__ Visible visibleOf(long long q, const Problem& p) {
   return r;
 }
 
-// Visible pairs in queries [q0, q1) x keys [k0, k1] (core::blockValidArea). Both ends of a query's range
-// never decrease as the query grows, so when the first query reaches k1 and the last starts by k0 every query
-// sees the whole span.
+// Σ over q in [qa, qb) of max(0, a + s·q), s in {−1, 0, 1}.
+__device__ __forceinline__ long long clampedLinearSum(long long qa, long long qb, long long a, int s) {
+  if (s == 0) return a > 0 ? a * (qb - qa) : 0;
+  if (s > 0)
+    qa = max(qa, 1 - a);  // a + q > 0
+  else
+    qb = min(qb, a);  // a − q > 0
+  if (qa >= qb) return 0;
+  const long long n = qb - qa;
+  return n * a + s * ((qa + qb - 1) * n / 2);
+}
+
+// Visible pairs in queries [q0, q1) x keys [k0, k1] (core::blockValidArea), in closed form: query q sees
+// keys max(k0, q − left) .. min(k1, q + right) of the block, each end constant or q plus a constant, and
+// switching at most once (at q = k0 + left and q = k1 − right), so the count is linear in q between those
+// two points and the sum over each piece an arithmetic series.
 __device__ __forceinline__ long long visibleArea(const Problem& p, long long q0, long long q1, long long k0,
                                                  long long k1) {
+  k1 = min(k1, p.Nkv - 1LL);
   if (q0 >= q1 || k0 > k1) return 0;
-  if (visibleOf(q0, p).last >= k1 && visibleOf(q1 - 1, p).first <= k0) return (q1 - q0) * (k1 - k0 + 1);
+  const long long right = p.causal ? 0 : p.window.right, left = p.window.left;
+  const long long loBreak = left >= 0 ? k0 + left : q1, hiBreak = right >= 0 ? k1 - right : q0;
+  long long cuts[4] = {q0, min(q1, max(q0, min(loBreak, hiBreak))), min(q1, max(q0, max(loBreak, hiBreak))), q1};
   long long area = 0;
-  for (long long q = q0; q < q1; ++q) {
-    const Visible v = visibleOf(q, p);
-    area += max(0LL, min(v.last, k1) - max(v.first, k0) + 1);
+  for (int i = 0; i < 3; ++i) {
+    const long long qa = cuts[i], qb = cuts[i + 1];
+    if (qa >= qb) continue;
+    const bool loMoves = left >= 0 && qa >= loBreak, hiMoves = right >= 0 && qa < hiBreak;
+    const long long a = (hiMoves ? right : k1) + (loMoves ? left : -k0) + 1;
+    area += clampedLinearSum(qa, qb, a, int(hiMoves) - int(loMoves));
   }
   return area;
 }

@@ -56,10 +56,8 @@ void layout(Carve& c, MinfScratch& m, const Problem& p) {
   m.heads = c.take<MinfHead>(size_t(p.Hq));
   if (m.lines) {
     m.lastQ = c.take<uint16_t>(size_t(slots) * m.Lpad * p.D);
-    if (lineSumsFused())
-      m.partial = c.take<float2>(linePartialCount(p, m.L));
-    else
-      m.S = c.take<uint16_t>(size_t(slots) * m.L * Nkv);
+    m.S = c.take<uint16_t>(size_t(slots) * m.L * Nkv);
+    m.partial = c.take<float2>(linePartialCount(p, m.L));
     m.rowMax = c.take<float>(size_t(slots) * m.L);
     m.rowSum = c.take<float>(size_t(slots) * m.L);
     m.vertical = c.take<float>(slots * Nkv);
@@ -329,14 +327,10 @@ void computeStats(const MethodLaunch& m, const MinfScratch& x) {
   const Problem& p = m.problem;
   if (x.lines) {
     launchLastQueries(m, x.L, x.Lpad, 1.f, x.lastQ);
+    launchLastScores(m, x.lastQ, x.L, x.Lpad, float(m.scale), x.S, x.partial);
+    endPhase("last-query scores", m.stream);
     LineSums ls{x.vertical, x.slash, p.Nq, 1.f, kInitColumns, kLocalDiagonals};
-    if (lineSumsFused()) {
-      launchLineSumsFused(m, x.lastQ, x.L, x.Lpad, float(m.scale), x.partial, x.rowMax, x.rowSum, ls);
-    } else {
-      launchLastScores(m, x.lastQ, x.L, x.Lpad, float(m.scale), x.S);
-      endPhase("last-query scores", m.stream);
-      launchLineSums(m, x.S, x.L, x.rowMax, x.rowSum, ls);
-    }
+    launchLineSums(m, x.S, x.L, x.partial, x.rowMax, x.rowSum, ls);
   }
   if (x.blocks) {
     // Upstream pads the sequence with zeros and averages over the whole tile.
