@@ -2,10 +2,10 @@
 // blocks of the larger tile side B, each covering whole tiles of the run's geometry: vertical and slash
 // blocks covering γ of the last query block's attention or, for query-aware heads, pooled block scores
 // covering γ. The statistics (line sums and their orders, block sums, the JS distance, pooled scores and
-// their order) come first and do not depend on γ, τ or the budgets; the selection follows.
+// their order) and the γ counts come first, the pooled ones on a second stream beside the lines; the
+// selection follows.
 #include <algorithm>
 #include <cmath>
-#include <cstdlib>
 #include <cub/block/block_reduce.cuh>
 #include <cub/block/block_scan.cuh>
 #include <string>
@@ -363,29 +363,18 @@ SideStream& sideStream() {
   return side;
 }
 
-bool lineSumsSerial() {  // TEMPORARY A/B switch
-  static const bool serial = std::getenv("SPARGE_LINE_SERIAL") != nullptr;
-  return serial;
-}
-
 // Every statistic and γ count: the lines on the launch's stream, the pooled scores beside them.
 void computeStats(const MethodLaunch& m, const FlexScratch& f) {
   const Problem& p = m.problem;
   const int slots = slotCount(p);
-  if (lineSumsSerial()) {
-    pooledBranch(m, f, m.stream);
-    endPhase("pooled scores, sort, count", m.stream);
-    lineBranch(m, f);
-  } else {
-    SideStream& side = sideStream();
-    check(cudaEventRecord(side.fork, m.stream), "cudaEventRecord (FlexPrefill)");
-    check(cudaStreamWaitEvent(side.stream, side.fork, 0), "cudaStreamWaitEvent (FlexPrefill)");
-    pooledBranch(m, f, side.stream);
-    check(cudaEventRecord(side.join, side.stream), "cudaEventRecord (FlexPrefill)");
-    lineBranch(m, f);
-    check(cudaStreamWaitEvent(m.stream, side.join, 0), "cudaStreamWaitEvent (FlexPrefill)");
-    endPhase("pooled branch joined", m.stream);
-  }
+  SideStream& side = sideStream();
+  check(cudaEventRecord(side.fork, m.stream), "cudaEventRecord (FlexPrefill)");
+  check(cudaStreamWaitEvent(side.stream, side.fork, 0), "cudaStreamWaitEvent (FlexPrefill)");
+  pooledBranch(m, f, side.stream);
+  check(cudaEventRecord(side.join, side.stream), "cudaEventRecord (FlexPrefill)");
+  lineBranch(m, f);
+  check(cudaStreamWaitEvent(m.stream, side.join, 0), "cudaStreamWaitEvent (FlexPrefill)");
+  endPhase("pooled branch joined", m.stream);
   withElem(m.qkv.et, [&](auto tag) {
     sparge_predict_flexprefill_js<decltype(tag)><<<slots, kJsThreads, sizeof(float) * f.nbk, m.stream>>>(
         p, f.B, f.nbk, f.L, f.meanLast, f.avgK, f.vBlock, f.js);

@@ -142,11 +142,13 @@ __global__ void __launch_bounds__(256, 2)
 #pragma unroll
   for (int hh = 0; hh < 2; ++hh) {
     for (int off = 1; off <= 2; off <<= 1) {
-      const float om = __shfl_xor_sync(0xffffffffu, m[hh], off), ol = __shfl_xor_sync(0xffffffffu, l[hh], off);
+      const float om = __shfl_xor_sync(0xffffffffu, m[hh], off),
+                  ol = __shfl_xor_sync(0xffffffffu, l[hh], off);
       mergeStats(m[hh], l[hh], om, ol);
     }
     const int row = r0 + g + 8 * hh;
-    if (t == 0 && row < L) partial[((size_t)blockIdx.y * L + row) * chunks + blockIdx.x] = make_float2(m[hh], l[hh]);
+    if (t == 0 && row < L)
+      partial[((size_t)blockIdx.y * L + row) * chunks + blockIdx.x] = make_float2(m[hh], l[hh]);
   }
 }
 
@@ -481,7 +483,8 @@ __global__ void __launch_bounds__(32 + kCoverStagers)
   if (threadIdx.x == 0) passed = false;
   __syncthreads();
   for (int base = 0, buf = 0; base < r.len; base += kCoverChunk, buf ^= 1) {
-    if (stager >= 0 && base + kCoverChunk < r.len) stageChunk(chunk[buf ^ 1], row, base + kCoverChunk, r.len, stager);
+    if (stager >= 0 && base + kCoverChunk < r.len)
+      stageChunk(chunk[buf ^ 1], row, base + kCoverChunk, r.len, stager);
     if (threadIdx.x == 0) {
       const int m = min(kCoverChunk, r.len - base);
       const float after = addChunk(chunk[buf], run);
@@ -542,7 +545,8 @@ void launchLineSums(const MethodLaunch& m, const void* S, int L, const float2* p
                     float* rowSum, const LineSums& out) {
   const int slots = slotCount(m.problem), rows = slots * L;
   const int chunks = (m.problem.Nkv + kScoreKeys - 1) / kScoreKeys;
-  sparge_predict_line_row_combine<<<(rows + 7) / 8, 256, 0, m.stream>>>(partial, rows, chunks, rowMax, rowSum);
+  sparge_predict_line_row_combine<<<(rows + 7) / 8, 256, 0, m.stream>>>(partial, rows, chunks, rowMax,
+                                                                        rowSum);
   checkLaunch("sparge_predict_line_row_combine");
   endPhase("row stats", m.stream);
   withElem(m.qkv.et, [&](auto tag) {

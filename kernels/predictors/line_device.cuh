@@ -44,7 +44,8 @@ __device__ __forceinline__ long long visibleArea(const Problem& p, long long q0,
   if (q0 >= q1 || k0 > k1) return 0;
   const long long right = p.causal ? 0 : p.window.right, left = p.window.left;
   const long long loBreak = left >= 0 ? k0 + left : q1, hiBreak = right >= 0 ? k1 - right : q0;
-  long long cuts[4] = {q0, min(q1, max(q0, min(loBreak, hiBreak))), min(q1, max(q0, max(loBreak, hiBreak))), q1};
+  long long cuts[4] = {q0, min(q1, max(q0, min(loBreak, hiBreak))), min(q1, max(q0, max(loBreak, hiBreak))),
+                       q1};
   long long area = 0;
   for (int i = 0; i < 3; ++i) {
     const long long qa = cuts[i], qb = cuts[i + 1];

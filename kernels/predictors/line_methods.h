@@ -12,12 +12,15 @@ namespace sparge::cuda::predictors {
 // out.score, out.denseHead and out.elementPairs as core's MInference / FlexPrefill predictors do, with the
 // per-head parameters of (*launch.params)[query head]. `scratch` grows to what the launch needs and is
 // reused across calls; everything is queued on launch.stream (the per-head parameters are copied from
-// pageable memory, which the driver may stage synchronously).
+// pageable memory, which the driver may stage synchronously). FlexPrefill runs its pooled scores on a second
+// stream of its own, forked from and joined back into launch.stream by events, so that what follows on
+// launch.stream still sees all of its work.
 void predictMInference(const MethodLaunch& launch, MethodRows& out, DeviceBuffer& scratch);
 void predictFlexPrefill(const MethodLaunch& launch, MethodRows& out, DeviceBuffer& scratch);
 
 // What a benchmark installs to hear where the predictors spend their time: mark(phase, stream) is called on
-// the host at the end of each phase, with the predictor's stream (an event recorded there closes the phase).
+// the host at the end of each phase, with the predictor's stream (an event recorded there closes the phase;
+// work on FlexPrefill's second stream shows only as the wait where it joins).
 // None is installed by default; install one only while no predictor runs on another thread.
 struct LinePhaseProbe {
   virtual ~LinePhaseProbe() = default;

@@ -504,5 +504,68 @@ TEST(LineMethods, SortDescendingMatchesStableHostSort) {
     }
 }
 
+// FlexPrefill's γ counts over rows longer than a staging chunk of the count kernel, against the CPU's rule
+// (core's coverCount less its +1: how many leading values keep the sequential fp32 running sum <= the
+// threshold). Each threshold is a running sum itself, so that the cut falls on a chosen value: inside the
+// first chunk, on either side of the second chunk's first value, late in the row, past its end, before its
+// first value, and at a NaN.
+TEST(LineMethods, CoverCountsMatchSequentialSumAcrossChunks) {
+  REQUIRE_GPU();
+  constexpr int kLen = 7000, kRows = 7;
+  std::mt19937 rng(9);
+  std::exponential_distribution<float> expo(1.f);
+  std::vector<float> rows(size_t(kRows) * kLen);
+  for (int r = 0; r < kRows; ++r) {
+    float* row = rows.data() + size_t(r) * kLen;
+    for (int i = 0; i < kLen; ++i) row[i] = expo(rng) / float(kLen);
+    std::sort(row, row + kLen, [](float a, float b) { return a > b; });
+  }
+  rows[size_t(6) * kLen + 3000] = NAN;
+  const auto runningSum = [&](int r, int n) {
+    float run = 0.f;
+    for (int i = 0; i < n; ++i) run += rows[size_t(r) * kLen + size_t(i)];
+    return double(run);
+  };
+  const std::vector<double> thresholds = {runningSum(0, 100),
+                                          runningSum(1, 2048),
+                                          runningSum(2, 2049),
+                                          runningSum(3, 6500),
+                                          1e30,
+                                          0.5 * rows[size_t(5) * kLen],
+                                          1e30};
+  std::vector<int> want(size_t(kRows), 0);
+  for (int r = 0; r < kRows; ++r) {
+    float run = 0.f;
+    for (int i = 0; i < kLen; ++i) {
+      run += rows[size_t(r) * kLen + size_t(i)];
+      if (!(double(run) <= thresholds[size_t(r)])) break;
+      ++want[size_t(r)];
+    }
+  }
+  ASSERT_EQ(want, (std::vector<int>{100, 2048, 2049, 6500, kLen, 0, 3000}));  // the cuts the rows are for
+
+  DeviceBuffer sorted, counts, thr, heads;
+  sorted.reserve(rows.size() * sizeof(float), "rows");
+  counts.reserve(size_t(kRows) * sizeof(int), "counts");
+  thr.reserve(thresholds.size() * sizeof(double), "thresholds");
+  check(cudaMemcpy(sorted.get(), rows.data(), rows.size() * sizeof(float), cudaMemcpyHostToDevice), "rows");
+  check(cudaMemcpy(thr.get(), thresholds.data(), thresholds.size() * sizeof(double), cudaMemcpyHostToDevice),
+        "thresholds");
+  std::vector<int> headList(static_cast<size_t>(kRows));
+  std::iota(headList.begin(), headList.end(), 0);
+  uploadHeads(heads, headList);
+  MethodLaunch m;
+  m.problem = makeProblem(1, kRows, kRows, 64, 64, 64, core::kGeometry64x128, false, {});
+  m.problem.heads = heads.as<int>();
+  m.problem.nHeads = kRows;
+  lines::CoverRows cover{};
+  cover.row[0] = lines::CoverRow{sorted.as<float>(), kLen, 1.0, counts.as<int>()};
+  cover.n = 1;
+  lines::launchCoverCounts(m, cover, thr.as<double>());
+  std::vector<int> got(static_cast<size_t>(kRows));
+  check(cudaMemcpy(got.data(), counts.get(), got.size() * sizeof(int), cudaMemcpyDeviceToHost), "counts");
+  EXPECT_EQ(got, want);
+}
+
 }  // namespace
 }  // namespace sparge::cuda::predictors
