@@ -97,7 +97,6 @@ class SpargeAttnEngine:
     def __init__(self, device=None, allow_unmasked_causal: bool = False) -> None:
         try:
             import spas_sage_attn
-            import spas_sage_attn.core as core
         except ImportError as e:
             raise EngineUnavailable(
                 "engine 'spargeattn' needs SpargeAttn's package spas_sage_attn (built from its source with the "
@@ -106,7 +105,7 @@ class SpargeAttnEngine:
             raise EngineUnavailable("engine 'spargeattn' needs a CUDA GPU, and torch sees none; use "
                                     "engine='reference' (CPU or GPU)")
         self.api = spas_sage_attn
-        self.core = core
+        self.core = None  # spas_sage_attn.core, imported by the first causal int8-fp8 call
         self.device = torch.device(device or "cuda")
         self.allow_unmasked_causal = allow_unmasked_causal  # True: upstream's API as it is, unmasked
         self.fn = None
@@ -156,6 +155,9 @@ class SpargeAttnEngine:
         args = dict(scale=scale, smooth_k=pf.smooth_k, simthreshd1=col(hp.theta, 1.0),
                     pvthreshd=col(hp.lam.clamp(max=1e30), 1e30), attention_sink=pf.sink, **sel)
         if call.causal and self.sage == 2 and not self.allow_unmasked_causal:
+            if self.core is None:
+                import spas_sage_attn.core as core
+                self.core = core
             out = _sage2_causal(self.core, q, k, v, **args)
         else:
             out = self.fn(q, k, v, is_causal=call.causal, tensor_layout="HND", **args)
