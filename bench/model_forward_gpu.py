@@ -153,7 +153,7 @@ def one_length(model, tok, a, tokens):
     out = {"tokens": tokens, "tune": command, "tune_seconds": round(seconds, 1),
            "tuned_sparsity_mean": statistics.mean(sparsity) if sparsity else None, "tuned_exact_heads": exact,
            "runs": {"dense": {"time": dense_time, **against_dense(dense, dense, held)}}}
-    for engine in ("sparge", "spargeattn"):
+    for engine in a.engines.split(","):
         with SpargeApply(model, params, engine) as sa:
             logits, t = timed_forward(model, held, a.repeat)
         log(f"{tokens} tokens: {engine} {t['median_ms']:.2f} ms")
@@ -174,6 +174,7 @@ def main() -> int:
     ap.add_argument("out")
     ap.add_argument("--tokens", default="8192", help="comma-separated input lengths")
     ap.add_argument("--target", default="sm90", choices=sorted(TARGETS))
+    ap.add_argument("--engines", default="sparge,spargeattn", help="the sparse engines to run, in order")
     ap.add_argument("--repeat", type=int, default=5)
     ap.add_argument("--l1", type=float, default=0.05)
     ap.add_argument("--texts", default="/usr/share/common-licenses")
