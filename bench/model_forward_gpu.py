@@ -140,8 +140,16 @@ def tune(model, ids, sparge, workdir, l1, target):
     return params, " ".join(cmd[1:]).replace(workdir + "/", ""), sparsity, exact, seconds
 
 
-def one_length(model, tok, a, tokens):
-    """The tuning, the dense run and both engines' runs at one input length."""
+def report(tokens, name, r):
+    trained = f"  (ppl first {TRAINED_CONTEXT} {r['perplexity_trained_context']:.3f})" \
+        if "perplexity_trained_context" in r else ""
+    log(f"{tokens:6d} {name:10s} {r['time']['median_ms']:8.2f} ms  ppl {r['perplexity']:.3f}{trained}  "
+        f"top-1 {r['top1_agreement']:.4f}  KL {r['kl_mean']:.5f}  logits L1 {r['logits_rel_l1']:.4f}")
+
+
+def one_length(model, tok, a, tokens, save):
+    """The tuning, the dense run and each engine's run at one input length; `save(out)` after each run, so
+    that what was measured stays should a later run not finish."""
     tune_ids = torch.tensor([texts_ids(tok, TUNE_TEXTS, tokens, a.texts)], device="cuda")
     held = torch.tensor([texts_ids(tok, HELD_TEXTS, tokens, a.texts)], device="cuda")
     workdir = tempfile.mkdtemp(prefix="model-forward-")
@@ -149,22 +157,18 @@ def one_length(model, tok, a, tokens):
     del tune_ids
     log(f"{tokens} tokens: tuned in {seconds:.1f} s")
     dense, dense_time = timed_forward(model, held, a.repeat)
-    log(f"{tokens} tokens: dense {dense_time['median_ms']:.2f} ms")
     out = {"tokens": tokens, "tune": command, "tune_seconds": round(seconds, 1),
            "tuned_sparsity_mean": statistics.mean(sparsity) if sparsity else None, "tuned_exact_heads": exact,
            "runs": {"dense": {"time": dense_time, **against_dense(dense, dense, held)}}}
+    report(tokens, "dense", out["runs"]["dense"])
+    save(out)
     for engine in a.engines.split(","):
         with SpargeApply(model, params, engine) as sa:
             logits, t = timed_forward(model, held, a.repeat)
-        log(f"{tokens} tokens: {engine} {t['median_ms']:.2f} ms")
         out["runs"][engine] = {"time": t, **against_dense(logits, dense, held), "apply": sa.summary.text()}
         del logits
-    for name, r in out["runs"].items():
-        trained = f"  (ppl first {TRAINED_CONTEXT} {r['perplexity_trained_context']:.3f})" \
-            if "perplexity_trained_context" in r else ""
-        print(f"{tokens:6d} {name:10s} {r['time']['median_ms']:8.2f} ms  ppl {r['perplexity']:.3f}{trained}  "
-              f"top-1 {r['top1_agreement']:.4f}  KL {r['kl_mean']:.5f}  logits L1 {r['logits_rel_l1']:.4f}",
-              flush=True)
+        report(tokens, engine, out["runs"][engine])
+        save(out)
     return out
 
 
@@ -193,13 +197,15 @@ def main() -> int:
                            f"(perplexity_trained_context: the first {TRAINED_CONTEXT} positions alone)",
            "lengths": []}
     for tokens in lengths:
+        def save(partial):
+            machine_info.write_json(a.out, {**doc, "lengths": doc["lengths"] + [partial]})
         try:
-            doc["lengths"].append(one_length(model, tok, a, tokens))
+            doc["lengths"].append(one_length(model, tok, a, tokens, save))
         except (RuntimeError, torch.cuda.OutOfMemoryError) as e:  # the other lengths still run
             print(f"{tokens} tokens: {e}", flush=True)
             doc["lengths"].append({"tokens": tokens, "error": str(e)[-300:]})
         torch.cuda.empty_cache()
-        machine_info.write_json(a.out, doc)  # what is done so far, should a later length not finish
+        machine_info.write_json(a.out, doc)
     faulthandler.cancel_dump_traceback_later()
     return 0
 
