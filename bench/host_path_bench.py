@@ -75,9 +75,9 @@ def engine_call(q, k, v, theta, tau, lam, numerics, geometry):
     from sparge_capture.engines import Call, SpargeEngine
     from sparge_capture.params import HeadParams, ParamsFile
     heads = q.shape[1]
-    hp = HeadParams("cdf", torch.full((heads,), theta, dtype=torch.float64), torch.full((heads,), tau, dtype=torch.float64),
-                    torch.ones(heads, dtype=torch.float64), torch.full((heads,), lam, dtype=torch.float64),
-                    torch.ones(heads, dtype=torch.bool), [numerics] * heads, [])
+    column = lambda x: torch.full((heads,), x, dtype=torch.float64)  # noqa: E731
+    hp = HeadParams("cdf", column(theta), column(tau), column(1.0), column(lam), torch.ones(heads, dtype=torch.bool),
+                    [numerics] * heads, [])
     pf = ParamsFile("bench", True, "", "cdf", 0.05, 0.06, geometry, numerics, True, True, False, "", [])
     engine = SpargeEngine()
     call = Call(q, k, v, True, None, None)
