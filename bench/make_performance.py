@@ -228,8 +228,8 @@ def render_model_forward_lengths(doc, name):
             out.append(f"- {length['tokens']} tokens: `sparge {length['tune']}`, mean tuned sparsity "
                        f"{fmt(length.get('tuned_sparsity_mean'))}, {length.get('tuned_exact_heads', 0)} heads exact, "
                        f"tuned in {fmt(length.get('tune_seconds'), 1)} s")
-    out += ["", "| tokens | run | forward ms | min-max | perplexity (its first 8192 positions) | top-1 agreement | KL | "
-            "logits rel. L1 |", "| --- | --- | --- | --- | --- | --- | --- | --- |"]
+    out += ["", "| tokens | run | forward ms | min-max | perplexity (its first 8192 positions) | top-1 agreement "
+            "| KL | logits rel. L1 |", "| --- | --- | --- | --- | --- | --- | --- | --- |"]
     for length in doc.get("lengths", []):
         out += _forward_rows(length.get("runs", {}), length["tokens"])
     if doc.get("note"):
