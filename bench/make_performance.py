@@ -183,8 +183,23 @@ def render_cpu_bench(doc, name):
     return out
 
 
+def _forward_rows(runs, tokens=None):
+    """One table row per run of a model-forward result (dense first, then the sparse engines)."""
+    rows = []
+    order = ["dense", "spargeattn", "sparge"]
+    for run in sorted(runs, key=lambda r: order.index(r) if r in order else len(order)):
+        r, lead = runs[run], "" if tokens is None else f"{tokens} | "
+        t = r["time"]
+        ppl = fmt(r["perplexity"])
+        if "perplexity_trained_context" in r:
+            ppl += f" ({fmt(r['perplexity_trained_context'])})"
+        rows.append(f"| {lead}{run} | {fmt(t['median_ms'], 2)} | {fmt(t['min_ms'], 2)}-{fmt(t['max_ms'], 2)} | "
+                    f"{ppl} | {fmt(r['top1_agreement'], 4)} | {fmt(r['kl_mean'], 4)} | {fmt(r['logits_rel_l1'], 4)} |")
+    return rows
+
+
 def render_model_forward(doc, name):
-    """bench/model_forward_gpu.py: one real model's forward pass, dense and through both sparse engines."""
+    """bench/model_forward_gpu.py, one length (schema 1): dense and through both sparse engines."""
     out = [f"### A real model's forward pass ({name})", "", provenance(doc) + ".",
            f"{doc.get('model')}, {doc.get('tokens')} tokens of held-out text, torch {doc.get('torch')}; parameters: "
            f"`sparge {doc.get('tune')}` on another text (mean tuned sparsity {fmt(doc.get('tuned_sparsity_mean'))}); "
@@ -192,11 +207,31 @@ def render_model_forward(doc, name):
            "(median, min-max); metrics of the next-token distributions against the dense run.", "",
            "| run | forward ms | min-max | perplexity | top-1 agreement | KL | logits rel. L1 |",
            "| --- | --- | --- | --- | --- | --- | --- |"]
-    for run, r in doc.get("runs", {}).items():
-        t = r["time"]
-        out.append(f"| {run} | {fmt(t['median_ms'], 2)} | {fmt(t['min_ms'], 2)}-{fmt(t['max_ms'], 2)} | "
-                   f"{fmt(r['perplexity'])} | {fmt(r['top1_agreement'], 4)} | {fmt(r['kl_mean'], 4)} | "
-                   f"{fmt(r['logits_rel_l1'], 4)} |")
+    out += _forward_rows(doc.get("runs", {}))
+    if doc.get("note"):
+        out += ["", doc["note"] + "."]
+    return out
+
+
+def render_model_forward_lengths(doc, name):
+    """bench/model_forward_gpu.py, several lengths (schema 2): per length its tuning, then dense and both
+    sparse engines."""
+    out = [f"### A real model's forward pass ({name})", "", provenance(doc) + ".",
+           f"{doc.get('model')}, torch {doc.get('torch')}; parameters tuned per length on another text with "
+           f"`--target {doc.get('target')}` ({doc.get('numerics')}); both sparse engines run the same parameters "
+           "through SpargeApply. Wall time of the whole forward pass (median, min-max); metrics of the next-token "
+           "distributions against the dense run of the same length. " + doc.get("context_note", "") + ".", ""]
+    for length in doc.get("lengths", []):
+        if "error" in length:
+            out.append(f"- {length['tokens']} tokens: not measured ({length['error']})")
+        else:
+            out.append(f"- {length['tokens']} tokens: `sparge {length['tune']}`, mean tuned sparsity "
+                       f"{fmt(length.get('tuned_sparsity_mean'))}, {length.get('tuned_exact_heads', 0)} heads exact, "
+                       f"tuned in {fmt(length.get('tune_seconds'), 1)} s")
+    out += ["", "| tokens | run | forward ms | min-max | perplexity (its first 8192 positions) | top-1 agreement "
+            "| KL | logits rel. L1 |", "| --- | --- | --- | --- | --- | --- | --- | --- |"]
+    for length in doc.get("lengths", []):
+        out += _forward_rows(length.get("runs", {}), length["tokens"])
     if doc.get("note"):
         out += ["", doc["note"] + "."]
     return out
@@ -205,7 +240,8 @@ def render_model_forward(doc, name):
 RENDERERS = {"sparge-bench/1": render_bench, "sparge-compare-spargeattn/1": render_compare,
              "sparge-parity/1": render_parity, "sparge-cpu-bench/1": render_cpu_bench,
              "sparge-capi-bench/1": render_capi_bench, "sparge-apply-parity/1": render_apply_parity,
-             "sparge-model-forward/1": render_model_forward}
+             "sparge-model-forward/1": render_model_forward,
+             "sparge-model-forward/2": render_model_forward_lengths}
 
 AWAITING = """## Awaiting a GPU run in this form
 

@@ -31,26 +31,49 @@ class SpargeApplyError(RuntimeError):
 
 @dataclass
 class HeadStats:
-    """Per query head of one tuned entry, added up over the calls since the last take_stats()."""
-    valid: torch.Tensor
-    selected: torch.Tensor
-    computed: torch.Tensor
+    """Per query head of one tuned entry, added up over the calls since the last take_stats(). `counts` is
+    [Hq, K >= 3]: valid, selected and P·V-computed blocks in its first three columns (one tensor, so that a call
+    adds its counts with one operation)."""
+    counts: torch.Tensor
     abs_diff: Optional[torch.Tensor] = None
     abs_ref: Optional[torch.Tensor] = None
 
+    @property
+    def valid(self) -> torch.Tensor:
+        return self.counts[:, 0]
+
+    @property
+    def selected(self) -> torch.Tensor:
+        return self.counts[:, 1]
+
+    @property
+    def computed(self) -> torch.Tensor:
+        return self.counts[:, 2]
+
     def cpu(self) -> "HeadStats":
         move = lambda t: None if t is None else t.cpu()  # noqa: E731
-        return HeadStats(move(self.valid), move(self.selected), move(self.computed), move(self.abs_diff),
-                         move(self.abs_ref))
+        return HeadStats(self.counts.cpu(), move(self.abs_diff), move(self.abs_ref))
+
+    @staticmethod
+    def start(counts: dict, abs_diff, abs_ref) -> "HeadStats":
+        return HeadStats(_stacked(counts).clone(), None if abs_diff is None else abs_diff.clone(),
+                         None if abs_ref is None else abs_ref.clone())
 
     def add(self, counts: dict, abs_diff, abs_ref) -> None:
         # Counts stay where the engine produced them (no wait for the GPU per call); take_stats() moves them.
-        self.valid += counts["valid"]
-        self.selected += counts["selected"]
-        self.computed += counts["computed_pv"]
+        self.counts += _stacked(counts)
         if abs_diff is not None:
             self.abs_diff = abs_diff.clone() if self.abs_diff is None else self.abs_diff + abs_diff
             self.abs_ref = abs_ref.clone() if self.abs_ref is None else self.abs_ref + abs_ref
+
+
+def _stacked(counts: dict) -> torch.Tensor:
+    """An engine's per-head counts as [Hq, K >= 3] (valid, selected, P·V computed first): its "stacked" tensor
+    where it gives one, else its three [Hq] tensors side by side."""
+    stacked = counts.get("stacked")
+    if stacked is not None:
+        return stacked
+    return torch.stack([counts["valid"], counts["selected"], counts["computed_pv"]], 1)
 
 
 @dataclass
@@ -321,9 +344,9 @@ class SpargeApply:
             s.calls += 1
             if run.counts is not None:
                 if s.stats is None:
-                    z = torch.zeros(heads, dtype=torch.int64, device=run.counts["valid"].device)
-                    s.stats = HeadStats(z.clone(), z.clone(), z.clone())
-                s.stats.add(run.counts, run.abs_diff, run.abs_ref)
+                    s.stats = HeadStats.start(run.counts, run.abs_diff, run.abs_ref)
+                else:
+                    s.stats.add(run.counts, run.abs_diff, run.abs_ref)
 
     def take_stats(self) -> Dict[str, SparseModule]:
         """The per-entry statistics since the last call (for one input of an evaluation), then reset."""

@@ -225,10 +225,6 @@ void timeCudnn(BenchData& d, const BenchCase& c, BenchResult& res) {
 
 }  // namespace
 
-bool benchSupportsMethod(core::Method m) {
-  return m == core::Method::SpargeAttn || predictors::hasDevicePredictor(m);
-}
-
 BenchResult runBench(const BenchCase& c) {
   BenchResult res;
   res.config = c;

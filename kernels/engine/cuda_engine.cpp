@@ -35,9 +35,6 @@ void checkSupported(const core::EntryInfo& info, const core::RunConfig& config) 
   const int64_t maxInt = std::numeric_limits<int>::max() / 256;
   if (info.tokensQ > maxInt || info.tokensKV > maxInt)
     throw Error(kWhere, "sequence too long for the CUDA engine");
-  if (config.method != core::Method::SpargeAttn && !predictors::hasDevicePredictor(config.method))
-    throw Error(kWhere, std::string("--method ") + core::toString(config.method) +
-                            " has no CUDA Stage 1 yet: use --engine cpu");
   const core::Geometry g = config.geometry;
   if (!(g == core::kGeometry128x64 || g == core::kGeometry64x128))
     throw Error(kWhere, "geometry " + g.label() + " is not supported (128x64 or 64x128)");

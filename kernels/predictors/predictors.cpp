@@ -71,9 +71,9 @@ const DeviceBuffer* MethodStage1::cachedStats(const DevicePredictor& dp, const M
 
 void MethodStage1::run(const MethodRun& r, DeviceSelection& sel) {
   const DevicePredictor* dp = find(r.method);
-  if (!dp)
+  if (!dp)  // every method has one (a host test checks): this guards a method added to core alone
     throw Error("cuda engine", std::string("--method ") + core::toString(r.method) +
-                                   " has no CUDA Stage 1 yet: use --engine cpu");
+                                   " has no CUDA Stage 1: use --engine cpu");
   sel.reserveOutputs(r.problem);
   clearRows(r);
   // The heads grouped by the statistics they share (XAttention: its stride), all lists in one upload.

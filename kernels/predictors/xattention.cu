@@ -92,10 +92,44 @@ struct SelectIn {
 
 constexpr int kSelectWarps = 4;
 
+// Whether sorted entry x is kept: the CPU's loop over the entries in sorted order, stopping at the first
+// forced or padding entry (key < 0) or once the cumulative mass (from the forced blocks' mass) reaches τ ·
+// total. Each lane holds the sorted positions lane·E .. lane·E + E - 1; their cumulative masses come from a
+// warp scan, whose sums are associated differently from the loop's: each differs from the exact sum by at
+// most (nk + 2) ulps of the total, so where every such mass lies further than that from τ · total, the scan
+// decides as the loop does. Otherwise (false returned) the caller runs the loop itself.
+template <int E>
+__device__ __forceinline__ bool keptByScan(const float (&key)[E], double forcedSum, double total,
+                                           double required, int nk, bool (&kept)[E]) {
+  const int lane = threadIdx.x & 31;
+  double local = 0;
+#pragma unroll
+  for (int e = 0; e < E; ++e) local += key[e] >= 0.f ? double(key[e]) : 0.0;
+  double inclusive = local;
+#pragma unroll
+  for (int o = 1; o < 32; o <<= 1) {
+    const double v = __shfl_up_sync(0xffffffffu, inclusive, o);
+    if (lane >= o) inclusive += v;
+  }
+  double before = __shfl_up_sync(0xffffffffu, inclusive, 1);
+  double cumulative = forcedSum + (lane == 0 ? 0.0 : before);
+  const double margin = double(nk + 2) * 0x1p-50 * (total + forcedSum);
+  bool near = false;
+#pragma unroll
+  for (int e = 0; e < E; ++e) {
+    const bool live = key[e] >= 0.f;
+    kept[e] = live && cumulative < required;
+    near = near || (live && fabs(cumulative - required) <= margin);
+    cumulative += live ? double(key[e]) : 0.0;
+  }
+  return !__any_sync(0xffffffffu, near);
+}
+
 // One warp per row (query block i of one head): the score (block mass over the row's total), the blocks the
 // method keeps (key block 0, and the diagonal on causal entries, whose mass counts toward τ first there), and
 // the others largest first (ties to the lower index) while the cumulative mass stays below τ · total.
-// Dynamic smem per warp: the sorted keys (32*E floats) and their blocks (32*E ints).
+// Dynamic smem per warp: the sorted keys (32*E floats) and their blocks (32*E ints), for the loop that
+// decides rows the scan cannot (keptByScan).
 template <int E>
 __global__ void __launch_bounds__(kSelectWarps * 32)
     sparge_predict_xattn_select(const SelectIn in, MethodRows out) {
@@ -136,6 +170,16 @@ __global__ void __launch_bounds__(kSelectWarps * 32)
     id[e] = j < nk ? j : INT_MAX;
   }
   bitonicSortWarp<E>(key, id);
+  const double required = in.threshold[hq] * total;
+  bool kept[E];
+  const bool decided = keptByScan<E>(key, forcedSum, total, required, nk, kept);
+  __syncwarp();  // the zeros above land before any lane's ones
+  if (decided) {
+#pragma unroll
+    for (int e = 0; e < E; ++e)
+      if (kept[e]) out.selected[rowOff + id[e]] = 1;
+    return;
+  }
 #pragma unroll
   for (int e = 0; e < E; ++e) {
     sortedKey[lane * E + e] = key[e];
@@ -143,7 +187,6 @@ __global__ void __launch_bounds__(kSelectWarps * 32)
   }
   __syncwarp();
   if (lane == 0) {
-    const double required = in.threshold[hq] * total;
     double cumulative = forcedSum;
     for (int x = 0; x < nk; ++x) {
       if (sortedKey[x] < 0.f || !(cumulative < required)) break;

@@ -2,7 +2,9 @@
 engine (CPU tensors), over the C API of libsparge_attn. `sparge_attn.attention` is the full interface;
 `sparge_attn.compat` has drop-in replacements for SpargeAttn's own functions. Documentation: docs/capi.md."""
 
+import collections
 import math
+import threading
 from dataclasses import dataclass
 from typing import Optional
 
@@ -156,6 +158,27 @@ def _check_tensors(q, k, v, tensor_layout):
     return q, k, v
 
 
+_PREPARED_KEPT = 256
+_prepared = collections.OrderedDict()  # call signature -> the checked, converted arguments of the op
+_prepared_lock = threading.Lock()
+_UNCACHED = object()
+_PLAIN = (bool, int, float, str)
+_PLAIN_SET = frozenset(_PLAIN)
+
+
+def _value_key(x):
+    """A hashable stand-in for one argument of attention(), or _UNCACHED where its value cannot be keyed cheaply.
+    A tensor is keyed by identity and version counter (an in-place change makes a new key); the cache entry
+    keeps it alive, so its id is not reused while the entry exists."""
+    if x is None or type(x) in _PLAIN:
+        return (type(x), x)
+    if isinstance(x, torch.Tensor):
+        return (torch.Tensor, id(x), x._version)
+    if type(x) in (list, tuple) and _PLAIN_SET.issuperset(map(type, x)):
+        return (tuple, tuple(x))
+    return _UNCACHED
+
+
 def attention(q, k, v, *, simthreshd1, cdfthreshd=None, topk=None, pvthreshd=50, is_causal=False, window=None,
               numerics="int8-fp8", tensor_layout="HND", scale=None, smooth_k=True, attention_sink=False,
               return_sparsity=False, geometry=None, is_sparse=None, diagonal=False, return_mask=False):
@@ -167,7 +190,56 @@ def attention(q, k, v, *, simthreshd1, cdfthreshd=None, topk=None, pvthreshd=50,
     in every block; window = (left, right) keys around each query (-1 unbounded); geometry "128x64" / "64x128"
     (default: 64x128 on Hopper, else 128x64); is_sparse (per head, False = dense); diagonal keeps the blocks
     holding key == query on. Returns O in q's layout and dtype, or (O, AttentionStats) with return_sparsity or
-    return_mask."""
+    return_mask. Repeated calls with the same shapes and arguments reuse the checked, converted arguments (the
+    per-head values of a tensor are read once, until it changes in place)."""
+    values = (simthreshd1, cdfthreshd, topk, pvthreshd, is_causal, window, numerics, tensor_layout, scale, smooth_k,
+              attention_sink, return_sparsity, geometry, is_sparse, diagonal, return_mask)
+    compiling = torch.compiler.is_compiling()
+    prepared = _prepare(q, k, v, *values) if compiling else _prepared_for(q, k, v, values)
+    if tensor_layout == "NHD":
+        q, k, v = q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2)
+    if q.dtype == torch.float32:  # as SpargeAttn: float32 runs as float16
+        q, k, v = q.to(torch.float16), k.to(torch.float16), v.to(torch.float16)
+    # The registered op where torch.compile traces; its implementation straight away in eager calls.
+    o, counts, mask = attention_op(q, k, v, *prepared) if compiling else _op.run(q, k, v, *prepared)
+    if tensor_layout == "NHD":
+        o = o.transpose(1, 2)
+    if return_sparsity or return_mask:
+        block_q, block_k = prepared[-4], prepared[-3]
+        return o, AttentionStats(counts, mask if return_mask else None, (block_q, block_k))
+    return o
+
+
+def _prepared_for(q, k, v, values):
+    """_prepare's result for this call, from the cache where an earlier call had the same key."""
+    key = _call_key(q, k, v, values)
+    hit = None if key is None else _prepared.get(key)
+    if hit is not None:
+        return hit[0]
+    prepared = _prepare(q, k, v, *values)
+    if key is not None:
+        with _prepared_lock:
+            _prepared[key] = (prepared, values)  # the values keep keyed tensors alive
+            while len(_prepared) > _PREPARED_KEPT:
+                _prepared.popitem(last=False)
+    return prepared
+
+
+def _call_key(q, k, v, values):
+    """The cache key of one call: the tensors' shapes, dtypes and devices and every other argument's value; None
+    when a tensor or an argument cannot be keyed (such calls are checked and converted each time)."""
+    if not (isinstance(q, torch.Tensor) and isinstance(k, torch.Tensor) and isinstance(v, torch.Tensor)):
+        return None
+    keys = tuple(_value_key(x) for x in values)
+    if _UNCACHED in keys:
+        return None
+    return (q.shape, k.shape, v.shape, q.dtype, k.dtype, v.dtype, q.device, k.device, v.device) + keys
+
+
+def _prepare(q, k, v, simthreshd1, cdfthreshd, topk, pvthreshd, is_causal, window, numerics, tensor_layout, scale,
+             smooth_k, attention_sink, return_sparsity, geometry, is_sparse, diagonal, return_mask):
+    """Every check of attention()'s arguments, and the op's arguments after q, k and v (per-head values as
+    tuples)."""
     q, k, v = _check_tensors(q, k, v, tensor_layout)
     heads = q.shape[1]
     if (cdfthreshd is None) == (topk is None):
@@ -190,13 +262,6 @@ def attention(q, k, v, *, simthreshd1, cdfthreshd=None, topk=None, pvthreshd=50,
         scale = 0.0
     elif not (float(scale) > 0 and math.isfinite(float(scale))):
         raise ValueError(f"scale must be a finite number > 0; got {scale}")
-    args = (q, k, v, theta, select, lam, dense, exact, topk is not None, bool(is_causal), left, right, family,
-            float(scale), bool(smooth_k), bool(attention_sink), bool(diagonal), block_q, block_k,
+    return (tuple(theta), tuple(select), tuple(lam), tuple(dense), tuple(exact), topk is not None, bool(is_causal),
+            left, right, family, float(scale), bool(smooth_k), bool(attention_sink), bool(diagonal), block_q, block_k,
             bool(return_sparsity or return_mask), bool(return_mask))
-    # The registered op where torch.compile traces; its implementation straight away in eager calls.
-    o, counts, mask = attention_op(*args) if torch.compiler.is_compiling() else _op.run(*args)
-    if tensor_layout == "NHD":
-        o = o.transpose(1, 2)
-    if return_sparsity or return_mask:
-        return o, AttentionStats(counts, mask if return_mask else None, (block_q, block_k))
-    return o

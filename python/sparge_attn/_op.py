@@ -16,9 +16,10 @@ _PLANS_KEPT = 64
 
 
 class _PlanCache:
-    """Plans by problem, least recently used dropped beyond _PLANS_KEPT."""
+    """Plans (or what holds them) by key, least recently used dropped beyond `kept`."""
 
-    def __init__(self):
+    def __init__(self, kept=_PLANS_KEPT):
+        self.kept = kept
         self.lock = threading.Lock()
         self.plans = collections.OrderedDict()
 
@@ -31,7 +32,7 @@ class _PlanCache:
         plan = make()
         with self.lock:
             self.plans[key] = plan
-            while len(self.plans) > _PLANS_KEPT:
+            while len(self.plans) > self.kept:
                 self.plans.popitem(last=False)
         return plan
 
@@ -70,11 +71,6 @@ def _problem(q, k, v, causal, window_left, window_right, numerics, scale, smooth
     return p
 
 
-def _plan(q, k, v, *args):
-    key = (q.device, q.dtype, tuple(q.shape), tuple(k.shape), _strides(q), _strides(k), _strides(v)) + args
-    return _plans.get(key, lambda: _capi.Plan(_problem(q, k, v, *args)))
-
-
 def _doubles(values):
     return (ctypes.c_double * len(values))(*values)
 
@@ -86,7 +82,7 @@ def _bytes(values):
 def _usable(t):
     """t itself when the C API can read it (D contiguous, 16-byte rows), else a contiguous copy."""
     s = t.stride()
-    if s[3] == 1 and all(x % 8 == 0 for x in s[:3]) and t.data_ptr() % 16 == 0:
+    if s[3] == 1 and s[0] % 8 == 0 and s[1] % 8 == 0 and s[2] % 8 == 0 and t.data_ptr() % 16 == 0:
         return t
     return t.contiguous()
 
@@ -100,14 +96,8 @@ def _extras(q, k, block_q, block_k, want_stats, want_mask):
     return stats, mask
 
 
-_params_kept = collections.OrderedDict()  # the C structs of recent per-head parameters (models reuse them)
-
-
 def _head_params(theta, select, lam, dense, exact, topk_mode):
-    key = (topk_mode, tuple(theta), tuple(select), tuple(lam), tuple(dense), tuple(exact))
-    kept = _params_kept.get(key)
-    if kept is not None:
-        return kept[0]
+    """The C struct of per-head parameters and the arrays it points at (kept together)."""
     hp = _capi.HeadParams()
     hp.struct_size, hp.heads = ctypes.sizeof(hp), len(theta)
     hp.select = _capi.SELECT_TOPK if topk_mode else _capi.SELECT_CDF
@@ -117,23 +107,70 @@ def _head_params(theta, select, lam, dense, exact, topk_mode):
         hp.topk = arrays[1]
     else:
         hp.cdfthreshd = arrays[1]
-    _params_kept[key] = (hp, arrays)  # the arrays live as long as the struct that points at them
-    while len(_params_kept) > 256:
-        _params_kept.popitem(last=False)
-    return hp
+    return hp, arrays
+
+
+class _Call:
+    """What repeated calls of one problem with one set of per-head parameters share: the plan, the parameter
+    struct (passed by reference) and the library's entry point."""
+
+    def __init__(self, plan, head_params):
+        self.plan = plan
+        self.head_params = head_params  # (struct, arrays): the arrays live as long as the struct
+        self.hp_ref = ctypes.byref(head_params[0])
+        self.run = _capi.library().sparge_attn_run
+
+
+def _new_plan(q, k, v, problem):
+    plan = _capi.Plan(_problem(q, k, v, *problem))
+    plan.workspaces = {}  # by CUDA stream: calls on one stream are ordered, so one workspace serves them all
+    return plan
+
+
+def _workspace(plan, device, stream):
+    """The plan's workspace for `stream`, allocated (from the caching allocator) on first use."""
+    ws = plan.workspaces.get(stream)
+    if ws is None:
+        ws = torch.empty(max(plan.workspace_bytes, 1), dtype=torch.uint8, device=device)
+        if len(plan.workspaces) >= 8:
+            plan.workspaces.clear()
+        plan.workspaces[stream] = ws
+    return ws.data_ptr()
+
+
+_calls = _PlanCache(256)  # _Call by problem and per-head parameters (their plans shared through _plans)
+
+
+def _call_for(q, k, v, theta, select, lam, dense, exact, topk_mode, *problem):
+    key = (q.device, q.dtype, q.shape, k.shape, q.stride(), k.stride(), v.stride(), theta, select, lam, dense, exact,
+           topk_mode) + problem
+    call = _calls.plans.get(key)
+    if call is not None:
+        return call
+    plan_key = (q.device, q.dtype, tuple(q.shape), tuple(k.shape), _strides(q), _strides(k), _strides(v)) + problem
+    plan = _plans.get(plan_key, lambda: _new_plan(q, k, v, problem))
+    return _calls.get(key, lambda: _Call(plan, _head_params(theta, select, lam, dense, exact, topk_mode)))
+
+
+def _current_stream(device):
+    """The raw handle of the current CUDA stream (the direct binding where torch has it: a tenth of the cost)."""
+    raw = getattr(torch._C, "_cuda_getCurrentRawStream", None)
+    if raw is not None:
+        return raw(device.index if device.index is not None else torch.cuda.current_device())
+    return torch.cuda.current_stream(device).cuda_stream
 
 
 def run(q, k, v, theta, select, lam, dense, exact, topk_mode, causal, window_left, window_right, numerics, scale,
         smooth_k, sink, diagonal, block_q, block_k, want_stats, want_mask):
     """The op's implementation (attention_op's arguments and results); sparge_attn.attention calls it directly
-    outside torch.compile, which saves the dispatcher's cost on every eager call."""
+    outside torch.compile, which saves the dispatcher's cost on every eager call. Nothing here waits for the
+    GPU; a repeated call does no more than allocate O (and the counters) and call the library."""
     q, k, v = _usable(q), _usable(k), _usable(v)
-    plan = _plan(q, k, v, causal, window_left, window_right, numerics, scale, smooth_k, sink, diagonal, block_q,
-                 block_k)
+    call = _call_for(q, k, v, tuple(theta), tuple(select), tuple(lam), tuple(dense), tuple(exact), topk_mode,
+                     causal, window_left, window_right, numerics, scale, smooth_k, sink, diagonal, block_q, block_k)
     B, Hq, Nq, D = q.shape
     o = torch.empty((B, Hq, Nq, D), dtype=q.dtype, device=q.device)
     stats, mask = _extras(q, k, block_q, block_k, want_stats, want_mask)
-    hp = _head_params(theta, select, lam, dense, exact, topk_mode)
     out = None
     if want_stats or want_mask:
         out = _capi.Outputs()
@@ -143,12 +180,10 @@ def run(q, k, v, theta, select, lam, dense, exact, topk_mode, causal, window_lef
         out = ctypes.byref(out)
     workspace, stream = None, None
     if q.is_cuda:
-        workspace = torch.empty(max(plan.workspace_bytes, 1), dtype=torch.uint8, device=q.device)
-        stream = torch.cuda.current_stream(q.device).cuda_stream
-    _capi.check(_capi.library().sparge_attn_run(plan.handle, q.data_ptr(), k.data_ptr(), v.data_ptr(), o.data_ptr(),
-                                                ctypes.byref(hp), out,
-                                                workspace.data_ptr() if workspace is not None else None,
-                                                plan.workspace_bytes, stream))
+        stream = _current_stream(q.device)
+        workspace = _workspace(call.plan, q.device, stream)
+    _capi.check(call.run(call.plan.handle, q.data_ptr(), k.data_ptr(), v.data_ptr(), o.data_ptr(), call.hp_ref, out,
+                         workspace, call.plan.workspace_bytes, stream))
     return o, stats, mask
 
 

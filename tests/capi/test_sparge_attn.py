@@ -156,6 +156,23 @@ def test_dense_heads_are_exact_attention():
     assert ((o.double() - ref).abs().max() < 2e-3).item()
 
 
+def test_repeated_calls_follow_parameter_changes():
+    """Calls with the same shapes reuse their checked arguments; a per-head tensor changed in place, or another
+    value, must still take effect (the oracle: each selection's block counts, Stage 1 of a fresh call)."""
+    q, k, v = small(5)
+    topk = torch.full((4,), 0.25)
+    kw = dict(simthreshd1=-1.0, pvthreshd=1e30, return_sparsity=True)
+    _, few = sparge_attn.attention(q, k, v, topk=topk, **kw)
+    _, again = sparge_attn.attention(q, k, v, topk=topk, **kw)
+    topk.fill_(1.0)
+    _, all_blocks = sparge_attn.attention(q, k, v, topk=topk, **kw)
+    _, listed = sparge_attn.attention(q, k, v, topk=[0.25] * 4, **kw)
+    assert torch.equal(few.counts, again.counts) and torch.equal(few.counts, listed.counts)
+    assert all_blocks.stage1 == 0.0 and few.stage1 > 0.2
+    with pytest.raises(ValueError, match="NaN for head 2"):
+        sparge_attn.attention(q, k, v, topk=[0.25, 0.25, float("nan"), 0.25], **kw)
+
+
 def test_torch_compile_traces_the_op():
     q, k, v = small(3)
 

@@ -86,8 +86,6 @@ struct BenchResult {
 std::string benchDeviceName();
 // Default geometry for the current device: 64x128 on sm90, 128x64 otherwise.
 core::Geometry benchDefaultGeometry();
-// True when BenchCase::methods may hold `m` (its Stage 1 runs on the CUDA engine).
-bool benchSupportsMethod(core::Method m);
 // Runs one configuration; throws sparge::Error (no device, out of memory, unsupported head dim).
 BenchResult runBench(const BenchCase& c);
 
