@@ -44,7 +44,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "captures"))
 sys.path.insert(0, HERE)
 import machine_info  # noqa: E402
-from sparge_capture import SpargeApply, SpargeCapture  # noqa: E402
+from sparge_capture import EngineUnavailable, SpargeApply, SpargeApplyError, SpargeCapture  # noqa: E402
 from sparge_capture.models import load_smollm2  # noqa: E402
 
 TRAINED_CONTEXT = 8192  # SmolLM2-135M's training context
@@ -163,8 +163,14 @@ def one_length(model, tok, a, tokens, save):
     report(tokens, "dense", out["runs"]["dense"])
     save(out)
     for engine in a.engines.split(","):
-        with SpargeApply(model, params, engine) as sa:
-            logits, t = timed_forward(model, held, a.repeat)
+        try:
+            with SpargeApply(model, params, engine) as sa:
+                logits, t = timed_forward(model, held, a.repeat)
+        except (SpargeApplyError, EngineUnavailable) as e:  # e.g. SpargeAttn on a causal int8-fp8 model
+            out["runs"][engine] = {"error": str(e)[-400:]}
+            log(f"{tokens} tokens, {engine}: {e}")
+            save(out)
+            continue
         out["runs"][engine] = {"time": t, **against_dense(logits, dense, held), "apply": sa.summary.text()}
         del logits
         report(tokens, engine, out["runs"][engine])

@@ -88,10 +88,8 @@ class SpargeAttnEngine:
     """SpargeAttn's Python API. int8-fp16 parameters (tuned with --target sm80) run through
     spas_sage_attn_meansim[_topk]_cuda (INT8 Q·Kᵀ, fp16 P·V, 128x64 tiles on every GPU, causal masked inside
     blocks); int8-fp8 parameters through spas_sage2_attn_meansim[_topk]_cuda (FP8 P·V on sm89/sm90, whose tiles
-    are 64x128 on sm90 and 128x64 elsewhere). That API passes is_causal to Stage 1 but runs its kernel unmasked
-    (queries would see future keys inside the diagonal blocks): a causal int8-fp8 call runs the same steps with
-    the kernel's own causal mask on (_sage2_causal). Heads that must run in exact numerics run dense through
-    torch's SDPA in float32: SpargeAttn's kernels are always quantized."""
+    are 64x128 on sm90 and 128x64 elsewhere). Heads that must run in exact numerics run dense through torch's
+    SDPA in float32: SpargeAttn's kernels are always quantized."""
     name = "spargeattn"
 
     def __init__(self, device=None, allow_unmasked_causal: bool = False) -> None:
@@ -105,7 +103,6 @@ class SpargeAttnEngine:
             raise EngineUnavailable("engine 'spargeattn' needs a CUDA GPU, and torch sees none; use "
                                     "engine='reference' (CPU or GPU)")
         self.api = spas_sage_attn
-        self.core = None  # spas_sage_attn.core, imported by the first causal int8-fp8 call
         self.device = torch.device(device or "cuda")
         self.allow_unmasked_causal = allow_unmasked_causal  # True: upstream's API as it is, unmasked
         self.fn = None
@@ -144,6 +141,13 @@ class SpargeAttnEngine:
         return None
 
     def run(self, call: Call, hp: HeadParams, pf: ParamsFile, measure: bool) -> EngineRun:
+        if call.causal and self.sage == 2 and not self.allow_unmasked_causal:
+            # Upstream's sage2 API always runs its kernel with the causal flag off, and its kernel with that flag
+            # on (an argument the API never sets) stalled inside a real model's layer on an H200.
+            raise EngineUnavailable(
+                "a causal call with int8-fp8 parameters: SpargeAttn's sage2 API runs its kernel without the "
+                "causal mask inside the diagonal blocks (queries see up to 127 future keys; docs/method.md "
+                "section 10). Tune with --target sm80 (its sage1 API masks), or pass allow_unmasked_causal=True")
         dev, heads = self.device, call.q.shape[1]
         group = heads // call.k.shape[1]
         q = call.q.to(dev)
@@ -154,13 +158,7 @@ class SpargeAttnEngine:
         scale = call.scale if call.scale is not None else 1.0 / math.sqrt(q.shape[-1])
         args = dict(scale=scale, smooth_k=pf.smooth_k, simthreshd1=col(hp.theta, 1.0),
                     pvthreshd=col(hp.lam.clamp(max=1e30), 1e30), attention_sink=pf.sink, **sel)
-        if call.causal and self.sage == 2 and not self.allow_unmasked_causal:
-            if self.core is None:
-                import spas_sage_attn.core as core
-                self.core = core
-            out = _sage2_causal(self.core, q, k, v, **args)
-        else:
-            out = self.fn(q, k, v, is_causal=call.causal, tensor_layout="HND", **args)
+        out = self.fn(q, k, v, is_causal=call.causal, tensor_layout="HND", **args)
         out = out.to(q.dtype)
         exact = [h for h in range(heads) if hp.numerics[h] == "none"]
         if exact:
@@ -173,39 +171,6 @@ class SpargeAttnEngine:
         if measure:
             run.abs_diff, run.abs_ref = _measure(Call(q, k, v, call.causal, None, scale), out, scale)
         return run
-
-
-def _sage2_causal(core, q, k, v, scale, smooth_k, simthreshd1, pvthreshd, attention_sink, cdfthreshd=None,
-                  topk=None):
-    """spas_sage2_attn_meansim[_topk]_cuda's steps (HND, float16) with the causal mask on in its kernel: the
-    Stage 1 it runs (causal), V in FP8 as it quantizes it, and its sm90 (64x128) or sm89 (128x64) kernel with
-    is_causal = 1 where the API passes 0 (its arguments: layout HND, causal, per-warp quantization, scale, no PV
-    counts). Nothing else differs from upstream's call."""
-    arch = core.get_cuda_arch_versions()[q.device.index or 0]
-    q, k, v = (t.contiguous().to(torch.float16) for t in (q, k, v))
-    km = k.mean(dim=-2, keepdim=True) if smooth_k else None
-    blocks = dict(BLKQ=64, BLKK=128) if arch == "sm90" else dict(BLKQ=128, BLKK=64)
-    select = {"topk": topk} if topk is not None else {}
-    lut, valid, q_int8, q_scale, k_int8, k_scale = core.get_block_map_meansim_fuse_quant(
-        q, k, km, is_causal=True, simthreshd1=simthreshd1, cdfthreshd=cdfthreshd, return_lut=True,
-        attention_sink=attention_sink, **select, **blocks)
-    pvthreshd = core.hyperparameter_check(pvthreshd, q.size(-3), q.device)
-    o = torch.empty_like(q)
-    b, h_kv, kv_len, head_dim = v.shape
-    v_t = torch.empty((b, h_kv, head_dim, (kv_len + 127) // 128 * 128), dtype=v.dtype, device=v.device)
-    core.fused.transpose_pad_permute_cuda(v, v_t, 1)
-    v_fp8 = torch.empty(v_t.shape, dtype=torch.float8_e4m3fn, device=v.device)
-    v_scale = torch.empty((b, h_kv, head_dim), dtype=torch.float32, device=v.device)
-    core.fused.scale_fuse_quant_cuda(v_t, v_fp8, v_scale, kv_len, 2.25, 1)
-    name = "qk_int8_sv_f8_accum_f32_block_sparse_attn_inst_buf_fuse_v_scale_with_pv_threshold"
-    if arch == "sm90":
-        kernel = getattr(core.qattn, name + "_sm90")
-    elif getattr(core, "SAGE2PP_ENABLED", False):  # upstream's choice on sm89 where it was built in
-        kernel = core.qk_int8_sv_f8_accum_f16_block_sparse_attn_inst_buf_fuse_v_scale_with_pv_threshold
-    else:
-        kernel = getattr(core.qattn, name)
-    kernel(q_int8, k_int8, v_fp8, o, lut, valid, pvthreshd, q_scale, k_scale, v_scale, 1, 1, 1, scale, 0)
-    return o
 
 
 class SpargeEngine:

@@ -269,44 +269,11 @@ def test_spargeattn_engine_refuses_what_it_cannot_run(tmp_path, monkeypatch):
     p["geometry"] = "64x128"
     with open(tmp_path / "q.json", "w") as f:
         json.dump(p, f)
+    with pytest.raises(SpargeApplyError, match="causal call with int8-fp8 parameters.*--target sm80"):
+        with torch.no_grad(), SpargeApply(None, str(tmp_path / "q.json"), engine="spargeattn", device="cpu"):
+            tiny_llama(head_dim=64)(ids())
     with pytest.raises(EngineUnavailable, match="always quantized"):
         SpargeApply(None, params_file(tmp_path / "n.json", numerics="none"), engine="spargeattn", device="cpu")
-
-
-def test_spargeattn_sage2_causal_runs_the_kernel_masked(tmp_path, monkeypatch):
-    """SpargeAttn's sage2 API runs its kernel unmasked on causal calls: the engine runs the same steps with the
-    kernel's causal flag on (upstream's argument order: ..., v_scale, tensor_layout, is_causal, ...)."""
-    import sys
-    import types
-    fake_spargeattn(monkeypatch, (9, 0))
-    seen = {}
-
-    def stage1(q, k, km, **kw):
-        seen["stage1"] = kw
-        return (None, None, None, None, None, None)
-
-    def kernel(*args):
-        seen["kernel"] = args
-        args[3].zero_()
-
-    core = types.ModuleType("spas_sage_attn.core")
-    core.get_cuda_arch_versions = lambda: ["sm90"]
-    core.get_block_map_meansim_fuse_quant = stage1
-    core.hyperparameter_check = lambda x, heads, device: x
-    core.fused = types.SimpleNamespace(transpose_pad_permute_cuda=lambda *a: None,
-                                       scale_fuse_quant_cuda=lambda *a: None)
-    name = "qk_int8_sv_f8_accum_f32_block_sparse_attn_inst_buf_fuse_v_scale_with_pv_threshold_sm90"
-    core.qattn = types.SimpleNamespace(**{name: kernel})
-    monkeypatch.setitem(sys.modules, "spas_sage_attn.core", core)
-    p = json.load(open(params_file(tmp_path / "p.json")))
-    p["geometry"] = "64x128"
-    with open(tmp_path / "q.json", "w") as f:
-        json.dump(p, f)
-    with torch.no_grad(), SpargeApply(None, str(tmp_path / "q.json"), engine="spargeattn", device="cpu") as sa:
-        tiny_llama(head_dim=64)(ids())
-    assert sa.summary.sparse
-    assert seen["stage1"]["is_causal"] is True and (seen["stage1"]["BLKQ"], seen["stage1"]["BLKK"]) == (64, 128)
-    assert seen["kernel"][10:13] == (1, 1, 1)
 
 
 class Chars:
