@@ -218,7 +218,7 @@ def render_model_forward_lengths(doc, name):
     sparse engines."""
     out = [f"### A real model's forward pass ({name})", "", provenance(doc) + ".",
            f"{doc.get('model')}, torch {doc.get('torch')}; parameters tuned per length on another text with "
-           f"`--target {doc.get('target')}` ({doc.get('numerics')}); both sparse engines run the same parameters "
+           f"`--target {doc.get('target')}` ({doc.get('numerics')}); every sparse engine runs the same parameters "
            "through SpargeApply. Wall time of the whole forward pass (median, min-max); metrics of the next-token "
            "distributions against the dense run of the same length. " + doc.get("context_note", "") + ".", ""]
     for length in doc.get("lengths", []):
