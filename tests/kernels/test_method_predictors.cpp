@@ -190,7 +190,31 @@ TEST(CudaMethods, SampleCaptureMatchesCpuEngine) {
   }
 }
 
-// A method without a device predictor is refused with a message that says what to do.
+// XAttention at τ = 1 on queries scaled up until most block masses underflow to 0: the cumulative mass then
+// reaches τ · total within rounding while blocks remain in the row, which the device selection's warp scan
+// cannot decide (keptByScan in xattention.cu): those rows take the sequential loop, in the CPU's order.
+TEST(CudaMethods, XAttentionRowsAtTheirThresholdMatchCpuEngine) {
+  REQUIRE_GPU();
+  Tally t;
+  for (bool causal : {false, true}) {
+    auto e = fixture::makeEntry({1, 2, 1, 1024, 1024, 128, core::DType::Float16, causal}, 5);
+    for (float& x : e->q) x = fixture::roundTo(12.f * x, core::DType::Float16);
+    core::HeadParams p;
+    p.xattention = {1.0, 8};
+    core::RunConfig cfg = fixture::makeConfig(core::kGeometry64x128, true, p);
+    cfg.method = Method::XAttention;
+    core::RunOptions opt;
+    opt.computeError = false;
+    core::CpuEngine cpu(2);
+    CudaEngine gpu;
+    cpu.setEntry(e);
+    gpu.setEntry(e);
+    compare(cpu.run(cfg, opt), gpu.run(cfg, opt), causal ? "tau 1, causal" : "tau 1", t);
+  }
+  expectAgreement(t, "XAttention at tau 1");
+  EXPECT_EQ(t.differing, 0);  // the loop is the CPU's, in its order: no near-tie excuses a difference here
+}
+
 // Every method of the CPU engine has a device predictor, so that no choice in the GUI or the CLI depends on
 // the engine (host only: the table, no GPU needed).
 TEST(CudaMethods, EveryMethodHasADevicePredictor) {
