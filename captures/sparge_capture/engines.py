@@ -104,7 +104,7 @@ class SpargeAttnEngine:
                                     "engine='reference' (CPU or GPU)")
         self.api = spas_sage_attn
         self.device = torch.device(device or "cuda")
-        self.allow_unmasked_causal = allow_unmasked_causal  # True: upstream's API as it is, unmasked
+        self.allow_unmasked_causal = allow_unmasked_causal
         self.fn = None
 
     def configure(self, pf: ParamsFile) -> None:
@@ -156,9 +156,9 @@ class SpargeAttnEngine:
         col = lambda t, dense_value: torch.where(dense, torch.full_like(t, dense_value), t).float().to(dev)  # noqa
         sel = {"topk": col(hp.topk, 1.0)} if hp.mode == "topk" else {"cdfthreshd": col(hp.tau, 1.0)}
         scale = call.scale if call.scale is not None else 1.0 / math.sqrt(q.shape[-1])
-        args = dict(scale=scale, smooth_k=pf.smooth_k, simthreshd1=col(hp.theta, 1.0),
-                    pvthreshd=col(hp.lam.clamp(max=1e30), 1e30), attention_sink=pf.sink, **sel)
-        out = self.fn(q, k, v, is_causal=call.causal, tensor_layout="HND", **args)
+        out = self.fn(q, k, v, is_causal=call.causal, scale=scale, smooth_k=pf.smooth_k,
+                      simthreshd1=col(hp.theta, 1.0), pvthreshd=col(hp.lam.clamp(max=1e30), 1e30),
+                      attention_sink=pf.sink, tensor_layout="HND", **sel)
         out = out.to(q.dtype)
         exact = [h for h in range(heads) if hp.numerics[h] == "none"]
         if exact:
