@@ -114,9 +114,10 @@ void expectAgreement(const Tally& t, const std::string& what) {
   EXPECT_LE(double(t.scoreFar), 1e-3 * double(t.blocks)) << what;
 }
 
-// Runs `m` under every setting on both engines (one CUDA engine per entry, so cached statistics are reused).
+// Runs `m` under each of `settings` on both engines (one CUDA engine per entry, so cached statistics are
+// reused).
 void runBoth(Method m, const std::shared_ptr<core::EntryData>& e, core::RunConfig cfg,
-             const std::string& label, Tally& t, bool allSettings) {
+             const std::string& label, Tally& t, const std::vector<core::HeadParams>& settings) {
   core::CpuEngine cpu(2);
   CudaEngine gpu;
   cpu.setEntry(e);
@@ -124,7 +125,7 @@ void runBoth(Method m, const std::shared_ptr<core::EntryData>& e, core::RunConfi
   core::RunOptions opt;
   opt.computeError = false;
   cfg.method = m;
-  for (const core::HeadParams& p : settingsOf(m, allSettings)) {
+  for (const core::HeadParams& p : settings) {
     cfg.defaults = p;
     compare(cpu.run(cfg, opt), gpu.run(cfg, opt), label + " " + core::toString(m), t);
   }
@@ -162,7 +163,7 @@ TEST(CudaMethods, RandomCapturesMatchCpuEngine) {
       e->info.window = rc.window;
       core::RunConfig cfg = fixture::makeConfig(rc.geometry, true, core::HeadParams{}, rc.sink);
       cfg.diagonal = rc.diagonal;
-      runBoth(m, e, cfg, "random case " + std::to_string(k), t, true);
+      runBoth(m, e, cfg, "random case " + std::to_string(k), t, settingsOf(m, true));
     }
     expectAgreement(t, std::string("random captures, ") + core::toString(m));
   }
@@ -184,7 +185,7 @@ TEST(CudaMethods, SampleCaptureMatchesCpuEngine) {
       auto e = std::make_shared<core::EntryData>(core::loadEntry(reader, name));
       for (const core::Geometry& g : {core::kGeometry128x64, core::kGeometry64x128})
         runBoth(m, e, fixture::makeConfig(g, true, core::HeadParams{}), std::string(name) + " " + g.label(),
-                t, false);
+                t, settingsOf(m, false));
     }
     expectAgreement(t, std::string("sample capture, ") + core::toString(m));
   }
@@ -201,15 +202,8 @@ TEST(CudaMethods, XAttentionRowsAtTheirThresholdMatchCpuEngine) {
     for (float& x : e->q) x = fixture::roundTo(12.f * x, core::DType::Float16);
     core::HeadParams p;
     p.xattention = {1.0, 8};
-    core::RunConfig cfg = fixture::makeConfig(core::kGeometry64x128, true, p);
-    cfg.method = Method::XAttention;
-    core::RunOptions opt;
-    opt.computeError = false;
-    core::CpuEngine cpu(2);
-    CudaEngine gpu;
-    cpu.setEntry(e);
-    gpu.setEntry(e);
-    compare(cpu.run(cfg, opt), gpu.run(cfg, opt), causal ? "tau 1, causal" : "tau 1", t);
+    runBoth(Method::XAttention, e, fixture::makeConfig(core::kGeometry64x128, true, p),
+            causal ? "tau 1, causal" : "tau 1", t, {p});
   }
   expectAgreement(t, "XAttention at tau 1");
   EXPECT_EQ(t.differing, 0);  // the loop is the CPU's, in its order: no near-tie excuses a difference here
