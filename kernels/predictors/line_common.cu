@@ -9,8 +9,6 @@
 
 #include "common/cuda_util.h"
 #include "common/device_common.cuh"
-#include "common/head_dim.h"
-#include "common/mma_sm80.cuh"
 #include "predictors/line_common.h"
 #include "predictors/line_device.cuh"
 #include "predictors/line_methods.h"
@@ -45,129 +43,27 @@ __global__ void sparge_predict_line_last_queries(const T* __restrict__ q, Proble
     dst[d] = r < L ? Elem<T>::fromF(Elem<T>::toF(src[d]) * mul) : Elem<T>::fromF(0.f);
 }
 
-// The input-type score of an accumulator, as the CPU rounds it: T(T(q · k) · postScale).
+// The probabilities of elements k .. k+7 of a row of S (exp(s − max) times the row's 1 / sum: within an ulp
+// of the CPU's quotient, as the row sum itself is) into dst, 0 where the row's query does not see the key.
+// A group the query sees whole, in a row aligned for it (row lengths a multiple of 8), takes one 16-byte
+// load and no per-element test.
 template <typename T>
-__device__ __forceinline__ float scoreOf(float acc, float postScale) {
-  return roundT<T>(roundT<T>(acc) * postScale);
-}
-
-// Merges a running (max, Σ exp(x − max)) pair of a row into (m, l).
-__device__ __forceinline__ void mergeStats(float& m, float& l, float om, float ol) {
-  const float mn = fmaxf(m, om);
-  if (mn == -INFINITY) return;
-  l = (m == -INFINITY ? 0.f : l * expf(m - mn)) + (om == -INFINITY ? 0.f : ol * expf(om - mn));
-  m = mn;
-}
-
-// Folds kGroup steps of a lane's scores of one row (pairs of keys; −inf where unseen) into its (m, l).
-template <int kGroup>
-__device__ __forceinline__ void foldStats(const float (&v)[kGroup][4], int hh, float& m, float& l) {
-  float gm = -INFINITY;
-#pragma unroll
-  for (int u = 0; u < kGroup; ++u) gm = fmaxf(gm, fmaxf(v[u][2 * hh], v[u][2 * hh + 1]));
-  const float mn = fmaxf(m, gm);
-  if (mn == -INFINITY) return;
-  float acc = m == -INFINITY ? 0.f : l * expf(m - mn);
-#pragma unroll
-  for (int u = 0; u < kGroup; ++u) acc += expf(v[u][2 * hh] - mn) + expf(v[u][2 * hh + 1] - mn);
-  l = acc;
-  m = mn;
-}
-
-// One CTA per kScoreKeys keys of a slot; warp w holds query rows 16w .. 16w+15 as A fragments and walks the
-// keys kGroup steps of 8 at a time on the tensor cores (m16n8k16, fp32 accumulators), the group's K fragments
-// loaded before any is used so that their loads are in flight together. Besides S, each row's max and
-// Σ exp(s − max) over the CTA's keys that its query sees go to partial[slot][row][chunk]: the row statistics
-// without reading S again.
-constexpr int kScoreKeys = 128;
-template <typename T, int D>
-__global__ void __launch_bounds__(256, 2)
-    sparge_predict_line_scores(const T* __restrict__ lastQ, const T* __restrict__ k, Problem p, int L,
-                               int Lpad, float postScale, T* __restrict__ S, float2* __restrict__ partial) {
-  constexpr int kSteps = D / 16, kGroup = D <= 128 ? 4 : 2;
-  const SlotHeads h = slotHeads(p, blockIdx.y);
-  const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
-  const int r0 = warp * 16;
-  const T* qRows = lastQ + (size_t)blockIdx.y * Lpad * D;
-  const T* kRows = k + (size_t)h.bhk * p.Nkv * D;
-  uint32_t a[kSteps][4];
-  {
-    uint32_t lo[D / 8], hi[D / 8];
-    sliceOf<T, D>(qRows, r0 + g, t, Lpad, lo);
-    sliceOf<T, D>(qRows, r0 + g + 8, t, Lpad, hi);
-#pragma unroll
-    for (int s = 0; s < kSteps; ++s) {
-      a[s][0] = lo[2 * s];
-      a[s][1] = hi[2 * s];
-      a[s][2] = lo[2 * s + 1];
-      a[s][3] = hi[2 * s + 1];
-    }
-  }
-  const Visible vis[2] = {visibleOf(p.Nq - L + r0 + g, p), visibleOf(p.Nq - L + r0 + g + 8, p)};
-  float m[2] = {-INFINITY, -INFINITY}, l[2] = {0.f, 0.f};
-  const bool evenKeys = (p.Nkv & 1) == 0;
-  const int kBegin = blockIdx.x * kScoreKeys, kEnd = min(p.Nkv, kBegin + kScoreKeys);
-#pragma unroll 1
-  for (int j0 = kBegin; j0 < kEnd; j0 += 8 * kGroup) {
-    uint32_t b[kGroup][D / 8];
-#pragma unroll
-    for (int u = 0; u < kGroup; ++u) sliceOf<T, D>(kRows, j0 + 8 * u + g, t, p.Nkv, b[u]);
-    float v[kGroup][4];
-#pragma unroll
-    for (int u = 0; u < kGroup; ++u) {
-      float c[4] = {0.f, 0.f, 0.f, 0.f};
-#pragma unroll
-      for (int s = 0; s < kSteps; ++s) sm80::Mma<T>::run(c, a[s], b[u][2 * s], b[u][2 * s + 1]);
-      const int col = j0 + 8 * u + 2 * t;
-#pragma unroll
-      for (int hh = 0; hh < 2; ++hh) {
-        const int row = r0 + g + 8 * hh;
-        const float lo = scoreOf<T>(c[2 * hh], postScale), hi = scoreOf<T>(c[2 * hh + 1], postScale);
-        v[u][2 * hh] = col >= vis[hh].first && col <= vis[hh].last ? lo : -INFINITY;
-        v[u][2 * hh + 1] = col + 1 >= vis[hh].first && col + 1 <= vis[hh].last ? hi : -INFINITY;
-        if (row >= L || col >= p.Nkv) continue;
-        T* at = S + ((size_t)blockIdx.y * L + row) * p.Nkv + col;
-        if (evenKeys && col + 1 < p.Nkv) {
-          *reinterpret_cast<uint32_t*>(at) = Elem<T>::pack(lo, hi);  // aligned: even row length and column
-        } else {
-          at[0] = Elem<T>::fromF(lo);
-          if (col + 1 < p.Nkv) at[1] = Elem<T>::fromF(hi);
-        }
-      }
-    }
-    foldStats<kGroup>(v, 0, m[0], l[0]);
-    foldStats<kGroup>(v, 1, m[1], l[1]);
-  }
-  const int chunks = gridDim.x;
-#pragma unroll
-  for (int hh = 0; hh < 2; ++hh) {
-    for (int off = 1; off <= 2; off <<= 1) {
-      const float om = __shfl_xor_sync(0xffffffffu, m[hh], off),
-                  ol = __shfl_xor_sync(0xffffffffu, l[hh], off);
-      mergeStats(m[hh], l[hh], om, ol);
-    }
-    const int row = r0 + g + 8 * hh;
-    if (t == 0 && row < L)
-      partial[((size_t)blockIdx.y * L + row) * chunks + blockIdx.x] = make_float2(m[hh], l[hh]);
-  }
-}
-
-// Elements k .. k+7 of a row of S as floats, those outside [first, last] as `outside`: one 16-byte load when
-// the row is aligned for it (row lengths a multiple of 8), else element by element.
-template <typename T>
-__device__ __forceinline__ void eightOf(const T* row, long long k, Visible v, bool vector, float outside,
-                                        float (&out)[8]) {
-  if (vector) {
+__device__ __forceinline__ void eightProbs(const T* row, long long k, Visible v, bool vector, float mx,
+                                           float inv, float* dst) {
+  float out[8];
+  if (vector && k >= v.first && k + 7 <= v.last) {
     const uint4 w = *reinterpret_cast<const uint4*>(row + k);
     T e[8];
     memcpy(e, &w, sizeof w);
 #pragma unroll
-    for (int i = 0; i < 8; ++i) out[i] = k + i >= v.first && k + i <= v.last ? Elem<T>::toF(e[i]) : outside;
+    for (int i = 0; i < 8; ++i) out[i] = expf(Elem<T>::toF(e[i]) - mx) * inv;
   } else {
 #pragma unroll
     for (int i = 0; i < 8; ++i)
-      out[i] = k + i >= v.first && k + i <= v.last ? Elem<T>::toF(row[k + i]) : outside;
+      out[i] = k + i >= v.first && k + i <= v.last ? expf(Elem<T>::toF(row[k + i]) - mx) * inv : 0.f;
   }
+  reinterpret_cast<float4*>(dst)[0] = make_float4(out[0], out[1], out[2], out[3]);
+  reinterpret_cast<float4*>(dst)[1] = make_float4(out[4], out[5], out[6], out[7]);
 }
 
 // Warp per row: its max over the score kernel's chunks and Σ l · exp(m − max), in a fixed order (the row
@@ -207,8 +103,9 @@ __global__ void __launch_bounds__(kLineWindow)
                              LineSums out) {
   extern __shared__ float prob[];  // [kLineRows][lead + kLineWindow]: column left + i at index i
   __shared__ long long rowFirst[kLineRows], rowLast[kLineRows];
-  __shared__ float mx[kLineRows], sum[kLineRows];
+  __shared__ float mx[kLineRows], inv[kLineRows];
   const int s = blockIdx.y, t = threadIdx.x, width = lead + kLineWindow, groups = width / 8;
+  const int stepRows = kLineWindow / groups, stepGroups = kLineWindow % groups;
   const long long c0 = cBase + (long long)blockIdx.x * kLineWindow, left = c0 - lead;
   const T* rows = S + (size_t)s * L * p.Nkv;
   const bool vector = p.Nkv % 8 == 0;
@@ -220,20 +117,20 @@ __global__ void __launch_bounds__(kLineWindow)
       rowFirst[t] = v.first;
       rowLast[t] = v.last;
       mx[t] = rowMax[(size_t)s * L + r0 + t];
-      sum[t] = rowSum[(size_t)s * L + r0 + t];
+      inv[t] = 1.f / rowSum[(size_t)s * L + r0 + t];
     }
     __syncthreads();
-    for (int x = t; x < nRows * groups; x += kLineWindow) {
-      const int rr = x / groups, g = x % groups;
-      if (8 * g + 7 < lead - (L - 1) + r0 + rr) continue;  // left of every diagonal at this row
-      const Visible v{rowFirst[rr], rowLast[rr]};
-      const long long k = left + 8LL * g;
-      float e[8];
-      eightOf<T>(rows + (size_t)(r0 + rr) * p.Nkv, k, v, vector && k >= v.first && k + 7 <= v.last, 0.f, e);
-      float* dst = prob + rr * width + 8 * g;
-#pragma unroll
-      for (int i = 0; i < 8; ++i)
-        dst[i] = k + i >= v.first && k + i <= v.last ? expf(e[i] - mx[rr]) / sum[rr] : 0.f;
+    // Item x = rr · groups + g for x = t, t + kLineWindow, ...: (rr, g) stepped without a division.
+    for (int rr = t / groups, g = t % groups; rr < nRows;) {
+      if (8 * g + 7 >= lead - (L - 1) + r0 + rr)  // else left of every diagonal at this row
+        eightProbs<T>(rows + (size_t)(r0 + rr) * p.Nkv, left + 8LL * g, Visible{rowFirst[rr], rowLast[rr]},
+                      vector, mx[rr], inv[rr], prob + rr * width + 8 * g);
+      rr += stepRows;
+      g += stepGroups;
+      if (g >= groups) {
+        g -= groups;
+        ++rr;
+      }
     }
     __syncthreads();
     for (int rr = 0; rr < nRows; ++rr) {
@@ -445,16 +342,31 @@ __device__ __forceinline__ void stageChunk(float* dst, const float* row, int bas
     if (i + n * kCoverStagers < kCoverChunk) dst[i + n * kCoverStagers] = v[n];
 }
 
-// The chunk added to `run` (its padding is +0, which leaves the sum as it is).
+// The chunk added to `run` (its padding is +0, which leaves the sum as it is). The next batch's shared loads
+// are issued before the current batch's adds, so that their latency hides behind the chain of adds instead of
+// stalling it once a batch.
+constexpr int kCoverBatch = 8;  // float4 loads a batch
 __device__ __forceinline__ float addChunk(const float* chunk, float run) {
+  constexpr int kBatches = kCoverChunk / 4 / kCoverBatch;
   const float4* v4 = reinterpret_cast<const float4*>(chunk);
-#pragma unroll 8
-  for (int e = 0; e < kCoverChunk / 4; ++e) {
-    const float4 v = v4[e];
-    run += v.x;
-    run += v.y;
-    run += v.z;
-    run += v.w;
+  float4 cur[kCoverBatch];
+#pragma unroll
+  for (int i = 0; i < kCoverBatch; ++i) cur[i] = v4[i];
+#pragma unroll 1
+  for (int b = 0; b < kBatches; ++b) {
+    float4 next[kCoverBatch];
+    const int nb = (b + 1) % kBatches;  // the last batch reloads the first (unused) rather than branch
+#pragma unroll
+    for (int i = 0; i < kCoverBatch; ++i) next[i] = v4[nb * kCoverBatch + i];
+#pragma unroll
+    for (int i = 0; i < kCoverBatch; ++i) {
+      run += cur[i].x;
+      run += cur[i].y;
+      run += cur[i].z;
+      run += cur[i].w;
+    }
+#pragma unroll
+    for (int i = 0; i < kCoverBatch; ++i) cur[i] = next[i];
   }
   return run;
 }
@@ -523,28 +435,10 @@ void launchLastQueries(const MethodLaunch& m, int L, int Lpad, float mul, void* 
   checkLaunch("sparge_predict_line_last_queries");
 }
 
-size_t linePartialCount(const Problem& p, int L) {
-  return size_t(slotCount(p)) * L * ((p.Nkv + kScoreKeys - 1) / kScoreKeys);
-}
-
-void launchLastScores(const MethodLaunch& m, const void* lastQ, int L, int Lpad, float postScale, void* S,
-                      float2* partial) {
-  const dim3 grid((m.problem.Nkv + kScoreKeys - 1) / kScoreKeys, slotCount(m.problem));
-  withElem(m.qkv.et, [&](auto tag) {
-    using T = decltype(tag);
-    withHeadDim(m.problem.D, "CUDA line predictors", [&](auto d) {
-      sparge_predict_line_scores<T, decltype(d)::value><<<grid, 32 * (Lpad / 16), 0, m.stream>>>(
-          static_cast<const T*>(lastQ), static_cast<const T*>(m.qkv.k), m.problem, L, Lpad, postScale,
-          static_cast<T*>(S), partial);
-    });
-  });
-  checkLaunch("sparge_predict_line_scores");
-}
-
 void launchLineSums(const MethodLaunch& m, const void* S, int L, const float2* partial, float* rowMax,
                     float* rowSum, const LineSums& out) {
   const int slots = slotCount(m.problem), rows = slots * L;
-  const int chunks = (m.problem.Nkv + kScoreKeys - 1) / kScoreKeys;
+  const int chunks = lineScoreChunks(m.problem);
   sparge_predict_line_row_combine<<<(rows + 7) / 8, 256, 0, m.stream>>>(partial, rows, chunks, rowMax,
                                                                         rowSum);
   checkLaunch("sparge_predict_line_row_combine");

@@ -204,13 +204,14 @@ __global__ void __launch_bounds__(kPairThreads)
   if (threadIdx.x == 0) out.elementPairs[sh.bhq] = (double)pairs;
 }
 
-// Bits of word w (diagonals 32w .. 32w+31) from diagonal a on / up to diagonal b.
-__device__ __forceinline__ uint32_t bitsFrom(int w, long long a) {
-  const long long first = 32LL * w;
+// Bits of word w (diagonals 32w .. 32w+31) from diagonal a on / up to diagonal b (32-bit arithmetic: the
+// tile kernel's hottest code, and every diagonal, break and word index fits an int).
+__device__ __forceinline__ uint32_t bitsFrom(int w, int a) {
+  const int first = 32 * w;
   return a <= first ? ~0u : a > first + 31 ? 0u : ~0u << (a - first);
 }
-__device__ __forceinline__ uint32_t bitsTo(int w, long long b) {
-  const long long first = 32LL * w;
+__device__ __forceinline__ uint32_t bitsTo(int w, int b) {
+  const int first = 32 * w;
   return b >= first + 31 ? ~0u : b < first ? 0u : (2u << (b - first)) - 1u;
 }
 
@@ -229,14 +230,15 @@ __device__ __forceinline__ long long diagonalSum(int w, uint32_t bits) {
 // 32 diagonals at a time (the pairs core's mapping counts one diagonal at a time).
 __device__ long long diagonalCover(const Problem& p, const uint32_t* bits, long long q0, long long q1,
                                    long long k0, long long kEnd, bool& forced, bool& sel) {
-  const long long oA = max(0LL, q0 - kEnd);
-  long long oB = min((long long)p.Nq - 1, q1 - 1 - k0);
-  if (p.window.left >= 0) oB = min(oB, (long long)p.window.left);  // diagonals past the window: unseen
+  const int oA = int(max(0LL, q0 - kEnd));
+  long long oMax = min((long long)p.Nq - 1, q1 - 1 - k0);
+  if (p.window.left >= 0) oMax = min(oMax, (long long)p.window.left);  // diagonals past the window: unseen
+  const int oB = int(oMax);
   if (oA > oB) return 0;
   // lo = q0 − o up to o = loBreak, k0 after it; hi = kEnd up to o = hiBreak, q1 − 1 − o from it.
-  const long long loBreak = q0 - k0, hiBreak = q1 - 1 - kEnd;
+  const int loBreak = int(q0 - k0), hiBreak = int(q1 - 1 - kEnd);
   long long n = 0, nLe = 0, sumLe = 0, nGe = 0, sumGe = 0;
-  for (int w = int(oA >> 5); w <= int(oB >> 5); ++w) {
+  for (int w = oA >> 5; w <= oB >> 5; ++w) {
     const uint32_t on = bits[w] & bitsFrom(w, oA) & bitsTo(w, oB);
     if (!on) continue;
     forced = forced || (on & bitsTo(w, kLocalDiagonals - 1)) != 0;
