@@ -43,13 +43,14 @@ using ScoreTile = XattnTile<128, 128, 2, 4, 3>;
 // epilogue and pipeline fill run beside the other's products); kernels/NOTES.md has the other variants.
 using ScoreTileSm90 = XattnWgmmaTile<1, 3>;
 
-// The block sums of query block i: Σ over its strided rows of exp(M - m) · E / l per key block, with the
-// row's max m and sum l over its visible blocks. One CTA per (query block, head): a warp per row finds m and
+// The block sums of query block i: Σ over its strided rows of exp(M - m) · E · (1 / l) per key block, with
+// the row's max m and sum l over its visible blocks (a product by the reciprocal: within an ulp of the
+// quotient, as the factored probabilities are of the CPU's). One CTA per (query block, head): a warp per row finds m and
 // l, then each thread owns the key blocks j ≡ tid (mod 128) and sums them over the rows in row order.
 __global__ void __launch_bounds__(128)
     sparge_predict_xattn_blocks(const float2* __restrict__ me, const int* __restrict__ heads, int Hq,
                                 int nHeads, const Strided st, float* __restrict__ blockMass) {
-  __shared__ float rowMax[kMaxRowsPerBlock], rowSum[kMaxRowsPerBlock];
+  __shared__ float rowMax[kMaxRowsPerBlock], rowInv[kMaxRowsPerBlock];
   __shared__ int rowFirst[kMaxRowsPerBlock], rowLast[kMaxRowsPerBlock];
   const int i = blockIdx.x, y = blockIdx.y, b = y / nHeads, hq = heads[y % nHeads];
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, aBegin = i * st.rowsPerBlock;
@@ -65,7 +66,7 @@ __global__ void __launch_bounds__(128)
     for (int j = j0 + lane; j <= j1; j += 32)
       if (row[j].y > 0.f) l += row[j].y * expf(row[j].x - m);
     l = warpSum(l);
-    if (lane == 0) rowMax[x] = m, rowSum[x] = l, rowFirst[x] = j0, rowLast[x] = j1;
+    if (lane == 0) rowMax[x] = m, rowInv[x] = 1.f / l, rowFirst[x] = j0, rowLast[x] = j1;
   }
   __syncthreads();
   float* out = blockMass + ((size_t)(b * Hq + hq) * st.nq + i) * st.nk;
@@ -74,7 +75,7 @@ __global__ void __launch_bounds__(128)
     for (int x = 0; x < n; ++x) {  // no key: the row adds nothing, as on the CPU
       if (j < rowFirst[x] || j > rowLast[x]) continue;
       const float2 v = me[((size_t)y * st.rows + aBegin + x) * st.nk + j];
-      if (v.y > 0.f) sum += v.y * expf(v.x - rowMax[x]) / rowSum[x];
+      if (v.y > 0.f) sum += v.y * expf(v.x - rowMax[x]) * rowInv[x];
     }
     out[j] = sum;
   }
