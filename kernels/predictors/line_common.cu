@@ -295,6 +295,46 @@ bool blockSorted(int len) {
   return len <= kBlockSortThreads * kBlockSortMaxItems;
 }
 
+// Keys-only segments up to kKeySortThreads · kKeySortItems values (FlexPrefill's columns and diagonals at up
+// to 32K keys): a CTA of kKeySortThreads threads each, its block radix sort in dynamic shared memory. The
+// device-wide sort these replace ran several passes over every segment at once, each a few kernels; here a
+// segment stays in one SM. Without indices the order of equal keys is not observable, so the values load
+// striped (coalesced) rather than in index order.
+constexpr int kKeySortThreads = 1024, kKeySortItems = 32, kKeySortBits = 6;
+using KeySort =
+    cub::BlockRadixSort<uint32_t, kKeySortThreads, kKeySortItems, cub::NullType, kKeySortBits, false>;
+
+__global__ void __launch_bounds__(kKeySortThreads)
+    sparge_predict_line_key_sort(const float* __restrict__ keys, int len, float* __restrict__ sorted) {
+  extern __shared__ __align__(16) unsigned char keySortSmem[];
+  auto& tmp = *reinterpret_cast<typename KeySort::TempStorage*>(keySortSmem);
+  const size_t base = (size_t)blockIdx.x * len;
+  uint32_t k[kKeySortItems];
+#pragma unroll
+  for (int e = 0; e < kKeySortItems; ++e) {
+    const int x = e * kKeySortThreads + threadIdx.x;
+    k[e] = x < len ? descendingKey(keys[base + x]) : 0xffffffffu;
+  }
+  KeySort(tmp).SortBlockedToStriped(k);
+#pragma unroll
+  for (int e = 0; e < kKeySortItems; ++e) {
+    const int rank = e * kKeySortThreads + threadIdx.x;
+    if (rank < len) sorted[base + rank] = fromDescendingKey(k[e]);
+  }
+}
+
+bool keySorted(const SegmentSort& s) {
+  return s.keysOnly && s.len <= kKeySortThreads * kKeySortItems;
+}
+
+void launchKeySort(const SegmentSort& s, const float* keys, float* sorted, cudaStream_t stream) {
+  const int smem = int(sizeof(typename KeySort::TempStorage));
+  check(cudaFuncSetAttribute(sparge_predict_line_key_sort, cudaFuncAttributeMaxDynamicSharedMemorySize, smem),
+        "cudaFuncSetAttribute (line key sort)");
+  sparge_predict_line_key_sort<<<s.nSeg, kKeySortThreads, smem, stream>>>(keys, s.len, sorted);
+  checkLaunch("sparge_predict_line_key_sort");
+}
+
 void launchBlockSort(const SegmentSort& s, const float* keys, float* sorted, int* sortedIdx,
                      cudaStream_t stream) {
   const int items = (s.len + kBlockSortThreads - 1) / kBlockSortThreads;
@@ -501,7 +541,7 @@ void layoutSort(Carve& c, SegmentSort& s, int nSeg, int len, bool keysOnly) {
   s.len = len;
   s.endBit = 32;
   s.keysOnly = keysOnly;
-  if (blockSorted(len)) return;  // no scratch: a CTA per segment
+  if (blockSorted(len) || keySorted(s)) return;  // no scratch: a CTA per segment
   while ((1LL << (s.endBit - 32)) < nSeg) ++s.endBit;
   const size_t n = size_t(nSeg) * len;
   s.keys = c.take<uint64_t>(n);
@@ -524,6 +564,7 @@ void sortDescending(const SegmentSort& s, const float* keys, float* sortedKeys, 
                     cudaStream_t stream) {
   if (s.nSeg == 0 || s.len == 0) return;
   if (blockSorted(s.len)) return launchBlockSort(s, keys, sortedKeys, sortedIdx, stream);
+  if (keySorted(s)) return launchKeySort(s, keys, sortedKeys, stream);
   const long long n = (long long)s.nSeg * s.len;
   const unsigned grid = unsigned((n + 255) / 256);
   sparge_predict_line_sort_keys<<<grid, 256, 0, stream>>>(keys, n, s.len, s.keys, s.iota);

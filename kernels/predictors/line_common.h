@@ -122,9 +122,10 @@ SPARGE_LINE_HD inline uint32_t descendingKey(float v) {
 }
 
 // Descending sort of nSeg segments of `len` floats each, with each key's index in its segment; equal keys
-// keep ascending index. Segments of up to 4,096 values: a CTA's block radix sort each (no scratch); longer
-// ones: one device-wide stable radix sort over 64-bit (segment, descendingKey) keys, since a CTA per long
-// segment leaves most of the GPU idle when there are few (kernels/NOTES.md).
+// keep ascending index. Segments of up to 4,096 values, and keys-only ones of up to 32,768: a CTA's block
+// radix sort each (no scratch); longer ones: one device-wide stable radix sort over 64-bit (segment,
+// descendingKey) keys, since a CTA per long segment leaves most of the GPU idle when there are few
+// (kernels/NOTES.md).
 struct SegmentSort {
   int nSeg = 0, len = 0;
   int endBit = 32;                 // the key bits that differ: 32 plus those of the segment index

@@ -13,10 +13,11 @@
 namespace sparge::cuda::predictors::lines {
 namespace {
 
-// The input-type score of an accumulator, as the CPU rounds it: T(T(q · k) · postScale).
-template <typename T>
+// The input-type score of an accumulator, as the CPU rounds it: T(T(q · k) · postScale). kScaled false:
+// postScale is 1, and T(T(x) · 1) is T(x).
+template <typename T, bool kScaled>
 __device__ __forceinline__ float scoreOf(float acc, float postScale) {
-  return roundT<T>(roundT<T>(acc) * postScale);
+  return kScaled ? roundT<T>(roundT<T>(acc) * postScale) : roundT<T>(acc);
 }
 
 // Merges a running (max, Σ exp(x − max)) pair of a row into (m, l).
@@ -34,10 +35,12 @@ __device__ __forceinline__ void foldStats(const float (&v)[kGroup][4], int hh, f
 #pragma unroll
   for (int u = 0; u < kGroup; ++u) gm = fmaxf(gm, fmaxf(v[u][2 * hh], v[u][2 * hh + 1]));
   const float mn = fmaxf(m, gm);
-  if (mn == -INFINITY) return;
-  float acc = m == -INFINITY ? 0.f : l * expf(m - mn);
+  // No branch: when every value so far is −inf, ms = 0 turns each term into exp(−inf) = 0 and (m, l) stays
+  // (−inf, 0), as an early return would leave it.
+  const float ms = mn == -INFINITY ? 0.f : mn;
+  float acc = m == -INFINITY ? 0.f : l * expf(m - ms);
 #pragma unroll
-  for (int u = 0; u < kGroup; ++u) acc += expf(v[u][2 * hh] - mn) + expf(v[u][2 * hh + 1] - mn);
+  for (int u = 0; u < kGroup; ++u) acc += expf(v[u][2 * hh] - ms) + expf(v[u][2 * hh + 1] - ms);
   l = acc;
   m = mn;
 }
@@ -66,15 +69,26 @@ __device__ __forceinline__ void stageKeys(T* tile, const T* kRows, int chunk, in
   sm80::cpAsyncCommit();
 }
 
-// c += (16 query rows) · (key row r of a staged tile)ᵀ over the head dim. Lane t holds the head-dim slice
-// [t·D/4, (t+1)·D/4) (sliceOf, line_device.cuh): 16-byte piece i of it feeds k-steps 2i and 2i + 1, loaded
-// just before them so that a key row's fragment never sits in registers whole.
+// Where lane (g, t)'s 16-byte pieces of key row 8·n + g lie in a staged tile, less 8·n rows: swz's XOR
+// takes the row's low three bits, which are g for every such row, so the offsets are the lane's for good.
+template <int D>
+struct LanePieces {
+  int at[D / 32];
+  __device__ __forceinline__ LanePieces(int g, int t) {
+#pragma unroll
+    for (int i = 0; i < D / 32; ++i) at[i] = sm80::swz<D>(g, t * (D / 32) + i);
+  }
+};
+
+// c += (16 query rows) · (key row 8·n + g of a staged tile, `rows` pointing at row 8·n)ᵀ over the head dim.
+// Lane t holds the head-dim slice [t·D/4, (t+1)·D/4) (sliceOf, line_device.cuh): 16-byte piece i of it feeds
+// k-steps 2i and 2i + 1, loaded just before them so that a key row's fragment never sits in registers whole.
 template <typename T, int D>
-__device__ __forceinline__ void keyRowProducts(const uint32_t (&a)[D / 16][4], const T* tile, int r, int t,
-                                               float (&c)[4]) {
+__device__ __forceinline__ void keyRowProducts(const uint32_t (&a)[D / 16][4], const T* rows,
+                                               const LanePieces<D>& pieces, float (&c)[4]) {
 #pragma unroll
   for (int i = 0; i < D / 32; ++i) {
-    const uint4 w = *reinterpret_cast<const uint4*>(tile + sm80::swz<D>(r, t * (D / 32) + i));
+    const uint4 w = *reinterpret_cast<const uint4*>(rows + pieces.at[i]);
     sm80::Mma<T>::run(c, a[2 * i], w.x, w.y);
     sm80::Mma<T>::run(c, a[2 * i + 1], w.z, w.w);
   }
@@ -84,19 +98,20 @@ __device__ __forceinline__ void keyRowProducts(const uint32_t (&a)[D / 16][4], c
 // lane's two rows into v (−inf where the row's query does not see the key), stored to their S rows. kWhole:
 // the caller checked that every row sees every key of the group, that the group lies within Nkv and that
 // rows are stored in pairs, so no element is tested.
-template <bool kWhole, typename T, int D, int kGroup>
+template <bool kWhole, bool kScaled, typename T, int D, int kGroup>
 __device__ __forceinline__ void scoreGroup(const uint32_t (&a)[D / 16][4], const T* tile, int j, int k0,
-                                           int g, int t, const int (&first)[2], const int (&last)[2],
-                                           T* const (&sRow)[2], int Nkv, bool evenKeys, float postScale,
-                                           float (&v)[kGroup][4]) {
+                                           const LanePieces<D>& pieces, int t, const int (&first)[2],
+                                           const int (&last)[2], T* const (&sRow)[2], int Nkv, bool evenKeys,
+                                           float postScale, float (&v)[kGroup][4]) {
 #pragma unroll
   for (int u = 0; u < kGroup; ++u) {
     float c[4] = {0.f, 0.f, 0.f, 0.f};
-    keyRowProducts<T, D>(a, tile, j + 8 * u + g, t, c);
+    keyRowProducts<T, D>(a, tile + (j + 8 * u) * D, pieces, c);
     const int col = k0 + 8 * u + 2 * t;
 #pragma unroll
     for (int hh = 0; hh < 2; ++hh) {
-      const float lo = scoreOf<T>(c[2 * hh], postScale), hi = scoreOf<T>(c[2 * hh + 1], postScale);
+      const float lo = scoreOf<T, kScaled>(c[2 * hh], postScale);
+      const float hi = scoreOf<T, kScaled>(c[2 * hh + 1], postScale);
       if (kWhole) {
         v[u][2 * hh] = lo;
         v[u][2 * hh + 1] = hi;
@@ -145,7 +160,7 @@ __device__ __forceinline__ void quadMergeStats(float& m, float& l) {
 // of 8 keys at a time on the tensor cores (m16n8k16, fp32 accumulators). Besides S, each row's max and
 // Σ exp(s − max) over the chunk's keys that its query sees go to partial[slot][row][chunk]: the row
 // statistics without reading S again.
-template <typename T, int D>
+template <typename T, int D, bool kScaled>
 __global__ void __launch_bounds__(256, D <= 128 ? 3 : 2)
     sparge_predict_line_scores(const T* __restrict__ lastQ, const T* __restrict__ k, Problem p, int L,
                                int Lpad, int stages, float postScale, T* __restrict__ S,
@@ -176,6 +191,7 @@ __global__ void __launch_bounds__(256, D <= 128 ? 3 : 2)
     sRow[hh] = row < L ? S + ((size_t)blockIdx.y * L + row) * p.Nkv : nullptr;
   }
   const bool evenKeys = (p.Nkv & 1) == 0;
+  const LanePieces<D> pieces(g, t);
 #pragma unroll 1
   for (int chunk = cBegin; chunk < cEnd; ++chunk) {
     const T* tile = tiles + (stages == 2 ? (chunk - cBegin) & 1 : 0) * kScoreKeys * D;
@@ -198,11 +214,11 @@ __global__ void __launch_bounds__(256, D <= 128 ? 3 : 2)
                                                      k1 <= last[0] && k0 >= first[1] && k1 <= last[1]);
       float v[kGroup][4];
       if (whole)
-        scoreGroup<true, T, D, kGroup>(a, tile, j, k0, g, t, first, last, sRow, p.Nkv, evenKeys, postScale,
-                                       v);
+        scoreGroup<true, kScaled, T, D, kGroup>(a, tile, j, k0, pieces, t, first, last, sRow, p.Nkv, evenKeys,
+                                                postScale, v);
       else
-        scoreGroup<false, T, D, kGroup>(a, tile, j, k0, g, t, first, last, sRow, p.Nkv, evenKeys, postScale,
-                                        v);
+        scoreGroup<false, kScaled, T, D, kGroup>(a, tile, j, k0, pieces, t, first, last, sRow, p.Nkv,
+                                                 evenKeys, postScale, v);
       foldStats<kGroup>(v, 0, m[0], l[0]);
       foldStats<kGroup>(v, 1, m[1], l[1]);
     }
@@ -236,7 +252,8 @@ void launchLastScores(const MethodLaunch& m, const void* lastQ, int L, int Lpad,
     using T = decltype(tag);
     withHeadDim(m.problem.D, "CUDA line predictors", [&](auto d) {
       constexpr int D = decltype(d)::value;
-      const auto kernel = sparge_predict_line_scores<T, D>;
+      const auto kernel =
+          postScale == 1.f ? sparge_predict_line_scores<T, D, false> : sparge_predict_line_scores<T, D, true>;
       const int stages = scoreStages(D, Lpad);
       const size_t smem = size_t(stages) * kScoreKeys * D * sizeof(T);
       check(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem)),
