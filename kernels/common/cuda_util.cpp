@@ -126,12 +126,17 @@ void throwUnsupportedHeadDim(long long d, const char* where) {
                          kHeadDimsText + "); use --engine cpu");
 }
 
-void requireSharedMemory(size_t bytes, const char* kernel, int headDim) {
+size_t deviceSharedMemoryOptin() {
   int dev = 0, limit = 0;
   check(cudaGetDevice(&dev), "cudaGetDevice");
   check(cudaDeviceGetAttribute(&limit, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev),
         "cudaDeviceGetAttribute(shared memory)");
-  if (bytes <= (size_t)limit) return;
+  return size_t(limit);
+}
+
+void requireSharedMemory(size_t bytes, const char* kernel, int headDim) {
+  const size_t limit = deviceSharedMemoryOptin();
+  if (bytes <= limit) return;
   throw Error("CUDA engine", std::string(kernel) + " at head dim " + std::to_string(headDim) + " needs " +
                                  std::to_string(bytes / 1024) +
                                  " KB of shared memory a block; this GPU allows " +

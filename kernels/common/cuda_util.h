@@ -83,6 +83,7 @@ void download(std::vector<T>& host, const DeviceBuffer& dev, size_t count, const
 }
 
 std::string deviceNameOrThrow();
-int deviceComputeCapability();  // major*10 + minor of the current device
+int deviceComputeCapability();     // major*10 + minor of the current device
+size_t deviceSharedMemoryOptin();  // the most shared memory a block of the current device may opt in to
 
 }  // namespace sparge::cuda

@@ -8,6 +8,7 @@
 #include <cmath>
 #include <cub/block/block_reduce.cuh>
 #include <cub/block/block_scan.cuh>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -344,22 +345,31 @@ void lineBranch(const MethodLaunch& m, const FlexScratch& f) {
 }
 
 // A second stream and the events that fork the pooled branch off the launch's stream and join it back, one
-// set per host thread and device.
+// set per host thread and device, released when the thread ends (errors ignored then: at process exit the
+// CUDA runtime may already be gone).
 struct SideStream {
-  int device = -1;
   cudaStream_t stream = nullptr;
   cudaEvent_t fork = nullptr, join = nullptr;
+  SideStream() = default;
+  SideStream(const SideStream&) = delete;
+  SideStream& operator=(const SideStream&) = delete;
+  ~SideStream() {
+    if (join) cudaEventDestroy(join);
+    if (fork) cudaEventDestroy(fork);
+    if (stream) cudaStreamDestroy(stream);
+  }
 };
 SideStream& sideStream() {
-  thread_local SideStream side;
+  thread_local std::map<int, SideStream> sides;
   int dev = 0;
   check(cudaGetDevice(&dev), "cudaGetDevice");
-  if (side.device != dev) {
+  SideStream& side = sides[dev];  // each handle made once, so that a failed creation is retried alone
+  if (!side.stream)
     check(cudaStreamCreateWithFlags(&side.stream, cudaStreamNonBlocking), "cudaStreamCreate (FlexPrefill)");
+  if (!side.fork)
     check(cudaEventCreateWithFlags(&side.fork, cudaEventDisableTiming), "cudaEventCreate (FlexPrefill)");
+  if (!side.join)
     check(cudaEventCreateWithFlags(&side.join, cudaEventDisableTiming), "cudaEventCreate (FlexPrefill)");
-    side.device = dev;
-  }
   return side;
 }
 

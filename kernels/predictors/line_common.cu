@@ -323,12 +323,13 @@ __global__ void __launch_bounds__(kKeySortThreads)
   }
 }
 
-bool keySorted(const SegmentSort& s) {
-  return s.keysOnly && s.len <= kKeySortThreads * kKeySortItems;
+// Whether the device allows the key sort's shared memory (128 KB: not every GPU does).
+bool keySortFits(int len) {
+  return len <= kKeySortThreads * kKeySortItems && sizeof(KeySort::TempStorage) <= deviceSharedMemoryOptin();
 }
 
 void launchKeySort(const SegmentSort& s, const float* keys, float* sorted, cudaStream_t stream) {
-  const int smem = int(sizeof(typename KeySort::TempStorage));
+  const int smem = int(sizeof(KeySort::TempStorage));
   check(cudaFuncSetAttribute(sparge_predict_line_key_sort, cudaFuncAttributeMaxDynamicSharedMemorySize, smem),
         "cudaFuncSetAttribute (line key sort)");
   sparge_predict_line_key_sort<<<s.nSeg, kKeySortThreads, smem, stream>>>(keys, s.len, sorted);
@@ -541,7 +542,8 @@ void layoutSort(Carve& c, SegmentSort& s, int nSeg, int len, bool keysOnly) {
   s.len = len;
   s.endBit = 32;
   s.keysOnly = keysOnly;
-  if (blockSorted(len) || keySorted(s)) return;  // no scratch: a CTA per segment
+  s.keyBlock = keysOnly && !blockSorted(len) && keySortFits(len);
+  if (blockSorted(len) || s.keyBlock) return;  // no scratch: a CTA per segment
   while ((1LL << (s.endBit - 32)) < nSeg) ++s.endBit;
   const size_t n = size_t(nSeg) * len;
   s.keys = c.take<uint64_t>(n);
@@ -564,7 +566,7 @@ void sortDescending(const SegmentSort& s, const float* keys, float* sortedKeys, 
                     cudaStream_t stream) {
   if (s.nSeg == 0 || s.len == 0) return;
   if (blockSorted(s.len)) return launchBlockSort(s, keys, sortedKeys, sortedIdx, stream);
-  if (keySorted(s)) return launchKeySort(s, keys, sortedKeys, stream);
+  if (s.keyBlock) return launchKeySort(s, keys, sortedKeys, stream);
   const long long n = (long long)s.nSeg * s.len;
   const unsigned grid = unsigned((n + 255) / 256);
   sparge_predict_line_sort_keys<<<grid, 256, 0, stream>>>(keys, n, s.len, s.keys, s.iota);

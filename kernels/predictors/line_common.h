@@ -130,6 +130,7 @@ struct SegmentSort {
   int nSeg = 0, len = 0;
   int endBit = 32;                 // the key bits that differ: 32 plus those of the segment index
   bool keysOnly = false;           // values alone (no indices): half the traffic of the long sort
+  bool keyBlock = false;           // keys only, sorted by a CTA a segment (the device allows its memory)
   uint64_t* keys = nullptr;        // [nSeg * len] scratch
   uint64_t* sortedKeys = nullptr;  // [nSeg * len] scratch
   int* iota = nullptr;             // [nSeg * len] scratch

@@ -409,12 +409,10 @@ __global__ void sparge_predict_moba_shares(const int* __restrict__ heads, int Hq
 
 // Warps per CTA whose score rows fit in the device's shared memory (4, 2 or 1); throws when none does.
 int gateWarps(int nk, size_t* smem) {
-  int dev = 0, limit = 0;
-  check(cudaGetDevice(&dev), "cudaGetDevice");
-  check(cudaDeviceGetAttribute(&limit, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev), "shared memory limit");
+  const size_t limit = deviceSharedMemoryOptin();
   for (int w : {4, 2, 1}) {
     *smem = (size_t)w * 16 * nk * sizeof(float) + (size_t)nk * (sizeof(int) + 2);
-    if (*smem <= (size_t)limit) return w;
+    if (*smem <= limit) return w;
   }
   throw Error("MoBA gate", std::to_string(nk) + " key blocks need " + std::to_string(*smem / 1024) +
                                " KB of shared memory a block; this GPU allows " +
