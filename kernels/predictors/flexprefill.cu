@@ -169,22 +169,16 @@ __device__ __forceinline__ bool queryAware(const FlexHead& h, const double* js, 
   return js[s] < h.tau;
 }
 
-// CTA per slot of a query-aware head: the pooled blocks of the first countP ranks of a stable descending
-// order (ties to the lower index, core's rankDescending) without the order's indices: the countP-th value's
-// key, and how many ranks before it hold smaller keys (a binary search in the sorted values), leave `need`
-// of the blocks equal to it, taken lowest index first (a scan in index order only when some are left out).
-constexpr int kMarkThreads = 1024;
-__global__ void __launch_bounds__(kMarkThreads)
-    sparge_predict_flexprefill_mark_pooled(Problem p, int blocks, const FlexHead* heads, const double* js,
-                                           const int* countP, const float* sortedP, const float* pooled,
-                                           uint8_t* pooledOn) {
-  using Scan = cub::BlockScan<int, kMarkThreads>;
-  __shared__ typename Scan::TempStorage scanTmp;
-  const int s = blockIdx.x;
-  const FlexHead h = heads[slotHeads(p, s).hq];
-  const int n = min(countP[s], blocks);
-  if (h.shortSequence || !queryAware(h, js, s) || n <= 0) return;
-  const float* sorted = sortedP + (size_t)s * blocks;
+// Where the first countP ranks of a stable descending order (ties to the lower index, core's
+// rankDescending) end, without the order's indices: the countP-th value's key, the first rank holding it and
+// the first past it (binary searches in the sorted values). `need` of the blocks equal to it are taken,
+// lowest index first; `all` when that is every one of them.
+struct PooledCut {
+  uint32_t kth;
+  int need;
+  bool all;
+};
+__device__ __forceinline__ PooledCut pooledCut(const float* sorted, int n, int blocks) {
   const uint32_t kth = descendingKey(sorted[n - 1]);
   int lo = 0, hi = n - 1, up = n, top = blocks;  // first rank holding kth; first rank past it
   while (lo < hi) {
@@ -201,20 +195,44 @@ __global__ void __launch_bounds__(kMarkThreads)
     else
       top = mid;
   }
-  const int need = n - lo;
-  const bool all = need == up - lo;
+  return {kth, n - lo, n - lo == up - lo};
+}
+
+// The pooled blocks a query-aware head keeps (pooledCut), CTA (chunk of kMarkThreads · kMarkSteps blocks,
+// slot). When every block equal to the cut's value is kept, each block decides alone; otherwise (ties
+// across the cut) the first chunk's CTA walks the whole row in index order with a scan of the equal ones,
+// and the others leave it to it.
+constexpr int kMarkThreads = 1024, kMarkSteps = 4;
+__global__ void __launch_bounds__(kMarkThreads)
+    sparge_predict_flexprefill_mark_pooled(Problem p, int blocks, const FlexHead* heads, const double* js,
+                                           const int* countP, const float* sortedP, const float* pooled,
+                                           uint8_t* pooledOn) {
+  using Scan = cub::BlockScan<int, kMarkThreads>;
+  __shared__ typename Scan::TempStorage scanTmp;
+  const int s = blockIdx.y;
+  const FlexHead h = heads[slotHeads(p, s).hq];
+  const int n = min(countP[s], blocks);
+  if (h.shortSequence || !queryAware(h, js, s) || n <= 0) return;
+  const PooledCut cut = pooledCut(sortedP + (size_t)s * blocks, n, blocks);
   const float* row = pooled + (size_t)s * blocks;
   uint8_t* on = pooledOn + (size_t)s * blocks;
+  if (cut.all) {
+    const int begin = blockIdx.x * kMarkThreads * kMarkSteps;
+    for (int x = begin + threadIdx.x; x < min(blocks, begin + kMarkThreads * kMarkSteps); x += kMarkThreads)
+      on[x] = descendingKey(row[x]) <= cut.kth;
+    return;
+  }
+  if (blockIdx.x != 0) return;
   int carry = 0;
   for (int base = 0; base < blocks; base += kMarkThreads) {
     const int x = base + threadIdx.x;
     const uint32_t key = x < blocks ? descendingKey(row[x]) : 0xffffffffu;
-    const int equal = x < blocks && key == kth;
+    const int equal = x < blocks && key == cut.kth;
     int equalBefore = 0, equalTotal = 0;
-    if (!all) Scan(scanTmp).ExclusiveSum(equal, equalBefore, equalTotal);
-    if (x < blocks) on[x] = key < kth || (equal && (all || carry + equalBefore < need));
+    Scan(scanTmp).ExclusiveSum(equal, equalBefore, equalTotal);
+    if (x < blocks) on[x] = key < cut.kth || (equal && carry + equalBefore < cut.need);
     carry += equalTotal;
-    if (!all) __syncthreads();
+    __syncthreads();
   }
 }
 
@@ -398,7 +416,8 @@ void select(const MethodLaunch& m, const FlexScratch& f, MethodRows& out) {
   const int slots = slotCount(p), blocks = f.nbq * f.nbk;
   if (f.stats) {
     check(cudaMemsetAsync(f.pooledOn, 0, size_t(slots) * blocks, m.stream), "cudaMemsetAsync");
-    sparge_predict_flexprefill_mark_pooled<<<slots, kMarkThreads, 0, m.stream>>>(
+    const unsigned chunks = unsigned((blocks + kMarkThreads * kMarkSteps - 1) / (kMarkThreads * kMarkSteps));
+    sparge_predict_flexprefill_mark_pooled<<<dim3(chunks, slots), kMarkThreads, 0, m.stream>>>(
         p, blocks, f.heads, f.js, f.countP, f.sortedP, f.pooled, f.pooledOn);
     checkLaunch("sparge_predict_flexprefill_mark_pooled");
     sparge_predict_flexprefill_line_blocks<<<slots, 256, 0, m.stream>>>(

@@ -237,6 +237,18 @@ struct Case {
 
 std::vector<Case> randomCases() {
   return {
+      {"causal 64x128 fp16 D256, keys past the last full chunk",
+       1,
+       2,
+       1,
+       1100,
+       1100,
+       256,
+       DType::Float16,
+       true,
+       {},
+       core::kGeometry64x128,
+       {0, 1}},
       {"causal 128x64 fp16 GQA",
        1,
        4,
@@ -460,7 +472,10 @@ TEST(LineMethods, SortDescendingMatchesStableHostSort) {
   std::mt19937 rng(5);
   std::uniform_int_distribution<int> pick(-60, 60);
   for (const bool keysOnly : {false, true})
-    for (const auto& [nSeg, len] : {std::pair{37, 300}, std::pair{5, 4096}, std::pair{3, 5000}}) {
+    // Each sort path and its edges: a CTA's sort of (key, index) up to 4,096 values, keys alone up to 32,768
+    // by a CTA a segment, the device-wide sort beyond.
+    for (const auto& [nSeg, len] : {std::pair{37, 300}, std::pair{5, 4096}, std::pair{3, 5000},
+                                    std::pair{2, 32768}, std::pair{2, 32769}}) {
       std::vector<float> v(size_t(nSeg) * len);
       for (float& x : v) x = float(pick(rng)) / 8.f;  // many ties
       v[3] = NAN;
