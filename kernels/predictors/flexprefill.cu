@@ -200,15 +200,20 @@ __device__ __forceinline__ PooledCut pooledCut(const float* sorted, int n, int b
 
 // The pooled blocks a query-aware head keeps (pooledCut), CTA (chunk of kMarkThreads · kMarkSteps blocks,
 // slot). When every block equal to the cut's value is kept, each block decides alone; otherwise (ties
-// across the cut) the first chunk's CTA walks the whole row in index order with a scan of the equal ones,
-// and the others leave it to it.
+// across the cut) the equal ones are taken in index order: each CTA counts those before its chunk again (a
+// few loads a thread), then scans its own.
 constexpr int kMarkThreads = 1024, kMarkSteps = 4;
 __global__ void __launch_bounds__(kMarkThreads)
     sparge_predict_flexprefill_mark_pooled(Problem p, int blocks, const FlexHead* heads, const double* js,
                                            const int* countP, const float* sortedP, const float* pooled,
                                            uint8_t* pooledOn) {
   using Scan = cub::BlockScan<int, kMarkThreads>;
-  __shared__ typename Scan::TempStorage scanTmp;
+  using Reduce = cub::BlockReduce<int, kMarkThreads>;
+  __shared__ union {
+    typename Scan::TempStorage scan;
+    typename Reduce::TempStorage reduce;
+  } tmp;
+  __shared__ int carry;
   const int s = blockIdx.y;
   const FlexHead h = heads[slotHeads(p, s).hq];
   const int n = min(countP[s], blocks);
@@ -216,22 +221,26 @@ __global__ void __launch_bounds__(kMarkThreads)
   const PooledCut cut = pooledCut(sortedP + (size_t)s * blocks, n, blocks);
   const float* row = pooled + (size_t)s * blocks;
   uint8_t* on = pooledOn + (size_t)s * blocks;
+  const int begin = blockIdx.x * kMarkThreads * kMarkSteps;
+  const int end = min(blocks, begin + kMarkThreads * kMarkSteps);
   if (cut.all) {
-    const int begin = blockIdx.x * kMarkThreads * kMarkSteps;
-    for (int x = begin + threadIdx.x; x < min(blocks, begin + kMarkThreads * kMarkSteps); x += kMarkThreads)
-      on[x] = descendingKey(row[x]) <= cut.kth;
+    for (int x = begin + threadIdx.x; x < end; x += kMarkThreads) on[x] = descendingKey(row[x]) <= cut.kth;
     return;
   }
-  if (blockIdx.x != 0) return;
-  int carry = 0;
-  for (int base = 0; base < blocks; base += kMarkThreads) {
+  int before = 0;
+  for (int x = threadIdx.x; x < begin; x += kMarkThreads) before += descendingKey(row[x]) == cut.kth;
+  before = Reduce(tmp.reduce).Sum(before);
+  if (threadIdx.x == 0) carry = before;
+  __syncthreads();
+  for (int base = begin; base < end; base += kMarkThreads) {
     const int x = base + threadIdx.x;
-    const uint32_t key = x < blocks ? descendingKey(row[x]) : 0xffffffffu;
-    const int equal = x < blocks && key == cut.kth;
+    const uint32_t key = x < end ? descendingKey(row[x]) : 0xffffffffu;
+    const int equal = x < end && key == cut.kth;
     int equalBefore = 0, equalTotal = 0;
-    Scan(scanTmp).ExclusiveSum(equal, equalBefore, equalTotal);
-    if (x < blocks) on[x] = key < cut.kth || (equal && carry + equalBefore < cut.need);
-    carry += equalTotal;
+    Scan(tmp.scan).ExclusiveSum(equal, equalBefore, equalTotal);
+    if (x < end) on[x] = key < cut.kth || (equal && carry + equalBefore < cut.need);
+    __syncthreads();  // every thread has read carry and the scan's storage
+    if (threadIdx.x == 0) carry += equalTotal;
     __syncthreads();
   }
 }
