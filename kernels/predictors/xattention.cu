@@ -34,7 +34,7 @@
 namespace sparge::cuda::predictors {
 namespace {
 
-constexpr int kMaxRowsPerBlock = 64;  // strided rows of a query block: BQ / S, BQ <= 128, S >= 2
+constexpr int kMaxSelectBlocks = 1024;  // key blocks of a row the selection and the block sums hold
 
 // The score kernel's tile: 128 x 128 outputs, 8 warps of 64 x 32, three stages (96 KB: two CTAs an SM);
 // kernels/NOTES.md has the other tiles measured.
@@ -45,40 +45,50 @@ using ScoreTileSm90 = XattnWgmmaTile<1, 3>;
 
 // The block sums of query block i: Σ over its strided rows of exp(M - m) · E · (1 / l) per key block, with
 // the row's max m and sum l over its visible blocks (a product by the reciprocal: within an ulp of the
-// quotient, as the factored probabilities are of the CPU's). One CTA per (query block, head): a warp per row finds m and
-// l, then each thread owns the key blocks j ≡ tid (mod 128) and sums them over the rows in row order.
-__global__ void __launch_bounds__(128)
+// quotient, as the factored probabilities are of the CPU's). A warp per (query block, head): lane t holds
+// key blocks t, t + 32, ... (E of them) of each strided row in registers, so a row is read once, its max and
+// sum come from warp reductions, and each exponential serves both the sum l and the block sums, which add
+// the rows in row order. kBlockWarps query blocks a CTA.
+constexpr int kBlockWarps = 4;
+template <int E>
+__global__ void __launch_bounds__(kBlockWarps * 32)
     sparge_predict_xattn_blocks(const float2* __restrict__ me, const int* __restrict__ heads, int Hq,
                                 int nHeads, const Strided st, float* __restrict__ blockMass) {
-  __shared__ float rowMax[kMaxRowsPerBlock], rowInv[kMaxRowsPerBlock];
-  __shared__ int rowFirst[kMaxRowsPerBlock], rowLast[kMaxRowsPerBlock];
-  const int i = blockIdx.x, y = blockIdx.y, b = y / nHeads, hq = heads[y % nHeads];
-  const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, aBegin = i * st.rowsPerBlock;
+  const int lane = threadIdx.x & 31, i = blockIdx.x * kBlockWarps + (threadIdx.x >> 5);
+  if (i >= st.nq) return;  // the whole warp
+  const int y = blockIdx.y, b = y / nHeads, hq = heads[y % nHeads], aBegin = i * st.rowsPerBlock;
   const int n = min(st.rows, aBegin + st.rowsPerBlock) - aBegin;
-  for (int x = warp; x < n; x += blockDim.x >> 5) {
+  float sum[E];
+#pragma unroll
+  for (int e = 0; e < E; ++e) sum[e] = 0.f;
+  for (int x = 0; x < n; ++x) {  // a row that sees no key adds nothing, as on the CPU
     const KeySpan c = st.columnsOf(aBegin + x);
     const int j0 = c.empty() ? 1 : c.first / st.colsPerBlock, j1 = c.empty() ? 0 : c.last / st.colsPerBlock;
     const float2* row = me + ((size_t)y * st.rows + aBegin + x) * st.nk;
+    float2 v[E];
     float m = -INFINITY;
-    for (int j = j0 + lane; j <= j1; j += 32) m = fmaxf(m, row[j].x);
-    m = warpMax(m);
-    float l = 0.f;
-    for (int j = j0 + lane; j <= j1; j += 32)
-      if (row[j].y > 0.f) l += row[j].y * expf(row[j].x - m);
-    l = warpSum(l);
-    if (lane == 0) rowMax[x] = m, rowInv[x] = 1.f / l, rowFirst[x] = j0, rowLast[x] = j1;
-  }
-  __syncthreads();
-  float* out = blockMass + ((size_t)(b * Hq + hq) * st.nq + i) * st.nk;
-  for (int j = threadIdx.x; j < st.nk; j += blockDim.x) {
-    float sum = 0.f;
-    for (int x = 0; x < n; ++x) {  // no key: the row adds nothing, as on the CPU
-      if (j < rowFirst[x] || j > rowLast[x]) continue;
-      const float2 v = me[((size_t)y * st.rows + aBegin + x) * st.nk + j];
-      if (v.y > 0.f) sum += v.y * expf(v.x - rowMax[x]) * rowInv[x];
+#pragma unroll
+    for (int e = 0; e < E; ++e) {
+      const int j = lane + 32 * e;
+      v[e] = j >= j0 && j <= j1 ? row[j] : make_float2(-INFINITY, 0.f);  // y 0: adds nothing
+      m = fmaxf(m, v[e].x);
     }
-    out[j] = sum;
+    m = warpMax(m);
+    float l = 0.f, ex[E];
+#pragma unroll
+    for (int e = 0; e < E; ++e) {
+      ex[e] = v[e].y > 0.f ? expf(v[e].x - m) : 0.f;
+      l = fmaf(v[e].y, ex[e], l);
+    }
+    const float inv = 1.f / warpSum(l);
+#pragma unroll
+    for (int e = 0; e < E; ++e)
+      if (v[e].y > 0.f) sum[e] = fmaf(v[e].y * ex[e], inv, sum[e]);
   }
+  float* out = blockMass + ((size_t)(b * Hq + hq) * st.nq + i) * st.nk;
+#pragma unroll
+  for (int e = 0; e < E; ++e)
+    if (lane + 32 * e < st.nk) out[lane + 32 * e] = sum[e];
 }
 
 // What the selection reads beside the block mass.
@@ -290,10 +300,19 @@ void scores(const MethodLaunch& l, const Strided& st, float2* me) {
   scoreKernelSm90<T, D, ScoreTileSm90>(l, st, me);
 }
 
+// The selection sorts a row in one warp's registers (and the block sums keep one there): up to
+// kMaxSelectBlocks key blocks.
+void requireSelectableRows(int nk) {
+  if (nk > kMaxSelectBlocks)
+    throw Error("XAttention", std::to_string(nk) + " key blocks: the CUDA selection sorts up to " +
+                                  std::to_string(kMaxSelectBlocks) + " a row; use --engine cpu");
+}
+
 }  // namespace
 
 void xattentionStats(const MethodLaunch& l, DeviceBuffer& stats, DeviceBuffer& scratch) {
   const Problem& p = l.problem;
+  requireSelectableRows(p.nk);
   const Strided st = stridedOf(l, strideOf(l));
   scratch.reserve(sizeof(float2) * p.B * p.nHeads * (size_t)st.rows * p.nk, "XAttention block maxima");
   stats.reserve(sizeof(float) * p.B * p.Hq * (size_t)p.nq * p.nk, "XAttention block mass");
@@ -304,16 +323,28 @@ void xattentionStats(const MethodLaunch& l, DeviceBuffer& stats, DeviceBuffer& s
     else
       scores<__nv_bfloat16, decltype(d)::value>(l, st, me);
   });
-  sparge_predict_xattn_blocks<<<dim3(p.nq, p.B * p.nHeads), 128, 0, l.stream>>>(me, p.heads, p.Hq, p.nHeads,
-                                                                                st, stats.as<float>());
+  const dim3 grid((p.nq + kBlockWarps - 1) / kBlockWarps, p.B * p.nHeads);
+  const auto launch = [&](auto kernel) {
+    kernel<<<grid, kBlockWarps * 32, 0, l.stream>>>(me, p.heads, p.Hq, p.nHeads, st, stats.as<float>());
+  };
+  if (p.nk <= 32)
+    launch(sparge_predict_xattn_blocks<1>);
+  else if (p.nk <= 64)
+    launch(sparge_predict_xattn_blocks<2>);
+  else if (p.nk <= 128)
+    launch(sparge_predict_xattn_blocks<4>);
+  else if (p.nk <= 256)
+    launch(sparge_predict_xattn_blocks<8>);
+  else if (p.nk <= 512)
+    launch(sparge_predict_xattn_blocks<16>);
+  else
+    launch(sparge_predict_xattn_blocks<kMaxSelectBlocks / 32>);
   checkLaunch("sparge_predict_xattn_blocks");
 }
 
 void xattentionSelect(const MethodLaunch& l, MethodRows& rows, DeviceBuffer& scratch) {
   const Problem& p = l.problem;
-  if (p.nk > 1024)
-    throw Error("XAttention", std::to_string(p.nk) +
-                                  " key blocks: the CUDA selection sorts up to 1024 a row; use --engine cpu");
+  requireSelectableRows(p.nk);
   std::vector<double> threshold(size_t(p.Hq));
   for (int h = 0; h < p.Hq; ++h) threshold[size_t(h)] = (*l.params)[size_t(h)].xattention.threshold;
   scratch.reserve(sizeof(double) * threshold.size(), "XAttention thresholds");
@@ -336,7 +367,7 @@ void xattentionSelect(const MethodLaunch& l, MethodRows& rows, DeviceBuffer& scr
   if (p.nk <= 128) return selectRows<4>(in, rows, l.stream);
   if (p.nk <= 256) return selectRows<8>(in, rows, l.stream);
   if (p.nk <= 512) return selectRows<16>(in, rows, l.stream);
-  selectRows<32>(in, rows, l.stream);
+  selectRows<kMaxSelectBlocks / 32>(in, rows, l.stream);
 }
 
 }  // namespace sparge::cuda::predictors
