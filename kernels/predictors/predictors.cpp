@@ -15,10 +15,10 @@ namespace {
 
 // One row per method with a device predictor.
 constexpr DevicePredictor kPredictors[] = {
-    {core::Method::XAttention, xattentionStats, xattentionSelect},
-    {core::Method::Moba, nullptr, mobaSelect},
-    {core::Method::MInference, nullptr, predictMInference},
-    {core::Method::FlexPrefill, nullptr, predictFlexPrefill},
+    {core::Method::XAttention, xattentionStats, xattentionSelect, true},
+    {core::Method::Moba, nullptr, mobaSelect, false},
+    {core::Method::MInference, nullptr, predictMInference, true},
+    {core::Method::FlexPrefill, nullptr, predictFlexPrefill, true},
 };
 
 const DevicePredictor* find(core::Method m) {
@@ -33,7 +33,7 @@ bool hasDevicePredictor(core::Method m) {
   return find(m) != nullptr;
 }
 
-void MethodStage1::clearRows(const MethodRun& r) {
+void MethodStage1::clearRows(const MethodRun& r, bool blocksWritten) {
   const Problem& p = r.problem;
   const cudaStream_t s = r.stream;
   const size_t BH = (size_t)p.B * p.Hq, grid = (size_t)p.nq * p.nk;
@@ -41,9 +41,11 @@ void MethodStage1::clearRows(const MethodRun& r) {
   methodForced_.reserve(BH * grid, "method-forced blocks");
   score_.reserve(BH * grid * sizeof(float), "method scores");
   denseHead_.reserve(BH, "method dense heads");
-  check(cudaMemsetAsync(selected_.get(), 0, BH * grid, s), "memset");
-  check(cudaMemsetAsync(methodForced_.get(), 0, BH * grid, s), "memset");
-  check(cudaMemsetAsync(score_.get(), 0, BH * grid * sizeof(float), s), "memset");
+  if (!blocksWritten) {
+    check(cudaMemsetAsync(selected_.get(), 0, BH * grid, s), "memset");
+    check(cudaMemsetAsync(methodForced_.get(), 0, BH * grid, s), "memset");
+    check(cudaMemsetAsync(score_.get(), 0, BH * grid * sizeof(float), s), "memset");
+  }
   check(cudaMemsetAsync(denseHead_.get(), 0, BH, s), "memset");
   if (elementPairs_.bytes() < BH * sizeof(double) || pairsOf_ != int(r.method)) {
     elementPairs_.reserve(BH * sizeof(double), "element pairs");  // NaN: the method counts blocks
@@ -75,7 +77,7 @@ void MethodStage1::run(const MethodRun& r, DeviceSelection& sel) {
     throw Error("cuda engine", std::string("--method ") + core::toString(r.method) +
                                    " has no CUDA Stage 1: use --engine cpu");
   sel.reserveOutputs(r.problem);
-  clearRows(r);
+  clearRows(r, dp->writesEveryBlock);
   // The heads grouped by the statistics they share (XAttention: its stride), all lists in one upload.
   const core::Predictor& cpu = core::predictorFor(r.method);
   std::map<int64_t, std::vector<int>> groups;

@@ -21,6 +21,9 @@ struct DevicePredictor {
   core::Method method;
   void (*stats)(const MethodLaunch&, DeviceBuffer& stats, DeviceBuffer& scratch);
   void (*select)(const MethodLaunch&, MethodRows&, DeviceBuffer& scratch);
+  // The selection writes the selected, method-forced and score entries of every block of its heads' rows, so
+  // they need no clearing first (MoBA's gate only adds to them).
+  bool writesEveryBlock;
 };
 
 // True when the CUDA engine runs Stage 1 of `m` (SpargeAttn's own Stage 1 not counted: it is predict.cu).
@@ -59,7 +62,8 @@ class MethodStage1 {
   };
   const DeviceBuffer* cachedStats(const DevicePredictor& dp, const MethodRun& r, const MethodLaunch& l,
                                   int64_t key);
-  void clearRows(const MethodRun& r);
+  // Zeroes the dense-head flags, and the block rows where the method does not write every entry.
+  void clearRows(const MethodRun& r, bool blocksWritten);
 
   std::map<std::tuple<int, int, int, int64_t>, Cached> stats_;  // (BQ, BK, method, statsKey)
   DeviceBuffer selected_, methodForced_, score_, denseHead_, elementPairs_, scratch_, heads_;
