@@ -55,25 +55,16 @@ class HeadStats:
         return HeadStats(self.counts.cpu(), move(self.abs_diff), move(self.abs_ref))
 
     @staticmethod
-    def start(counts: dict, abs_diff, abs_ref) -> "HeadStats":
-        return HeadStats(_stacked(counts).clone(), None if abs_diff is None else abs_diff.clone(),
+    def start(counts: torch.Tensor, abs_diff, abs_ref) -> "HeadStats":
+        return HeadStats(counts.clone(), None if abs_diff is None else abs_diff.clone(),
                          None if abs_ref is None else abs_ref.clone())
 
-    def add(self, counts: dict, abs_diff, abs_ref) -> None:
+    def add(self, counts: torch.Tensor, abs_diff, abs_ref) -> None:
         # Counts stay where the engine produced them (no wait for the GPU per call); take_stats() moves them.
-        self.counts += _stacked(counts)
+        self.counts += counts
         if abs_diff is not None:
             self.abs_diff = abs_diff.clone() if self.abs_diff is None else self.abs_diff + abs_diff
             self.abs_ref = abs_ref.clone() if self.abs_ref is None else self.abs_ref + abs_ref
-
-
-def _stacked(counts: dict) -> torch.Tensor:
-    """An engine's per-head counts as [Hq, K >= 3] (valid, selected, P·V computed first): its "stacked" tensor
-    where it gives one, else its three [Hq] tensors side by side."""
-    stacked = counts.get("stacked")
-    if stacked is not None:
-        return stacked
-    return torch.stack([counts["valid"], counts["selected"], counts["computed_pv"]], 1)
 
 
 @dataclass

@@ -37,8 +37,7 @@ class Call:
 @dataclass
 class EngineRun:
     output: torch.Tensor  # [B, Hq, Nq, Dv] in q's dtype, on q's device
-    counts: Optional[dict]  # per head: valid / selected / computed_pv blocks (reference.AttentionResult.counts),
-    # or "stacked": [Hq, K >= 3] with those in its first three columns
+    counts: Optional[torch.Tensor]  # [Hq, K >= 3]: valid, selected and P·V-computed blocks first, per query head
     abs_diff: Optional[torch.Tensor] = None  # [Hq] Σ|O − O_ref| against the exact dense output (measure=True)
     abs_ref: Optional[torch.Tensor] = None
 
@@ -65,7 +64,13 @@ class ReferenceEngine:
                                 pvthreshd=hp.lam, is_sparse=hp.sparse, numerics=hp.numerics, geometry=pf.geometry,
                                 causal=call.causal, window=call.window, scale=call.scale, smooth_k=pf.smooth_k,
                                 sink=pf.sink, diagonal=pf.diagonal, measure=measure, **_selection(hp))
-        return EngineRun(r.output.to(call.q.device), r.counts, r.abs_diff, r.abs_ref)
+        return EngineRun(r.output.to(call.q.device), _stack_counts(r.counts), r.abs_diff, r.abs_ref)
+
+
+def _stack_counts(counts: dict) -> torch.Tensor:
+    """Per-head valid, selected and P·V-computed block counts ([Hq] each, as reference.attention gives them)
+    side by side: EngineRun's one form."""
+    return torch.stack([counts["valid"], counts["selected"], counts["computed_pv"]], 1)
 
 
 def _measure(call: Call, out: torch.Tensor, scale: float):
@@ -73,7 +78,7 @@ def _measure(call: Call, out: torch.Tensor, scale: float):
     return ((out.double() - ref.double()).abs().sum((0, 2, 3)).cpu(), ref.double().abs().sum((0, 2, 3)).cpu())
 
 
-def _predicted_counts(call: Call, hp: HeadParams, pf: ParamsFile) -> dict:
+def _predicted_counts(call: Call, hp: HeadParams, pf: ParamsFile) -> torch.Tensor:
     """Per-head block counts of the Stage-1 mask the reference predicts for these inputs (SpargeAttn returns
     one overall figure only); PV skips are not known, so computed_pv counts every selected block."""
     mask, validity = reference.block_mask(call.q, call.k, simthreshd1=hp.theta, is_sparse=hp.sparse,
@@ -81,7 +86,7 @@ def _predicted_counts(call: Call, hp: HeadParams, pf: ParamsFile) -> dict:
                                           smooth_k=pf.smooth_k, sink=pf.sink, **_selection(hp))
     sel = (mask & validity.valid).sum((0, 2, 3)).cpu()
     valid = torch.full_like(sel, int(validity.valid.sum()) * mask.shape[0])
-    return {"valid": valid, "selected": sel, "computed_pv": sel.clone()}
+    return _stack_counts({"valid": valid, "selected": sel, "computed_pv": sel})
 
 
 class SpargeAttnEngine:
@@ -217,7 +222,7 @@ class SpargeEngine:
         # The kernels' own counters (valid, selected, P·V computed per batch item and head), summed over the batch.
         # One [Hq, 5] tensor (its first columns those counts), which SpargeApply adds up in one operation.
         c = stats.counts[0] if stats.counts.shape[0] == 1 else stats.counts.sum(0)
-        run = EngineRun(out if out.dtype == call.q.dtype else out.to(call.q.dtype), {"stacked": c})
+        run = EngineRun(out if out.dtype == call.q.dtype else out.to(call.q.dtype), c)
         if measure:
             scale = call.scale if call.scale is not None else 1.0 / math.sqrt(call.q.shape[-1])
             run.abs_diff, run.abs_ref = _measure(call, out, scale)
