@@ -323,7 +323,7 @@ __global__ void __launch_bounds__(kKeySortThreads)
   }
 }
 
-// Whether the device allows the key sort's shared memory (128 KB: not every GPU does).
+// Whether the device allows the key sort's shared memory (132 KB: not every GPU does).
 bool keySortFits(int len) {
   return len <= kKeySortThreads * kKeySortItems && sizeof(KeySort::TempStorage) <= deviceSharedMemoryOptin();
 }

@@ -65,8 +65,11 @@ void launchLastQueries(const MethodLaunch& m, int L, int Lpad, float mul, void* 
 
 // S[slot][r][k] = T(T(lastQ[r] · K[k]) · postScale) for r < L and every key, fp32 sums on the tensor cores;
 // with it, per row and chunk of keys, the max and Σ exp(s − max) over the keys its query sees
-// (partial: linePartialCount(p, L) pairs, lineScoreChunks(p) a row).
-int lineScoreChunks(const Problem& p);
+// (partial: linePartialCount(p, L) pairs, lineScoreChunks(p) a row, one per kLineScoreKeys keys).
+constexpr int kLineScoreKeys = 128;
+SPARGE_LINE_HD inline int lineScoreChunks(const Problem& p) {
+  return (p.Nkv + kLineScoreKeys - 1) / kLineScoreKeys;
+}
 size_t linePartialCount(const Problem& p, int L);
 void launchLastScores(const MethodLaunch& m, const void* lastQ, int L, int Lpad, float postScale, void* S,
                       float2* partial);

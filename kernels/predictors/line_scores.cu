@@ -51,7 +51,7 @@ __device__ __forceinline__ void foldStats(const float (&v)[kGroup][4], int hh, f
 // D 256 stage one chunk at a time, which lets more CTAs share an SM instead. Either way each SM keeps whole
 // chunks in flight rather than one group of a warp's fragments (the kernel that loaded fragments straight
 // from global memory waited on those loads).
-constexpr int kScoreKeys = 128, kScoreChunksPerCta = 4;
+constexpr int kScoreKeys = kLineScoreKeys, kScoreChunksPerCta = 4;
 inline int scoreStages(int D, int Lpad) {
   return D <= 128 && Lpad > 64 ? 2 : 1;
 }
@@ -172,7 +172,7 @@ __global__ void __launch_bounds__(256, D <= 128 ? 3 : 2)
   const int r0 = warp * 16;
   const T* qRows = lastQ + (size_t)blockIdx.y * Lpad * D;
   const T* kRows = k + (size_t)h.bhk * p.Nkv * D;
-  const int chunks = (p.Nkv + kScoreKeys - 1) / kScoreKeys;  // lineScoreChunks, on the device
+  const int chunks = lineScoreChunks(p);
   const int cBegin = blockIdx.x * kScoreChunksPerCta, cEnd = min(chunks, cBegin + kScoreChunksPerCta);
   T* tiles = reinterpret_cast<T*>(keyTiles);
   stageKeys<T, D>(tiles, kRows, cBegin, p.Nkv);
@@ -235,10 +235,6 @@ __global__ void __launch_bounds__(256, D <= 128 ? 3 : 2)
 }
 
 }  // namespace
-
-int lineScoreChunks(const Problem& p) {
-  return (p.Nkv + kScoreKeys - 1) / kScoreKeys;
-}
 
 size_t linePartialCount(const Problem& p, int L) {
   return size_t(slotCount(p)) * L * lineScoreChunks(p);

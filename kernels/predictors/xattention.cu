@@ -308,6 +308,18 @@ void requireSelectableRows(int nk) {
                                   std::to_string(kMaxSelectBlocks) + " a row; use --engine cpu");
 }
 
+// Calls f with std::integral_constant<int, E>, the key blocks each lane holds of a row of nk blocks (<=
+// kMaxSelectBlocks): the selection and the block sums keep a row in one warp's registers.
+template <typename F>
+void withLaneBlocks(int nk, F&& f) {
+  if (nk <= 32) return f(std::integral_constant<int, 1>{});
+  if (nk <= 64) return f(std::integral_constant<int, 2>{});
+  if (nk <= 128) return f(std::integral_constant<int, 4>{});
+  if (nk <= 256) return f(std::integral_constant<int, 8>{});
+  if (nk <= 512) return f(std::integral_constant<int, 16>{});
+  f(std::integral_constant<int, kMaxSelectBlocks / 32>{});
+}
+
 }  // namespace
 
 void xattentionStats(const MethodLaunch& l, DeviceBuffer& stats, DeviceBuffer& scratch) {
@@ -324,21 +336,10 @@ void xattentionStats(const MethodLaunch& l, DeviceBuffer& stats, DeviceBuffer& s
       scores<__nv_bfloat16, decltype(d)::value>(l, st, me);
   });
   const dim3 grid((p.nq + kBlockWarps - 1) / kBlockWarps, p.B * p.nHeads);
-  const auto launch = [&](auto kernel) {
-    kernel<<<grid, kBlockWarps * 32, 0, l.stream>>>(me, p.heads, p.Hq, p.nHeads, st, stats.as<float>());
-  };
-  if (p.nk <= 32)
-    launch(sparge_predict_xattn_blocks<1>);
-  else if (p.nk <= 64)
-    launch(sparge_predict_xattn_blocks<2>);
-  else if (p.nk <= 128)
-    launch(sparge_predict_xattn_blocks<4>);
-  else if (p.nk <= 256)
-    launch(sparge_predict_xattn_blocks<8>);
-  else if (p.nk <= 512)
-    launch(sparge_predict_xattn_blocks<16>);
-  else
-    launch(sparge_predict_xattn_blocks<kMaxSelectBlocks / 32>);
+  withLaneBlocks(p.nk, [&](auto e) {
+    sparge_predict_xattn_blocks<decltype(e)::value>
+        <<<grid, kBlockWarps * 32, 0, l.stream>>>(me, p.heads, p.Hq, p.nHeads, st, stats.as<float>());
+  });
   checkLaunch("sparge_predict_xattn_blocks");
 }
 
@@ -362,12 +363,7 @@ void xattentionSelect(const MethodLaunch& l, MethodRows& rows, DeviceBuffer& scr
               p.nq * p.nHeads * p.B,
               p.causal};
   if (in.total == 0) return;
-  if (p.nk <= 32) return selectRows<1>(in, rows, l.stream);
-  if (p.nk <= 64) return selectRows<2>(in, rows, l.stream);
-  if (p.nk <= 128) return selectRows<4>(in, rows, l.stream);
-  if (p.nk <= 256) return selectRows<8>(in, rows, l.stream);
-  if (p.nk <= 512) return selectRows<16>(in, rows, l.stream);
-  selectRows<kMaxSelectBlocks / 32>(in, rows, l.stream);
+  withLaneBlocks(p.nk, [&](auto e) { selectRows<decltype(e)::value>(in, rows, l.stream); });
 }
 
 }  // namespace sparge::cuda::predictors
