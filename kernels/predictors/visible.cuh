@@ -1,5 +1,5 @@
-// Which keys a query sees on the device: core::visibleKeys (top-left aligned causal rule, FlashAttention's
-// window) and core's keysSeenBy over a run of queries, in int.
+// Which keys a query sees on the device (and on the host, for launch geometry): core::visibleKeys (top-left
+// aligned causal rule, FlashAttention's window) and core's keysSeenBy over a run of queries, in int.
 #pragma once
 
 #include <cuda_runtime.h>
@@ -10,27 +10,27 @@ namespace sparge::cuda::predictors {
 
 struct KeySpan {
   int first = 0, last = -1;  // empty when first > last
-  __device__ __forceinline__ bool empty() const { return first > last; }
+  __host__ __device__ __forceinline__ bool empty() const { return first > last; }
 };
 
 // The rule's window: `right` is 0 for causal entries whatever the window says, < 0 unbounded.
 struct Visibility {
   int nKv = 0, left = -1, right = -1;
-  __device__ __forceinline__ KeySpan keysOf(int q) const {
+  __host__ __device__ __forceinline__ KeySpan keysOf(int q) const {
     KeySpan r{0, nKv - 1};
-    if (right >= 0) r.last = min(r.last, q + right);
-    if (left >= 0) r.first = max(0, q - left);
+    if (right >= 0 && q + right < r.last) r.last = q + right;
+    if (left >= 0 && q - left > 0) r.first = q - left;
     return r;
   }
   // The union of keysOf(q) over q in [q0, q1) (visible ranges only move right as q grows).
-  __device__ __forceinline__ KeySpan keysSeenBy(int q0, int q1) const {
+  __host__ __device__ __forceinline__ KeySpan keysSeenBy(int q0, int q1) const {
     KeySpan out{1, 0};
     bool any = false;
     for (int q = q0; q < q1; ++q) {
       const KeySpan r = keysOf(q);
       if (r.empty()) continue;
-      out.first = any ? min(out.first, r.first) : r.first;
-      out.last = any ? max(out.last, r.last) : r.last;
+      out.first = any ? (r.first < out.first ? r.first : out.first) : r.first;
+      out.last = any ? (r.last > out.last ? r.last : out.last) : r.last;
       any = true;
     }
     return out;

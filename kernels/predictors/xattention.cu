@@ -42,6 +42,9 @@ using ScoreTile = XattnTile<128, 128, 2, 4, 3>;
 // On Hopper: 128 x 128 outputs, two consumer warpgroups, three stages (two CTAs an SM, so that one CTA's
 // epilogue and pipeline fill run beside the other's products); kernels/NOTES.md has the other variants.
 using ScoreTileSm90 = XattnWgmmaTile<1, 3>;
+// Both score kernels' output tile, which visibleTiles lists.
+constexpr int kScoreTileRows = ScoreTile::BM, kScoreTileCols = ScoreTile::BN;
+static_assert(ScoreTileSm90::BM == kScoreTileRows && ScoreTileSm90::BN == kScoreTileCols, "one tile list");
 
 // The block sums of query block i: Σ over its strided rows of exp(M - m) · E · (1 / l) per key block, with
 // the row's max m and sum l over its visible blocks (a product by the reciprocal: within an ulp of the
@@ -248,16 +251,36 @@ Strided stridedOf(const MethodLaunch& l, int s) {
   return st;
 }
 
+// The score kernels' output tiles (row tile, column tile) that may hold a visible pair, row tile by row
+// tile: a launch over these alone spares the CTAs that would only find their tile unseen (half the grid of
+// a causal entry). A strided row's visible columns only move right as the row grows, so a row tile's
+// visible tiles lie between its first row's first column and its last seeing row's last column; the
+// kernels still test each tile (tileSeesKeys).
+std::vector<int2> visibleTiles(const Strided& st) {
+  std::vector<int2> tiles;
+  const int lastColTile = (st.cols - 1) / kScoreTileCols;
+  for (int t = 0; t * kScoreTileRows < st.rows; ++t) {
+    const int a0 = t * kScoreTileRows;
+    int a = std::min(st.rows, a0 + kScoreTileRows) - 1;
+    KeySpan last = st.columnsOf(a);
+    while (last.empty() && a > a0) last = st.columnsOf(--a);
+    const KeySpan first = st.columnsOf(a0);
+    if (first.empty() || last.empty()) continue;
+    for (int c = first.first / kScoreTileCols; c <= std::min(lastColTile, last.last / kScoreTileCols); ++c)
+      tiles.push_back(int2{t, c});
+  }
+  return tiles;
+}
+
 template <typename T, int D>
-void scoreKernel(const MethodLaunch& l, const Strided& st, float2* me) {
+void scoreKernel(const MethodLaunch& l, const Strided& st, float2* me, const int2* tiles, int nTiles) {
   const Problem& p = l.problem;
   requireSharedMemory(ScoreTile::kSmem, "XAttention's score kernel", D);
   auto kernel = sparge_predict_xattn_scores<T, D, ScoreTile>;
   check(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)ScoreTile::kSmem),
         "cudaFuncSetAttribute(sparge_predict_xattn_scores)");
-  const dim3 grid((st.cols + ScoreTile::BN - 1) / ScoreTile::BN,
-                  (st.rows + ScoreTile::BM - 1) / ScoreTile::BM, p.B * p.nHeads);
-  const ScoreArgs g{p.heads, p.Hq, p.Hkv, p.nHeads, p.Nkv, st, me};
+  const dim3 grid(nTiles, p.B * p.nHeads);
+  const ScoreArgs g{tiles, p.heads, p.Hq, p.Hkv, p.nHeads, p.Nkv, st, me};
   kernel<<<grid, ScoreTile::kThreads, ScoreTile::kSmem, l.stream>>>(static_cast<const T*>(l.qkv.q),
                                                                     static_cast<const T*>(l.qkv.k), g);
   checkLaunch("sparge_predict_xattn_scores");
@@ -275,8 +298,27 @@ bool wgmmaScores(const Problem& p, int S) {
   return major == 9 && minor == 0;
 }
 
+// Calls f with std::integral_constant<int, C> for the key block's strided columns the score epilogue is
+// specialised for (the strides 8 and 16 of 64- and 128-token key blocks, and 4 and 32 beside them), else
+// with 0 (C read at run time).
+template <typename F>
+void withColsPerBlock(int C, F&& f) {
+  switch (C) {
+    case 4:
+      return f(std::integral_constant<int, 4>{});
+    case 8:
+      return f(std::integral_constant<int, 8>{});
+    case 16:
+      return f(std::integral_constant<int, 16>{});
+    case 32:
+      return f(std::integral_constant<int, 32>{});
+    default:
+      return f(std::integral_constant<int, 0>{});
+  }
+}
+
 template <typename T, int D, class Tile>
-void scoreKernelSm90(const MethodLaunch& l, const Strided& st, float2* me) {
+void scoreKernelSm90(const MethodLaunch& l, const Strided& st, float2* me, const int2* tiles, int nTiles) {
   const Problem& p = l.problem;
   const CUtensorMapDataType type =
       std::is_same_v<T, __half> ? CU_TENSOR_MAP_DATA_TYPE_FLOAT16 : CU_TENSOR_MAP_DATA_TYPE_BFLOAT16;
@@ -285,19 +327,21 @@ void scoreKernelSm90(const MethodLaunch& l, const Strided& st, float2* me) {
   const CUtensorMap kmap =
       tensorMap3d(l.qkv.k, type, 2, D, st.S, uint64_t(p.B) * p.Hkv * st.cols, 64, 1, Tile::BN);
   requireSharedMemory(Tile::kSmem, "XAttention's score kernel", D);
-  auto kernel = sparge_predict_xattn_scores_sm90<T, D, Tile>;
-  check(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)Tile::kSmem),
-        "cudaFuncSetAttribute(sparge_predict_xattn_scores_sm90)");
-  const dim3 grid((st.cols + Tile::BN - 1) / Tile::BN, (st.rows + Tile::BM - 1) / Tile::BM, p.B * p.nHeads);
-  const ScoreArgs g{p.heads, p.Hq, p.Hkv, p.nHeads, p.Nkv, st, me};
-  kernel<<<grid, Tile::kThreads, Tile::kSmem, l.stream>>>(qmap, kmap, g);
+  const dim3 grid(nTiles, p.B * p.nHeads);
+  const ScoreArgs g{tiles, p.heads, p.Hq, p.Hkv, p.nHeads, p.Nkv, st, me};
+  withColsPerBlock(st.colsPerBlock, [&](auto c) {
+    auto kernel = sparge_predict_xattn_scores_sm90<T, D, Tile, decltype(c)::value>;
+    check(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)Tile::kSmem),
+          "cudaFuncSetAttribute(sparge_predict_xattn_scores_sm90)");
+    kernel<<<grid, Tile::kThreads, Tile::kSmem, l.stream>>>(qmap, kmap, g);
+  });
   checkLaunch("sparge_predict_xattn_scores_sm90");
 }
 
 template <typename T, int D>
-void scores(const MethodLaunch& l, const Strided& st, float2* me) {
-  if (!wgmmaScores(l.problem, st.S)) return scoreKernel<T, D>(l, st, me);
-  scoreKernelSm90<T, D, ScoreTileSm90>(l, st, me);
+void scores(const MethodLaunch& l, const Strided& st, float2* me, const int2* tiles, int nTiles) {
+  if (!wgmmaScores(l.problem, st.S)) return scoreKernel<T, D>(l, st, me, tiles, nTiles);
+  scoreKernelSm90<T, D, ScoreTileSm90>(l, st, me, tiles, nTiles);
 }
 
 // The selection sorts a row in one warp's registers (and the block sums keep one there): up to
@@ -326,15 +370,24 @@ void xattentionStats(const MethodLaunch& l, DeviceBuffer& stats, DeviceBuffer& s
   const Problem& p = l.problem;
   requireSelectableRows(p.nk);
   const Strided st = stridedOf(l, strideOf(l));
-  scratch.reserve(sizeof(float2) * p.B * p.nHeads * (size_t)st.rows * p.nk, "XAttention block maxima");
+  // The pairs, then the visible tiles' list behind them.
+  const size_t pairBytes = (sizeof(float2) * p.B * p.nHeads * (size_t)st.rows * p.nk + 255) / 256 * 256;
+  const std::vector<int2> tiles = visibleTiles(st);
+  scratch.reserve(pairBytes + sizeof(int2) * tiles.size(), "XAttention block maxima");
   stats.reserve(sizeof(float) * p.B * p.Hq * (size_t)p.nq * p.nk, "XAttention block mass");
   auto* me = scratch.as<float2>();
-  withHeadDim(p.D, "XAttention", [&](auto d) {
-    if (l.qkv.et == ElemType::F16)
-      scores<__half, decltype(d)::value>(l, st, me);
-    else
-      scores<__nv_bfloat16, decltype(d)::value>(l, st, me);
-  });
+  auto* devTiles = reinterpret_cast<int2*>(static_cast<char*>(scratch.get()) + pairBytes);
+  if (!tiles.empty()) {
+    check(cudaMemcpyAsync(devTiles, tiles.data(), sizeof(int2) * tiles.size(), cudaMemcpyHostToDevice,
+                          l.stream),
+          "upload XAttention's score tiles");
+    withHeadDim(p.D, "XAttention", [&](auto d) {
+      if (l.qkv.et == ElemType::F16)
+        scores<__half, decltype(d)::value>(l, st, me, devTiles, (int)tiles.size());
+      else
+        scores<__nv_bfloat16, decltype(d)::value>(l, st, me, devTiles, (int)tiles.size());
+    });
+  }
   const dim3 grid((p.nq + kBlockWarps - 1) / kBlockWarps, p.B * p.nHeads);
   withLaneBlocks(p.nk, [&](auto e) {
     sparge_predict_xattn_blocks<decltype(e)::value>

@@ -25,8 +25,8 @@ struct Strided {
   Visibility vis;
   int Nq;
   // The strided columns whose S x S sub-tile holds a visible pair for strided row a (core's keysSeenBy).
-  __device__ __forceinline__ KeySpan columnsOf(int a) const {
-    const KeySpan k = vis.keysSeenBy(a * S, min(Nq, (a + 1) * S));
+  __host__ __device__ __forceinline__ KeySpan columnsOf(int a) const {
+    const KeySpan k = vis.keysSeenBy(a * S, (a + 1) * S < Nq ? (a + 1) * S : Nq);
     return k.empty() ? k : KeySpan{k.first / S, k.last / S};
   }
 };
@@ -44,6 +44,7 @@ struct XattnTile {
 };
 
 struct ScoreArgs {
+  const int2* tiles;  // the output tiles a head computes (row tile, column tile), blockIdx.x's (visibleTiles)
   const int* heads;
   int Hq, Hkv, nHeads, Nkv;
   Strided st;
@@ -104,51 +105,80 @@ __device__ __forceinline__ void mmaChunk(float (&acc)[Tile::MT][Tile::NT][4], co
   }
 }
 
+constexpr int log2Of(int c) {
+  return c <= 1 ? 0 : 1 + log2Of(c / 2);
+}
+
+// Whether column c lies among the n columns from f (one unsigned comparison).
+__device__ __forceinline__ bool seen(int c, int f, int n) {
+  return unsigned(c - f) < unsigned(n);
+}
+
+// m, or 0 where m is -inf: exp(x - finiteOr0(m)) is then exp(-inf) = 0 for the -inf scores of a block no
+// row sees, without a branch and without -inf - -inf, and equal to exp(x - m) otherwise.
+__device__ __forceinline__ float finiteOr0(float m) {
+  return m == -INFINITY ? 0.f : m;
+}
+
 // Per row of the warp's part and key block: M = the block's max of the visible scaled scores, E = Σ exp(s
-// - M) (M = -inf, E = 0 when none is visible). A block spans C = colsPerBlock columns: within an n8 tile
-// the quad's lanes combine (C of 4 or more), across n8 tiles (C of 16 or more) a lane combines its running
-// pair with the next tile's (E·exp(M - M') + e·exp(m - M')).
-template <class Tile>
+// - M) (M = -inf, E = 0 when none is visible). A block spans C = colsPerBlock columns, a power of two (the
+// stride divides the tile): within an n8 tile the quad's lanes combine (C of 4 or more), across n8 tiles (C
+// of 16 or more) a lane combines its running pair with the next tile's (E·exp(M - M') + e·exp(m - M')).
+// kC > 0 fixes C at compile time, so that the block tests and indices fold away and the unrolled epilogue
+// stays small enough for the instruction cache: it runs once a tile, with only the other CTA's products
+// beside it. kC = 0 takes C from st (shifts and masks, C being a power of two).
+template <class Tile, int kC = 0>
 __device__ __forceinline__ void writeBlockMaxima(const float (&acc)[Tile::MT][Tile::NT][4], const int* first,
                                                  const int* last, int a0, int c0, int rowBase, int colBase,
                                                  const Strided& st, float2* me) {
-  const int lane = threadIdx.x & 31, gr = lane >> 2, tq = lane & 3, C = st.colsPerBlock;
-  const int per = C >= 8 ? C / 8 : 1;  // n8 tiles a block spans
+  const int lane = threadIdx.x & 31, gr = lane >> 2, tq = lane & 3;
+  const int C = kC > 0 ? kC : st.colsPerBlock, shift = kC > 0 ? log2Of(kC) : __ffs(C) - 1;
+  const int per = C >= 8 ? C / 8 : 1;  // n8 tiles a block spans, a power of two
   const bool writer = C >= 8 ? tq == 0 : C == 4 ? (tq & 1) == 0 : true;
+  // nt outside h: each n8 tile's four accumulators are consumed together, so the live ones shrink steadily
+  // (h outside left half of them waiting through the first row's pass, and ptxas spilling).
 #pragma unroll
-  for (int mt = 0; mt < Tile::MT; ++mt)
+  for (int mt = 0; mt < Tile::MT; ++mt) {
+    int f[2], n[2];
+    bool rowOut[2];
+    float2* out[2];
+    float M[2] = {-INFINITY, -INFINITY}, E[2] = {0.f, 0.f};
 #pragma unroll
     for (int h = 0; h < 2; ++h) {
-      const int r = rowBase + mt * 16 + gr + 8 * h, a = a0 + r, f = first[r], l = last[r];
-      float2* out = me + (size_t)a * st.nk;
-      float M = -INFINITY, E = 0.f;
+      const int r = rowBase + mt * 16 + gr + 8 * h, a = a0 + r;
+      f[h] = first[r], n[h] = max(last[r] - f[h] + 1, 0), rowOut[h] = a < st.rows;
+      out[h] = me + (size_t)a * st.nk;
+    }
 #pragma unroll
-      for (int nt = 0; nt < Tile::NT; ++nt) {
+    for (int nt = 0; nt < Tile::NT; ++nt)
+#pragma unroll
+      for (int h = 0; h < 2; ++h) {
         const int col = c0 + colBase + nt * 8 + 2 * tq;
-        const float v0 = col >= f && col <= l ? acc[mt][nt][2 * h] * st.scale : -INFINITY;
-        const float v1 = col + 1 >= f && col + 1 <= l ? acc[mt][nt][2 * h + 1] * st.scale : -INFINITY;
+        const float v0 = seen(col, f[h], n[h]) ? acc[mt][nt][2 * h] * st.scale : -INFINITY;
+        const float v1 = seen(col + 1, f[h], n[h]) ? acc[mt][nt][2 * h + 1] * st.scale : -INFINITY;
         if (C == 1) {
-          if (a < st.rows && col < st.nk) out[col] = make_float2(v0, v0 == -INFINITY ? 0.f : 1.f);
-          if (a < st.rows && col + 1 < st.nk) out[col + 1] = make_float2(v1, v1 == -INFINITY ? 0.f : 1.f);
+          if (rowOut[h] && col < st.nk) out[h][col] = make_float2(v0, v0 == -INFINITY ? 0.f : 1.f);
+          if (rowOut[h] && col + 1 < st.nk) out[h][col + 1] = make_float2(v1, v1 == -INFINITY ? 0.f : 1.f);
           continue;
         }
         float m = fmaxf(v0, v1);
         if (C >= 4) m = fmaxf(m, __shfl_xor_sync(0xffffffffu, m, 1));
         if (C >= 8) m = fmaxf(m, __shfl_xor_sync(0xffffffffu, m, 2));
-        float e = m == -INFINITY ? 0.f : expf(v0 - m) + expf(v1 - m);
+        float e = expf(v0 - finiteOr0(m)) + expf(v1 - finiteOr0(m));
         if (C >= 4) e += __shfl_xor_sync(0xffffffffu, e, 1);
         if (C >= 8) e += __shfl_xor_sync(0xffffffffu, e, 2);
-        if (nt % per == 0) {
-          M = m, E = e;
+        if ((nt & (per - 1)) == 0) {
+          M[h] = m, E[h] = e;
         } else {
-          const float Mn = fmaxf(M, m);
-          E = (M == -INFINITY ? 0.f : E * expf(M - Mn)) + (m == -INFINITY ? 0.f : e * expf(m - Mn));
-          M = Mn;
+          const float Mn = fmaxf(M[h], m);
+          E[h] = E[h] * expf(M[h] - finiteOr0(Mn)) + e * expf(m - finiteOr0(Mn));
+          M[h] = Mn;
         }
-        const int j = col / C;
-        if (nt % per == per - 1 && writer && a < st.rows && j < st.nk) out[j] = make_float2(M, E);
+        const int j = col >> shift;
+        if ((nt & (per - 1)) == per - 1 && writer && rowOut[h] && j < st.nk)
+          out[h][j] = make_float2(M[h], E[h]);
       }
-    }
+  }
 }
 
 // Each strided row's visible columns (first > last: none) into first/last [BM]; whether any row of the tile
@@ -165,8 +195,8 @@ __device__ __forceinline__ bool tileSeesKeys(const Strided& st, int a0, int c0, 
   return __syncthreads_or(sees);
 }
 
-// One CTA per output tile: blockIdx.x the column tile, blockIdx.y the row tile, blockIdx.z = b * nHeads +
-// head index. Dynamic smem: Tile::kSmem.
+// One CTA per output tile: blockIdx.x indexes g.tiles, blockIdx.y = b * nHeads + head index. Dynamic smem:
+// Tile::kSmem.
 template <typename T, int D, class Tile>
 __global__ void __launch_bounds__(Tile::kThreads, Tile::kMinBlocks)
     sparge_predict_xattn_scores(const T* __restrict__ q, const T* __restrict__ k, const ScoreArgs g) {
@@ -174,7 +204,8 @@ __global__ void __launch_bounds__(Tile::kThreads, Tile::kMinBlocks)
   constexpr int BM = Tile::BM, BN = Tile::BN, kStages = Tile::kStages;
   __shared__ int first[BM], last[BM];
   const Strided& st = g.st;
-  const int a0 = blockIdx.y * BM, c0 = blockIdx.x * BN, y = blockIdx.z;
+  const int2 tile = g.tiles[blockIdx.x];
+  const int a0 = tile.x * BM, c0 = tile.y * BN, y = blockIdx.y;
   if (!tileSeesKeys<BM, BN, Tile::kThreads>(st, a0, c0, first, last)) return;
   const int b = y / g.nHeads, hq = g.heads[y % g.nHeads];
   const T* qh = q + (size_t)(b * g.Hq + hq) * st.Nq * D;

@@ -102,8 +102,9 @@ __device__ __forceinline__ void consumeXattn(float (&acc)[Tile::NB][16][4], cons
 
 #endif  // SPARGE_SM90A_DEVICE
 
-// One CTA per output tile (grid as sparge_predict_xattn_scores). Dynamic smem: Tile::kSmem.
-template <typename T, int D, class Tile>
+// One CTA per output tile (grid as sparge_predict_xattn_scores); kC as writeBlockMaxima's. Dynamic smem:
+// Tile::kSmem.
+template <typename T, int D, class Tile, int kC>
 __global__ void __launch_bounds__(Tile::kThreads, Tile::kMinBlocks)
     sparge_predict_xattn_scores_sm90(const __grid_constant__ CUtensorMap qmap,
                                      const __grid_constant__ CUtensorMap kmap, const ScoreArgs g) {
@@ -111,7 +112,8 @@ __global__ void __launch_bounds__(Tile::kThreads, Tile::kMinBlocks)
   extern __shared__ unsigned char smemRaw[];
   __shared__ int first[Tile::BM], last[Tile::BM];
   const Strided& st = g.st;
-  const int a0 = blockIdx.y * Tile::BM, c0 = blockIdx.x * Tile::BN, y = blockIdx.z;
+  const int2 tile = g.tiles[blockIdx.x];
+  const int a0 = tile.x * Tile::BM, c0 = tile.y * Tile::BN, y = blockIdx.y;
   if (!tileSeesKeys<Tile::BM, Tile::BN, Tile::kThreads>(st, a0, c0, first, last)) return;
   const XattnRing<Tile> ring{((uint32_t)__cvta_generic_to_shared(smemRaw) + 1023u) & ~1023u};
   if (threadIdx.x == 0) {
@@ -136,8 +138,8 @@ __global__ void __launch_bounds__(Tile::kThreads, Tile::kMinBlocks)
     const int rowBase = wg * 64 + ((threadIdx.x / 32) % 4) * 16;
 #pragma unroll
     for (int nb = 0; nb < Tile::NB; ++nb)
-      writeBlockMaxima<Tile>(reinterpret_cast<const float(&)[1][16][4]>(acc[nb]), first, last, a0, c0,
-                             rowBase, nb * 128, st, g.me + (size_t)y * st.rows * st.nk);
+      writeBlockMaxima<Tile, kC>(reinterpret_cast<const float(&)[1][16][4]>(acc[nb]), first, last, a0, c0,
+                                 rowBase, nb * 128, st, g.me + (size_t)y * st.rows * st.nk);
   }
 #else
   (void)qmap, (void)kmap, (void)g;
