@@ -154,6 +154,10 @@ TEST(CudaMethods, RandomCapturesMatchCpuEngine) {
       {{1, 4, 4, 1100, 1100, 128, DType::BFloat16, true}, core::kGeometry64x128, {300, -1}, true, true},
       // Whole groups of every stride on both sides (XAttention's wgmma kernel on Hopper), partial tiles.
       {{2, 4, 2, 1024, 1536, 128, DType::Float16, false}, core::kGeometry64x128, {}, false, false},
+      // Several row tiles of XAttention's score kernels whose seen column tiles start past the first (a
+      // window): the list of seen tiles (visibleTiles in xattention.cu) must hold every tile a row sees.
+      {{1, 2, 1, 4096, 4096, 64, DType::Float16, true}, core::kGeometry64x128, {1000, -1}, false, false},
+      {{1, 2, 2, 3000, 4000, 128, DType::BFloat16, false}, core::kGeometry128x64, {700, 300}, false, false},
   };
   for (Method m : deviceMethods()) {
     Tally t;
