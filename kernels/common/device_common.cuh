@@ -6,6 +6,7 @@
 #include <cuda_fp16.h>
 #include <cuda_fp8.h>
 
+#include <cmath>
 #include <cstdint>
 
 namespace sparge::cuda {
@@ -35,6 +36,12 @@ struct Elem<__nv_bfloat16> {
 template <typename T>
 __device__ __forceinline__ float roundT(float x) {
   return Elem<T>::toF(Elem<T>::fromF(x));
+}
+
+// m, or 0 where m is -inf: exp(x - finiteOr0(m)) is then exp(-inf) = 0 for the -inf scores of a run no
+// query sees, without a branch and without -inf - -inf, and equal to exp(x - m) otherwise.
+__device__ __forceinline__ float finiteOr0(float m) {
+  return m == -INFINITY ? 0.f : m;
 }
 
 // Maximum and sum over the lane quad (lanes 4g .. 4g + 3) that holds a row of an MMA accumulator fragment.

@@ -35,9 +35,9 @@ __device__ __forceinline__ void foldStats(const float (&v)[kGroup][4], int hh, f
 #pragma unroll
   for (int u = 0; u < kGroup; ++u) gm = fmaxf(gm, fmaxf(v[u][2 * hh], v[u][2 * hh + 1]));
   const float mn = fmaxf(m, gm);
-  // No branch: when every value so far is −inf, ms = 0 turns each term into exp(−inf) = 0 and (m, l) stays
-  // (−inf, 0), as an early return would leave it.
-  const float ms = mn == -INFINITY ? 0.f : mn;
+  // No branch: when every value so far is −inf, each term is exp(−inf) = 0 and (m, l) stays (−inf, 0), as an
+  // early return would leave it.
+  const float ms = finiteOr0(mn);
   float acc = m == -INFINITY ? 0.f : l * expf(m - ms);
 #pragma unroll
   for (int u = 0; u < kGroup; ++u) acc += expf(v[u][2 * hh] - ms) + expf(v[u][2 * hh + 1] - ms);

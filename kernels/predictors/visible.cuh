@@ -4,6 +4,8 @@
 
 #include <cuda_runtime.h>
 
+#include <algorithm>
+
 #include "common/launch.h"
 
 namespace sparge::cuda::predictors {
@@ -18,8 +20,8 @@ struct Visibility {
   int nKv = 0, left = -1, right = -1;
   __host__ __device__ __forceinline__ KeySpan keysOf(int q) const {
     KeySpan r{0, nKv - 1};
-    if (right >= 0 && q + right < r.last) r.last = q + right;
-    if (left >= 0 && q - left > 0) r.first = q - left;
+    if (right >= 0) r.last = std::min(r.last, q + right);
+    if (left >= 0) r.first = std::max(0, q - left);
     return r;
   }
   // The union of keysOf(q) over q in [q0, q1) (visible ranges only move right as q grows).
@@ -29,8 +31,8 @@ struct Visibility {
     for (int q = q0; q < q1; ++q) {
       const KeySpan r = keysOf(q);
       if (r.empty()) continue;
-      out.first = any ? (r.first < out.first ? r.first : out.first) : r.first;
-      out.last = any ? (r.last > out.last ? r.last : out.last) : r.last;
+      out.first = any ? std::min(out.first, r.first) : r.first;
+      out.last = any ? std::max(out.last, r.last) : r.last;
       any = true;
     }
     return out;

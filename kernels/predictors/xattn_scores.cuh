@@ -11,8 +11,10 @@
 
 #include <cuda_runtime.h>
 
+#include <algorithm>
 #include <cmath>
 
+#include "common/device_common.cuh"
 #include "common/mma_sm80.cuh"
 #include "predictors/visible.cuh"
 
@@ -26,7 +28,7 @@ struct Strided {
   int Nq;
   // The strided columns whose S x S sub-tile holds a visible pair for strided row a (core's keysSeenBy).
   __host__ __device__ __forceinline__ KeySpan columnsOf(int a) const {
-    const KeySpan k = vis.keysSeenBy(a * S, (a + 1) * S < Nq ? (a + 1) * S : Nq);
+    const KeySpan k = vis.keysSeenBy(a * S, std::min(Nq, (a + 1) * S));
     return k.empty() ? k : KeySpan{k.first / S, k.last / S};
   }
 };
@@ -112,12 +114,6 @@ constexpr int log2Of(int c) {
 // Whether column c lies among the n columns from f (one unsigned comparison).
 __device__ __forceinline__ bool seen(int c, int f, int n) {
   return unsigned(c - f) < unsigned(n);
-}
-
-// m, or 0 where m is -inf: exp(x - finiteOr0(m)) is then exp(-inf) = 0 for the -inf scores of a block no
-// row sees, without a branch and without -inf - -inf, and equal to exp(x - m) otherwise.
-__device__ __forceinline__ float finiteOr0(float m) {
-  return m == -INFINITY ? 0.f : m;
 }
 
 // Per row of the warp's part and key block: M = the block's max of the visible scaled scores, E = Σ exp(s
