@@ -111,10 +111,11 @@ constexpr int kSelectWarps = 4;
 // total. Each lane holds the sorted positions lane·E .. lane·E + E - 1; their cumulative masses come from a
 // warp scan, whose sums are associated differently from the loop's: each differs from the exact sum by at
 // most (nk + 2) ulps of the total, so where every such mass lies further than that from τ · total, the scan
-// decides as the loop does. Otherwise (false returned) the caller runs the loop itself.
+// decides as the loop does. Otherwise (false returned) the caller runs the loop itself. keepRest: whether
+// the loop, past every sorted entry, still keeps the zero-mass entries left out of the sort.
 template <int E>
 __device__ __forceinline__ bool keptByScan(const float (&key)[E], double forcedSum, double total,
-                                           double required, int nk, bool (&kept)[E]) {
+                                           double required, int nk, bool (&kept)[E], bool& keepRest) {
   const int lane = threadIdx.x & 31;
   double local = 0;
 #pragma unroll
@@ -128,7 +129,9 @@ __device__ __forceinline__ bool keptByScan(const float (&key)[E], double forcedS
   double before = __shfl_up_sync(0xffffffffu, inclusive, 1);
   double cumulative = forcedSum + (lane == 0 ? 0.0 : before);
   const double margin = double(nk + 2) * 0x1p-50 * (total + forcedSum);
-  bool near = false;
+  const double end = forcedSum + __shfl_sync(0xffffffffu, inclusive, 31);
+  keepRest = end < required;
+  bool near = fabs(end - required) <= margin;
 #pragma unroll
   for (int e = 0; e < E; ++e) {
     const bool live = key[e] >= 0.f;
@@ -139,11 +142,58 @@ __device__ __forceinline__ bool keptByScan(const float (&key)[E], double forcedS
   return !__any_sync(0xffffffffu, near);
 }
 
+// What one row's selection needs beside its sorted span.
+struct SelectRow {
+  const float* mass;
+  size_t rowOff;
+  int nk, first, last;  // the span sorted: every entry outside it has zero mass or is forced
+  double forcedSum, total, required;
+};
+
+// The row's entries first .. last sorted in one warp (E a lane, 32·E >= last - first + 1) and kept by the
+// rule; the zero-mass entries outside the span sort after every positive mass and before the forced ones in
+// the full order, and the cumulative mass no longer moves there, so they share one decision (keepRest),
+// which `rest` applies. Returns false where the caller must decide by the sequential loop (keptByScan),
+// after it left the sorted entries in sortedKey / sortedId.
+template <int E, class Live, class Rest>
+__device__ __forceinline__ bool selectSpan(const SelectRow& r, Live live, Rest rest, MethodRows& out,
+                                           float* sortedKey, int* sortedId) {
+  const int lane = threadIdx.x & 31;
+  float key[E];
+  int id[E];
+#pragma unroll
+  for (int e = 0; e < E; ++e) {
+    const int j = r.first + lane * E + e;
+    // Forced blocks of causal rows (the CPU's NaN) and padding sort after every mass (>= 0).
+    key[e] = j <= r.last && live(j) ? r.mass[j] : -1.f;
+    id[e] = j <= r.last ? j : INT_MAX;
+  }
+  bitonicSortWarp<E>(key, id);
+  bool kept[E], keepRest;
+  const bool decided = keptByScan<E>(key, r.forcedSum, r.total, r.required, r.nk, kept, keepRest);
+  __syncwarp();  // the zeros the caller stored land before any lane's ones
+  if (decided) {
+#pragma unroll
+    for (int e = 0; e < E; ++e)
+      if (kept[e]) out.selected[r.rowOff + id[e]] = 1;
+    if (keepRest) rest();
+    return true;
+  }
+#pragma unroll
+  for (int e = 0; e < E; ++e) {
+    sortedKey[lane * E + e] = key[e];
+    sortedId[lane * E + e] = id[e];
+  }
+  __syncwarp();
+  return false;
+}
+
 // One warp per row (query block i of one head): the score (block mass over the row's total), the blocks the
 // method keeps (key block 0, and the diagonal on causal entries, whose mass counts toward τ first there), and
-// the others largest first (ties to the lower index) while the cumulative mass stays below τ · total.
-// Dynamic smem per warp: the sorted keys (32*E floats) and their blocks (32*E ints), for the loop that
-// decides rows the scan cannot (keptByScan).
+// the others largest first (ties to the lower index) while the cumulative mass stays below τ · total. Only
+// the span from the first to the last block of nonzero mass is sorted, in as few registers a lane as it
+// needs (a causal row's seen prefix: half the row on average). Dynamic smem per warp: the sorted keys (32*E
+// floats) and their blocks (32*E ints), for the loop that decides rows the scan cannot (keptByScan).
 template <int E>
 __global__ void __launch_bounds__(kSelectWarps * 32)
     sparge_predict_xattn_select(const SelectIn in, MethodRows out) {
@@ -155,59 +205,66 @@ __global__ void __launch_bounds__(kSelectWarps * 32)
   int* sortedId = reinterpret_cast<int*>(smem + kSelectWarps * 32 * E * sizeof(float)) + warp * 32 * E;
   const int nk = in.nk, i = row % in.nq, hq = in.heads[(row / in.nq) % in.nHeads],
             b = row / (in.nq * in.nHeads);
-  const size_t rowOff = ((size_t)(b * in.Hq + hq) * in.nq + i) * nk;
-  const float* mass = in.blockMass + rowOff;
+  SelectRow r;
+  r.rowOff = ((size_t)(b * in.Hq + hq) * in.nq + i) * nk;
+  r.mass = in.blockMass + r.rowOff;
+  r.nk = nk;
   auto forced = [&](int j) {
     return j == 0 || (in.causal && (in.blocks[(size_t)i * nk + j] & kBlockOnDiagonal));
   };
+  auto live = [&](int j) { return !(in.causal && forced(j)); };
   double total = 0, forcedSum = 0;
+  int first = INT_MAX, last = -1;
   for (int j = lane; j < nk; j += 32) {
-    total += mass[j];
-    if (in.causal && forced(j)) forcedSum += mass[j];
+    const float m = r.mass[j];
+    total += m;
+    if (!live(j)) forcedSum += m;
+    if (live(j) && m != 0.f) first = min(first, j), last = j;  // NaN counts as nonzero
   }
   for (int o = 16; o > 0; o >>= 1) {
     total += __shfl_xor_sync(0xffffffffu, total, o);
     forcedSum += __shfl_xor_sync(0xffffffffu, forcedSum, o);
+    first = min(first, __shfl_xor_sync(0xffffffffu, first, o));
+    last = max(last, __shfl_xor_sync(0xffffffffu, last, o));
   }
   for (int j = lane; j < nk; j += 32) {
-    out.score[rowOff + j] = total > 0 ? float(double(mass[j]) / total) : 0.f;
-    out.methodForced[rowOff + j] = forced(j) ? 1 : 0;
-    out.selected[rowOff + j] = 0;
+    out.score[r.rowOff + j] = total > 0 ? float(double(r.mass[j]) / total) : 0.f;
+    out.methodForced[r.rowOff + j] = forced(j) ? 1 : 0;
+    out.selected[r.rowOff + j] = 0;
   }
-  // Forced blocks of causal rows (the CPU's NaN) and padding sort after every mass (>= 0).
-  float key[E];
-  int id[E];
-#pragma unroll
-  for (int e = 0; e < E; ++e) {
-    const int j = lane * E + e;
-    key[e] = j < nk && !(in.causal && forced(j)) ? mass[j] : -1.f;
-    id[e] = j < nk ? j : INT_MAX;
+  r.first = last < 0 ? 0 : first;
+  r.last = last < 0 ? 0 : last;
+  r.forcedSum = forcedSum;
+  r.total = total;
+  r.required = in.threshold[hq] * total;
+  auto rest = [&] {  // the live zero-mass entries outside the span
+    for (int j = lane; j < nk; j += 32)
+      if ((j < r.first || j > r.last) && live(j)) out.selected[r.rowOff + j] = 1;
+  };
+  const int width = r.last - r.first + 1;
+  bool decided;
+  if (E >= 1 && width <= 32)
+    decided = selectSpan<1>(r, live, rest, out, sortedKey, sortedId);
+  else if (E >= 2 && width <= 64)
+    decided = selectSpan<(E >= 2 ? 2 : 1)>(r, live, rest, out, sortedKey, sortedId);
+  else if (E >= 4 && width <= 128)
+    decided = selectSpan<(E >= 4 ? 4 : 1)>(r, live, rest, out, sortedKey, sortedId);
+  else if (E >= 8 && width <= 256)
+    decided = selectSpan<(E >= 8 ? 8 : 1)>(r, live, rest, out, sortedKey, sortedId);
+  else if (E >= 16 && width <= 512)
+    decided = selectSpan<(E >= 16 ? 16 : 1)>(r, live, rest, out, sortedKey, sortedId);
+  else
+    decided = selectSpan<E>(r, live, rest, out, sortedKey, sortedId);
+  if (decided || lane != 0) return;
+  double cumulative = forcedSum;
+  for (int x = 0; x < width; ++x) {
+    if (sortedKey[x] < 0.f || !(cumulative < r.required)) break;
+    out.selected[r.rowOff + sortedId[x]] = 1;
+    cumulative += sortedKey[x];
   }
-  bitonicSortWarp<E>(key, id);
-  const double required = in.threshold[hq] * total;
-  bool kept[E];
-  const bool decided = keptByScan<E>(key, forcedSum, total, required, nk, kept);
-  __syncwarp();  // the zeros above land before any lane's ones
-  if (decided) {
-#pragma unroll
-    for (int e = 0; e < E; ++e)
-      if (kept[e]) out.selected[rowOff + id[e]] = 1;
-    return;
-  }
-#pragma unroll
-  for (int e = 0; e < E; ++e) {
-    sortedKey[lane * E + e] = key[e];
-    sortedId[lane * E + e] = id[e];
-  }
-  __syncwarp();
-  if (lane == 0) {
-    double cumulative = forcedSum;
-    for (int x = 0; x < nk; ++x) {
-      if (sortedKey[x] < 0.f || !(cumulative < required)) break;
-      out.selected[rowOff + sortedId[x]] = 1;
-      cumulative += sortedKey[x];
-    }
-  }
+  if (cumulative < r.required)
+    for (int j = 0; j < nk; ++j)
+      if ((j < r.first || j > r.last) && live(j)) out.selected[r.rowOff + j] = 1;
 }
 
 template <int E>
