@@ -1,5 +1,5 @@
-// Device helpers shared by the kernel families: element conversions, exp2, e4m3 packing and the causal
-// block rule of Stage 1.
+// Device helpers shared by the kernel families: element conversions, exp2, exact quotients by a shared
+// divisor, e4m3 packing and the causal block rule of Stage 1.
 #pragma once
 
 #include <cuda_bf16.h>
@@ -8,6 +8,7 @@
 
 #include <cmath>
 #include <cstdint>
+#include <type_traits>
 
 namespace sparge::cuda {
 
@@ -42,6 +43,40 @@ __device__ __forceinline__ float roundT(float x) {
 // query sees, without a branch and without -inf - -inf, and equal to exp(x - m) otherwise.
 __device__ __forceinline__ float finiteOr0(float m) {
   return m == -INFINITY ? 0.f : m;
+}
+
+// Quotients by one divisor b, each bit for bit the IEEE one (a / b rounded to nearest) in three instructions
+// instead of a division's ~10 with its range check and branch: from r = 1/b rounded to nearest, q = a·r, the
+// residual a - b·q (exact in an FMA) and q + residual·r round to a/b (Markstein's theorem; every significand
+// of a against 3,000 of b checked on the CPU). The theorem needs r, q and the residual normal: true for the
+// operands of the callers when they come from fp16 values (nonzero magnitudes 2^-24 .. 65504, divisors a
+// norm of such values or amax/127 + 1e-7, so 2^-24 .. 2^21), which kExactFor says; bf16 values reach fp32's
+// exponent range, where quotients may underflow, so those are divided. The special values agree too: b = 0
+// (a zero norm) gives NaN like 0/0; b = inf is clamped to the largest float so that a finite a gives 0 and
+// inf gives NaN; a NaN b gives NaN; a zero a may come out +0 for -0, which no caller tells apart.
+struct Quotient {
+  template <typename T>
+  static constexpr bool kExactFor = std::is_same_v<T, __half>;
+  float divisor, b, r;
+  __device__ __forceinline__ explicit Quotient(float d) {  // the host pass sees no intrinsics here
+    divisor = d;
+    b = fminf(d, 3.402823466e38f);
+    r = __frcp_rn(d);
+  }
+  __device__ __forceinline__ float operator()(float a) const {
+    const float q = __fmul_rn(a, r);
+    return __fmaf_rn(__fmaf_rn(-b, q, a), r, q);
+  }
+};
+
+// a / b for operands that come from values of type T: Markstein's quotient where it is exact, else the
+// division.
+template <typename T>
+__device__ __forceinline__ float quotient(float a, const Quotient& byB) {
+  if constexpr (Quotient::kExactFor<T>)
+    return byB(a);
+  else
+    return a / byB.divisor;
 }
 
 // Maximum and sum over the lane quad (lanes 4g .. 4g + 3) that holds a row of an MMA accumulator fragment.

@@ -37,10 +37,19 @@ __device__ __forceinline__ float smoothed(T x, const T* km, int d) {
   return roundT<T>(Elem<T>::toF(x) - Elem<T>::toF(km[d]));
 }
 
-// SpargeAttn's INT8 rounding: round half away from zero of x / scale (fp32 division).
-__device__ __forceinline__ int8_t toInt8(float x, float scale) {
-  const float v = x / scale;
+// SpargeAttn's INT8 rounding: round half away from zero of v = x / scale (the fp32 quotient).
+__device__ __forceinline__ int8_t roundToInt8(float v) {
   return (int8_t)__float2int_rz(v + (v >= 0.f ? 0.5f : -0.5f));
+}
+
+// Eight values of one tile quantized with its scale.
+template <typename T>
+__device__ __forceinline__ uint2 toInt8x8(const float (&x)[8], const Quotient& byScale) {
+  uint2 packed;
+  int8_t* b = reinterpret_cast<int8_t*>(&packed);
+#pragma unroll
+  for (int u = 0; u < 8; ++u) b[u] = roundToInt8(quotient<T>(x[u], byScale));
+  return packed;
 }
 
 // The statistics of block `blk` of head `bh` (x: [BH][N][D], D = 32·NC), called by all 128 threads of the
@@ -96,11 +105,11 @@ __device__ __forceinline__ float blockStatsPass(const T* __restrict__ x, int N, 
 #pragma unroll
     for (int g = 0; g < kRows; ++g) {
       if (r0 + 4 * g >= BS) break;
-      const float nrm = sqrtf(ss[g]);  // zero (padded or zero) rows give 0/0 = NaN below: the NaN rule
+      const Quotient byNorm(sqrtf(ss[g]));  // zero (padded or zero) rows give 0/0 = NaN: the NaN rule
 #pragma unroll
       for (int c = 0; c < NC; ++c) {
         col[c] += v[g][c];
-        unit[c] += __half2float(__float2half_rn(v[g][c] / nrm));  // unit vectors are fp16 even for bf16
+        unit[c] += __half2float(__float2half_rn(quotient<T>(v[g][c], byNorm)));  // fp16 even for bf16
       }
     }
   }

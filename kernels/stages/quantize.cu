@@ -99,17 +99,14 @@ __global__ void __launch_bounds__(kQuantThreads)
     }
   }
   const float s = blockMax(amax, red) / 127.f + 1e-7f;
+  const Quotient byScale(s);
   if (threadIdx.x == 0) scale[(size_t)bh * nTiles + tile] = s;
   int8_t* dst = out + ((size_t)bh * nTiles + tile) * R * D;
 #pragma unroll
   for (int c = 0; c < kPerThread; ++c) {
     const int chunk = threadIdx.x + c * kQuantThreads;
     if (chunk >= kChunks) continue;
-    uint2 packed;
-    int8_t* b = reinterpret_cast<int8_t*>(&packed);
-#pragma unroll
-    for (int u = 0; u < 8; ++u) b[u] = toInt8(v[c][u], s);
-    *reinterpret_cast<uint2*>(dst + (size_t)chunk * 8) = packed;
+    *reinterpret_cast<uint2*>(dst + (size_t)chunk * 8) = toInt8x8<T>(v[c], byScale);
   }
 }
 
@@ -152,8 +149,11 @@ __global__ void __launch_bounds__(kQuantThreads) sparge_quant_v_amax(const T* v,
   }
 }
 
-// Position p of a 16-key group holds key kFp8VPerm[p] (see packPE4m3 in parts/online_softmax.cuh).
-__constant__ int kFp8VPerm[16] = {0, 1, 8, 9, 2, 3, 10, 11, 4, 5, 12, 13, 6, 7, 14, 15};
+// Positions 4j .. 4j + 3 of a 16-key group hold keys 2j, 2j + 1, 8 + 2j and 9 + 2j (the order
+// 0 1 8 9 2 3 10 11 4 5 12 13 6 7 14 15; see packPE4m3 in parts/online_softmax.cuh).
+__device__ __forceinline__ int fp8VKeyAt(int p) {
+  return (p & ~15) + 2 * ((p & 15) >> 2) + (p & 1) + 8 * ((p >> 1) & 1);
+}
 
 // Keys of one CTA of the V transpose: its fp32 tile [keys][D + 1] stays within the 48 KB of static shared
 // memory (64 keys up to D 128, 32 at D 256; fp8VTokens pads to a multiple of either).
@@ -168,7 +168,10 @@ __global__ void __launch_bounds__(kQuantThreads)
   constexpr int kKeys = fp8VSliceKeys(D);
   static_assert(kKeys % 16 == 0, "whole permuted groups of 16 keys");
   __shared__ float tile[kKeys][D + 1];
+  __shared__ float recp[D];  // per channel 2.25 / amax (0 for an all-zero channel), divided once a CTA
   const int bh = blockIdx.y, k0 = blockIdx.x * kKeys;
+  const float* am = amax + (size_t)bh * D;
+  for (int d = threadIdx.x; d < D; d += kQuantThreads) recp[d] = am[d] > 0.f ? kFp8VRange / am[d] : 0.f;
   const T* src = v + (size_t)bh * nKv * D;
   for (int x = threadIdx.x; x < kKeys * D / 8; x += kQuantThreads) {  // 16-byte loads, keys past nKv zero
     const int key = x / (D / 8), d0 = (x % (D / 8)) * 8;
@@ -179,19 +182,13 @@ __global__ void __launch_bounds__(kQuantThreads)
     for (int u = 0; u < 8; ++u) tile[key][d0 + u] = vHalf(e[u]);
   }
   __syncthreads();
-  const float* am = amax + (size_t)bh * D;
   uint8_t* dst = out + (size_t)bh * D * nPad + k0;
   // Each thread writes 4 consecutive positions of one channel.
   for (int x = threadIdx.x; x < D * kKeys / 4; x += kQuantThreads) {
     const int d = x / (kKeys / 4), p0 = (x % (kKeys / 4)) * 4;
-    const float a = am[d];
-    const float recp = a > 0.f ? kFp8VRange / a : 0.f;
     float f[4];
 #pragma unroll
-    for (int u = 0; u < 4; ++u) {
-      const int p = p0 + u;
-      f[u] = tile[(p & ~15) + kFp8VPerm[p & 15]][d] * recp;
-    }
+    for (int u = 0; u < 4; ++u) f[u] = tile[fp8VKeyAt(p0 + u)][d] * recp[d];
     *reinterpret_cast<uint32_t*>(dst + (size_t)d * nPad + p0) = packE4m3x4(f[0], f[1], f[2], f[3]);
   }
   if (blockIdx.x == 0)

@@ -22,6 +22,7 @@ __global__ void __launch_bounds__(128)
   const int blk = blockIdx.x, bh = blockIdx.y, nb = gridDim.x;
   const float amax = blockStatsPass<T, NC, true>(x, N, BS, km, pooled, selfSim, blk, bh, nb);
   const float s = amax / 127.f + 1e-7f;
+  const Quotient byScale(s);
   if (threadIdx.x == 0) scale[(size_t)bh * nb + blk] = s;
   const T* src = x + (size_t)bh * N * D;
   const T* kmh = km ? km + (size_t)bh * D : nullptr;
@@ -33,11 +34,10 @@ __global__ void __launch_bounds__(128)
     const bool ok = row < N;
     if (ok) raw = *reinterpret_cast<const uint4*>(src + (size_t)row * D + col);
     const T* e = reinterpret_cast<const T*>(&raw);
-    uint2 packed;
-    int8_t* b = reinterpret_cast<int8_t*>(&packed);
+    float v[8];
 #pragma unroll
-    for (int u = 0; u < 8; ++u) b[u] = toInt8(ok ? smoothed(e[u], kmh, col + u) : 0.f, s);
-    *reinterpret_cast<uint2*>(dst + (size_t)chunk * 8) = packed;
+    for (int u = 0; u < 8; ++u) v[u] = ok ? smoothed(e[u], kmh, col + u) : 0.f;
+    *reinterpret_cast<uint2*>(dst + (size_t)chunk * 8) = toInt8x8<T>(v, byScale);
   }
 }
 

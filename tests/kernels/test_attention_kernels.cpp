@@ -338,6 +338,65 @@ void checkCase(const Case& c, uint32_t seed, std::vector<uint8_t>* skipMaps = nu
 // ---------------------------------------------------------------------------------------------
 // Quantized operands, bit for bit.
 
+// Quantizes H heads of Q, K and V (rounded to the input type; km: K's token mean) on the device and checks
+// the INT8 tiles, their scales and the e4m3 V against the oracle, bit for bit.
+void expectQuantizedAsOracle(const std::vector<float>& q, const std::vector<float>& k,
+                             const std::vector<float>& v, const std::vector<float>& km, int H, int Nq,
+                             int Nkv, int D, core::Geometry g, bool bf16) {
+  Problem p;
+  p.B = 1, p.Hq = p.Hkv = H, p.Nq = Nq, p.Nkv = Nkv, p.D = D, p.BQ = g.blockQ, p.BK = g.blockK;
+  p.nq = (Nq + g.blockQ - 1) / g.blockQ, p.nk = (Nkv + g.blockK - 1) / g.blockK;
+  Buf dq(q.size() * 2), dk(k.size() * 2), dv(v.size() * 2), dkm(km.size() * 2);
+  upload(dq, toBits(q, bf16));
+  upload(dk, toBits(k, bf16));
+  upload(dv, toBits(v, bf16));
+  upload(dkm, toBits(km, bf16));
+  Buf ws(quantWorkspaceBytes(p, Numerics::Int8Fp8));
+  const ElemType t = bf16 ? ElemType::BF16 : ElemType::F16;
+  QuantOperands o =
+      launchQuantize(t, p, Numerics::Int8Fp8, dq.get(), dk.get(), dkm.get(), dv.get(), ws.get(), 0);
+  ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+  auto q8 = download<int8_t>(o.q8, size_t(H) * p.nq * g.blockQ * D);
+  auto qs = download<float>(o.qScale, size_t(H) * p.nq);
+  auto k8 = download<int8_t>(o.k8, size_t(H) * p.nk * g.blockK * D);
+  auto ks = download<float>(o.kScale, size_t(H) * p.nk);
+  const int nPad = (Nkv + 127) / 128 * 128;
+  auto v8 = download<uint8_t>(o.v, size_t(H) * D * nPad);
+  auto vs = download<float>(o.vScale, size_t(H) * D);
+  static const int perm[16] = {0, 1, 8, 9, 2, 3, 10, 11, 4, 5, 12, 13, 6, 7, 14, 15};
+  for (int h = 0; h < H; ++h) {
+    oracle::HeadData hd;
+    hd.nq = Nq, hd.nkv = Nkv, hd.d = D, hd.bf16 = bf16;
+    hd.q = headSlice(q, h, Nq, D), hd.k = headSlice(k, h, Nkv, D), hd.v = headSlice(v, h, Nkv, D);
+    hd.km = headSlice(km, h, 1, D);
+    const std::vector<float> ksm = oracle::smoothK(hd);
+    auto checkTiles = [&](const std::vector<float>& x, int rows, int b, int nt,
+                          const std::vector<int8_t>& got, const std::vector<float>& gotScale) {
+      for (int i = 0; i < nt; ++i) {
+        std::vector<float> tile(size_t(b) * D, 0.f);
+        const int r = std::min(b, rows - i * b);
+        std::copy(x.begin() + size_t(i) * b * D, x.begin() + (size_t(i) * b + r) * D, tile.begin());
+        const oracle::Int8Tile want = oracle::quantizeTile(tile.data(), b, D);
+        ASSERT_EQ(gotScale[size_t(h) * nt + i], want.scale) << "tile " << i;
+        for (int e = 0; e < b * D; ++e)
+          ASSERT_EQ(got[(size_t(h) * nt + i) * b * D + e], want.q[e]) << "tile " << i << " element " << e;
+      }
+    };
+    checkTiles(hd.q, Nq, g.blockQ, p.nq, q8, qs);
+    checkTiles(ksm, Nkv, g.blockK, p.nk, k8, ks);
+    std::vector<float> wantV, wantScale;
+    oracle::quantizeV(hd, wantV, wantScale);
+    for (int c = 0; c < D; ++c) {
+      ASSERT_EQ(vs[size_t(h) * D + c], wantScale[c]) << "channel " << c;
+      for (int pos = 0; pos < nPad; ++pos) {
+        const int tok = (pos & ~15) + perm[pos & 15];
+        const uint8_t want = tok < Nkv ? oracle::e4m3Bits(wantV[size_t(tok) * D + c]) : 0;
+        ASSERT_EQ(v8[(size_t(h) * D + c) * nPad + pos], want) << "channel " << c << " position " << pos;
+      }
+    }
+  }
+}
+
 TEST(QuantizeKernels, Int8TilesAndE4m3VMatchTheOracle) {
   REQUIRE_CC(80);
   for (bool bf16 : {false, true})
@@ -353,60 +412,27 @@ TEST(QuantizeKernels, Int8TilesAndE4m3VMatchTheOracle) {
         for (int c = 0; c < D; ++c)
           v[size_t(5) * D + c] = 0.f, v[c] = c == 7 ? oracle::roundElem(3000.f, bf16) : v[c];
         const std::vector<float> km = keyMean(k, H, Nkv, D, bf16);
-        Problem p;
-        p.B = 1, p.Hq = p.Hkv = H, p.Nq = Nq, p.Nkv = Nkv, p.D = D, p.BQ = g.blockQ, p.BK = g.blockK;
-        p.nq = (Nq + g.blockQ - 1) / g.blockQ, p.nk = (Nkv + g.blockK - 1) / g.blockK;
-        Buf dq(q.size() * 2), dk(k.size() * 2), dv(v.size() * 2), dkm(km.size() * 2);
-        upload(dq, toBits(q, bf16));
-        upload(dk, toBits(k, bf16));
-        upload(dv, toBits(v, bf16));
-        upload(dkm, toBits(km, bf16));
-        Buf ws(quantWorkspaceBytes(p, Numerics::Int8Fp8));
-        const ElemType t = bf16 ? ElemType::BF16 : ElemType::F16;
-        QuantOperands o =
-            launchQuantize(t, p, Numerics::Int8Fp8, dq.get(), dk.get(), dkm.get(), dv.get(), ws.get(), 0);
-        ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
-        auto q8 = download<int8_t>(o.q8, size_t(H) * p.nq * g.blockQ * D);
-        auto qs = download<float>(o.qScale, size_t(H) * p.nq);
-        auto k8 = download<int8_t>(o.k8, size_t(H) * p.nk * g.blockK * D);
-        auto ks = download<float>(o.kScale, size_t(H) * p.nk);
-        const int nPad = (Nkv + 127) / 128 * 128;
-        auto v8 = download<uint8_t>(o.v, size_t(H) * D * nPad);
-        auto vs = download<float>(o.vScale, size_t(H) * D);
-        static const int perm[16] = {0, 1, 8, 9, 2, 3, 10, 11, 4, 5, 12, 13, 6, 7, 14, 15};
-        for (int h = 0; h < H; ++h) {
-          oracle::HeadData hd;
-          hd.nq = Nq, hd.nkv = Nkv, hd.d = D, hd.bf16 = bf16;
-          hd.q = headSlice(q, h, Nq, D), hd.k = headSlice(k, h, Nkv, D), hd.v = headSlice(v, h, Nkv, D);
-          hd.km = headSlice(km, h, 1, D);
-          const std::vector<float> ksm = oracle::smoothK(hd);
-          auto checkTiles = [&](const std::vector<float>& x, int rows, int b, int nt,
-                                const std::vector<int8_t>& got, const std::vector<float>& gotScale) {
-            for (int i = 0; i < nt; ++i) {
-              std::vector<float> tile(size_t(b) * D, 0.f);
-              const int r = std::min(b, rows - i * b);
-              std::copy(x.begin() + size_t(i) * b * D, x.begin() + (size_t(i) * b + r) * D, tile.begin());
-              const oracle::Int8Tile want = oracle::quantizeTile(tile.data(), b, D);
-              ASSERT_EQ(gotScale[size_t(h) * nt + i], want.scale) << "tile " << i;
-              for (int e = 0; e < b * D; ++e)
-                ASSERT_EQ(got[(size_t(h) * nt + i) * b * D + e], want.q[e])
-                    << "tile " << i << " element " << e;
-            }
-          };
-          checkTiles(hd.q, Nq, g.blockQ, p.nq, q8, qs);
-          checkTiles(ksm, Nkv, g.blockK, p.nk, k8, ks);
-          std::vector<float> wantV, wantScale;
-          oracle::quantizeV(hd, wantV, wantScale);
-          for (int c = 0; c < D; ++c) {
-            ASSERT_EQ(vs[size_t(h) * D + c], wantScale[c]) << "channel " << c;
-            for (int pos = 0; pos < nPad; ++pos) {
-              const int tok = (pos & ~15) + perm[pos & 15];
-              const uint8_t want = tok < Nkv ? oracle::e4m3Bits(wantV[size_t(tok) * D + c]) : 0;
-              ASSERT_EQ(v8[(size_t(h) * D + c) * nPad + pos], want) << "channel " << c << " position " << pos;
-            }
-          }
-        }
+        expectQuantizedAsOracle(q, k, v, km, H, Nq, Nkv, D, g, bf16);
       }
+}
+
+// Every finite value of the input type (infinities and NaN as 0), in bit order, as Q and K (V zero): tiles
+// whose scales range from the subnormals' to the largest values', so that the quotients by a tile's scale
+// that the kernels take without a division (Quotient) meet the oracle's division for every input value.
+TEST(QuantizeKernels, EveryFiniteInputValueQuantizesAsTheOracle) {
+  REQUIRE_CC(80);
+  for (bool bf16 : {false, true})
+    for (core::Geometry g : {core::kGeometry128x64, core::kGeometry64x128}) {
+      SCOPED_TRACE(std::string(bf16 ? "bf16" : "fp16") + " BQ" + std::to_string(g.blockQ));
+      const int D = 128, N = 65536 / D;
+      std::vector<float> x(size_t(N) * D);
+      for (size_t i = 0; i < x.size(); ++i) {
+        const float f = fromBits(uint16_t(i), bf16);
+        x[i] = std::isfinite(f) ? f : 0.f;
+      }
+      expectQuantizedAsOracle(x, x, std::vector<float>(x.size(), 0.f), std::vector<float>(D, 0.f), 1, N, N, D,
+                              g, bf16);
+    }
 }
 
 TEST(QuantizeKernels, E4m3OracleRoundsToNearestEvenAndSaturates) {
