@@ -123,19 +123,17 @@ class _Call:
 
 def _new_plan(q, k, v, problem):
     plan = _capi.Plan(_problem(q, k, v, *problem))
-    plan.workspaces = {}  # by CUDA stream: calls on one stream are ordered, so one workspace serves them all
     return plan
 
 
-def _workspace(plan, device, stream):
-    """The plan's workspace for `stream`, allocated (from the caching allocator) on first use."""
-    ws = plan.workspaces.get(stream)
-    if ws is None:
-        ws = torch.empty(max(plan.workspace_bytes, 1), dtype=torch.uint8, device=device)
-        if len(plan.workspaces) >= 8:
-            plan.workspaces.clear()
-        plan.workspaces[stream] = ws
-    return ws.data_ptr()
+def _workspace(plan, device):
+    """The workspace of one call, from the caching allocator (a cached block after the first call, like any
+    intermediate tensor of an op): the caller holds it until the call is queued, and the allocator's stream
+    order keeps its later users behind the kernels. Not kept across calls: torch.compile's CUDA-graph trees run
+    their warm-up in the graph's memory pool and reject a tensor of that pool still alive afterwards, and a
+    graph captured on a stream must not share its workspace with later eager calls on a stream of the same
+    handle."""
+    return torch.empty(max(plan.workspace_bytes, 1), dtype=torch.uint8, device=device)
 
 
 _calls = _PlanCache(256)  # _Call by problem and per-head parameters (their plans shared through _plans)
@@ -178,12 +176,13 @@ def run(q, k, v, theta, select, lam, dense, exact, topk_mode, causal, window_lef
         out.head_stats = stats.data_ptr() if want_stats else None
         out.block_mask = mask.data_ptr() if want_mask else None
         out = ctypes.byref(out)
-    workspace, stream = None, None
+    workspace, stream = None, None  # the tensor lives until the call is queued
     if q.is_cuda:
         stream = _current_stream(q.device)
-        workspace = _workspace(call.plan, q.device, stream)
+        workspace = _workspace(call.plan, q.device)
     _capi.check(call.run(call.plan.handle, q.data_ptr(), k.data_ptr(), v.data_ptr(), o.data_ptr(), call.hp_ref, out,
-                         workspace, call.plan.workspace_bytes, stream))
+                         workspace.data_ptr() if workspace is not None else None, call.plan.workspace_bytes,
+                         stream))
     return o, stats, mask
 
 
