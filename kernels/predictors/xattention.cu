@@ -188,6 +188,16 @@ __device__ __forceinline__ bool selectSpan(const SelectRow& r, Live live, Rest r
   return false;
 }
 
+// Calls f with std::integral_constant<int, e>, the fewest key blocks a lane (a power of two up to E) that
+// hold n blocks in one warp; the host's launches and the selection's sorted spans choose alike.
+#pragma nv_exec_check_disable
+template <int E, class F>
+__host__ __device__ __forceinline__ void withFewestLaneBlocks(int n, F&& f) {
+  if constexpr (E > 1)
+    if (n <= 16 * E) return withFewestLaneBlocks<E / 2>(n, f);
+  f(std::integral_constant<int, E>{});
+}
+
 // One warp per row (query block i of one head): the score (block mass over the row's total), the blocks the
 // method keeps (key block 0, and the diagonal on causal entries, whose mass counts toward τ first there), and
 // the others largest first (ties to the lower index) while the cumulative mass stays below τ · total. Only
@@ -242,19 +252,10 @@ __global__ void __launch_bounds__(kSelectWarps * 32)
       if ((j < r.first || j > r.last) && live(j)) out.selected[r.rowOff + j] = 1;
   };
   const int width = r.last - r.first + 1;
-  bool decided;
-  if (E >= 1 && width <= 32)
-    decided = selectSpan<1>(r, live, rest, out, sortedKey, sortedId);
-  else if (E >= 2 && width <= 64)
-    decided = selectSpan<(E >= 2 ? 2 : 1)>(r, live, rest, out, sortedKey, sortedId);
-  else if (E >= 4 && width <= 128)
-    decided = selectSpan<(E >= 4 ? 4 : 1)>(r, live, rest, out, sortedKey, sortedId);
-  else if (E >= 8 && width <= 256)
-    decided = selectSpan<(E >= 8 ? 8 : 1)>(r, live, rest, out, sortedKey, sortedId);
-  else if (E >= 16 && width <= 512)
-    decided = selectSpan<(E >= 16 ? 16 : 1)>(r, live, rest, out, sortedKey, sortedId);
-  else
-    decided = selectSpan<E>(r, live, rest, out, sortedKey, sortedId);
+  bool decided = false;
+  withFewestLaneBlocks<E>(width, [&](auto e) {
+    decided = selectSpan<decltype(e)::value>(r, live, rest, out, sortedKey, sortedId);
+  });
   if (decided || lane != 0) return;
   double cumulative = forcedSum;
   for (int x = 0; x < width; ++x) {
@@ -413,12 +414,7 @@ void requireSelectableRows(int nk) {
 // kMaxSelectBlocks): the selection and the block sums keep a row in one warp's registers.
 template <typename F>
 void withLaneBlocks(int nk, F&& f) {
-  if (nk <= 32) return f(std::integral_constant<int, 1>{});
-  if (nk <= 64) return f(std::integral_constant<int, 2>{});
-  if (nk <= 128) return f(std::integral_constant<int, 4>{});
-  if (nk <= 256) return f(std::integral_constant<int, 8>{});
-  if (nk <= 512) return f(std::integral_constant<int, 16>{});
-  f(std::integral_constant<int, kMaxSelectBlocks / 32>{});
+  withFewestLaneBlocks<kMaxSelectBlocks / 32>(nk, f);
 }
 
 }  // namespace

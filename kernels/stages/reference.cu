@@ -189,7 +189,7 @@ __device__ __forceinline__ void rowMaxAndSum(float (&m)[2], float (&l)[2], const
 #pragma unroll
       for (int nt = 0; nt < kNT; ++nt) mx = fmaxf(mx, fmaxf(s[nt][2 * r], s[nt][2 * r + 1]));
       const float mn = fmaxf(m[r], quadMax(mx));
-      const float mu = mn == -INFINITY ? 0.f : mn;  // no shuffle may be skipped: the quads differ
+      const float mu = finiteOr0(mn);  // no shuffle may be skipped: the quads differ
       float e = 0.f;
 #pragma unroll
       for (int nt = 0; nt < kNT; ++nt) e += expf(s[nt][2 * r] - mu) + expf(s[nt][2 * r + 1] - mu);

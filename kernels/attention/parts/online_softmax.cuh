@@ -118,7 +118,7 @@ __device__ __forceinline__ void updateRowMax(float (&m)[2], float (&l)[2], const
 #pragma unroll
   for (int r = 0; r < 2; ++r) {
     const float mnew = fmaxf(m[r], rmax[r]);
-    muse[r] = mnew == -INFINITY ? 0.f : mnew;
+    muse[r] = finiteOr0(mnew);
     alpha[r] = ex2(m[r] - muse[r]);  // m = -inf gives 0: nothing accumulated yet
     m[r] = mnew;
     l[r] *= alpha[r];
