@@ -53,6 +53,7 @@ add_library(sparge_kernels STATIC
   ${CMAKE_CURRENT_LIST_DIR}/engine/bench.cpp
   ${CMAKE_CURRENT_LIST_DIR}/stages/stats_quant.cu
   ${CMAKE_CURRENT_LIST_DIR}/call/call_kernels.cu
+  ${CMAKE_CURRENT_LIST_DIR}/common/upload.cu
   ${CMAKE_CURRENT_LIST_DIR}/call/whole_call.cpp)
 target_include_directories(sparge_kernels PUBLIC ${CMAKE_CURRENT_LIST_DIR}/include
                                           PRIVATE ${CMAKE_CURRENT_LIST_DIR})

@@ -1,24 +1,13 @@
-// The whole call's small kernels: uploads by value, block flags from the rule, layout copies, head counters.
+// The whole call's small kernels: block flags from the rule, layout copies, head counters.
 #include <cuda_runtime.h>
 
 #include <algorithm>
-#include <cstring>
 
 #include "call/call_launch.h"
 #include "common/cuda_util.h"
 
 namespace sparge::cuda {
 namespace {
-
-struct UploadChunk {
-  uint8_t* dst;
-  uint32_t bytes;
-  uint8_t data[kUploadChunk];
-};
-
-__global__ void sparge_other_upload(const UploadChunk c) {
-  for (uint32_t i = threadIdx.x; i < c.bytes; i += blockDim.x) c.dst[i] = c.data[i];
-}
 
 __global__ void sparge_other_block_flags(const BlockRule rule, int nq, int nk, uint8_t* flags) {
   const int x = blockIdx.x * blockDim.x + threadIdx.x;
@@ -77,17 +66,6 @@ __global__ void sparge_other_head_stats(const HeadStatsArgs a, int nq, int nk) {
 }
 
 }  // namespace
-
-void launchUpload(void* dst, const void* src, size_t bytes, cudaStream_t s) {
-  for (size_t off = 0; off < bytes; off += kUploadChunk) {
-    UploadChunk c;
-    c.dst = static_cast<uint8_t*>(dst) + off;
-    c.bytes = uint32_t(std::min(kUploadChunk, bytes - off));
-    std::memcpy(c.data, static_cast<const uint8_t*>(src) + off, c.bytes);
-    sparge_other_upload<<<1, 256, 0, s>>>(c);
-    checkLaunch("sparge_other_upload");
-  }
-}
 
 void launchBlockFlags(const BlockRule& rule, int nq, int nk, uint8_t* flags, cudaStream_t s) {
   const int n = nq * nk;

@@ -11,13 +11,9 @@
 
 #include "call/block_rules.h"
 #include "common/launch.h"
+#include "common/upload.h"  // per-run uploads by value
 
 namespace sparge::cuda {
-
-// Copies `bytes` of host memory to device memory `dst` through kernel arguments (values, not pointers: a
-// captured graph keeps them), in launches of up to kUploadChunk bytes.
-inline constexpr size_t kUploadChunk = 3968;
-void launchUpload(void* dst, const void* src, size_t bytes, cudaStream_t s);
 
 // BlockFlags (launch.h) of every block of the rule's grid: valid, and on the diagonal. [nq][nk].
 void launchBlockFlags(const BlockRule& rule, int nq, int nk, uint8_t* flags, cudaStream_t s);

@@ -14,6 +14,7 @@
 
 #include "common/cuda_util.h"
 #include "common/device_common.cuh"
+#include "common/upload.h"
 #include "predictors/line_common.h"
 #include "predictors/line_device.cuh"
 #include "predictors/line_methods.h"
@@ -456,8 +457,8 @@ void predictFlexPrefill(const MethodLaunch& launch, MethodRows& out, DeviceBuffe
   f.L = std::min(f.B, p.Nq);
   f.Lpad = (f.L + 15) / 16 * 16;
   carveScratch(scratch, "FlexPrefill scratch", [&](Carve& c) { layout(c, f, p); });
-  uploadAsync(f.heads, heads, launch.stream, "FlexPrefill parameters");
-  uploadAsync(f.gamma, gamma, launch.stream, "FlexPrefill parameters");
+  uploadAsync(f.heads, heads, launch.stream);
+  uploadAsync(f.gamma, gamma, launch.stream);
   endPhase("parameters", launch.stream);
   if (f.stats) computeStats(launch, f);
   select(launch, f, out);

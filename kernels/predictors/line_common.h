@@ -44,12 +44,6 @@ void carveScratch(DeviceBuffer& scratch, const char* what, Layout&& layout) {
   layout(carve);
 }
 
-// Queues a copy of `host` to `dev` (pageable memory: the call returns once the data is staged).
-template <typename T>
-void uploadAsync(T* dev, const std::vector<T>& host, cudaStream_t s, const char* what) {
-  check(cudaMemcpyAsync(dev, host.data(), sizeof(T) * host.size(), cudaMemcpyHostToDevice, s), what);
-}
-
 // Ends a phase for the installed LinePhaseProbe (line_methods.h), if any.
 void endPhase(const char* phase, cudaStream_t s);
 

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "common/cuda_util.h"
+#include "common/upload.h"
 #include "predictors/line_common.h"
 #include "predictors/line_device.cuh"
 #include "predictors/line_methods.h"
@@ -385,7 +386,7 @@ void predictMInference(const MethodLaunch& launch, MethodRows& out, DeviceBuffer
   x.wordsK = (p.Nkv + 31) / 32;
   x.wordsQ = (p.Nq + 31) / 32;
   carveScratch(scratch, "MInference scratch", [&](Carve& c) { layout(c, x, p); });
-  uploadAsync(x.heads, heads, launch.stream, "MInference parameters");
+  uploadAsync(x.heads, heads, launch.stream);
   endPhase("parameters", launch.stream);
   computeStats(launch, x);
   select(launch, x, out);

@@ -14,6 +14,7 @@
 #include "common/device_common.cuh"
 #include "common/head_dim.h"
 #include "common/mma_sm80.cuh"
+#include "common/upload.h"
 #include "predictors/method_kernels.h"
 #include "predictors/visible.cuh"
 #include "sparge/core/error.h"
@@ -480,8 +481,7 @@ void mobaSelect(const MethodLaunch& l, MethodRows& rows, DeviceBuffer& scratch) 
   auto* pairs = reinterpret_cast<unsigned long long*>(base + keysBytes + topkBytes);
   std::vector<int64_t> hostTopk(size_t(p.Hq));
   for (int h = 0; h < p.Hq; ++h) hostTopk[size_t(h)] = (*l.params)[size_t(h)].moba.topk;
-  check(cudaMemcpyAsync(topk, hostTopk.data(), topkBytes, cudaMemcpyHostToDevice, l.stream),
-        "upload MoBA top-k");
+  uploadAsync(topk, hostTopk, l.stream);
   check(cudaMemsetAsync(pairs, 0, pairBytes, l.stream), "memset");
   GateArgs g{p.heads, p.Hq, p.Hkv,           p.nHeads, p.Nq, p.Nkv, p.BQ,
              p.BK,    p.nk, visibilityOf(p), topk,     rows, pairs};

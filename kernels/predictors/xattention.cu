@@ -24,6 +24,7 @@
 #include "common/head_dim.h"
 #include "common/launch.h"
 #include "common/mma_sm80.cuh"
+#include "common/upload.h"
 #include "predictors/method_kernels.h"
 #include "predictors/visible.cuh"
 #include "predictors/xattn_scores.cuh"
@@ -431,9 +432,7 @@ void xattentionStats(const MethodLaunch& l, DeviceBuffer& stats, DeviceBuffer& s
   auto* me = scratch.as<float2>();
   auto* devTiles = reinterpret_cast<int2*>(static_cast<char*>(scratch.get()) + pairBytes);
   if (!tiles.empty()) {
-    check(cudaMemcpyAsync(devTiles, tiles.data(), sizeof(int2) * tiles.size(), cudaMemcpyHostToDevice,
-                          l.stream),
-          "upload XAttention's score tiles");
+    uploadAsync(devTiles, tiles, l.stream);
     withHeadDim(p.D, "XAttention", [&](auto d) {
       if (l.qkv.et == ElemType::F16)
         scores<__half, decltype(d)::value>(l, st, me, devTiles, (int)tiles.size());
@@ -455,9 +454,7 @@ void xattentionSelect(const MethodLaunch& l, MethodRows& rows, DeviceBuffer& scr
   std::vector<double> threshold(size_t(p.Hq));
   for (int h = 0; h < p.Hq; ++h) threshold[size_t(h)] = (*l.params)[size_t(h)].xattention.threshold;
   scratch.reserve(sizeof(double) * threshold.size(), "XAttention thresholds");
-  check(cudaMemcpyAsync(scratch.get(), threshold.data(), sizeof(double) * threshold.size(),
-                        cudaMemcpyHostToDevice, l.stream),
-        "upload XAttention thresholds");
+  uploadAsync(scratch.as<double>(), threshold, l.stream);
   SelectIn in{l.stats->as<float>(),
               scratch.as<double>(),
               l.blockFlags,
