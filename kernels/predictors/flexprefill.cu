@@ -2,7 +2,7 @@
 // blocks of the larger tile side B, each covering whole tiles of the run's geometry: vertical and slash
 // blocks covering γ of the last query block's attention or, for query-aware heads, pooled block scores
 // covering γ. The statistics (line sums and their orders, block sums, the JS distance, pooled scores and
-// their order) and the γ counts come first, the pooled ones on a second stream beside the lines; the
+// their order) and the γ counts come first, the lines and the pooled ones on two streams side by side; the
 // selection follows.
 #include <algorithm>
 #include <cmath>
@@ -34,6 +34,15 @@ struct FlexHead {
   int dense = 0;
 };
 
+// Where the first countP ranks of a stable descending order (ties to the lower index, core's
+// rankDescending) end, without the order's indices: the countP-th value's key, the first rank holding it and
+// the first past it (binary searches in the sorted values). `need` of the blocks equal to it are taken,
+// lowest index first; `all` when that is every one of them.
+struct PooledCut {
+  uint32_t kth;
+  int need;
+  bool all;
+};
 struct FlexScratch {
   FlexHead* heads = nullptr;
   double* gamma = nullptr;  // [Hq]
@@ -45,6 +54,7 @@ struct FlexScratch {
   float *avgK = nullptr, *aq = nullptr, *meanLast = nullptr, *raw = nullptr, *pooled = nullptr,
         *sortedP = nullptr;
   double* js = nullptr;
+  PooledCut* cuts = nullptr;
   uint8_t *squareFlags = nullptr, *vOn = nullptr, *sOn = nullptr, *pooledOn = nullptr;
   SegmentSort sortLines, sortP;
   int B = 0, nbq = 0, nbk = 0, L = 0, Lpad = 0;
@@ -61,6 +71,7 @@ void layout(Carve& c, FlexScratch& f, const Problem& p) {
   f.sOn = c.take<uint8_t>(slots * f.nbk);
   f.pooledOn = c.take<uint8_t>(slots * blocks);
   f.js = c.take<double>(slots);
+  f.cuts = c.take<PooledCut>(slots);
   if (!f.stats) return;
   f.lastQ = c.take<uint16_t>(slots * f.Lpad * p.D);
   f.S = c.take<uint16_t>(slots * f.L * Nkv);
@@ -87,23 +98,55 @@ void layout(Carve& c, FlexScratch& f, const Problem& p) {
   layoutSort(c, f.sortP, int(slots), int(blocks), true);    // marked from the values, not the order
 }
 
-// Thread per (block, slot): the block's vertical sum over its key columns, and the block diagonal's slash
+// Warp per (block, slot): the block's vertical sum over its key columns, and the block diagonal's slash
 // sum (upstream pools diagonals in the order t = Nkv − 1 − o: block t / B is diagonal block nbk − 1 − t / B),
-// each in index order as the CPU sums them.
-__global__ void sparge_predict_flexprefill_block_sums(Problem p, int B, int nbk, const float* vertical,
-                                                      const float* slash, float* vBlock, float* sBlock) {
-  const int J = blockIdx.x * blockDim.x + threadIdx.x, s = blockIdx.y;
-  if (J >= nbk) return;
-  const float* v = vertical + (size_t)s * p.Nkv;
-  const float* sl = slash + (size_t)s * p.Nkv;
-  float acc = 0.f;
-  for (long long c = (long long)J * B; c < min((long long)p.Nkv, (long long)(J + 1) * B); ++c) acc += v[c];
-  vBlock[(size_t)s * nbk + J] = acc;
-  const long long t = nbk - 1 - J;  // o with (Nkv − 1 − o) / B == t
+// each in index order as the CPU sums them. The warp stages both ranges in shared memory with coalesced
+// loads; lanes 0 and 1 add them up.
+constexpr int kBlockSumWarps = 4;
+__global__ void __launch_bounds__(kBlockSumWarps * 32)
+    sparge_predict_flexprefill_block_sums(Problem p, int B, int nbk, const float* vertical,
+                                          const float* slash, float* vBlock, float* sBlock) {
+  extern __shared__ float staged[];  // [warp][vertical B | slash B]
+  const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+  const int J = blockIdx.x * kBlockSumWarps + warp, s = blockIdx.y;
+  if (J >= nbk) return;  // the whole warp
+  const long long c0 = (long long)J * B, t = nbk - 1 - J;
   const long long oLo = max(0LL, p.Nkv - 1 - (t * B + B - 1)), oHi = p.Nkv - 1 - t * B;
-  acc = 0.f;
-  for (long long o = oLo; o <= oHi; ++o) acc += sl[o];
-  sBlock[(size_t)s * nbk + J] = acc;
+  const int nV = int(min((long long)p.Nkv, c0 + B) - c0), nS = int(oHi - oLo + 1);
+  const float* v = vertical + (size_t)s * p.Nkv + c0;
+  const float* sl = slash + (size_t)s * p.Nkv + oLo;
+  float* sv = staged + (size_t)warp * 2 * B;
+  float* ss = sv + B;
+  for (int x = lane; x < nV; x += 32) sv[x] = v[x];
+  for (int x = lane; x < nS; x += 32) ss[x] = sl[x];
+  __syncwarp();
+  if (lane > 1) return;
+  const float* row = lane == 0 ? sv : ss;
+  const int n = lane == 0 ? nV : nS;
+  float acc = 0.f;
+  for (int x = 0; x < n; ++x) acc += row[x];
+  (lane == 0 ? vBlock : sBlock)[(size_t)s * nbk + J] = acc;
+}
+
+// Σ a[d] · b[d] in index order, each product and sum rounded (no fused multiply-add): the CPU's pooled dot,
+// bit for bit. Four values a load where the rows allow it (D a multiple of 4: every row 16-byte aligned).
+__device__ __forceinline__ float orderedDot(const float* a, const float* b, int D) {
+  float acc = 0.f;
+  if (D % 4 == 0) {
+    const float4* a4 = reinterpret_cast<const float4*>(a);
+    const float4* b4 = reinterpret_cast<const float4*>(b);
+#pragma unroll 4
+    for (int d = 0; d < D / 4; ++d) {
+      const float4 x = a4[d], y = b4[d];
+      acc = __fadd_rn(acc, __fmul_rn(x.x, y.x));
+      acc = __fadd_rn(acc, __fmul_rn(x.y, y.y));
+      acc = __fadd_rn(acc, __fmul_rn(x.z, y.z));
+      acc = __fadd_rn(acc, __fmul_rn(x.w, y.w));
+    }
+    return acc;
+  }
+  for (int d = 0; d < D; ++d) acc = __fadd_rn(acc, __fmul_rn(a[d], b[d]));
+  return acc;
 }
 
 // CTA per slot: the last query block's mean query against each mean key over the key blocks it sees, its
@@ -134,10 +177,7 @@ __global__ void __launch_bounds__(kJsThreads)
   for (int J = threadIdx.x; J < nbk; J += blockDim.x) {
     row[J] = -INFINITY;
     if (seenFirst <= seenLast && (long long)J * B <= seenLast && (long long)(J + 1) * B - 1 >= seenFirst) {
-      const float* k = avgK + ((size_t)h.bhk * nbk + J) * p.D;
-      float acc = 0.f;
-      for (int d = 0; d < p.D; ++d) acc = __fadd_rn(acc, __fmul_rn(mq[d], k[d]));
-      row[J] = roundT<T>(acc);
+      row[J] = roundT<T>(orderedDot(mq, avgK + ((size_t)h.bhk * nbk + J) * p.D, p.D));
     }
   }
   __syncthreads();
@@ -170,15 +210,6 @@ __device__ __forceinline__ bool queryAware(const FlexHead& h, const double* js, 
   return js[s] < h.tau;
 }
 
-// Where the first countP ranks of a stable descending order (ties to the lower index, core's
-// rankDescending) end, without the order's indices: the countP-th value's key, the first rank holding it and
-// the first past it (binary searches in the sorted values). `need` of the blocks equal to it are taken,
-// lowest index first; `all` when that is every one of them.
-struct PooledCut {
-  uint32_t kth;
-  int need;
-  bool all;
-};
 __device__ __forceinline__ PooledCut pooledCut(const float* sorted, int n, int blocks) {
   const uint32_t kth = descendingKey(sorted[n - 1]);
   int lo = 0, hi = n - 1, up = n, top = blocks;  // first rank holding kth; first rank past it
@@ -199,15 +230,28 @@ __device__ __forceinline__ PooledCut pooledCut(const float* sorted, int n, int b
   return {kth, n - lo, n - lo == up - lo};
 }
 
-// The pooled blocks a query-aware head keeps (pooledCut), CTA (chunk of kMarkThreads · kMarkSteps blocks,
-// slot). When every block equal to the cut's value is kept, each block decides alone; otherwise (ties
-// across the cut) the equal ones are taken in index order: each CTA counts those before its chunk again (a
-// few loads a thread), then scans its own.
+// Thread per slot: pooledCut of the slot's pooled row, once, for the marking's CTAs.
+__global__ void sparge_predict_flexprefill_pooled_cut(Problem p, int blocks, const FlexHead* heads,
+                                                      const int* countP, const float* sortedP,
+                                                      PooledCut* cuts) {
+  const int s = blockIdx.x * blockDim.x + threadIdx.x;
+  if (s >= p.B * p.nHeads) return;  // the slots
+  const int n = min(countP[s], blocks);
+  cuts[s] = heads[slotHeads(p, s).hq].shortSequence || n <= 0
+                ? PooledCut{0, 0, true}
+                : pooledCut(sortedP + (size_t)s * blocks, n, blocks);
+}
+
+// The pooled blocks a head keeps if it is query-aware (its PooledCut), CTA (chunk of kMarkThreads ·
+// kMarkSteps blocks, slot). They are marked for every head, before the JS distance decides which heads are:
+// so the marking runs in the pooled branch, beside the lines, instead of after them. When every block equal
+// to the cut's value is kept, each block decides alone; otherwise (ties across the cut) the equal ones are
+// taken in index order: each CTA counts those before its chunk again (a few loads a thread), then scans its
+// own.
 constexpr int kMarkThreads = 1024, kMarkSteps = 4;
 __global__ void __launch_bounds__(kMarkThreads)
-    sparge_predict_flexprefill_mark_pooled(Problem p, int blocks, const FlexHead* heads, const double* js,
-                                           const int* countP, const float* sortedP, const float* pooled,
-                                           uint8_t* pooledOn) {
+    sparge_predict_flexprefill_mark_pooled(Problem p, int blocks, const FlexHead* heads, const int* countP,
+                                           const PooledCut* cuts, const float* pooled, uint8_t* pooledOn) {
   using Scan = cub::BlockScan<int, kMarkThreads>;
   using Reduce = cub::BlockReduce<int, kMarkThreads>;
   __shared__ union {
@@ -216,10 +260,8 @@ __global__ void __launch_bounds__(kMarkThreads)
   } tmp;
   __shared__ int carry;
   const int s = blockIdx.y;
-  const FlexHead h = heads[slotHeads(p, s).hq];
-  const int n = min(countP[s], blocks);
-  if (h.shortSequence || !queryAware(h, js, s) || n <= 0) return;
-  const PooledCut cut = pooledCut(sortedP + (size_t)s * blocks, n, blocks);
+  if (heads[slotHeads(p, s).hq].shortSequence || min(countP[s], blocks) <= 0) return;
+  const PooledCut cut = cuts[s];
   const float* row = pooled + (size_t)s * blocks;
   uint8_t* on = pooledOn + (size_t)s * blocks;
   const int begin = blockIdx.x * kMarkThreads * kMarkSteps;
@@ -275,38 +317,45 @@ __global__ void sparge_predict_flexprefill_line_blocks(Problem p, int B, int nbk
   }
 }
 
-// Thread per tile of a slot: the tile's FlexPrefill block (i·BQ / B, j·BK / B) and what was chosen for it.
-__global__ void __launch_bounds__(256)
+// CTA per (kTileRows query tiles, slot), a thread per key tile j: the tile's FlexPrefill block (i·BQ / B,
+// j·BK / B) and what was chosen for it. What the rows share (the head's parameters and pattern) is read once
+// a CTA, and several rows a CTA spread that latency.
+constexpr int kTileThreads = 256, kTileRows = 8;
+__global__ void __launch_bounds__(kTileThreads)
     sparge_predict_flexprefill_tiles(Problem p, int B, int nbq, int nbk, const FlexHead* heads,
                                      const double* js, const uint8_t* vOn, const uint8_t* sOn,
                                      const uint8_t* pooledOn, const float* vBlock, const float* pooled,
                                      MethodRows out) {
-  const long long x = blockIdx.x * (long long)blockDim.x + threadIdx.x;
   const int s = blockIdx.y;
-  if (x >= (long long)p.nq * p.nk) return;
   const SlotHeads sh = slotHeads(p, s);
-  const FlexHead h = heads[sh.hq];
-  if (x == 0) {
-    out.denseHead[sh.bhq] = uint8_t(h.dense);
+  const bool shortSequence = heads[sh.hq].shortSequence, qa = queryAware(heads[sh.hq], js, s);
+  if (blockIdx.x == 0 && threadIdx.x == 0) {
+    out.denseHead[sh.bhq] = uint8_t(heads[sh.hq].dense);
     out.elementPairs[sh.bhq] = NAN;
   }
-  const size_t at = (size_t)sh.bhq * p.nq * p.nk + x;
-  const int i = int(x) / p.nk, j = int(x) % p.nk;  // 32-bit division: a slot's tiles fit an int
-  const int I = int((long long)i * p.BQ / B), J = int((long long)j * p.BK / B);
-  if (h.shortSequence) {
-    out.selected[at] = 0;
-    out.methodForced[at] = 1;
-    out.score[at] = 0.f;
-    return;
+  const uint8_t* v = vOn + (size_t)s * nbk;
+  const uint8_t* sl = sOn + (size_t)s * nbk;
+  const int iEnd = min(p.nq, int(blockIdx.x + 1) * kTileRows);
+  for (int i = blockIdx.x * kTileRows; i < iEnd; ++i) {
+    const size_t row = ((size_t)sh.bhq * p.nq + i) * p.nk;
+    const int I = i * p.BQ / B;  // i · BQ is at most Nq + BQ: an int
+    const size_t pooledRow = ((size_t)s * nbq + I) * nbk;
+    for (int j = threadIdx.x; j < p.nk; j += kTileThreads) {
+      if (shortSequence) {
+        out.selected[row + j] = 0;
+        out.methodForced[row + j] = 1;
+        out.score[row + j] = 0.f;
+        continue;
+      }
+      const int J = j * p.BK / B;
+      const bool slashOn = I - J >= 0 && I - J < nbk && sl[I - J];
+      const bool on = v[J] || slashOn;
+      const bool keep = J == 0 || I == J;
+      out.selected[row + j] = (!keep && on) || (qa && pooledOn[pooledRow + J]);
+      out.methodForced[row + j] = (keep && on) || (qa && I == 0 && J == 0);
+      out.score[row + j] = qa ? pooled[pooledRow + J] : vBlock[(size_t)s * nbk + J];
+    }
   }
-  const bool qa = queryAware(h, js, s);
-  const size_t fx = (size_t)I * nbk + J;
-  const bool slashOn = I - J >= 0 && I - J < nbk && sOn[(size_t)s * nbk + (I - J)];
-  const bool on = vOn[(size_t)s * nbk + J] || slashOn;
-  const bool keep = J == 0 || I == J;
-  out.selected[at] = (!keep && on) || (qa && pooledOn[(size_t)s * nbq * nbk + fx]);
-  out.methodForced[at] = (keep && on) || (qa && fx == 0);
-  out.score[at] = qa ? pooled[(size_t)s * nbq * nbk + fx] : vBlock[(size_t)s * nbk + J];
 }
 
 std::vector<FlexHead> headParams(const MethodLaunch& m, int B, int nbk, std::vector<double>& gamma) {
@@ -330,8 +379,8 @@ std::vector<FlexHead> headParams(const MethodLaunch& m, int B, int nbk, std::vec
   return out;
 }
 
-// The pooled block scores, their descending values and the γ count over them (on `side`: they read Q and K
-// alone, so they run beside the lines).
+// The pooled block scores, their descending values, the γ count over them and the blocks it keeps (on
+// `side`: they read Q and K alone, so they run beside the lines).
 void pooledBranch(const MethodLaunch& m, const FlexScratch& f, cudaStream_t side) {
   const Problem& p = m.problem;
   MethodLaunch s = m;
@@ -346,6 +395,15 @@ void pooledBranch(const MethodLaunch& m, const FlexScratch& f, cudaStream_t side
   rows.row[0] = CoverRow{f.sortedP, f.nbq * f.nbk, double(f.nbq), f.countP};
   rows.n = 1;
   launchCoverCounts(s, rows, f.gamma);
+  const int slots = slotCount(p), blocks = f.nbq * f.nbk;
+  check(cudaMemsetAsync(f.pooledOn, 0, size_t(slots) * blocks, side), "cudaMemsetAsync");
+  const unsigned chunks = unsigned((blocks + kMarkThreads * kMarkSteps - 1) / (kMarkThreads * kMarkSteps));
+  sparge_predict_flexprefill_pooled_cut<<<(slots + 127) / 128, 128, 0, side>>>(p, blocks, f.heads, f.countP,
+                                                                               f.sortedP, f.cuts);
+  checkLaunch("sparge_predict_flexprefill_pooled_cut");
+  sparge_predict_flexprefill_mark_pooled<<<dim3(chunks, slots), kMarkThreads, 0, side>>>(
+      p, blocks, f.heads, f.countP, f.cuts, f.pooled, f.pooledOn);
+  checkLaunch("sparge_predict_flexprefill_mark_pooled");
 }
 
 // The last query block's lines: their sums, descending values, block sums and γ counts, and the block's mean
@@ -360,8 +418,9 @@ void lineBranch(const MethodLaunch& m, const FlexScratch& f) {
   launchLineSums(m, f.S, f.L, f.partial, f.rowMax, f.rowSum, sums);
   sortDescending(f.sortLines, f.vertical, f.sortedV, nullptr, m.stream);  // and the slash sums after them
   endPhase("line sorts", m.stream);
-  sparge_predict_flexprefill_block_sums<<<dim3((f.nbk + 127) / 128, slotCount(p)), 128, 0, m.stream>>>(
-      p, f.B, f.nbk, f.vertical, f.slash, f.vBlock, f.sBlock);
+  sparge_predict_flexprefill_block_sums<<<dim3((f.nbk + kBlockSumWarps - 1) / kBlockSumWarps, slotCount(p)),
+                                          kBlockSumWarps * 32, sizeof(float) * 2 * f.B * kBlockSumWarps,
+                                          m.stream>>>(p, f.B, f.nbk, f.vertical, f.slash, f.vBlock, f.sBlock);
   checkLaunch("sparge_predict_flexprefill_block_sums");
   launchTileMeans(m, TileMeans{f.lastQ, f.L, f.L, true, false, 0.f, f.meanLast, f.Lpad});
   CoverRows rows{};
@@ -372,47 +431,64 @@ void lineBranch(const MethodLaunch& m, const FlexScratch& f) {
   endPhase("block sums, line cover counts", m.stream);
 }
 
-// A second stream and the events that fork the pooled branch off the launch's stream and join it back, one
+// The two branches' streams and the events that fork them off the launch's stream and join them back, one
 // set per host thread and device, released when the thread ends (errors ignored then: at process exit the
-// CUDA runtime may already be gone).
-struct SideStream {
-  cudaStream_t stream = nullptr;
-  cudaEvent_t fork = nullptr, join = nullptr;
-  SideStream() = default;
-  SideStream(const SideStream&) = delete;
-  SideStream& operator=(const SideStream&) = delete;
-  ~SideStream() {
-    if (join) cudaEventDestroy(join);
-    if (fork) cudaEventDestroy(fork);
-    if (stream) cudaStreamDestroy(stream);
+// CUDA runtime may already be gone). The lines are the longer chain, so their stream has the greatest
+// priority: the block scheduler starts their CTAs first, and the pooled branch fills the SMs they leave.
+struct BranchStreams {
+  cudaStream_t lines = nullptr, pooled = nullptr;
+  cudaEvent_t fork = nullptr, linesDone = nullptr, pooledDone = nullptr;
+  BranchStreams() = default;
+  BranchStreams(const BranchStreams&) = delete;
+  BranchStreams& operator=(const BranchStreams&) = delete;
+  ~BranchStreams() {
+    for (cudaEvent_t e : {fork, linesDone, pooledDone})
+      if (e) cudaEventDestroy(e);
+    for (cudaStream_t s : {lines, pooled})
+      if (s) cudaStreamDestroy(s);
   }
 };
-SideStream& sideStream() {
-  thread_local std::map<int, SideStream> sides;
-  int dev = 0;
-  check(cudaGetDevice(&dev), "cudaGetDevice");
-  SideStream& side = sides[dev];  // each handle made once, so that a failed creation is retried alone
-  if (!side.stream)
-    check(cudaStreamCreateWithFlags(&side.stream, cudaStreamNonBlocking), "cudaStreamCreate (FlexPrefill)");
-  if (!side.fork)
-    check(cudaEventCreateWithFlags(&side.fork, cudaEventDisableTiming), "cudaEventCreate (FlexPrefill)");
-  if (!side.join)
-    check(cudaEventCreateWithFlags(&side.join, cudaEventDisableTiming), "cudaEventCreate (FlexPrefill)");
-  return side;
+
+void makeStream(cudaStream_t& s, int priority) {
+  if (!s)
+    check(cudaStreamCreateWithPriority(&s, cudaStreamNonBlocking, priority),
+          "cudaStreamCreate (FlexPrefill)");
+}
+void makeEvent(cudaEvent_t& e) {
+  if (!e) check(cudaEventCreateWithFlags(&e, cudaEventDisableTiming), "cudaEventCreate (FlexPrefill)");
 }
 
-// Every statistic and γ count: the lines on the launch's stream, the pooled scores beside them.
+BranchStreams& branchStreams() {
+  thread_local std::map<int, BranchStreams> all;
+  int dev = 0, least = 0, greatest = 0;
+  check(cudaGetDevice(&dev), "cudaGetDevice");
+  check(cudaDeviceGetStreamPriorityRange(&least, &greatest), "cudaDeviceGetStreamPriorityRange");
+  BranchStreams& b = all[dev];  // each handle made once, so that a failed creation is retried alone
+  makeStream(b.lines, greatest);
+  makeStream(b.pooled, least);
+  makeEvent(b.fork);
+  makeEvent(b.linesDone);
+  makeEvent(b.pooledDone);
+  return b;
+}
+
+// Every statistic and γ count: the lines and the pooled scores side by side, each on its own stream.
 void computeStats(const MethodLaunch& m, const FlexScratch& f) {
   const Problem& p = m.problem;
   const int slots = slotCount(p);
-  SideStream& side = sideStream();
-  check(cudaEventRecord(side.fork, m.stream), "cudaEventRecord (FlexPrefill)");
-  check(cudaStreamWaitEvent(side.stream, side.fork, 0), "cudaStreamWaitEvent (FlexPrefill)");
-  pooledBranch(m, f, side.stream);
-  check(cudaEventRecord(side.join, side.stream), "cudaEventRecord (FlexPrefill)");
-  lineBranch(m, f);
-  check(cudaStreamWaitEvent(m.stream, side.join, 0), "cudaStreamWaitEvent (FlexPrefill)");
-  endPhase("pooled branch joined", m.stream);
+  BranchStreams& b = branchStreams();
+  check(cudaEventRecord(b.fork, m.stream), "cudaEventRecord (FlexPrefill)");
+  for (cudaStream_t s : {b.lines, b.pooled})
+    check(cudaStreamWaitEvent(s, b.fork, 0), "cudaStreamWaitEvent (FlexPrefill)");
+  MethodLaunch lines = m;
+  lines.stream = b.lines;
+  lineBranch(lines, f);  // issued first, so that its first kernels reach the GPU first
+  pooledBranch(m, f, b.pooled);
+  check(cudaEventRecord(b.linesDone, b.lines), "cudaEventRecord (FlexPrefill)");
+  check(cudaEventRecord(b.pooledDone, b.pooled), "cudaEventRecord (FlexPrefill)");
+  for (cudaEvent_t e : {b.linesDone, b.pooledDone})
+    check(cudaStreamWaitEvent(m.stream, e, 0), "cudaStreamWaitEvent (FlexPrefill)");
+  endPhase("branches joined", m.stream);
   withElem(m.qkv.et, [&](auto tag) {
     sparge_predict_flexprefill_js<decltype(tag)><<<slots, kJsThreads, sizeof(float) * f.nbk, m.stream>>>(
         p, f.B, f.nbk, f.L, f.meanLast, f.avgK, f.vBlock, f.js);
@@ -423,21 +499,16 @@ void computeStats(const MethodLaunch& m, const FlexScratch& f) {
 
 void select(const MethodLaunch& m, const FlexScratch& f, MethodRows& out) {
   const Problem& p = m.problem;
-  const int slots = slotCount(p), blocks = f.nbq * f.nbk;
+  const int slots = slotCount(p);
   if (f.stats) {
-    check(cudaMemsetAsync(f.pooledOn, 0, size_t(slots) * blocks, m.stream), "cudaMemsetAsync");
-    const unsigned chunks = unsigned((blocks + kMarkThreads * kMarkSteps - 1) / (kMarkThreads * kMarkSteps));
-    sparge_predict_flexprefill_mark_pooled<<<dim3(chunks, slots), kMarkThreads, 0, m.stream>>>(
-        p, blocks, f.heads, f.js, f.countP, f.sortedP, f.pooled, f.pooledOn);
-    checkLaunch("sparge_predict_flexprefill_mark_pooled");
     sparge_predict_flexprefill_line_blocks<<<slots, 256, 0, m.stream>>>(
         p, f.B, f.nbk, f.heads, f.js, f.countV, f.countS, f.vBlock, f.sBlock, f.vOn, f.sOn);
     checkLaunch("sparge_predict_flexprefill_line_blocks");
     endPhase("block choice", m.stream);
   }
-  const long long tiles = (long long)p.nq * p.nk;
-  sparge_predict_flexprefill_tiles<<<dim3(unsigned((tiles + 255) / 256), slots), 256, 0, m.stream>>>(
-      p, f.B, f.nbq, f.nbk, f.heads, f.js, f.vOn, f.sOn, f.pooledOn, f.vBlock, f.pooled, out);
+  sparge_predict_flexprefill_tiles<<<dim3(unsigned((p.nq + kTileRows - 1) / kTileRows), slots), kTileThreads,
+                                     0, m.stream>>>(p, f.B, f.nbq, f.nbk, f.heads, f.js, f.vOn, f.sOn,
+                                                    f.pooledOn, f.vBlock, f.pooled, out);
   checkLaunch("sparge_predict_flexprefill_tiles");
   endPhase("tiles", m.stream);
 }

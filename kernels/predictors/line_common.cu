@@ -193,6 +193,12 @@ __global__ void __launch_bounds__(256)
     qs[x] = x < nRows * D ? pq[((size_t)s * nTq + i0) * D + x] : 0.f;
   __syncthreads();
   for (int j = threadIdx.x; j < nTk; j += blockDim.x) {
+    bool seen = false;  // a column no row of the CTA sees (past a causal diagonal) takes no products
+    for (int r = 0; r < nRows; ++r) seen = seen || (flags[(size_t)(i0 + r) * nTk + j] & kBlockValid);
+    if (!seen) {
+      for (int r = 0; r < nRows; ++r) out[((size_t)s * nTq + i0 + r) * nTk + j] = -INFINITY;
+      continue;
+    }
     const float* kr = pk + ((size_t)h.bhk * nTk + j) * D;
     float acc[kDotRows];
 #pragma unroll
