@@ -11,10 +11,10 @@ namespace sparge::cuda::predictors {
 // For every head of launch.problem.heads (and every batch item), fills out.selected, out.methodForced,
 // out.score, out.denseHead and out.elementPairs as core's MInference / FlexPrefill predictors do, with the
 // per-head parameters of (*launch.params)[query head]. `scratch` grows to what the launch needs and is
-// reused across calls; everything is queued on launch.stream (the per-head parameters are copied from
-// pageable memory, which the driver may stage synchronously). FlexPrefill runs its pooled scores on a second
-// stream of its own, forked from and joined back into launch.stream by events, so that what follows on
-// launch.stream still sees all of its work.
+// reused across calls; everything is queued on launch.stream (the per-head parameters travel as kernel
+// arguments). FlexPrefill runs its line and pooled statistics on two streams of its own, forked from and
+// joined back into launch.stream by events, so that what follows on launch.stream still sees all of its
+// work.
 void predictMInference(const MethodLaunch& launch, MethodRows& out, DeviceBuffer& scratch);
 void predictFlexPrefill(const MethodLaunch& launch, MethodRows& out, DeviceBuffer& scratch);
 

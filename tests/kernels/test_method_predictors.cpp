@@ -35,7 +35,8 @@ std::vector<Method> deviceMethods() {
 
 // Each method's default parameters, then settings that reach other branches of its rule (XAttention: other
 // strides, so that a key block spans 1 to 32 strided columns, then a threshold on the first stride's cached
-// statistics; MoBA: a top-k at the edge of the register path's lists, then one past them). `all` false
+// statistics; FlexPrefill: other γ, τ and budgets; MoBA: a top-k at the edge of the
+// register path's lists, then one past them). `all` false
 // leaves out the strides of 4 and 64 (the CPU's cost grows as the stride falls).
 std::vector<core::HeadParams> settingsOf(Method m, bool all) {
   std::vector<core::HeadParams> out(1);
@@ -50,6 +51,20 @@ std::vector<core::HeadParams> settingsOf(Method m, bool all) {
       out.push_back(p);
     }
     p.xattention = {0.5, 8};
+    out.push_back(p);
+  } else if (m == Method::FlexPrefill) {
+    // Every head on lines (τ 0), every head query-aware (τ 1: the square-root JS distance is at most √ln 2)
+    // with a maximum budget, a minimum budget that makes the shorter sequences run dense.
+    core::HeadParams p;
+    p.flexprefill.gamma = 0.95;
+    p.flexprefill.tau = 0;
+    out.push_back(p);
+    p.flexprefill.gamma = 0.7;
+    p.flexprefill.tau = 1;
+    p.flexprefill.maxBudget = 512;
+    out.push_back(p);
+    p.flexprefill.tau = 0.1;
+    p.flexprefill.minBudget = 1024;
     out.push_back(p);
   } else if (m == Method::Moba) {
     core::HeadParams p;
