@@ -257,16 +257,15 @@ __global__ void __launch_bounds__(kSelectWarps * 32)
   withFewestLaneBlocks<E>(width, [&](auto e) {
     decided = selectSpan<decltype(e)::value>(r, live, rest, out, sortedKey, sortedId);
   });
-  if (decided || lane != 0) return;
+  if (decided) return;  // the warp's vote: every lane alike
   double cumulative = forcedSum;
-  for (int x = 0; x < width; ++x) {
-    if (sortedKey[x] < 0.f || !(cumulative < r.required)) break;
-    out.selected[r.rowOff + sortedId[x]] = 1;
-    cumulative += sortedKey[x];
-  }
-  if (cumulative < r.required)
-    for (int j = 0; j < nk; ++j)
-      if ((j < r.first || j > r.last) && live(j)) out.selected[r.rowOff + j] = 1;
+  if (lane == 0)
+    for (int x = 0; x < width; ++x) {
+      if (sortedKey[x] < 0.f || !(cumulative < r.required)) break;
+      out.selected[r.rowOff + sortedId[x]] = 1;
+      cumulative += sortedKey[x];
+    }
+  if (__shfl_sync(0xffffffffu, cumulative < r.required, 0)) rest();
 }
 
 template <int E>
