@@ -1,6 +1,7 @@
 // WholeCall: the workspace's layout (once per shape) and the launches of one call (whole_call.h).
 #include "call/whole_call.h"
 
+#include <cmath>
 #include <cstring>
 #include <vector>
 
@@ -39,10 +40,12 @@ struct WholeCall::Ptrs {
   }
 };
 
-// The heads of each Stage-2 launch: quantized numerics, exact numerics; each all dense or not.
+// The heads of each Stage-2 launch: quantized numerics, exact numerics; each all dense or not, and whether
+// any of its heads runs the PV-skip vote.
 struct WholeCall::Groups {
   int quantized = 0, exact = 0;
   bool quantizedDense = true, exactDense = true;
+  bool quantizedVotes = false, exactVotes = false;
 };
 
 WholeCall::WholeCall(const CallShape& shape) : shape_(shape) {
@@ -117,6 +120,28 @@ void uploadRunState(const CallArgs& a, const CallShape& s, uint8_t* dst, int* qu
   launchUpload(dst, bytes.data(), bytes.size(), a.stream);
 }
 
+// A PV-skip vote at λ >= kInertVoteLambda (base 2) cannot change what the caller reads. It skips a block only
+// when every row's block max lies at least λ below that row's running max, which then stays; so the block's
+// P are at most 2^(offset - λ) where the row's largest term of the denominator is 2^offset (offset:
+// kFp8POffset in int8-fp8, 0 in exact numerics). At λ >= 40 those P round to zero in e4m3 and in fp16 (they
+// lie below 2^-10 and 2^-25), so the block adds nothing to O; in bf16 it adds at most BK · 2^-λ <= 2^-32 of
+// the largest |V|. To the row sum it adds at most BK · 2^-λ <= 2^-32 of its value, under half an fp32 ulp.
+// So when no one asked how many blocks the vote skipped (a count that needs it run), it is switched off,
+// and a head whose selection keeps every valid block (top-k 1) walks dense; when every head does and no
+// mask or LUT is wanted, Stage 1's scores and selection are left out too.
+constexpr float kInertVoteLambda = 40.f;
+
+bool wantsSkipCounts(const CallOutputs& out) {
+  return out.pvSkipped || out.headStats;
+}
+
+HeadParamsDev deployed(HeadParamsDev p, bool skipCountsWanted) {
+  if (skipCountsWanted || !(p.lambda >= kInertVoteLambda)) return p;
+  p.lambda = INFINITY;
+  if (p.mode == 1 && p.topk >= 1.f) p.dense = 1;
+  return p;
+}
+
 }  // namespace
 
 void WholeCall::stage1(const CallArgs& a, const Ptrs& x, const Groups& g, QuantOperands* ops) const {
@@ -135,6 +160,15 @@ void WholeCall::stage1(const CallArgs& a, const Ptrs& x, const Groups& g, QuantO
   launchBlockPass(s.et, x.k, bhk, s.Nkv, s.D, p_.BK, km, x.ws + at_.pooledK, x.at<float>(at_.simK),
                   quantize ? const_cast<int8_t*>(ops->k8) : nullptr, const_cast<float*>(ops->kScale),
                   a.stream);
+  const bool everyHeadDense = g.quantizedDense && g.exactDense;
+  const CallOutputs& o = a.out;
+  if (!everyHeadDense || o.mask || o.lut || o.lutCount || o.headStats) select(a, x);
+  if (quantize) launchQuantizeV(s.et, p_, s.numerics, x.v, x.ws + at_.quant, *ops, a.stream);
+}
+
+// Stage 1's block scores and selection: the mask, the LUT and its counts.
+void WholeCall::select(const CallArgs& a, const Ptrs& x) const {
+  const CallShape& s = shape_;
   launchScores(s.et, p_, x.ws + at_.pooledQ, x.ws + at_.pooledK, x.ws + at_.scores, a.stream);
   Problem all = p_;
   all.heads = x.at<int>(at_.upload + s.Hq * sizeof(HeadParamsDev));
@@ -154,7 +188,6 @@ void WholeCall::stage1(const CallArgs& a, const Ptrs& x, const Groups& g, QuantO
   sel.validCount = a.out.lutCount ? a.out.lutCount : x.at<int32_t>(at_.validCount);
   sel.ctaPerRow = s.switches.selectCtaPerRow;
   launchSelect(s.et, all, sel, a.stream);
-  if (quantize) launchQuantizeV(s.et, p_, s.numerics, x.v, x.ws + at_.quant, *ops, a.stream);
 }
 
 void WholeCall::stage2(const CallArgs& a, const Ptrs& x, const Groups& g, const QuantOperands& ops) const {
@@ -186,11 +219,13 @@ void WholeCall::stage2(const CallArgs& a, const Ptrs& x, const Groups& g, const 
     AttnArgs quantized = base;
     quantized.numerics = s.numerics;
     quantized.quant = ops;
+    quantized.votes = g.quantizedVotes;
     launchAttention(s.et, group, quantized, g.quantizedDense, a.stream);
   }
   if (g.exact) {
     group.heads = lists + 2 * s.Hq;
     group.nHeads = g.exact;
+    base.votes = g.exactVotes;
     launchAttention(s.et, group, base, g.exactDense, a.stream);
   }
 }
@@ -212,19 +247,24 @@ void WholeCall::run(const CallArgs& a) const {
   const CallShape& s = shape_;
   if (!a.workspace || reinterpret_cast<uintptr_t>(a.workspace) % kAlign != 0)
     throw Error("whole call", "the workspace must be a 256-byte aligned device buffer");
+  std::vector<HeadParamsDev> params(a.params, a.params + s.Hq);
+  for (HeadParamsDev& p : params) p = deployed(p, wantsSkipCounts(a.out));
+  CallArgs d = a;
+  d.params = params.data();
   Groups g;
-  uploadRunState(a, s, static_cast<uint8_t*>(a.workspace) + at_.upload, &g.quantized, &g.exact);
+  uploadRunState(d, s, static_cast<uint8_t*>(a.workspace) + at_.upload, &g.quantized, &g.exact);
   for (int h = 0; h < s.Hq; ++h) {
     const bool e = s.numerics == core::Numerics::None || (a.exact && a.exact[h]);
-    (e ? g.exactDense : g.quantizedDense) &= a.params[h].dense != 0;
+    (e ? g.exactDense : g.quantizedDense) &= params[h].dense != 0;
+    (e ? g.exactVotes : g.quantizedVotes) |= !params[h].dense && std::isfinite(params[h].lambda);
   }
   const BlockRule rule{p_.BQ, p_.BK, s.Nq, s.Nkv, s.causal, s.window.left, s.window.right};
   launchBlockFlags(rule, p_.nq, p_.nk, static_cast<uint8_t*>(a.workspace) + at_.flags, a.stream);
   const Ptrs x = resolve(a);
   QuantOperands ops;
-  stage1(a, x, g, &ops);
-  stage2(a, x, g, ops);
-  finish(a, x);
+  stage1(d, x, g, &ops);
+  stage2(d, x, g, ops);
+  finish(d, x);
 }
 
 }  // namespace sparge::cuda

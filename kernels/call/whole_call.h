@@ -25,7 +25,7 @@ struct CallShape {
   core::Numerics numerics = core::Numerics::Int8Fp8;
   double scale = 0;  // softmax scale of Stage 2
   bool smoothK = true, sink = false, diagonal = false;
-  Strides4 q, k, v, o;  // of [B][H][N][D] tensors; contiguous ones are read and written in place
+  Strides4 q, k, v, o;      // of [B][H][N][D] tensors; contiguous ones are read and written in place
   KernelSwitches switches;  // kernel variants (defaults for the C API, which reads no environment)
 };
 
@@ -70,6 +70,7 @@ class WholeCall {
   struct Groups;
   Ptrs resolve(const CallArgs& a) const;
   void stage1(const CallArgs& a, const Ptrs& x, const Groups& g, QuantOperands* ops) const;
+  void select(const CallArgs& a, const Ptrs& x) const;
   void stage2(const CallArgs& a, const Ptrs& x, const Groups& g, const QuantOperands& ops) const;
   void finish(const CallArgs& a, const Ptrs& x) const;
 

@@ -22,8 +22,8 @@ enum class AttnFamily { Auto, Sm80 };
 // launchers themselves read no environment.
 struct KernelSwitches {
   AttnFamily family = AttnFamily::Auto;  // SPARGE_ATTN_KERNEL=sm80: the mma.sync family
-  float sm90SplitBelow = -1.f;           // SPARGE_SM90_SPLIT_BELOW=X: the Hopper split rule; < 0: the kernel's
-  bool selectCtaPerRow = false;          // SPARGE_SELECT_CTA set: Stage 1's CTA-per-row selection for every row
+  float sm90SplitBelow = -1.f;   // SPARGE_SM90_SPLIT_BELOW=X: the Hopper split rule; < 0: the kernel's
+  bool selectCtaPerRow = false;  // SPARGE_SELECT_CTA set: Stage 1's CTA-per-row selection for every row
   static KernelSwitches fromEnvironment();
 };
 
@@ -124,6 +124,9 @@ struct AttnArgs {
   QuantOperands quant;
   AttnFamily family = AttnFamily::Auto;  // KernelSwitches::family
   float sm90SplitBelow = -1.f;           // KernelSwitches::sm90SplitBelow
+  // false: no head of the launch runs the PV-skip vote (each is dense or has λ = +inf), so that the Hopper
+  // int8-fp8 sparse walk can run its instantiation without the vote.
+  bool votes = true;
 };
 // dense = true: every block holding a visible key (causal, window), no PV skip (kernels named
 // sparge_dense_*).

@@ -261,6 +261,56 @@ def test_cuda_matches_cpu(numerics):
         assert abs(l1[0] - l1[1]) <= 2e-3 + 0.03 * l1[0], (h, l1)
 
 
+def sink_heavy(seed, gap, n=1000, d=64):
+    """Every query's score with key 0 lies `gap` base-2 units (at scale 1/8) above 0 and its other scores within a
+    few units of 0, so that the PV-skip vote skips most blocks of each row at λ well below the gap."""
+    g = torch.Generator().manual_seed(seed)
+    u = torch.ones(d) / d ** 0.5
+    q = 20.0 * u + torch.randn(1, 4, n, d, generator=g)
+    k = torch.randn(1, 2, n, d, generator=g)
+    k -= (k @ u)[..., None] * u  # the other scores: q's noise against k, ~1.4 base-2 units apart
+    k[:, :, 0] = gap / (20.0 / 8 * 1.4426950408889634) * u
+    v = torch.randn(1, 2, n, d, generator=g)
+    return (t.to(torch.float16).cuda() for t in (q, k, v))
+
+
+@pytest.mark.skipif(not CUDA, reason="no CUDA device")
+@pytest.mark.parametrize("numerics", ["int8-fp8", "none"])
+def test_cuda_vote_left_out_only_where_it_cannot_matter(numerics):
+    """At λ >= 40 a PV skip drops only blocks whose P round to zero, so without counters the op runs no vote (and
+    at top-k 1 the dense walk): where the vote skips most blocks (key 0 69-102 base-2 units above the rest), the
+    output equals the counted call's to an fp16 unit in the last place. At λ 8 with gaps of 12-23 the skips change
+    the output, and the vote runs with or without counters."""
+    def call(q, k, v, lam, topk, counted, **extra):
+        r = sparge_attn.attention(q, k, v, simthreshd1=-0.1, topk=topk, pvthreshd=lam, numerics=numerics,
+                                  return_sparsity=counted, **extra)
+        return r if counted else (r, None)
+
+    def ulps(a, b):
+        return ((a.float() - b.float()).abs() / (2.0 ** -10 * b.float().abs().clamp(min=2.0 ** -14))).max().item()
+
+    q, k, v = sink_heavy(3, gap=90)
+    for topk in (0.5, 1.0):
+        counted, stats = call(q, k, v, 50, topk, True)
+        assert stats.pv_skip_rate > 0.5, stats.pv_skip_rate  # the vote skips: the data tests what it should
+        fast, _ = call(q, k, v, 50, topk, False)
+        assert ulps(fast, counted) <= 1.0, (topk, ulps(fast, counted))
+    dense, _ = call(q, k, v, 50, 1.0, False, is_sparse=False)
+    assert torch.equal(call(q, k, v, 50, 1.0, False)[0], dense)  # top-k 1 walks dense
+
+    q, k, v = (t.cuda() for t in small(9, n=1000))  # no skips at λ 50: the walk without the vote is the same walk
+    for causal in (False, True):
+        counted, _ = call(q, k, v, 50, 0.3, True, is_causal=causal)
+        assert ulps(call(q, k, v, 50, 0.3, False, is_causal=causal)[0], counted) <= 1.0
+
+    q, k, v = sink_heavy(4, gap=20)
+    counted, stats = call(q, k, v, 8, 1.0, True)
+    assert stats.pv_skip_rate > 0.5, stats.pv_skip_rate
+    dense, _ = call(q, k, v, 8, 1.0, False, is_sparse=False)
+    assert ulps(counted, dense) > 4  # these skips matter,
+    assert torch.equal(call(q, k, v, 8, 1.0, False)[0], counted)  # so the vote still runs uncounted
+
+
 @pytest.mark.skipif(not CUDA, reason="no CUDA device")
 def test_cuda_graphs_own_their_workspace():
     """Graphs captured on streams the op has not seen, and torch.compile's CUDA-graph trees (which reject a

@@ -133,7 +133,10 @@ enum {
 };
 
 /* Optional outputs, each in the memory of the run's backend (device pointers for CUDA); null = not wanted.
- * nq, nk: the plan's block grid (sparge_attn_plan_grid). */
+ * nq, nk: the plan's block grid (sparge_attn_plan_grid). Without pv_skipped and head_stats the CUDA backend
+ * leaves out the P·V-skip vote of heads with λ >= 40, which can then skip only blocks whose probabilities
+ * round to zero (O the same to fp32 rounding), and runs heads at top-k 1 dense; with either, the vote runs as
+ * SpargeAttn's does, so that the counts say what it skips. */
 typedef struct sparge_attn_outputs {
   uint32_t struct_size;
   uint8_t* block_mask;  /* [B][Hq][nq][nk]: 1 = block computed */

@@ -39,7 +39,7 @@ __device__ __forceinline__ void finishPending(ConsumerState<Tr>& st, const Pipe<
 // whether this block's P·V is skipped. The exponentials go where they were faster (kernels/NOTES.md,
 // "Figures behind the rules in the code"): fp16/bf16 after the vote, int8-fp8 before it; one order per
 // numerics.
-template <class Tr, bool kDense, BlockKeys kKeys>
+template <class Tr, BlockKeys kKeys>
 __device__ __forceinline__ bool softmaxOwnBlock(const KParams<typename Tr::T>& p, const Pipe<Tr>& pp,
                                                 const ConsumerCtx& cx, ConsumerState<Tr>& st, int j,
                                                 const BlockVote& vote, float scale, bool pv,
@@ -67,9 +67,10 @@ __device__ __forceinline__ bool softmaxOwnBlock(const KParams<typename Tr::T>& p
         0xffffffffu, (int)softmaxThenVote<Tr>(st, sc, rmax, scale, vote, cx.lambda, cx.row0, p.Nq, alpha), 0);
     fenceRegs(sc);  // the softmax stays above the wait, beside the P·V
     fenceRegs(st.l);
-    // Without a vote (dense walk) the softmax and the wait share one basic block, and ptxas hoisted the wait
-    // to its top; a warpgroup barrier keeps it below.
-    if constexpr (kDense) barSync(kBarVote + cx.wg, 128);
+    // Without a vote the softmax and the wait share one basic block, and ptxas hoisted the wait to its top;
+    // a warpgroup barrier keeps it below where that was faster: the dense walks and the D 128 sparse walk
+    // (the D 64 sparse walk without the vote was faster without it, kernels/NOTES.md).
+    if constexpr (Tr::kDense || (!Tr::kVote && Tr::D == 128)) barSync(kBarVote + cx.wg, 128);
     wgmmaWait<0>();  // the previous block's P·V
     fenceRegs(blk);
     addPendingBlock<Tr>(st, pv, blk);
@@ -113,7 +114,7 @@ __device__ __forceinline__ bool softmaxOwnBlock(const KParams<typename Tr::T>& p
 // One block of the consumer's own tile, step `rec` in stage s (K full): Q·Kᵀ and the pending P·V, K released,
 // the softmax; the block becomes the pending one (its P·V goes out with the next own block's Q·Kᵀ, or at
 // once without Tr::kPvBesideQk).
-template <class Tr, bool kDense>
+template <class Tr>
 __device__ __forceinline__ void ownStep(const Sm90Params<typename Tr::T>& prm, const Pipe<Tr>& pp,
                                         const ConsumerCtx& cx, ConsumerState<Tr>& st, const StepRecord& rec,
                                         int s, uint32_t phase, int t, float qScale) {
@@ -126,18 +127,16 @@ __device__ __forceinline__ void ownStep(const Sm90Params<typename Tr::T>& prm, c
   const float scale = Tr::kFp8 ? p.scaleLog2 * (qScale * rec.kScale) : p.scaleLog2;
   const uint32_t slot = Tr::kVoteSetBytes * (t & 1);          // the vote words alternate
   const int barSet = Tr::kTilesPerRow > 1 ? 2 * (t & 1) : 0;  // and so do 128x64's barriers
-  const BlockVote vote{!kDense && cx.skipOn && skipEligible(t, cx.n, Tr::kTail), cx.voteWord + slot,
+  const BlockVote vote{Tr::kVote && cx.skipOn && skipEligible(t, cx.n, Tr::kTail), cx.voteWord + slot,
                        cx.voteByte + slot, cx.voteBar + barSet, cx.votePartnerBar + barSet};
   bool skip;
   if constexpr (Tr::kTwoSoftmaxCopies) {
-    skip = p.vis.fullyVisible(cx.qRow0, cx.qLast, rec.j * Tr::kBK, Tr::kBK)
-               ? softmaxOwnBlock<Tr, kDense, BlockKeys::AllVisible>(p, pp, cx, st, rec.j, vote, scale, pv, sc,
-                                                                    si, blk)
-               : softmaxOwnBlock<Tr, kDense, BlockKeys::SomeMasked>(p, pp, cx, st, rec.j, vote, scale, pv, sc,
-                                                                    si, blk);
-  } else {
     skip =
-        softmaxOwnBlock<Tr, kDense, BlockKeys::Checked>(p, pp, cx, st, rec.j, vote, scale, pv, sc, si, blk);
+        p.vis.fullyVisible(cx.qRow0, cx.qLast, rec.j * Tr::kBK, Tr::kBK)
+            ? softmaxOwnBlock<Tr, BlockKeys::AllVisible>(p, pp, cx, st, rec.j, vote, scale, pv, sc, si, blk)
+            : softmaxOwnBlock<Tr, BlockKeys::SomeMasked>(p, pp, cx, st, rec.j, vote, scale, pv, sc, si, blk);
+  } else {
+    skip = softmaxOwnBlock<Tr, BlockKeys::Checked>(p, pp, cx, st, rec.j, vote, scale, pv, sc, si, blk);
   }
   st.pending = true;
   st.pendingGemm = !skip;
@@ -173,7 +172,7 @@ __device__ __forceinline__ void consume(const Sm90Params<typename Tr::T>& prm, c
       passStage(pp, at.s, at.phase);
     }
     last = rec.last;
-    ownStep<Tr, kDense>(prm, pp, cx, st, rec, at.s, at.phase, t, qScale);
+    ownStep<Tr>(prm, pp, cx, st, rec, at.s, at.phase, t, qScale);
   }
   finishPending<Tr>(st, pp, p, cx);  // the last block's P·V
   for (; !last; pp.advance(at)) {    // other tiles' remaining blocks

@@ -26,11 +26,14 @@ constexpr int kBarVote = 1;
 // BK_: keys of a block. 128: the 64x128 geometry, one LUT row per 64-row tile. 64: the 128x64 geometry
 // (fp16/bf16 only), whose LUT rows cover 128 query rows: the CTA's two consumers hold the two halves of one
 // row's query block, walk the same blocks and vote on PV skips together.
-template <typename T_, int D_, Numerics N_, bool kDense_, int BK_ = 128>
+template <typename T_, int D_, Numerics N_, bool kDense_, int BK_ = 128, bool kVote_ = !kDense_>
 struct Sm90Traits {
   using T = T_;  // input and output element type
   static constexpr int D = D_;
   static constexpr bool kDense = kDense_;  // the dense launch (every visible block, every tile on each)
+  // Whether the walk holds the PV-skip vote: sparse walks, but for the launches in which no head votes
+  // (AttnArgs::votes), whose walk without it is as lean as the dense walk's softmax.
+  static constexpr bool kVote = kVote_ && !kDense_;
   static constexpr bool kFp8 = N_ == Numerics::Int8Fp8;
   static constexpr int kBK = BK_;
   static_assert(kBK == 128 || (kBK == 64 && !kFp8), "64x128 in every numerics, 128x64 in fp16/bf16");

@@ -72,10 +72,17 @@ void launchWalk90(const Problem& p, const AttnArgs& a, bool dense, cudaStream_t 
     throw Error("CUDA engine", "the Hopper kernel runs 64x128 tiles (and 128x64 without quantization), not " +
                                    std::to_string(p.BQ) + "x" + std::to_string(p.BK) +
                                    " (the mma.sync family runs it)");
-  if (dense)
+  if (dense) {
     launch90<Sm90Traits<T, D, N, true>>(p, a, s);
-  else
-    launch90<Sm90Traits<T, D, N, false>>(p, a, s);
+    return;
+  }
+  if constexpr (N == Numerics::Int8Fp8) {  // the walk without the vote (exact numerics keep the one walk)
+    if (!a.votes) {
+      launch90<Sm90Traits<T, D, N, false, 128, false>>(p, a, s);
+      return;
+    }
+  }
+  launch90<Sm90Traits<T, D, N, false>>(p, a, s);
 }
 
 template <int D, Numerics N>
