@@ -30,7 +30,8 @@ with h5py.File(f"{out}/masks.h5") as f:
 p = json.load(open(f"{out}/params.json"))
 assert p["permute"] == "hilbert" and p["groups"][0]["grid"]["shape"] == [2, 8, 16], p.get("permute")
 PYEOF
-"$sparge" run "$out/g.h5" --params "$out/params.json" --engine cpu --summary-only | grep -q "tokens in hilbert order"
+summary="$("$sparge" run "$out/g.h5" --params "$out/params.json" --engine cpu --summary-only)"
+grep -q "tokens in hilbert order" <<<"$summary"
 
 set +e
 env -u DISPLAY "$app" "$out/plain.h5" --backend egl --engine cpu --timeout 300 --action permute=hilbert \
