@@ -164,7 +164,8 @@ def one_length(model, tok, a, tokens, save):
     save(out)
     for engine in a.engines.split(","):
         try:
-            with SpargeApply(model, params, engine) as sa:
+            # Deployed as a user would: no per-head counts (SpargeAttn's engine keeps none either).
+            with SpargeApply(model, params, engine, counts=False) as sa:
                 logits, t = timed_forward(model, held, a.repeat)
         except (SpargeApplyError, EngineUnavailable) as e:  # e.g. SpargeAttn on a causal int8-fp8 model
             out["runs"][engine] = {"error": str(e)[-400:]}

@@ -144,20 +144,27 @@ class SpargeApply:
       strict: raise on exit when no attention call was seen or none matched.
       observe: run the sparse attention and record its statistics, but hand the model the dense output, so that
         every layer sees the dense model's inputs (per-head figures of two engines on identical inputs).
+      counts: record the per-head block counts (take_stats()). counts=False is for deployment: the "sparge"
+        engine then asks its kernels for no counters, so that they leave out what only the counters need (the
+        P·V-skip vote of heads with λ >= 40, which cannot change the output; Stage 1 of top-k 1 heads); the
+        summary still lists what ran sparse and dense. Not with measure=True, whose figures are per-head counts.
     """
 
     def __init__(self, model: Optional[torch.nn.Module], params: Union[str, ParamsFile], engine: str = "reference",
                  *, device=None, allow_incomplete: bool = False, measure: bool = False, steps: str = "nearest",
                  captures: Optional[List[str]] = None, hf_implementations: Tuple[str, ...] = ("sdpa",),
-                 strict: bool = True, observe: bool = False) -> None:
+                 strict: bool = True, observe: bool = False, counts: bool = True) -> None:
         if steps not in ("nearest", "exact"):
             raise ValueError(f"steps={steps!r}: expected 'nearest' or 'exact'")
+        if measure and not counts:
+            raise ValueError("measure=True records per-head figures with the counts: it needs counts=True")
         self.model = model
         self.params = params if isinstance(params, ParamsFile) else read_params(params)
         self._check_complete(allow_incomplete)
         self.engine = make_engine(engine, device)
         self.engine.configure(self.params)
         self.measure = measure
+        self.counts = counts
         self.observe = observe
         self.steps = steps
         self.strict = strict
@@ -313,7 +320,7 @@ class SpargeApply:
         if hp is None:
             hp = self._head_params[group.name] = self.params.head_params(group)
         try:
-            run = self.engine.run(call, hp, self.params, self.measure)
+            run = self.engine.run(call, hp, self.params, self.measure, self.counts)
         except EngineUnavailable as e:
             raise SpargeApplyError(f"module {ident.path} (entry {name}): {e}") from None
         self._record(ident, name, match, hp, run, heads)

@@ -3,6 +3,9 @@
 * reference — this package's PyTorch implementation of the method (CPU or GPU), the C++ CPU engine's numerics;
 * spargeattn — SpargeAttn's own Python API (spas_sage_attn), what a user deploys;
 * sparge — this project's CUDA kernels, through the Python package sparge_attn once it exists.
+
+Each engine's run(call, hp, params, measure, counts) returns an EngineRun; counts=False lets an engine leave the
+per-head counts out where leaving them out makes the call faster (the sparge engine; the others count anyway).
 """
 
 from __future__ import annotations
@@ -58,7 +61,7 @@ class ReferenceEngine:
     def unsupported(self, call: Call) -> Optional[str]:
         return None
 
-    def run(self, call: Call, hp: HeadParams, pf: ParamsFile, measure: bool) -> EngineRun:
+    def run(self, call: Call, hp: HeadParams, pf: ParamsFile, measure: bool, counts: bool = True) -> EngineRun:
         dev = self.device or call.q.device
         r = reference.attention(call.q.to(dev), call.k.to(dev), call.v.to(dev), simthreshd1=hp.theta,
                                 pvthreshd=hp.lam, is_sparse=hp.sparse, numerics=hp.numerics, geometry=pf.geometry,
@@ -145,7 +148,7 @@ class SpargeAttnEngine:
             return "a local window: SpargeAttn has no window support"
         return None
 
-    def run(self, call: Call, hp: HeadParams, pf: ParamsFile, measure: bool) -> EngineRun:
+    def run(self, call: Call, hp: HeadParams, pf: ParamsFile, measure: bool, counts: bool = True) -> EngineRun:
         if call.causal and self.sage == 2 and not self.allow_unmasked_causal:
             # Upstream's sage2 API always runs its kernel with the causal flag off, and its kernel with that flag
             # on (an argument the API never sets) stalled inside a real model's layer on an H200.
@@ -212,16 +215,21 @@ class SpargeEngine:
         args = dict(simthreshd1=values(hp.theta), pvthreshd=values(hp.lam.clamp(max=1e30)),
                     is_sparse=tuple(bool(x) for x in hp.sparse.tolist()), numerics=tuple(hp.numerics),
                     geometry=pf.geometry, smooth_k=pf.smooth_k, attention_sink=pf.sink, diagonal=pf.diagonal,
-                    return_sparsity=True, **sel)
+                    **sel)
         self._kept[id(hp)] = (hp, pf, args)  # hp and pf kept alive, so their ids stay theirs
         return args
 
-    def run(self, call: Call, hp: HeadParams, pf: ParamsFile, measure: bool) -> EngineRun:
-        out, stats = self.api.attention(call.q, call.k, call.v, is_causal=call.causal, window=call.window,
-                                        scale=call.scale, **self._arguments(hp, pf))
+    def run(self, call: Call, hp: HeadParams, pf: ParamsFile, measure: bool, counts: bool = True) -> EngineRun:
+        """counts=False asks the kernels for no counters, so that they leave out what only the counters need (the
+        P·V-skip vote of heads with λ >= 40, Stage 1 of top-k 1 heads): the fastest call, with no counts."""
+        r = self.api.attention(call.q, call.k, call.v, is_causal=call.causal, window=call.window, scale=call.scale,
+                               return_sparsity=counts, **self._arguments(hp, pf))
+        out, stats = r if counts else (r, None)
         # The kernels' own counters (valid, selected, P·V computed per batch item and head), summed over the batch.
         # One [Hq, 5] tensor (its first columns those counts), which SpargeApply adds up in one operation.
-        c = stats.counts[0] if stats.counts.shape[0] == 1 else stats.counts.sum(0)
+        c = None
+        if stats is not None:
+            c = stats.counts[0] if stats.counts.shape[0] == 1 else stats.counts.sum(0)
         run = EngineRun(out if out.dtype == call.q.dtype else out.to(call.q.dtype), c)
         if measure:
             scale = call.scale if call.scale is not None else 1.0 / math.sqrt(call.q.shape[-1])

@@ -76,6 +76,27 @@ def test_matched_calls_run_sparse_and_equal_the_reference(tmp_path):
     assert torch.allclose(stats.abs_diff / stats.abs_ref, want.l1, rtol=1e-6)
 
 
+def test_sparge_engine_without_counts_deploys_the_same_output(tmp_path):
+    """The "sparge" engine (this build's library; its CPU engine here) with counts=False, SpargeApply's deployment
+    setting: the model's output equals the counted run's, nothing is recorded for take_stats() while the summary
+    still lists what ran sparse; the counted run records the kernels' counts. measure=True without counts is
+    refused."""
+    pytest.importorskip("sparge_attn")
+    model = tiny_llama(head_dim=64)  # a head size the kernels run
+    p = params_file(tmp_path / "p.json")
+    with torch.no_grad(), SpargeApply(model, p, engine="sparge") as counted:
+        want = model(ids()).logits
+    with torch.no_grad(), SpargeApply(model, p, engine="sparge", counts=False) as deployed:
+        got = model(ids()).logits
+    assert torch.equal(got, want)
+    assert set(deployed.summary.sparse) == set(counted.summary.sparse) == {"l00_s000", "l02_s000"}
+    assert deployed.take_stats() == {}
+    stats = counted.take_stats()["l00_s000"].stats
+    assert int(stats.selected.sum()) > 0 and torch.all(stats.selected <= stats.counts[:, 0])
+    with pytest.raises(ValueError, match="measure=True .* needs counts=True"):
+        SpargeApply(model, p, engine="sparge", counts=False, measure=True)
+
+
 def test_heads_from_another_model_are_refused(tmp_path):
     p = params_file(tmp_path / "p.json", heads=9)
     with pytest.raises(SpargeApplyError, match=r"model.layers.0.self_attn \(entry l00_s000\) has 4 query heads.*"
