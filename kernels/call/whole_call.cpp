@@ -125,7 +125,8 @@ void uploadRunState(const CallArgs& a, const CallShape& s, uint8_t* dst, int* qu
 // P are at most 2^(offset - λ) where the row's largest term of the denominator is 2^offset (offset:
 // kFp8POffset in int8-fp8, 0 in exact numerics). At λ >= 40 those P round to zero in e4m3 and in fp16 (they
 // lie below 2^-10 and 2^-25), so the block adds nothing to O; in bf16 it adds at most BK · 2^-λ <= 2^-32 of
-// the largest |V|. To the row sum it adds at most BK · 2^-λ <= 2^-32 of its value, under half an fp32 ulp.
+// the largest |V|. To the row sum it adds at most BK · 2^-λ <= 2^-32 of its value: with every block of a
+// 32K-key row skipped the sum moves by under 2^-24 of itself, an fp32 rounding, far below the output's.
 // So when no one asked how many blocks the vote skipped (a count that needs it run), it is switched off,
 // and a head whose selection keeps every valid block (top-k 1) walks dense; when every head does and no
 // mask or LUT is wanted, Stage 1's scores and selection are left out too.
