@@ -101,7 +101,9 @@ def render_capi_bench(doc, name):
     g = doc.get("graph_and_compile", {})
     out = [f"### The sparge_attn op from PyTorch ({name})", "", provenance(doc) + ".",
            f"torch {doc.get('torch')}; sparge_attn {doc.get('sparge_attn')}; B=1 H=32 fp16 random data, int8-fp8, "
-           f"θ -0.1, λ 50; median of {doc.get('repeat')} after warm-up, ms. FlashAttention-3: {s.get('fa3')} "
+           "θ -0.1, λ 50, no counters asked for (so ours leaves out the P·V-skip vote, which cannot change the "
+           f"output at λ >= 40, and walks top-k 1 dense: docs/capi.md); median of {doc.get('repeat')} after "
+           f"warm-up, ms. FlashAttention-3: {s.get('fa3')} "
            "(bfloat16 copies of the same data; FP8: e4m3 copies, unit descales, the kernel alone without the "
            "quantization a caller would add). Best dense: the fastest dense call of the cell (ours exact or "
            "int8-fp8, SDPA, FA3 bf16 or FP8).",
