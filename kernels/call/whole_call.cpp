@@ -103,16 +103,19 @@ WholeCall::Ptrs WholeCall::resolve(const CallArgs& a) const {
 
 namespace {
 
+// Whether head h runs in exact numerics: every head of an unquantized call, or those the caller marked.
+bool exactHead(const CallArgs& a, const CallShape& s, int h) {
+  return s.numerics == core::Numerics::None || (a.exact && a.exact[h]);
+}
+
 // Parameters and head lists (all heads, the quantized group, the exact group), by value.
 void uploadRunState(const CallArgs& a, const CallShape& s, uint8_t* dst, int* quantized, int* exact) {
   std::vector<uint8_t> bytes(s.Hq * (sizeof(HeadParamsDev) + 3 * sizeof(int)));
   std::memcpy(bytes.data(), a.params, s.Hq * sizeof(HeadParamsDev));
   int* lists = reinterpret_cast<int*>(bytes.data() + s.Hq * sizeof(HeadParamsDev));
-  const bool allExact = s.numerics == core::Numerics::None;
   for (int h = 0; h < s.Hq; ++h) {
     lists[h] = h;
-    const bool e = allExact || (a.exact && a.exact[h]);
-    if (e)
+    if (exactHead(a, s, h))
       lists[2 * s.Hq + (*exact)++] = h;
     else
       lists[s.Hq + (*quantized)++] = h;
@@ -249,13 +252,14 @@ void WholeCall::run(const CallArgs& a) const {
   if (!a.workspace || reinterpret_cast<uintptr_t>(a.workspace) % kAlign != 0)
     throw Error("whole call", "the workspace must be a 256-byte aligned device buffer");
   std::vector<HeadParamsDev> params(a.params, a.params + s.Hq);
-  for (HeadParamsDev& p : params) p = deployed(p, wantsSkipCounts(a.out));
+  const bool skipCountsWanted = wantsSkipCounts(a.out);
+  for (HeadParamsDev& p : params) p = deployed(p, skipCountsWanted);
   CallArgs d = a;
   d.params = params.data();
   Groups g;
   uploadRunState(d, s, static_cast<uint8_t*>(a.workspace) + at_.upload, &g.quantized, &g.exact);
   for (int h = 0; h < s.Hq; ++h) {
-    const bool e = s.numerics == core::Numerics::None || (a.exact && a.exact[h]);
+    const bool e = exactHead(a, s, h);
     (e ? g.exactDense : g.quantizedDense) &= params[h].dense != 0;
     (e ? g.exactVotes : g.quantizedVotes) |= !params[h].dense && std::isfinite(params[h].lambda);
   }
