@@ -3,6 +3,7 @@
 
 #include <cmath>
 #include <cstring>
+#include <map>
 #include <vector>
 
 #include "common/cuda_util.h"
@@ -146,28 +147,51 @@ HeadParamsDev deployed(HeadParamsDev p, bool skipCountsWanted) {
   return p;
 }
 
+// Two streams beside the caller's, one pair per host thread and device (a plan may run on several threads at
+// once, and each thread's events must order its own calls only), made by the thread's first call there. Q's
+// pass and V's quantization read nothing the caller's stream writes after the fork (the copies of strided
+// inputs come before it), so they run beside K's mean and pass: those are chains of short, latency-bound
+// kernels that leave most of the GPU's bandwidth idle. The selection waits for Q's pass, Stage 2 for V.
+struct CallSides {
+  SideStream q, v;
+};
+
+CallSides& callSides() {
+  thread_local std::map<int, CallSides> perDevice;
+  int device = 0;
+  check(cudaGetDevice(&device), "cudaGetDevice");
+  return perDevice[device];
+}
+
 }  // namespace
 
 void WholeCall::stage1(const CallArgs& a, const Ptrs& x, const Groups& g, QuantOperands* ops) const {
   const CallShape& s = shape_;
   const int bhq = s.B * s.Hq, bhk = s.B * s.Hkv;
+  const bool quantize = g.quantized > 0;
+  if (quantize) *ops = quantOperandViews(p_, s.numerics, x.ws + at_.quant);
+  CallSides& side = callSides();
+  side.q.after(a.stream);
+  launchBlockPass(s.et, x.q, bhq, s.Nq, s.D, p_.BQ, nullptr, x.ws + at_.pooledQ, x.at<float>(at_.simQ),
+                  quantize ? const_cast<int8_t*>(ops->q8) : nullptr, const_cast<float*>(ops->qScale),
+                  side.q.get());
+  if (quantize) {
+    side.v.after(a.stream);
+    launchQuantizeV(s.et, p_, s.numerics, x.v, x.ws + at_.quant, *ops, side.v.get());
+  }
   const void* km = nullptr;
   if (s.smoothK) {
     launchKeyMean(s.et, x.k, bhk, s.Nkv, s.D, x.at<double>(at_.kmScratch), x.ws + at_.km, a.stream);
     km = x.ws + at_.km;
   }
-  const bool quantize = g.quantized > 0;
-  if (quantize) *ops = quantOperandViews(p_, s.numerics, x.ws + at_.quant);
-  launchBlockPass(s.et, x.q, bhq, s.Nq, s.D, p_.BQ, nullptr, x.ws + at_.pooledQ, x.at<float>(at_.simQ),
-                  quantize ? const_cast<int8_t*>(ops->q8) : nullptr, const_cast<float*>(ops->qScale),
-                  a.stream);
   launchBlockPass(s.et, x.k, bhk, s.Nkv, s.D, p_.BK, km, x.ws + at_.pooledK, x.at<float>(at_.simK),
                   quantize ? const_cast<int8_t*>(ops->k8) : nullptr, const_cast<float*>(ops->kScale),
                   a.stream);
+  side.q.before(a.stream);
   const bool everyHeadDense = g.quantizedDense && g.exactDense;
   const CallOutputs& o = a.out;
   if (!everyHeadDense || o.mask || o.lut || o.lutCount || o.headStats) select(a, x);
-  if (quantize) launchQuantizeV(s.et, p_, s.numerics, x.v, x.ws + at_.quant, *ops, a.stream);
+  if (quantize) side.v.before(a.stream);
 }
 
 // Stage 1's block scores and selection: the mask, the LUT and its counts.

@@ -1,8 +1,11 @@
 // SpargeAttn's whole call on the caller's device pointers (the C API's CUDA backend and the benchmark): the
 // K mean, Stage 1's statistics fused with the INT8 quantization of Q and K, the selection, V's quantization,
 // Stage 2 per numerics group of heads and the optional outputs, every buffer in one caller-provided
-// workspace, every launch on one stream: no allocation, no synchronisation, no host copy, so that a call can
-// be captured in a CUDA graph. The launchers are the engine's (launch.h) plus call_launch.h's.
+// workspace, every launch on the caller's stream or on two streams forked from it and joined back into it
+// within the call (Q's pass and V's quantization run beside K's): no allocation, no synchronisation, no host
+// copy, so that a call can be captured in a CUDA graph. A host thread's first call on a device makes those
+// two streams and their events, kept for its later calls. The launchers are the engine's (launch.h) plus
+// call_launch.h's.
 #pragma once
 
 #include <cuda_runtime.h>

@@ -1,13 +1,15 @@
 // The C API's CUDA backend against the CUDA engine on the same entries and parameters: block masks, PV-skip
 // maps, per-head counters and outputs equal bit for bit (the same kernels on the same operands); NHD against
-// HND; a run captured in a CUDA graph against a direct run; argument checks that need a device. Skips without
-// a GPU.
+// HND; a run captured in a CUDA graph against a direct run, also as a thread's first run; runs queued back
+// to back on one workspace; argument checks that need a device. Skips without a GPU.
 #include <cuda_runtime.h>
 #include <gtest/gtest.h>
 
 #include <cstring>
 #include <memory>
 #include <random>
+#include <string>
+#include <thread>
 #include <vector>
 
 #include "sparge/attention.h"
@@ -323,6 +325,103 @@ TEST(CapiCuda, ACapturedGraphReplaysTheCall) {
   cudaGraphDestroy(graph);
   cudaStreamDestroy(s);
   sparge_attn_plan_destroy(plan);
+}
+
+// One problem's inputs and output on the device.
+struct DevProblem {
+  size_t oElems;
+  DevMem q, k, v, o;
+  DevProblem(const Config& c, const Inputs& in)
+      : oElems(size_t(c.B) * c.Hq * c.Nq * c.D),
+        q(in.q.size() * 2),
+        k(in.k.size() * 2),
+        v(in.v.size() * 2),
+        o(oElems * 2) {
+    cudaMemcpy(q.p, in.q.data(), in.q.size() * 2, cudaMemcpyHostToDevice);
+    cudaMemcpy(k.p, in.k.data(), in.k.size() * 2, cudaMemcpyHostToDevice);
+    cudaMemcpy(v.p, in.v.data(), in.v.size() * 2, cudaMemcpyHostToDevice);
+  }
+  sparge_attn_status run(const sparge_attn_plan* plan, const ApiParams& params, void* ws, size_t wsBytes,
+                         cudaStream_t s) {
+    return sparge_attn_run(plan, q.p, k.p, v.p, o.p, &params.hp, nullptr, ws, wsBytes, s);
+  }
+};
+
+// A run forks Q's pass and V's quantization onto streams of its own and joins them back: two runs of one plan
+// queued back to back on one workspace, without a synchronisation between them, each give what they give
+// alone (the second run's side work waits for the first run's Stage 2, which reads the same buffers).
+TEST(CapiCuda, BackToBackRunsOnOneWorkspaceKeepTheirOrder) {
+  REQUIRE_GPU();
+  Config c;
+  c.Nq = c.Nkv = 4000;
+  c.topk = true;
+  const Inputs a = makeInputs(c, 21), b = makeInputs(c, 22);
+  const sparge_attn_problem p = problemOf(c);
+  const std::vector<uint16_t> aloneA = runApi(c, a, p).o, aloneB = runApi(c, b, p).o;
+  sparge_attn_plan* plan = nullptr;
+  ASSERT_EQ(sparge_attn_plan_create(&p, &plan), SPARGE_ATTN_OK) << sparge_attn_last_error();
+  size_t wsBytes = 0;
+  sparge_attn_plan_workspace_size(plan, &wsBytes);
+  DevMem ws(wsBytes);
+  DevProblem da(c, a), db(c, b);
+  ApiParams params(c, headParams(c));
+  cudaStream_t s = nullptr;
+  ASSERT_EQ(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking), cudaSuccess);
+  for (int round = 0; round < 3; ++round) {
+    ASSERT_EQ(da.run(plan, params, ws.p, wsBytes, s), SPARGE_ATTN_OK) << sparge_attn_last_error();
+    ASSERT_EQ(db.run(plan, params, ws.p, wsBytes, s), SPARGE_ATTN_OK) << sparge_attn_last_error();
+    ASSERT_EQ(cudaStreamSynchronize(s), cudaSuccess);
+    EXPECT_EQ(da.o.get<uint16_t>(da.oElems), aloneA) << "round " << round;
+    EXPECT_EQ(db.o.get<uint16_t>(db.oElems), aloneB) << "round " << round;
+  }
+  cudaStreamDestroy(s);
+  sparge_attn_plan_destroy(plan);
+}
+
+// A host thread whose very first run is captured: its side streams and events are made during the capture.
+TEST(CapiCuda, AThreadsFirstRunCanBeCaptured) {
+  REQUIRE_GPU();
+  Config c;
+  c.causal = true;
+  const Inputs in = makeInputs(c, 23);
+  const sparge_attn_problem p = problemOf(c);
+  const std::vector<uint16_t> direct = runApi(c, in, p).o;
+  std::vector<uint16_t> replayed;
+  std::string failure;
+  std::thread fresh([&] {
+    sparge_attn_plan* plan = nullptr;
+    if (sparge_attn_plan_create(&p, &plan) != SPARGE_ATTN_OK) return void(failure = sparge_attn_last_error());
+    size_t wsBytes = 0;
+    sparge_attn_plan_workspace_size(plan, &wsBytes);
+    DevMem ws(wsBytes);
+    DevProblem d(c, in);
+    ApiParams params(c, headParams(c));
+    cudaStream_t s = nullptr;
+    cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking);
+    cudaGraph_t graph = nullptr;
+    cudaGraphExec_t exec = nullptr;
+    cudaStreamBeginCapture(s, cudaStreamCaptureModeGlobal);
+    const sparge_attn_status st = d.run(plan, params, ws.p, wsBytes, s);
+    const std::string message = sparge_attn_last_error();
+    const cudaError_t ended = cudaStreamEndCapture(s, &graph);
+    if (st != SPARGE_ATTN_OK)
+      failure = "run: " + message;
+    else if (ended != cudaSuccess)
+      failure = std::string("end of capture: ") + cudaGetErrorString(ended);
+    else if (cudaGraphInstantiate(&exec, graph, 0) != cudaSuccess)
+      failure = "graph instantiation";
+    else if (cudaGraphLaunch(exec, s) != cudaSuccess || cudaStreamSynchronize(s) != cudaSuccess)
+      failure = "graph launch";
+    else
+      replayed = d.o.get<uint16_t>(d.oElems);
+    if (exec) cudaGraphExecDestroy(exec);
+    if (graph) cudaGraphDestroy(graph);
+    cudaStreamDestroy(s);
+    sparge_attn_plan_destroy(plan);
+  });
+  fresh.join();
+  ASSERT_TRUE(failure.empty()) << failure;
+  EXPECT_EQ(replayed, direct);
 }
 
 TEST(CapiCuda, BadDeviceArgumentsAreRefused) {
