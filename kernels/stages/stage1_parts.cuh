@@ -95,7 +95,7 @@ __device__ __forceinline__ void exchangeAcrossLanes(float (&key)[E], int (&id)[E
 }
 
 template <int E>
-__device__ __forceinline__ void bitonicSortWarp(float (&key)[E], int (&id)[E]) {
+__device__ __forceinline__ void bitonicSortFloatPairs(float (&key)[E], int (&id)[E]) {
 #pragma unroll 1
   for (int k = 2; k <= 32 * E; k <<= 1) {
 #pragma unroll 1
@@ -103,6 +103,77 @@ __device__ __forceinline__ void bitonicSortWarp(float (&key)[E], int (&id)[E]) {
 #pragma unroll
     for (int j = E / 2; j > 0; j >>= 1)
       if (j < k) exchangeInThread<E>(key, id, k, j);
+  }
+}
+
+// (key, id) as one word whose ascending order is the sort's order (key descending, -0 equal to +0, ties to
+// the lower id) for keys that are not NaN: the key's bits, made to order descending, above the id. A
+// compare-exchange of two words is one 64-bit minimum and maximum, where the pair takes a float and an int
+// compare and six selects.
+__device__ __forceinline__ uint64_t sortWord(float key, int id) {
+  const uint32_t u = __float_as_uint(key == 0.f ? 0.f : key);
+  const uint32_t ascending = (u & 0x80000000u) ? ~u : (u | 0x80000000u);
+  return (uint64_t(~ascending) << 32) | uint32_t(id);
+}
+__device__ __forceinline__ float sortWordKey(uint64_t w) {
+  const uint32_t ascending = ~uint32_t(w >> 32);
+  return __uint_as_float((ascending & 0x80000000u) ? (ascending & 0x7fffffffu) : ~ascending);
+}
+
+// Position t of merge k keeps the smaller word of its pair where it is the lower position of a run in the
+// sort's order ((t & k) == 0), or the upper one of a run the other way; else the larger.
+__device__ __forceinline__ uint64_t exchangedWord(uint64_t mine, uint64_t other, bool lower, bool inOrder) {
+  const uint64_t lo = mine < other ? mine : other, hi = mine < other ? other : mine;
+  return lower == inOrder ? lo : hi;
+}
+
+template <int E>
+__device__ __forceinline__ void bitonicSortWords(uint64_t (&w)[E]) {
+  const int lane = threadIdx.x & 31;
+#pragma unroll 1
+  for (int k = 2; k <= 32 * E; k <<= 1) {
+#pragma unroll 1
+    for (int j = k >> 1; j >= E; j >>= 1) {
+#pragma unroll
+      for (int e = 0; e < E; ++e) {
+        const int t = lane * E + e;
+        w[e] = exchangedWord(w[e], __shfl_xor_sync(0xffffffffu, w[e], j / E), (t & j) == 0, (t & k) == 0);
+      }
+    }
+#pragma unroll
+    for (int j = E / 2; j > 0; j >>= 1) {
+      if (j >= k) continue;
+#pragma unroll
+      for (int e = 0; e < E; ++e) {
+        const int o = e ^ j;
+        if ((e & j) != 0) continue;
+        const bool inOrder = ((lane * E + e) & k) == 0;
+        const uint64_t a = w[e], b = w[o];
+        w[e] = exchangedWord(a, b, true, inOrder);
+        w[o] = exchangedWord(b, a, false, inOrder);
+      }
+    }
+  }
+}
+
+// The warp's 32·E (key, id) pairs sorted by key descending, ties to the lower id, by a bitonic network in
+// registers. Without NaN keys the network runs on sortWord's words (the same compare-exchanges, so the same
+// order); a warp with a NaN key runs it on the pairs, whose compare never swaps a NaN (the CPU engine's
+// order for such rows).
+template <int E>
+__device__ __forceinline__ void bitonicSortWarp(float (&key)[E], int (&id)[E]) {
+  bool nan = false;
+#pragma unroll
+  for (int e = 0; e < E; ++e) nan = nan || key[e] != key[e];
+  if (__any_sync(0xffffffffu, nan)) return bitonicSortFloatPairs<E>(key, id);
+  uint64_t w[E];
+#pragma unroll
+  for (int e = 0; e < E; ++e) w[e] = sortWord(key[e], id[e]);
+  bitonicSortWords<E>(w);
+#pragma unroll
+  for (int e = 0; e < E; ++e) {
+    key[e] = sortWordKey(w[e]);
+    id[e] = int(uint32_t(w[e]));
   }
 }
 
