@@ -150,8 +150,9 @@ HeadParamsDev deployed(HeadParamsDev p, bool skipCountsWanted) {
 // Two streams beside the caller's, one pair per host thread and device (a plan may run on several threads at
 // once, and each thread's events must order its own calls only), made by the thread's first call there. Q's
 // pass and V's quantization read nothing the caller's stream writes after the fork (the copies of strided
-// inputs come before it), so they run beside K's mean and pass: those are chains of short, latency-bound
-// kernels that leave most of the GPU's bandwidth idle. The selection waits for Q's pass, Stage 2 for V.
+// inputs come before it), so they run beside K's mean and pass, in the gaps and tails those launches leave
+// (which matter most at small shapes: kernels/NOTES.md, "Q's pass and V's quantization beside K's"). The
+// selection waits for Q's pass, Stage 2 for V.
 struct CallSides {
   SideStream q, v;
 };
