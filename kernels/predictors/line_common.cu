@@ -245,13 +245,6 @@ __global__ void sparge_predict_line_sort_keys(const float* __restrict__ keys, lo
   if (iota) iota[x] = int(x % len);
 }
 
-// The float whose descendingKey is `key` (−0 comes back as +0, NaN as a NaN).
-__device__ __forceinline__ float fromDescendingKey(uint32_t key) {
-  const uint32_t ascending = ~key;
-  const uint32_t u = (ascending & 0x80000000u) ? (ascending & 0x7fffffffu) : ~ascending;
-  return __uint_as_float(u);
-}
-
 __global__ void sparge_predict_line_sort_decode(const uint64_t* __restrict__ keys, long long n,
                                                 float* __restrict__ sorted) {
   const long long x = blockIdx.x * (long long)blockDim.x + threadIdx.x;

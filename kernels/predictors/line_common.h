@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "common/cuda_util.h"
+#include "common/sort_key.h"
 #include "predictors/method_rows.h"
 
 #if defined(__CUDACC__)
@@ -107,16 +108,10 @@ void launchPooledDots(const MethodLaunch& m, const float* pq, const float* pk, i
 // Softmax of each row of x [rows][len] (an all −inf row gives zeros).
 void launchRowSoftmax(const float* x, int rows, int len, float* out, cudaStream_t s);
 
-// The 32-bit key whose ascending order is the descending order of v, −0 equal to +0 and NaN last, as core's
-// rankDescending orders scores; a stable ascending sort of (segment, key) then ranks each segment as it does.
-SPARGE_LINE_HD inline uint32_t descendingKey(float v) {
-  if (v != v) return 0xffffffffu;
-  if (v == 0.f) v = 0.f;
-  uint32_t u;
-  std::memcpy(&u, &v, sizeof u);
-  const uint32_t ascending = (u & 0x80000000u) ? ~u : (u | 0x80000000u);
-  return ~ascending;
-}
+// Segmented sorts order by descendingKey (common/sort_key.h): a stable ascending sort of (segment, key) ranks
+// each segment as core's rankDescending does.
+using cuda::descendingKey;
+using cuda::fromDescendingKey;
 
 // Descending sort of nSeg segments of `len` floats each, with each key's index in its segment; equal keys
 // keep ascending index. Segments of up to 4,096 values, and keys-only ones of up to 32,768: a CTA's block

@@ -8,6 +8,7 @@
 
 #include <cstdint>
 
+#include "common/sort_key.h"
 #include "stages/block_pass.cuh"
 
 namespace sparge::cuda {
@@ -107,17 +108,10 @@ __device__ __forceinline__ void bitonicSortFloatPairs(float (&key)[E], int (&id)
 }
 
 // (key, id) as one word whose ascending order is the sort's order (key descending, -0 equal to +0, ties to
-// the lower id) for keys that are not NaN: the key's bits, made to order descending, above the id. A
-// compare-exchange of two words is one 64-bit minimum and maximum, where the pair takes a float and an int
-// compare and six selects.
+// the lower id) for keys that are not NaN: descendingKey above the id. A compare-exchange of two words is one
+// 64-bit minimum and maximum, where the pair takes a float and an int compare and six selects.
 __device__ __forceinline__ uint64_t sortWord(float key, int id) {
-  const uint32_t u = __float_as_uint(key == 0.f ? 0.f : key);
-  const uint32_t ascending = (u & 0x80000000u) ? ~u : (u | 0x80000000u);
-  return (uint64_t(~ascending) << 32) | uint32_t(id);
-}
-__device__ __forceinline__ float sortWordKey(uint64_t w) {
-  const uint32_t ascending = ~uint32_t(w >> 32);
-  return __uint_as_float((ascending & 0x80000000u) ? (ascending & 0x7fffffffu) : ~ascending);
+  return (uint64_t(descendingKey(key)) << 32) | uint32_t(id);
 }
 
 // Position t of merge k keeps the smaller word of its pair where it is the lower position of a run in the
@@ -172,7 +166,7 @@ __device__ __forceinline__ void bitonicSortWarp(float (&key)[E], int (&id)[E]) {
   bitonicSortWords<E>(w);
 #pragma unroll
   for (int e = 0; e < E; ++e) {
-    key[e] = sortWordKey(w[e]);
+    key[e] = fromDescendingKey(uint32_t(w[e] >> 32));
     id[e] = int(uint32_t(w[e]));
   }
 }

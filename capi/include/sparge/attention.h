@@ -5,8 +5,8 @@
  * allocation), query its workspace size, then run it as often as needed. A CUDA run launches kernels on the
  * caller's stream (and on two streams it forks from it and joins back into it before returning) and does
  * nothing else: no allocation, no synchronisation, no environment reads, so that it can be captured in a
- * CUDA graph. A host thread's first run on a device creates those two streams and their events once. Every call returns a status; sparge_attn_last_error() says what went
- * wrong, in words, for the calling thread.
+ * CUDA graph. A host thread's first run on a device creates those two streams and their events once. Every
+ * call returns a status; sparge_attn_last_error() says what went wrong, in words, for the calling thread.
  *
  * ABI rules: functions take plain C types and opaque handles; every struct starts with `struct_size`, which
  * the caller sets to sizeof(the struct) as its header declares it (zero the struct, then set struct_size;
