@@ -4,9 +4,11 @@
 over N x D x causal x top-k; then a CUDA-graph replay and a torch.compile'd call of the op, each checked
 against the eager call. Random N(0, 1) fp16 data, B 1, H 32, simthreshd1 -0.1, pvthreshd 50 (as
 bench/compare_spargeattn.py). Times: median of --repeat CUDA-event measurements after --warmup-ms of untimed
-running.
+running; per top-k the op and SpargeAttn's call take --rounds such measurements each, in turns whose order
+flips every round, and the median over the rounds is the cell's figure (each round's is in the JSON).
 
 usage: python3 bench/capi_bench.py [--spargeattn DIR] [--json OUT] [--quick] [--repeat 10] [--warmup-ms 200]
+                                   [--rounds 3]
 Needs the sparge_attn package importable and libsparge_attn.so (SPARGE_ATTN_LIBRARY or the package's lib/).
 """
 import argparse
@@ -78,13 +80,18 @@ def cell(torch, api, fa3, N, D, causal, topks, args):
         fn = lambda: sparge_attn.attention(q, k, v, simthreshd1=-0.1, topk=t, pvthreshd=50, is_causal=causal)  # noqa
         _, stats = sparge_attn.attention(q, k, v, simthreshd1=-0.1, topk=t, pvthreshd=50, is_causal=causal,
                                          return_sparsity=True)
-        r["ours"][t] = {"ms": run(fn), "stage1_sparsity": stats.stage1, "pv_skip_rate": stats.pv_skip_rate}
+        calls = {"ours": fn}
         if api is not None:
             call = lambda: api(q, k, v, is_causal=causal, topk=t, simthreshd1=-0.1, pvthreshd=50)  # noqa
             try:
-                r["spargeattn"][t] = {"ms": run(call)}
+                call()
+                calls["spargeattn"] = call
             except Exception as e:  # a shape upstream rejects
                 r["spargeattn"][t] = {"error": str(e).splitlines()[0][:160]}
+        rounds = alternating_rounds(calls, run, args.rounds)
+        r["ours"][t] = {**rounds["ours"], "stage1_sparsity": stats.stage1, "pv_skip_rate": stats.pv_skip_rate}
+        if "spargeattn" in rounds:
+            r["spargeattn"][t] = rounds["spargeattn"]
     for t, x in r["ours"].items():
         x["tops"] = flops / (x["ms"] * 1e-3) / 1e12
         theirs = r["spargeattn"].get(t, {}).get("ms")
@@ -94,6 +101,18 @@ def cell(torch, api, fa3, N, D, causal, topks, args):
     del q, k, v
     torch.cuda.empty_cache()
     return r
+
+
+def alternating_rounds(calls, run, rounds):
+    """Each call timed once a round, the order reversed every other round, so that whatever state the GPU is
+    left in by the measurement before falls on both sides alike: per call the median over the rounds ("ms")
+    and every round's figure."""
+    times = {name: [] for name in calls}
+    names = list(calls)
+    for i in range(rounds):
+        for name in names if i % 2 == 0 else names[::-1]:
+            times[name].append(run(calls[name]))
+    return {name: {"ms": statistics.median(ts), "ms_rounds": ts} for name, ts in times.items()}
 
 
 DENSE_KEYS = ("dense_exact_ms", "dense_int8fp8_ms", "sdpa_ms", "fa3_ms", "fa3_fp8_ms")
@@ -189,6 +208,8 @@ def main():
     ap.add_argument("--quick", action="store_true", help="8K, D 128, non-causal, top-k 1.0 and 0.2 only")
     ap.add_argument("--repeat", type=int, default=10)
     ap.add_argument("--warmup-ms", type=int, default=200)
+    ap.add_argument("--rounds", type=int, default=3,
+                    help="rounds of the op against SpargeAttn per cell, in alternating order (median over them)")
     ap.add_argument("--profile", action="store_true", help="also the CUDA time per kernel at 32K, D 128, top-k 0.1")
     args = ap.parse_args()
     api = None
@@ -214,7 +235,7 @@ def main():
         for name, ms in extra["kernels_32k_d128_topk0.1_ms"].items():
             print(f"{ms:8.3f} ms  {name[:110]}")
     doc = {**machine_info.stamp("sparge-capi-bench/1"), "device": torch.cuda.get_device_name(), "torch": torch.__version__, "sparge_attn": sparge_attn.version(),
-           "repeat": args.repeat, "warmup_ms": args.warmup_ms, "seconds": time.time() - t0,
+           "repeat": args.repeat, "warmup_ms": args.warmup_ms, "rounds": args.rounds, "seconds": time.time() - t0,
            "summary": summary(cells, fa3_name), "graph_and_compile": extra, "cells": cells}
     print(json.dumps({"summary": doc["summary"], "graph_and_compile": extra}, indent=1))
     if args.json:

@@ -95,6 +95,26 @@ def render_compare(doc, name):
     return out
 
 
+def rounds_note(doc):
+    """How the op and SpargeAttn's call shared the GPU, where the bench ran them in rounds."""
+    if not doc.get("rounds"):
+        return ""
+    return (f"; per top-k {doc['rounds']} rounds of ours and SpargeAttn's call in turns (the order flipped each "
+            "round), the median over the rounds; the speedup's range is over the rounds' ratios")
+
+
+def speedup_cell(ours, theirs):
+    """SpargeAttn's time over ours, with the range of the rounds' ratios where the bench ran rounds."""
+    if not theirs.get("ms"):
+        return fmt(None)
+    text = fmt(theirs["ms"] / ours["ms"], 2)
+    a, b = ours.get("ms_rounds"), theirs.get("ms_rounds")
+    if a and b and len(a) == len(b) and len(a) > 1:
+        ratios = [y / x for x, y in zip(a, b)]
+        text += f" ({fmt(min(ratios), 2)}–{fmt(max(ratios), 2)})"
+    return text
+
+
 def render_capi_bench(doc, name):
     """bench/capi_bench.py: the sparge_attn op as PyTorch calls it, against SpargeAttn and the dense kernels."""
     s = doc.get("summary", {})
@@ -103,7 +123,7 @@ def render_capi_bench(doc, name):
            f"torch {doc.get('torch')}; sparge_attn {doc.get('sparge_attn')}; B=1 H=32 fp16 random data, int8-fp8, "
            "θ -0.1, λ 50, no counters asked for (so ours leaves out the P·V-skip vote, which cannot change the "
            f"output at λ >= 40, and walks top-k 1 dense: docs/capi.md); median of {doc.get('repeat')} after "
-           f"warm-up, ms. FlashAttention-3: {s.get('fa3')} "
+           f"warm-up, ms{rounds_note(doc)}. FlashAttention-3: {s.get('fa3')} "
            "(bfloat16 copies of the same data; FP8: e4m3 copies, unit descales, the kernel alone without the "
            "quantization a caller would add). Best dense: the fastest dense call of the cell (ours exact or "
            "int8-fp8, SDPA, FA3 bf16 or FP8).",
@@ -116,9 +136,10 @@ def render_capi_bench(doc, name):
            "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
     for c in doc.get("cells", []):
         for topk, o in c.get("ours", {}).items():
-            sa = (c.get("spargeattn", {}).get(topk) or {}).get("ms")
+            theirs = c.get("spargeattn", {}).get(topk) or {}
+            sa = theirs.get("ms")
             out.append(f"| {c['tokens']} | {c['head_dim']} | {'yes' if c['causal'] else 'no'} | {topk} | "
-                       f"{fmt(o['ms'])} | {fmt(sa)} | {fmt(sa / o['ms'] if sa else None, 2)} | "
+                       f"{fmt(o['ms'])} | {fmt(sa)} | {speedup_cell(o, theirs)} | "
                        f"{fmt(o['ms'] / c['dense_exact_ms'])} | {fmt(c['dense_exact_ms'])} | "
                        f"{fmt(c.get('fa3_ms'))} | {fmt(c.get('fa3_fp8_ms'))} | "
                        f"{fmt(o.get('speedup_vs_best_dense'), 2)} | {fmt(c.get('sdpa_ms'))} |")
