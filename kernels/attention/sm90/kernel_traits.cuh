@@ -86,9 +86,12 @@ struct Sm90Traits {
   // where split and union walks crossed on random masks (kernels/NOTES.md, v13 to v15, and "Figures behind
   // the rules in the code"); fp16/bf16 D 128 has 2 stages, too few for three rings.
   // 128x64: the consumers share their LUT row, so the union is every tile's walk and splitting would load
-  // each block twice.
-  static constexpr bool kUnionOnly = kDense || kTilesPerRow > 1 || kStages < 2 * kConsumers;
-  static constexpr float kSplitBelow = kUnionOnly ? 0.f : kFp8 && D == 128 ? 0.6f : 0.7f;
+  // each block twice. int8-fp8 D 128 (three rings of two stages): its walk compiled without the split was
+  // 4-6 % faster at half the blocks without a mask, 1-2 % with the causal one, and within 2 % either way at a
+  // fifth and a tenth (kernels/NOTES.md, "The int8-fp8 D 128 walk without split rings").
+  static constexpr bool kUnionOnly =
+      kDense || kTilesPerRow > 1 || kStages < 2 * kConsumers || (kFp8 && D == 128);
+  static constexpr float kSplitBelow = kUnionOnly ? 0.f : 0.7f;
   static constexpr bool kSplittable = kSplitBelow > 0.f;
   static constexpr int kQkSteps = kQkRowBytes / 32;  // wgmma k-steps of 32 bytes
   static constexpr int kPSteps = kFp8 ? kBK / 32 : kBK / 16;
