@@ -89,8 +89,8 @@ struct Sm90Traits {
   // each block twice. int8-fp8 D 128 (three rings of two stages): its walk compiled without the split was
   // 4-6 % faster at half the blocks without a mask, 1-2 % with the causal one, and within 2 % either way at a
   // fifth and a tenth (kernels/NOTES.md, "The int8-fp8 D 128 walk without split rings").
-  static constexpr bool kUnionOnly =
-      kDense || kTilesPerRow > 1 || kStages < 2 * kConsumers || (kFp8 && D == 128);
+  static constexpr bool kUnionOnly = kDense || kTilesPerRow > 1 || kStages < 2 * kConsumers ||
+                                     (kFp8 && D == 128);
   static constexpr float kSplitBelow = kUnionOnly ? 0.f : 0.7f;
   static constexpr bool kSplittable = kSplitBelow > 0.f;
   static constexpr int kQkSteps = kQkRowBytes / 32;  // wgmma k-steps of 32 bytes
