@@ -4,9 +4,9 @@
 // shared-memory pipeline guarded by mbarriers. The producer walks the sorted union of the tiles' LUT rows;
 // every stage carries a record of its step (key block, which consumers need it, the block's K scale, whether
 // it is the last), so one load serves several tiles when their rows agree (dense attention, and neighbouring
-// rows of real data) and the consumers never read the LUT (its loads would sit on their critical path). Where
-// the rows visit few blocks, a CTA instead splits the stages into one ring per tile, each streamed by its own
-// producer thread (splitWalks). In fp16/bf16 at D 64 each consumer issues Q·Kᵀ of its block with P·V of its
+// rows of real data) and the consumers never read the LUT (its loads would sit on their critical path). At
+// D 64, where the rows visit few blocks, a CTA instead splits the stages into one ring per tile, each streamed
+// by its own producer thread (splitWalks). In fp16/bf16 at D 64 each consumer issues Q·Kᵀ of its block with P·V of its
 // previous block, and its row maxima, PV-skip vote and softmax run beside that P·V; elsewhere registers are
 // spent on more consumers instead, each block's P·V follows its own softmax (kPvBesideQk), and the other
 // consumers keep the tensor cores busy meanwhile. The consumers do not take turns on the tensor cores (FA3's
