@@ -23,7 +23,7 @@ import torch
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 import machine_info  # noqa: E402
-from compare_spargeattn import timed  # noqa: E402  (the same warm-up and timing as the engine comparison)
+from compare_spargeattn import alternating_rounds, timed  # noqa: E402  (the engine comparison's timing)
 
 
 def load_fa3():
@@ -101,18 +101,6 @@ def cell(torch, api, fa3, N, D, causal, topks, args):
     del q, k, v
     torch.cuda.empty_cache()
     return r
-
-
-def alternating_rounds(calls, run, rounds):
-    """Each call timed once a round, the order reversed every other round, so that whatever state the GPU is
-    left in by the measurement before falls on both sides alike: per call the median over the rounds ("ms")
-    and every round's figure."""
-    times = {name: [] for name in calls}
-    names = list(calls)
-    for i in range(rounds):
-        for name in names if i % 2 == 0 else names[::-1]:
-            times[name].append(run(calls[name]))
-    return {name: {"ms": statistics.median(ts), "ms_rounds": ts} for name, ts in times.items()}
 
 
 DENSE_KEYS = ("dense_exact_ms", "dense_int8fp8_ms", "sdpa_ms", "fa3_ms", "fa3_fp8_ms")

@@ -47,6 +47,18 @@ def timed(torch, fn, repeat, warmup_ms, warmup=2):
     return statistics.median(times), min(times), max(times)
 
 
+def alternating_rounds(calls, run, rounds):
+    """Each call timed once a round, the order reversed every other round, so that whatever state the GPU is
+    left in by the measurement before falls on both sides alike: per call the median over the rounds ("ms")
+    and every round's figure."""
+    times = {name: [] for name in calls}
+    names = list(calls)
+    for i in range(rounds):
+        for name in names if i % 2 == 0 else names[::-1]:
+            times[name].append(run(calls[name]))
+    return {name: {"ms": statistics.median(ts), "ms_rounds": ts} for name, ts in times.items()}
+
+
 def load_ours(paths):
     """{(N, D, causal): {"cudnn": TOPS, "dense": {numerics: TOPS}, "topk": {topk: {numerics: (TOPS, density)}}}}"""
     cells, meta = {}, {}
