@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """Builds of libsparge_attn side by side in one process: the op's whole call per cell, timed with each build in
-turn, round after round, so that clock and thermal drift and the state each process starts in fall on every
-build alike (builds timed in separate processes, one after another, differed by up to 7 % on the same cell).
+turn, round after round (the order reversed every other round, as bench/capi_bench.py does), so that clock
+and thermal drift and the state each process starts in fall on every build alike (builds timed in separate
+processes, one after another, differed by up to 7 % on the same cell).
 
 Each build is loaded from its own path (ctypes, RTLD_LOCAL: its own kernels, streams and caches) and keeps its
 own plans; the op's Python side is shared. Cells are (tokens, head dim, causal, top-k[, counters]) on random
@@ -14,7 +15,6 @@ usage: python3 bench/op_ab.py LIB_A.so LIB_B.so [...] [--cells 32768,128,1,0.5 .
 Needs torch with a CUDA device and the sparge_attn package importable (PYTHONPATH=python).
 """
 import argparse
-import collections
 import ctypes
 import json
 import os
@@ -26,7 +26,7 @@ import torch
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 sys.path.insert(0, os.path.join(HERE, "..", "python"))
-from compare_spargeattn import timed  # noqa: E402
+from compare_spargeattn import alternating_rounds, timed  # noqa: E402
 import sparge_attn  # noqa: E402
 from sparge_attn import _capi, _op  # noqa: E402
 
@@ -62,15 +62,17 @@ def run_cell(builds, cell, rounds, repeat, warmup_ms):
         return sparge_attn.attention(q, k, v, simthreshd1=-0.1, topk=topk, pvthreshd=50, is_causal=causal,
                                      return_sparsity=counters)
 
-    times, sums = collections.defaultdict(list), {}
-    for _ in range(rounds):
-        for b in builds:
-            b.use()
-            o = call()
-            o = o[0] if isinstance(o, tuple) else o
-            sums[b.name] = float(o.float().abs().sum())
-            times[b.name].append(timed(torch, call, repeat, warmup_ms)[0])
-    return times, sums
+    sums = {}
+
+    def run(b):
+        b.use()
+        o = call()
+        o = o[0] if isinstance(o, tuple) else o
+        sums[b.name] = float(o.float().abs().sum())
+        return timed(torch, call, repeat, warmup_ms)[0]
+
+    out = alternating_rounds({b.name: b for b in builds}, run, rounds)
+    return {name: r["ms_rounds"] for name, r in out.items()}, sums
 
 
 def main():
