@@ -5,21 +5,22 @@
 // every stage carries a record of its step (key block, which consumers need it, the block's K scale, whether
 // it is the last), so one load serves several tiles when their rows agree (dense attention, and neighbouring
 // rows of real data) and the consumers never read the LUT (its loads would sit on their critical path). At
-// D 64, where the rows visit few blocks, a CTA instead splits the stages into one ring per tile, each streamed
-// by its own producer thread (splitWalks). In fp16/bf16 at D 64 each consumer issues Q·Kᵀ of its block with P·V of its
-// previous block, and its row maxima, PV-skip vote and softmax run beside that P·V; elsewhere registers are
-// spent on more consumers instead, each block's P·V follows its own softmax (kPvBesideQk), and the other
-// consumers keep the tensor cores busy meanwhile. The consumers do not take turns on the tensor cores (FA3's
-// ping-pong): with two consumers and the P·V overlap inside each, turns were no faster in dense walks and
-// slower in sparse ones (kernels/NOTES.md, "Figures behind the rules in the code"). Register reallocation
-// gives each consumer 160 registers (112 with four). Numerics: fp16/bf16 exact (wgmma m64n128k16, P·V
-// m64nDk16 with V transposed by the descriptor), and int8-fp8 (wgmma s8 m64n128k32, P rounded to e4m3, P·V
-// e4m3 m64nDk32 into a fresh per-block fp32 buffer). The 128x64 geometry (fp16/bf16) runs the same kernel
-// with 64-key blocks (wgmma m64n64k16 for Q·Kᵀ): a CTA holds the two 64-row halves of one LUT row's 128-row
-// query block, in two consumers of 240 registers with the P·V overlap, which walk the same blocks and vote on
-// PV skips together (each half posts its answer after its row maxima and collects the other's just before the
-// block's P·V). Masks, the PV-skip vote (per query tile), empty rows and the output go through the shared
-// parts. Only the
+// D 64, where the rows visit few blocks, a CTA instead splits the stages into one ring per tile, each
+// streamed by its own producer thread (splitWalks). In fp16/bf16 at D 64 each consumer issues Q·Kᵀ of its
+// block with P·V of its previous block, and its row maxima, PV-skip vote and softmax run beside that P·V;
+// elsewhere registers are spent on more consumers instead, each block's P·V follows its own softmax
+// (kPvBesideQk), and the other consumers keep the tensor cores busy meanwhile. The consumers do not take
+// turns on the tensor cores (FA3's ping-pong): with two consumers and the P·V overlap inside each, turns were
+// no faster in dense walks and slower in sparse ones (kernels/NOTES.md, "Figures behind the rules in the
+// code"). Register reallocation gives each consumer 160 registers (112 with four). Numerics: fp16/bf16 exact
+// (wgmma m64n128k16, P·V m64nDk16 with V transposed by the descriptor), and int8-fp8 (wgmma s8 m64n128k32, P
+// rounded to e4m3, P·V e4m3 m64nDk32 into a fresh per-block fp32 buffer). The 128x64 geometry (fp16/bf16)
+// runs the same kernel with 64-key blocks (wgmma m64n64k16 for Q·Kᵀ): a CTA holds the two 64-row halves of
+// one LUT row's 128-row query block, in two consumers of 240 registers with the P·V overlap, which walk the
+// same blocks and vote on PV skips together (each half posts its answer after its row maxima and collects the
+// other's just before the block's P·V). Masks, the PV-skip vote (per query tile), empty rows and the output
+// go through the shared parts. Only the sm_90a image has a body; other images trap (the launcher never
+// selects them).
 #pragma once
 
 #include "attention/sm90/consumer.cuh"
