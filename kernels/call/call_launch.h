@@ -37,10 +37,17 @@ struct HeadStatsArgs {
 };
 void launchHeadStats(const HeadStatsArgs& a, int BH, int nq, int nk, cudaStream_t s);
 
+// How the caller reads the self-similarity s. Value: s itself. FlagBelowZero: only as s > θ with every θ < 0
+// (each head's simthreshd1 negative, as SpargeAttn's top-k default): blocks that cannot give a NaN are
+// written s = 0 instead of their value, which passes every such θ as the value does, and the pass skips the
+// norms and units (block_pass.cuh, blockStatsPassSimFlag); the flags, pooled rows and INT8 tiles are the same
+// bits.
+enum class SimUse { Value, FlagBelowZero };
+
 // stages/stats_quant.cu: launchBlockStats (launch.h) of x = Q or K, and when q8 is given, in the same pass,
 // its INT8 tiles of BS rows as launchQuantize writes them (q8 [BH][nb*BS][D], scale [BH][nb]). km (the K
 // mean, or null) smooths both, as the separate stages do.
 void launchBlockPass(ElemType t, const void* x, int BH, int N, int D, int BS, const void* km, void* pooled,
-                     float* selfSim, int8_t* q8, float* scale, cudaStream_t s);
+                     float* selfSim, int8_t* q8, float* scale, SimUse use, cudaStream_t s);
 
 }  // namespace sparge::cuda

@@ -47,6 +47,9 @@ struct WholeCall::Groups {
   int quantized = 0, exact = 0;
   bool quantizedDense = true, exactDense = true;
   bool quantizedVotes = false, exactVotes = false;
+  // Stage 1's self-similarities feed only the selection's s > θ: with every θ below zero only their NaNs
+  // count, and the pass may skip the values (SimUse).
+  SimUse simUse = SimUse::FlagBelowZero;
 };
 
 WholeCall::WholeCall(const CallShape& shape) : shape_(shape) {
@@ -175,7 +178,7 @@ void WholeCall::stage1(const CallArgs& a, const Ptrs& x, const Groups& g, QuantO
   side.q.after(a.stream);
   launchBlockPass(s.et, x.q, bhq, s.Nq, s.D, p_.BQ, nullptr, x.ws + at_.pooledQ, x.at<float>(at_.simQ),
                   quantize ? const_cast<int8_t*>(ops->q8) : nullptr, const_cast<float*>(ops->qScale),
-                  side.q.get());
+                  g.simUse, side.q.get());
   if (quantize) {
     side.v.after(a.stream);
     launchQuantizeV(s.et, p_, s.numerics, x.v, x.ws + at_.quant, *ops, side.v.get());
@@ -187,7 +190,7 @@ void WholeCall::stage1(const CallArgs& a, const Ptrs& x, const Groups& g, QuantO
   }
   launchBlockPass(s.et, x.k, bhk, s.Nkv, s.D, p_.BK, km, x.ws + at_.pooledK, x.at<float>(at_.simK),
                   quantize ? const_cast<int8_t*>(ops->k8) : nullptr, const_cast<float*>(ops->kScale),
-                  a.stream);
+                  g.simUse, a.stream);
   side.q.before(a.stream);
   const bool everyHeadDense = g.quantizedDense && g.exactDense;
   const CallOutputs& o = a.out;
@@ -287,6 +290,7 @@ void WholeCall::run(const CallArgs& a) const {
     const bool e = exactHead(a, s, h);
     (e ? g.exactDense : g.quantizedDense) &= params[h].dense != 0;
     (e ? g.exactVotes : g.quantizedVotes) |= !params[h].dense && std::isfinite(params[h].lambda);
+    if (!(params[h].theta < 0.0)) g.simUse = SimUse::Value;
   }
   const BlockRule rule{p_.BQ, p_.BK, s.Nq, s.Nkv, s.causal, s.window.left, s.window.right};
   launchBlockFlags(rule, p_.nq, p_.nk, static_cast<uint8_t*>(a.workspace) + at_.flags, a.stream);
