@@ -32,19 +32,23 @@ __device__ __forceinline__ void loadConsecutive(const T* p, float (&v)[NC]) {
   for (int c = 0; c < NC; ++c) v[c] = Elem<T>::toF(pk.e[c]);
 }
 
-// NC consecutive elements of a row less the key mean in the input precision, as floats (kmRaw: the mean's
-// NC elements as loaded, or null). fp16 subtracts in pairs with HSUB2: the difference of two fp16 values
-// rounded once to fp16 is the fp32 difference rounded to fp16 (fp32's 24 bits are at least twice fp16's 11
-// plus 2, so the double rounding is innocuous), the bits smoothed() gives. bf16 takes smoothed()'s path.
+// The register holding NC consecutive elements of T (one 4-, 8- or 16-byte load).
 template <typename T, int NC>
-__device__ __forceinline__ void loadSmoothed(const T* p, const T* kmRaw, float (&v)[NC]) {
-  if constexpr (std::is_same_v<T, __half> && (NC == 2 || NC == 4 || NC == 8)) {
-    // One wide load (a struct of __half2 would be loaded a member at a time).
-    using Raw = std::conditional_t<NC == 8, uint4, std::conditional_t<NC == 4, uint2, uint32_t>>;
-    Raw raw = *reinterpret_cast<const Raw*>(p);
+using RawOf =
+    std::conditional_t<sizeof(T) * NC == 16, uint4, std::conditional_t<sizeof(T) * NC == 8, uint2, uint32_t>>;
+
+// NC consecutive elements of a row as loaded (raw) less the key mean in the input precision, as floats
+// (kmRaw: the mean's NC elements, or null). fp16 subtracts in pairs with HSUB2: the difference of two fp16
+// values rounded once to fp16 is the fp32 difference rounded to fp16 (fp32's 24 bits are at least twice
+// fp16's 11 plus 2, so the double rounding is innocuous), the bits smoothed() gives. bf16 takes smoothed()'s
+// path.
+template <typename T, int NC>
+__device__ __forceinline__ void smoothRaw(RawOf<T, NC> raw, const T* kmRaw, float (&v)[NC]) {
+  static_assert(sizeof(RawOf<T, NC>) == sizeof(T) * NC, "one register load a row part");
+  if constexpr (std::is_same_v<T, __half>) {
     __half2* h = reinterpret_cast<__half2*>(&raw);
     if (kmRaw) {
-      const Raw m = *reinterpret_cast<const Raw*>(kmRaw);
+      const RawOf<T, NC> m = *reinterpret_cast<const RawOf<T, NC>*>(kmRaw);
       const __half2* mh = reinterpret_cast<const __half2*>(&m);
 #pragma unroll
       for (int c = 0; c < NC / 2; ++c) h[c] = __hsub2(h[c], mh[c]);
@@ -56,14 +60,19 @@ __device__ __forceinline__ void loadSmoothed(const T* p, const T* kmRaw, float (
       v[2 * c + 1] = f.y;
     }
   } else {
-    loadConsecutive<T, NC>(p, v);
-    if (kmRaw) {
-      float m[NC];
-      loadConsecutive<T, NC>(kmRaw, m);
+    const T* e = reinterpret_cast<const T*>(&raw);
 #pragma unroll
-      for (int c = 0; c < NC; ++c) v[c] = roundT<T>(v[c] - m[c]);
+    for (int c = 0; c < NC; ++c) {
+      v[c] = Elem<T>::toF(e[c]);
+      if (kmRaw) v[c] = roundT<T>(v[c] - Elem<T>::toF(kmRaw[c]));
     }
   }
+}
+
+// smoothRaw of the NC elements at p (one wide load).
+template <typename T, int NC>
+__device__ __forceinline__ void loadSmoothed(const T* p, const T* kmRaw, float (&v)[NC]) {
+  smoothRaw<T, NC>(*reinterpret_cast<const RawOf<T, NC>*>(p), kmRaw, v);
 }
 
 // The value SpargeAttn quantizes: the input in fp32, K smoothed in the input precision.

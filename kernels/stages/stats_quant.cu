@@ -31,18 +31,30 @@ __global__ void __launch_bounds__(128)
   if (threadIdx.x == 0) scale[(size_t)bh * nb + blk] = s;
   const T* src = x + (size_t)bh * N * D;
   int8_t* dst = q8 + ((size_t)bh * nb + blk) * BS * D;
-  // Chunks of 8 values (one 16-byte load, one 8-byte store), rows in order. A thread's chunks all start at
+  // Chunks of 8 values (one 16-byte load, one 8-byte store), rows in order, kBatch chunks' loads in flight
+  // before the first is used (one at a time, each waited a round trip to L2). A thread's chunks all start at
   // the same column (blockDim.x is a multiple of D / 8), so its 8 mean values are read once.
   static_assert(128 % (D / 8) == 0, "a thread's chunks share their columns");
-  const int col = (threadIdx.x % (D / 8)) * 8;
+  constexpr int kBatch = 4;
+  const int col = (threadIdx.x % (D / 8)) * 8, chunks = BS * D / 8;
   uint4 kmRaw = make_uint4(0, 0, 0, 0);
   if (km) kmRaw = *reinterpret_cast<const uint4*>(km + (size_t)bh * D + col);
-  for (int chunk = threadIdx.x; chunk < BS * D / 8; chunk += blockDim.x) {
-    const int row = blk * BS + chunk / (D / 8);
-    float v[8] = {};
-    if (row < N)
-      loadSmoothed<T, 8>(src + (size_t)row * D + col, km ? reinterpret_cast<const T*>(&kmRaw) : nullptr, v);
-    *reinterpret_cast<uint2*>(dst + (size_t)chunk * 8) = toInt8x8<T>(v, byScale);
+  for (int c0 = threadIdx.x; c0 < chunks; c0 += kBatch * blockDim.x) {
+    uint4 raw[kBatch];
+#pragma unroll
+    for (int b = 0; b < kBatch; ++b) {
+      const int chunk = c0 + b * blockDim.x, row = blk * BS + chunk / (D / 8);
+      raw[b] = make_uint4(0, 0, 0, 0);
+      if (chunk < chunks && row < N) raw[b] = *reinterpret_cast<const uint4*>(src + (size_t)row * D + col);
+    }
+#pragma unroll
+    for (int b = 0; b < kBatch; ++b) {
+      const int chunk = c0 + b * blockDim.x, row = blk * BS + chunk / (D / 8);
+      if (chunk >= chunks) break;
+      float v[8] = {};  // rows past N quantize as zeros
+      if (row < N) smoothRaw<T, 8>(raw[b], km ? reinterpret_cast<const T*>(&kmRaw) : nullptr, v);
+      *reinterpret_cast<uint2*>(dst + (size_t)chunk * 8) = toInt8x8<T>(v, byScale);
+    }
   }
 }
 
