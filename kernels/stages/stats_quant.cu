@@ -1,6 +1,7 @@
 // Stage 1's block statistics and the INT8 operands of the quantized numerics in one pass over Q or K: the
 // tile of the geometry is both the pooling block and the quantization tile, so one CTA reads its rows once
-// from memory for blockStatsPass (the same code as sparge_predict_block_stats, so the same bits), then
+// from memory for blockStatsPass (the same code as sparge_predict_block_stats, so the same bits; or its flag
+// form, blockStatsPassSimFlag, where the caller reads the self-similarity only against negative θ), then
 // quantizes them from L2 with the block's amax (the same arithmetic as sparge_quant_int8_tiles).
 #include <cuda_runtime.h>
 
