@@ -222,10 +222,8 @@ __device__ __forceinline__ float blockStatsPassSimFlag(const T* __restrict__ x, 
   bool rowsNonZero = true;  // every row of the warp holds some |value| >= 2^-40 (the same in every lane)
 #pragma unroll
   for (int c = 0; c < NC; ++c) col[c] = 0.f;
-  struct alignas(sizeof(T) * NC) KmPack {
-    T e[NC];
-  } kmRaw;  // the lane's mean elements, kept as loaded for loadSmoothed
-  if (km) kmRaw = *reinterpret_cast<const KmPack*>(km + (size_t)bh * D + NC * lane);
+  RawOf<T, NC> kmRaw{};  // the lane's mean elements, kept as loaded for loadSmoothed
+  if (km) kmRaw = *reinterpret_cast<const RawOf<T, NC>*>(km + (size_t)bh * D + NC * lane);
   // Rows r = warp, warp + 4, ..., each (warp, dim) summing them in row order as blockStatsPass does; a
   // group's loads all go out before its first use (the work a row is short, so more rows a group than there).
   constexpr int kRows = 8;
@@ -236,7 +234,7 @@ __device__ __forceinline__ float blockStatsPassSimFlag(const T* __restrict__ x, 
       const int gr = row0 + r0 + 4 * g;
       const bool present = r0 + 4 * g < BS && gr < N;
       if (present) {
-        loadSmoothed<T, NC>(base + (size_t)gr * D, km ? kmRaw.e : nullptr, v[g]);
+        loadSmoothed<T, NC>(base + (size_t)gr * D, km ? reinterpret_cast<const T*>(&kmRaw) : nullptr, v[g]);
       } else {
 #pragma unroll
         for (int c = 0; c < NC; ++c) v[g][c] = 0.f;
