@@ -91,10 +91,7 @@ template <class T>
 std::vector<int> rank(const T* v, int n) {
   std::vector<int> order(static_cast<size_t>(n));
   std::iota(order.begin(), order.end(), 0);
-  std::stable_sort(order.begin(), order.end(), [v](int a, int b) {
-    if (std::isnan(v[b])) return !std::isnan(v[a]);
-    return !std::isnan(v[a]) && v[a] > v[b];
-  });
+  std::stable_sort(order.begin(), order.end(), [v](int a, int b) { return rankedBefore(v[a], v[b]); });
   return order;
 }
 

@@ -2,6 +2,7 @@
 // which keys, ranking with deterministic ties, and the final mask with its reasons.
 #pragma once
 
+#include <cmath>
 #include <cstdint>
 #include <vector>
 
@@ -26,6 +27,11 @@ KeyRange keysSeenBy(int64_t q0, int64_t q1, int64_t nKv, bool causal, const Wind
 // True when pair (q, q - o) is allowed by causal and the window whatever q is (it lies on diagonal o).
 bool diagonalVisible(int64_t o, bool causal, const Window& w);
 
+// rankDescending's order of two values: larger first, NaN last.
+template <class T>
+bool rankedBefore(T a, T b) {
+  return !std::isnan(a) && (std::isnan(b) || a > b);
+}
 // Indices [0, n) ordered by value descending, ties to the lower index (NaN last).
 std::vector<int> rankDescending(const float* values, int n);
 std::vector<int> rankDescending(const double* values, int n);

@@ -7,6 +7,7 @@
 
 #include "method_common.h"
 #include "method_predictors.h"
+#include "sparge/core/cover_sum.h"
 #include "sparge/core/quant.h"
 
 namespace sparge::core::methods {
@@ -101,13 +102,16 @@ void blockScores(const PredictInput& in, const std::vector<float>& q, const std:
   }
 }
 
-// Upstream's count of top scores covering γ: the scores whose running sum stays <= γ, plus one.
+// Upstream's count of top scores covering γ: the scores whose running sum stays <= γ, plus one. The sums
+// are exact (sparge/core/cover_sum.h), so ties and the order of equal values do not move the count.
 int64_t coverCount(const std::vector<float>& sortedDesc, double gamma) {
-  float running = 0.0f;
+  const int shift = coverShift(1.0);
+  const int64_t limit = coverLimit(gamma, shift);
+  uint64_t running = 0;
   int64_t n = 0;
   for (float v : sortedDesc) {
-    running += v;
-    if (!(double(running) <= gamma)) break;
+    running += coverWeight(v, shift);  // stops at the first sum past the limit (< 2 · kCoverCap)
+    if (limit < 0 || running > uint64_t(limit)) break;
     ++n;
   }
   return n + 1;
@@ -149,8 +153,8 @@ class FlexPrefillPredictor : public Predictor {
       st->sBlock[size_t(st->nbk - 1 - (in.nKv - 1 - o) / st->block)] += slash[size_t(o)];
     st->sortedV = vertical;
     st->sortedS = slash;
-    std::sort(st->sortedV.begin(), st->sortedV.end(), std::greater<float>());
-    std::sort(st->sortedS.begin(), st->sortedS.end(), std::greater<float>());
+    std::sort(st->sortedV.begin(), st->sortedV.end(), rankedBefore<float>);
+    std::sort(st->sortedS.begin(), st->sortedS.end(), rankedBefore<float>);
     blockScores(in, q, k, qs, last, *st);
     return st;
   }
@@ -187,10 +191,12 @@ Stage1Mask FlexPrefillPredictor::select(const PredictorStats& stats, const Predi
       }
     if (queryAware) {
       const std::vector<int> order = rankDescending(st.pooled.data(), nbq * nbk);
-      float running = 0.0f;
+      const int shift = coverShift(double(nbq));
+      const int64_t limit = coverLimit(fp.gamma * nbq, shift);
+      uint64_t running = 0;
       for (int x : order) {
-        running += st.pooled[size_t(x)];
-        if (!(double(running) <= fp.gamma * nbq)) break;
+        running += coverWeight(st.pooled[size_t(x)], shift);
+        if (limit < 0 || running > uint64_t(limit)) break;
         flexSel[size_t(x)] = 1;
       }
       flexForced[0] = 1;  // upstream's index padding keeps block (0, 0)

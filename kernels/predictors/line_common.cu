@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cub/block/block_radix_sort.cuh>
+#include <cub/block/block_scan.cuh>
 #include <cub/device/device_radix_sort.cuh>
 
 #include "common/cuda_util.h"
@@ -12,6 +13,8 @@
 #include "predictors/line_common.h"
 #include "predictors/line_device.cuh"
 #include "predictors/line_methods.h"
+#include "sparge/core/cover_sum.h"
+#include "sparge/core/error.h"
 
 namespace sparge::cuda::predictors {
 namespace {
@@ -356,102 +359,50 @@ void launchBlockSort(const SegmentSort& s, const float* keys, float* sorted, int
   checkLaunch("sparge_predict_line_block_sort");
 }
 
-// The count is the CPU's (core's coverCount): how many leading values keep an fp32 running sum, taken one
-// value at a time in sorted order, <= the threshold. Any parallel sum rounds differently (a block-wide prefix
-// moved the count by one where γ cuts through tied scores), so one lane adds the values in order while three
-// other warps stage the next chunk in shared memory. The values are non-negative (probabilities and their
-// sums), so the running sum never falls back under the threshold once past it (NaN stays NaN): a chunk whose
-// sum ends within it counts whole, and only the chunk where the sum passes it is added again value by value
-// with the comparison, so that the chain of dependent adds is the whole cost. The float limit is the largest
-// float <= the threshold, so `run <= limit` is the CPU's double comparison. One CTA per (row, slot), the
-// rows of one launch side by side.
-constexpr int kCoverChunk = 2048;
+// The count is the CPU's (core's coverCount, less its +1): how many leading values of a descending row keep
+// their exact running sum of weights (sparge/core/cover_sum.h) within the limit. Integer sums do not depend
+// on the order of the additions, so a block-wide prefix sum gives every running sum at once (the fp32 chain
+// it replaces had to add one value at a time, in order). Weights are >= 0, so the running sums never fall
+// back: the count is the first position whose sum passes the limit, found in the first chunk that passes it.
+// One CTA per (row, slot), the rows of one launch side by side.
+constexpr int kCoverThreads = 1024, kCoverItems = 8;
 
-// Staging thread i (of kCoverStagers) copies elements i, i + kCoverStagers, ... of a chunk, every load issued
-// before the first store so that a chunk costs one memory latency, not one per element.
-constexpr int kCoverStagers = 96, kCoverPerStager = (kCoverChunk + kCoverStagers - 1) / kCoverStagers;
-__device__ __forceinline__ void stageChunk(float* dst, const float* row, int base, int len, int i) {
-  float v[kCoverPerStager];
-#pragma unroll
-  for (int n = 0; n < kCoverPerStager; ++n) {
-    const int e = i + n * kCoverStagers;
-    v[n] = e < kCoverChunk && base + e < len ? row[base + e] : 0.f;
-  }
-#pragma unroll
-  for (int n = 0; n < kCoverPerStager; ++n)
-    if (i + n * kCoverStagers < kCoverChunk) dst[i + n * kCoverStagers] = v[n];
-}
-
-// The chunk added to `run` (its padding is +0, which leaves the sum as it is). The next batch's shared loads
-// are issued before the current batch's adds, so that their latency hides behind the chain of adds instead of
-// stalling it once a batch.
-constexpr int kCoverBatch = 8;  // float4 loads a batch
-__device__ __forceinline__ float addChunk(const float* chunk, float run) {
-  constexpr int kBatches = kCoverChunk / 4 / kCoverBatch;
-  const float4* v4 = reinterpret_cast<const float4*>(chunk);
-  float4 cur[kCoverBatch];
-#pragma unroll
-  for (int i = 0; i < kCoverBatch; ++i) cur[i] = v4[i];
-#pragma unroll 1
-  for (int b = 0; b < kBatches; ++b) {
-    float4 next[kCoverBatch];
-    const int nb = (b + 1) % kBatches;  // the last batch reloads the first (unused) rather than branch
-#pragma unroll
-    for (int i = 0; i < kCoverBatch; ++i) next[i] = v4[nb * kCoverBatch + i];
-#pragma unroll
-    for (int i = 0; i < kCoverBatch; ++i) {
-      run += cur[i].x;
-      run += cur[i].y;
-      run += cur[i].z;
-      run += cur[i].w;
-    }
-#pragma unroll
-    for (int i = 0; i < kCoverBatch; ++i) cur[i] = next[i];
-  }
-  return run;
-}
-
-// How many of the chunk's first m values keep run + their prefix within the limit.
-__device__ __forceinline__ int countWithin(const float* chunk, int m, float limit, float run) {
-  int n = 0;
-  for (; n < m; ++n) {
-    run += chunk[n];
-    if (!(run <= limit)) break;
-  }
-  return n;
-}
-
-__global__ void __launch_bounds__(32 + kCoverStagers)
+__global__ void __launch_bounds__(kCoverThreads)
     sparge_predict_line_cover_count(CoverRows rows, Problem p, const double* __restrict__ thresholds) {
-  __shared__ __align__(16) float chunk[2][kCoverChunk];
-  __shared__ bool passed;
+  using Scan = cub::BlockScan<unsigned long long, kCoverThreads>;
+  __shared__ typename Scan::TempStorage scanTmp;
+  __shared__ int firstPast;
   const CoverRow& r = rows.row[blockIdx.y];
-  const int s = blockIdx.x, stager = int(threadIdx.x) - 32;
-  const float limit = __double2float_rd(thresholds[slotHeads(p, s).hq] * r.mul);
+  const int s = blockIdx.x, shift = core::coverShift(r.mul);
+  const long long limit = core::coverLimit(thresholds[slotHeads(p, s).hq] * r.mul, shift);
   const float* row = r.sorted + (size_t)s * r.len;
-  float run = 0.f;
-  int n = 0;
-  if (stager >= 0) stageChunk(chunk[0], row, 0, r.len, stager);
-  if (threadIdx.x == 0) passed = false;
+  if (threadIdx.x == 0) firstPast = limit < 0 ? 0 : r.len;
   __syncthreads();
-  for (int base = 0, buf = 0; base < r.len; base += kCoverChunk, buf ^= 1) {
-    if (stager >= 0 && base + kCoverChunk < r.len)
-      stageChunk(chunk[buf ^ 1], row, base + kCoverChunk, r.len, stager);
-    if (threadIdx.x == 0) {
-      const int m = min(kCoverChunk, r.len - base);
-      const float after = addChunk(chunk[buf], run);
-      if (after <= limit) {
-        n += m;
-        run = after;
-      } else {
-        n += countWithin(chunk[buf], m, limit, run);
-        passed = true;
+  unsigned long long before = 0;  // the sum of the chunks before; under the limit
+  for (int base = 0; limit >= 0 && base < r.len; base += kCoverThreads * kCoverItems) {
+    const int first = base + int(threadIdx.x) * kCoverItems;
+    unsigned long long w[kCoverItems], mine = 0;
+#pragma unroll
+    for (int i = 0; i < kCoverItems; ++i) {
+      w[i] = first + i < r.len ? core::coverWeight(row[first + i], shift) : 0;
+      mine += w[i];  // at most kCoverItems · 2^40
+    }
+    unsigned long long run, chunk;
+    Scan(scanTmp).ExclusiveSum(mine, run, chunk);
+    run += before;
+#pragma unroll
+    for (int i = 0; i < kCoverItems; ++i) {
+      run += w[i];
+      if (run > (unsigned long long)limit && first + i < r.len) {
+        atomicMin(&firstPast, first + i);
+        break;
       }
     }
-    __syncthreads();
-    if (passed) break;
+    __syncthreads();  // firstPast, and the scan's storage before it is used again
+    if (firstPast < r.len) break;
+    before += chunk;  // within the limit, so < 2^40
   }
-  if (threadIdx.x == 0) r.count[s] = n;
+  if (threadIdx.x == 0) r.count[s] = firstPast;
 }
 
 __global__ void sparge_predict_line_square_flags(Problem p, int B, int nbq, int nbk, uint8_t* flags) {
@@ -586,8 +537,13 @@ void sortDescending(const SegmentSort& s, const float* keys, float* sortedKeys, 
 }
 
 void launchCoverCounts(const MethodLaunch& m, const CoverRows& rows, const double* thresholds) {
+  for (int i = 0; i < rows.n; ++i)
+    if (rows.row[i].len > core::kCoverMaxLen)
+      throw Error("CUDA FlexPrefill",
+                  "a row of " + std::to_string(rows.row[i].len) + " scores to cover γ; at most " +
+                      std::to_string(core::kCoverMaxLen) + " are supported (fewer tokens, or larger blocks)");
   const dim3 grid(slotCount(m.problem), rows.n);
-  sparge_predict_line_cover_count<<<grid, 32 + kCoverStagers, 0, m.stream>>>(rows, m.problem, thresholds);
+  sparge_predict_line_cover_count<<<grid, kCoverThreads, 0, m.stream>>>(rows, m.problem, thresholds);
   checkLaunch("sparge_predict_line_cover_count");
 }
 

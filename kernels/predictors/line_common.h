@@ -135,9 +135,9 @@ void layoutSort(Carve& c, SegmentSort& s, int nSeg, int len, bool keysOnly = fal
 void sortDescending(const SegmentSort& s, const float* keys, float* sortedKeys, int* sortedIdx,
                     cudaStream_t stream);
 
-// Per slot of each row: how many leading values of a descending row [slot][len] keep their running fp32 sum
-// <= the slot's threshold, thresholds[query head] · mul: the count of the CPU's sequential fp32 sum. All
-// rows in one launch.
+// Per slot of each row: how many leading values of a descending row [slot][len] (NaN last) keep their exact
+// running sum (sparge/core/cover_sum.h) <= the slot's threshold, thresholds[query head] · mul: core's
+// coverCount less its +1. All rows in one launch; rows of at most kCoverMaxLen.
 struct CoverRow {
   const float* sorted = nullptr;
   int len = 0;

@@ -403,7 +403,7 @@ TEST(LineMethods, BothMatchCpuOnTwoSampleLayers) {
 
 // Query-aware heads whose pooled scores are all equal (constant Q and K): γ cuts through the ties, which go
 // to the lower block index first as in core's ranking, and the count of scores covering γ must be the CPU's
-// sequential fp32 sum's (a parallel prefix sum stayed within γ one block less here).
+// exact sums' (sparge/core/cover_sum.h).
 TEST(LineMethods, FlexPrefillPooledTiesCutAtGamma) {
   REQUIRE_GPU();
   for (const bool causal : {false, true}) {
@@ -519,67 +519,113 @@ TEST(LineMethods, SortDescendingMatchesStableHostSort) {
     }
 }
 
-// FlexPrefill's γ counts over rows longer than a staging chunk of the count kernel, against the CPU's rule
-// (core's coverCount less its +1: how many leading values keep the sequential fp32 running sum <= the
-// threshold). Each threshold is a running sum itself, so that the cut falls on a chosen value: inside the
-// first chunk, on either side of the second chunk's first value, late in the row, past its end, before its
-// first value, and at a NaN.
-TEST(LineMethods, CoverCountsMatchSequentialSumAcrossChunks) {
+// What a γ count must give, computed here on the host from the rule alone (docs/methods.md): sort largest
+// first (NaN last), weigh each value as floor(v · 2^k) (2^40 from 2^40 on, and for +inf and NaN), and count
+// the leading values whose exact sum stays <= floor(threshold · 2^k) (at most 2^40 - 1), k = 39 less the
+// bits of mul.
+int expectedCover(const float* row, int len, double threshold, double mul) {
+  int bits = 0;
+  while (bits < 39 && std::ldexp(1.0, bits) < mul) ++bits;
+  const int k = 39 - bits;
+  const long double cap = std::ldexp(1.0L, 40);
+  const long double limit = std::min(cap - 1, std::floor(std::ldexp((long double)(threshold * mul), k)));
+  std::vector<int> order(static_cast<size_t>(len));
+  std::iota(order.begin(), order.end(), 0);
+  std::stable_sort(order.begin(), order.end(), [&](int a, int b) {
+    const float x = row[a], y = row[b];
+    return !std::isnan(x) && (std::isnan(y) || x > y);
+  });
+  int count = 0;
+  long double sum = 0;  // exact: integers below 2^64
+  for (int x : order) {
+    const float v = row[x];
+    sum += std::isnan(v) ? cap : v > 0.f ? std::min(cap, std::floor(std::ldexp((long double)v, k))) : 0;
+    if (!(limit >= 0) || sum > limit) break;
+    ++count;
+  }
+  return count;
+}
+
+// The device's γ counts (a block-wide prefix sum over the sorted rows) against expectedCover: two row
+// families in one launch (line-like rows of 7,000 values with mul 1, pooled-like rows of 5,000 with mul 300,
+// longer than one chunk of the count kernel), with thresholds that land exactly on a prefix sum (the value
+// after it must not fit), cut through a run of tied values, take every value, take none, are negative, and
+// meet a NaN, an infinity and trailing zeros.
+TEST(LineMethods, CoverCountsMatchExactSums) {
   REQUIRE_GPU();
-  constexpr int kLen = 7000, kRows = 7;
+  constexpr int kSlots = 8, kLenA = 7000, kLenB = 5000;
   std::mt19937 rng(9);
   std::exponential_distribution<float> expo(1.f);
-  std::vector<float> rows(size_t(kRows) * kLen);
-  for (int r = 0; r < kRows; ++r) {
-    float* row = rows.data() + size_t(r) * kLen;
-    for (int i = 0; i < kLen; ++i) row[i] = expo(rng) / float(kLen);
-    std::sort(row, row + kLen, [](float a, float b) { return a > b; });
+  std::uniform_int_distribution<int> pick(1, 6);
+  std::vector<float> a(size_t(kSlots) * kLenA), b(size_t(kSlots) * kLenB);
+  for (float& v : a) v = expo(rng) / float(kLenA);
+  // Pooled-like rows sum to about mul, as nbq softmax rows do; slots 2 and 3 hold many ties.
+  const float tie = 300.f / (3.5f * kLenB);
+  for (int s = 0; s < kSlots; ++s)
+    for (int i = 0; i < kLenB; ++i)
+      b[size_t(s) * kLenB + i] = s == 2 || s == 3 ? float(pick(rng)) * tie : expo(rng) * 300.f / float(kLenB);
+  a[size_t(5) * kLenA + 1234] = NAN;
+  a[size_t(6) * kLenA + 17] = INFINITY;
+  std::fill(a.begin() + size_t(7) * kLenA + 5000, a.begin() + size_t(8) * kLenA, 0.f);
+  const auto descending = [](float x, float y) { return !std::isnan(x) && (std::isnan(y) || x > y); };
+  for (int s = 0; s < kSlots; ++s) {
+    std::sort(a.begin() + size_t(s) * kLenA, a.begin() + size_t(s + 1) * kLenA, descending);
+    std::sort(b.begin() + size_t(s) * kLenB, b.begin() + size_t(s + 1) * kLenB, descending);
   }
-  rows[size_t(6) * kLen + 3000] = NAN;
-  const auto runningSum = [&](int r, int n) {
-    float run = 0.f;
-    for (int i = 0; i < n; ++i) run += rows[size_t(r) * kLen + size_t(i)];
-    return double(run);
+  // A threshold whose weights equal the sum of the `n` largest values of a sorted row (mul 1: k = 39).
+  const auto prefixThreshold = [&](const float* row, int n) {
+    long double sum = 0;
+    for (int i = 0; i < n; ++i) sum += std::floor(std::ldexp((long double)row[i], 39));
+    return double(std::ldexp(sum, -39));
   };
-  const std::vector<double> thresholds = {runningSum(0, 100),
-                                          runningSum(1, 2048),
-                                          runningSum(2, 2049),
-                                          runningSum(3, 6500),
+  const std::vector<double> thresholds = {prefixThreshold(a.data(), 100),
+                                          prefixThreshold(a.data() + kLenA, 4097),
+                                          0.37,
+                                          0.61,
+                                          -0.25,
                                           1e30,
-                                          0.5 * rows[size_t(5) * kLen],
-                                          1e30};
-  std::vector<int> want(size_t(kRows), 0);
-  for (int r = 0; r < kRows; ++r) {
-    float run = 0.f;
-    for (int i = 0; i < kLen; ++i) {
-      run += rows[size_t(r) * kLen + size_t(i)];
-      if (!(double(run) <= thresholds[size_t(r)])) break;
-      ++want[size_t(r)];
-    }
-  }
-  ASSERT_EQ(want, (std::vector<int>{100, 2048, 2049, 6500, kLen, 0, 3000}));  // the cuts the rows are for
-
-  DeviceBuffer sorted, counts, thr, heads;
-  sorted.reserve(rows.size() * sizeof(float), "rows");
-  counts.reserve(size_t(kRows) * sizeof(int), "counts");
+                                          1e30,
+                                          2.0};
+  DeviceBuffer rowsA, rowsB, countA, countB, thr, heads;
+  rowsA.reserve(a.size() * sizeof(float), "rows A");
+  rowsB.reserve(b.size() * sizeof(float), "rows B");
+  countA.reserve(kSlots * sizeof(int), "counts A");
+  countB.reserve(kSlots * sizeof(int), "counts B");
   thr.reserve(thresholds.size() * sizeof(double), "thresholds");
-  check(cudaMemcpy(sorted.get(), rows.data(), rows.size() * sizeof(float), cudaMemcpyHostToDevice), "rows");
+  check(cudaMemcpy(rowsA.get(), a.data(), a.size() * sizeof(float), cudaMemcpyHostToDevice), "rows A");
+  check(cudaMemcpy(rowsB.get(), b.data(), b.size() * sizeof(float), cudaMemcpyHostToDevice), "rows B");
   check(cudaMemcpy(thr.get(), thresholds.data(), thresholds.size() * sizeof(double), cudaMemcpyHostToDevice),
         "thresholds");
-  std::vector<int> headList(static_cast<size_t>(kRows));
+  std::vector<int> headList(static_cast<size_t>(kSlots));
   std::iota(headList.begin(), headList.end(), 0);
   uploadHeads(heads, headList);
   MethodLaunch m;
-  m.problem = makeProblem(1, kRows, kRows, 64, 64, 64, core::kGeometry64x128, false, {});
+  m.problem = makeProblem(1, kSlots, kSlots, 64, 64, 64, core::kGeometry64x128, false, {});
   m.problem.heads = heads.as<int>();
-  m.problem.nHeads = kRows;
+  m.problem.nHeads = kSlots;
   lines::CoverRows cover{};
-  cover.row[0] = lines::CoverRow{sorted.as<float>(), kLen, 1.0, counts.as<int>()};
-  cover.n = 1;
+  cover.row[0] = lines::CoverRow{rowsA.as<float>(), kLenA, 1.0, countA.as<int>()};
+  cover.row[1] = lines::CoverRow{rowsB.as<float>(), kLenB, 300.0, countB.as<int>()};
+  cover.n = 2;
   lines::launchCoverCounts(m, cover, thr.as<double>());
-  std::vector<int> got(static_cast<size_t>(kRows));
-  check(cudaMemcpy(got.data(), counts.get(), got.size() * sizeof(int), cudaMemcpyDeviceToHost), "counts");
-  EXPECT_EQ(got, want);
+  std::vector<int> gotA(kSlots), gotB(kSlots), wantA(kSlots), wantB(kSlots);
+  check(cudaMemcpy(gotA.data(), countA.get(), kSlots * sizeof(int), cudaMemcpyDeviceToHost), "counts A");
+  check(cudaMemcpy(gotB.data(), countB.get(), kSlots * sizeof(int), cudaMemcpyDeviceToHost), "counts B");
+  for (int s = 0; s < kSlots; ++s) {
+    wantA[size_t(s)] = expectedCover(a.data() + size_t(s) * kLenA, kLenA, thresholds[size_t(s)], 1.0);
+    wantB[size_t(s)] = expectedCover(b.data() + size_t(s) * kLenB, kLenB, thresholds[size_t(s)], 300.0);
+  }
+  // The cases the rows are for: an exact prefix, all, none (negative), a NaN reached last, an infinity first.
+  EXPECT_EQ(wantA[0], 100);
+  EXPECT_EQ(wantA[1], 4097);
+  EXPECT_EQ(wantA[4], 0);
+  EXPECT_EQ(wantA[5], kLenA - 1);
+  EXPECT_EQ(wantA[6], 0);
+  EXPECT_EQ(wantA[7], kLenA);
+  EXPECT_GT(wantB[2], 0);  // cuts through ties
+  EXPECT_LT(wantB[2], kLenB);
+  EXPECT_EQ(gotA, wantA);
+  EXPECT_EQ(gotB, wantB);
 }
 
 }  // namespace
