@@ -14,7 +14,6 @@
 #include "predictors/line_device.cuh"
 #include "predictors/line_methods.h"
 #include "sparge/core/cover_sum.h"
-#include "sparge/core/error.h"
 
 namespace sparge::cuda::predictors {
 namespace {
@@ -537,11 +536,6 @@ void sortDescending(const SegmentSort& s, const float* keys, float* sortedKeys, 
 }
 
 void launchCoverCounts(const MethodLaunch& m, const CoverRows& rows, const double* thresholds) {
-  for (int i = 0; i < rows.n; ++i)
-    if (rows.row[i].len > core::kCoverMaxLen)
-      throw Error("CUDA FlexPrefill",
-                  "a row of " + std::to_string(rows.row[i].len) + " scores to cover γ; at most " +
-                      std::to_string(core::kCoverMaxLen) + " are supported (fewer tokens, or larger blocks)");
   const dim3 grid(slotCount(m.problem), rows.n);
   sparge_predict_line_cover_count<<<grid, kCoverThreads, 0, m.stream>>>(rows, m.problem, thresholds);
   checkLaunch("sparge_predict_line_cover_count");

@@ -137,7 +137,7 @@ void sortDescending(const SegmentSort& s, const float* keys, float* sortedKeys, 
 
 // Per slot of each row: how many leading values of a descending row [slot][len] (NaN last) keep their exact
 // running sum (sparge/core/cover_sum.h) <= the slot's threshold, thresholds[query head] · mul: core's
-// coverCount less its +1. All rows in one launch; rows of at most kCoverMaxLen.
+// coverCount less its +1. All rows in one launch.
 struct CoverRow {
   const float* sorted = nullptr;
   int len = 0;

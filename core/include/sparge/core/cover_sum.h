@@ -3,11 +3,12 @@
 //
 // Each score v >= 0 becomes the integer floor(v · 2^k), k chosen from the threshold's multiplier so that the
 // threshold lies near 2^39, and sums are exact 64-bit integer sums: the count no longer depends on the order
-// in which values are added, so a GPU can find it with a radix select instead of a sort and a sequential
-// fp32 chain, and both engines agree bit for bit. Against real sums the truncation errs by under 2^-k a value
+// in which values are added, so a GPU can find it with a block-wide prefix sum instead of a sequential fp32
+// chain, and both engines agree bit for bit. Against real sums the truncation errs by under 2^-k a value
 // (2^-39 for the line scores, whose threshold is γ itself), far below an fp32 running sum's rounding.
-// Scores at or above kCoverCap (and +inf, NaN) weigh kCoverCap, more than any threshold: such a score ends
-// the count where it is reached. Rows hold at most kCoverMaxLen values, so that no sum overflows.
+// Scores whose weight would reach kCoverCap (and +inf, NaN) weigh kCoverCap, more than any threshold: such a
+// score ends the count where it is reached. A count stops at the first sum past the threshold, so its sums
+// stay under 2 · kCoverCap, and a sum over any chunk of up to 2^23 weights fits 64 bits.
 #pragma once
 
 #include <cstdint>
@@ -15,7 +16,6 @@
 namespace sparge::core {
 
 constexpr uint64_t kCoverCap = uint64_t(1) << 40;
-constexpr int64_t kCoverMaxLen = int64_t(1) << 23;  // kCoverMaxLen · kCoverCap < 2^64
 
 // k for a threshold γ · mul with γ <= 1: 39 less the bits of mul (mul >= 1; 1 for the lines, the query block
 // count for the pooled scores).
