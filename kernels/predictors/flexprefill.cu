@@ -434,9 +434,9 @@ void lineBranch(const MethodLaunch& m, const FlexScratch& f) {
 // The two branches' streams and the events that fork them off the launch's stream and join them back, one
 // set per host thread and device, released when the thread ends (errors ignored then: at process exit the
 // CUDA runtime may already be gone). Both streams have the greatest priority, so that the launch's other
-// work does not come between; the pooled branch is issued first (its block means read all of Q and K, a
-// memory-bound start that the line scores, compute-bound, then overlap), which measured 2-3 % faster on
-// causal entries than the lines first at a higher priority than the pooled branch (kernels/NOTES.md).
+// work does not come between; the pooled branch, which ends last, is issued first (its block means read all
+// of Q and K, a memory-bound start that the compute-bound line scores overlap). kernels/NOTES.md compares
+// the orders.
 struct BranchStreams {
   cudaStream_t lines = nullptr, pooled = nullptr;
   cudaEvent_t fork = nullptr, linesDone = nullptr, pooledDone = nullptr;
