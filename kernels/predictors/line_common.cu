@@ -360,8 +360,8 @@ void launchBlockSort(const SegmentSort& s, const float* keys, float* sorted, int
 
 // The count is the CPU's (core's coverCount, less its +1): how many leading values of a descending row keep
 // their exact running sum of weights (sparge/core/cover_sum.h) within the limit. Integer sums do not depend
-// on the order of the additions, so a block-wide prefix sum gives every running sum at once (the fp32 chain
-// it replaces had to add one value at a time, in order). Weights are >= 0, so the running sums never fall
+// on the order of the additions, so a block-wide prefix sum gives every running sum at once (an fp32 running
+// sum would have to add one value at a time, in order). Weights are >= 0, so the running sums never fall
 // back: the count is the first position whose sum passes the limit, found in the first chunk that passes it.
 // One CTA per (row, slot), the rows of one launch side by side.
 constexpr int kCoverThreads = 1024, kCoverItems = 8;

@@ -519,6 +519,11 @@ TEST(LineMethods, SortDescendingMatchesStableHostSort) {
     }
 }
 
+// Largest first, NaN last: the order γ counts take their values in.
+bool nanLastDescending(float x, float y) {
+  return !std::isnan(x) && (std::isnan(y) || x > y);
+}
+
 // What a γ count must give, computed here on the host from the rule alone (docs/methods.md): sort largest
 // first (NaN last), weigh each value as floor(v · 2^k) (2^40 from 2^40 on, and for +inf and NaN), and count
 // the leading values whose exact sum stays <= floor(threshold · 2^k) (at most 2^40 - 1), k = 39 less the
@@ -531,10 +536,8 @@ int expectedCover(const float* row, int len, double threshold, double mul) {
   const long double limit = std::min(cap - 1, std::floor(std::ldexp((long double)(threshold * mul), k)));
   std::vector<int> order(static_cast<size_t>(len));
   std::iota(order.begin(), order.end(), 0);
-  std::stable_sort(order.begin(), order.end(), [&](int a, int b) {
-    const float x = row[a], y = row[b];
-    return !std::isnan(x) && (std::isnan(y) || x > y);
-  });
+  std::stable_sort(order.begin(), order.end(),
+                   [&](int a, int b) { return nanLastDescending(row[a], row[b]); });
   int count = 0;
   long double sum = 0;  // exact: integers below 2^64
   for (int x : order) {
@@ -567,10 +570,9 @@ TEST(LineMethods, CoverCountsMatchExactSums) {
   a[size_t(5) * kLenA + 1234] = NAN;
   a[size_t(6) * kLenA + 17] = INFINITY;
   std::fill(a.begin() + size_t(7) * kLenA + 5000, a.begin() + size_t(8) * kLenA, 0.f);
-  const auto descending = [](float x, float y) { return !std::isnan(x) && (std::isnan(y) || x > y); };
   for (int s = 0; s < kSlots; ++s) {
-    std::sort(a.begin() + size_t(s) * kLenA, a.begin() + size_t(s + 1) * kLenA, descending);
-    std::sort(b.begin() + size_t(s) * kLenB, b.begin() + size_t(s + 1) * kLenB, descending);
+    std::sort(a.begin() + size_t(s) * kLenA, a.begin() + size_t(s + 1) * kLenA, nanLastDescending);
+    std::sort(b.begin() + size_t(s) * kLenB, b.begin() + size_t(s + 1) * kLenB, nanLastDescending);
   }
   // A threshold whose weights equal the sum of the `n` largest values of a sorted row (mul 1: k = 39).
   const auto prefixThreshold = [&](const float* row, int n) {

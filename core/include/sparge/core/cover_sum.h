@@ -2,8 +2,8 @@
 // <= γ"), shared by the CPU predictor and the CUDA kernels (constexpr, so device code calls it too).
 //
 // Each score v >= 0 becomes the integer floor(v · 2^k), k chosen from the threshold's multiplier so that the
-// threshold lies near 2^39, and sums are exact 64-bit integer sums: the count no longer depends on the order
-// in which values are added, so a GPU can find it with a block-wide prefix sum instead of a sequential fp32
+// threshold lies near 2^39, and sums are exact 64-bit integer sums: the count does not depend on the order in
+// which values are added, so a GPU can find it with a block-wide prefix sum instead of a sequential fp32
 // chain, and both engines agree bit for bit. Against real sums the truncation errs by under 2^-k a value
 // (2^-39 for the line scores, whose threshold is γ itself), far below an fp32 running sum's rounding.
 // Scores whose weight would reach kCoverCap (and +inf, NaN) weigh kCoverCap, more than any threshold: such a
