@@ -263,11 +263,36 @@ def render_model_forward_lengths(doc, name):
     return out
 
 
+def render_xattn_floor(doc, name):
+    """bench/xattn_gemm_floor.py: XAttention's strided score GEMM at cuBLAS's rate beside the engine's Stage 1."""
+    out = [f"### XAttention's score GEMM at cuBLAS's rate ({name})", "", provenance(doc) + ".",
+           f"torch {doc.get('torch')}; {doc.get('heads')} heads, {doc.get('tokens')} tokens, D {doc.get('head_dim')}, "
+           "fp16 inputs, one [N/S, S·D] by [S·D, N/S] GEMM a head (torch.bmm), median [min-max] ms of "
+           f"{doc.get('repeat')}.", "",
+           "| stride | TFLOP | fp16 out | TFLOP/s | fp32 out | TFLOP/s |", "| --- | --- | --- | --- | --- | --- |"]
+    for g in doc.get("gemms", []):
+        cells = []
+        for key in ("fp16_out", "fp32_out"):
+            t = g[key]
+            cells += ["-", "-"] if "error" in t else [span(t), f"{t['tflops']:.0f}"]
+        out.append(f"| {g['stride']} | {g['flops'] / 1e12:.3f} | " + " | ".join(cells) + " |")
+    out += ["", "Against `sparge bench --method xattention` runs of the same call (a causal entry's scores: the "
+            "strided tiles some row sees; with the selection: plus the run's cached Stage 1):", "",
+            "| geometry | causal | stride | dense walk | Stage 1 | cuBLAS scores | with the selection |",
+            "| --- | --- | --- | --- | --- | --- | --- |"]
+    for r in doc.get("runs", []):
+        out.append(f"| {r['geometry']} | {'yes' if r['causal'] else 'no'} | {r['stride']} | {fmt(r['dense_ms'])} | "
+                   f"{fmt(r['stage1_ms'])} ({100 * r['stage1_share']:.1f} %) | {fmt(r['cublas_gemm_ms'])} "
+                   f"({100 * r['gemm_floor_share']:.1f} %) | {100 * r['floor_with_selection_share']:.1f} % |")
+    return out
+
+
 RENDERERS = {"sparge-bench/1": render_bench, "sparge-compare-spargeattn/1": render_compare,
              "sparge-parity/1": render_parity, "sparge-cpu-bench/1": render_cpu_bench,
              "sparge-capi-bench/1": render_capi_bench, "sparge-apply-parity/1": render_apply_parity,
              "sparge-model-forward/1": render_model_forward,
-             "sparge-model-forward/2": render_model_forward_lengths}
+             "sparge-model-forward/2": render_model_forward_lengths,
+             "sparge-xattn-gemm-floor/1": render_xattn_floor}
 
 AWAITING = """## Awaiting a GPU run in this form
 

@@ -76,7 +76,9 @@ def floors(gemms, bench_paths):
         for r in doc.get("results", []):
             for m in r.get("methods", []):
                 g = by_stride.get(m.get("stride"))
-                if m.get("method") != "xattention" or g is None or "median_ms" not in g["fp16_out"]:
+                timed_here = g is not None and "median_ms" in g["fp16_out"]
+                same_shape = r["tokens"] == TOKENS and r["head_dim"] == DIM
+                if m.get("method") != "xattention" or not timed_here or not same_shape:
                     continue
                 gemm = g["fp16_out"]["median_ms"] * seen_fraction(g["stride"], r["causal"])
                 dense, select = r["dense"]["median_ms"], m["stage1_select"]["median_ms"]
