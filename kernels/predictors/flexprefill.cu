@@ -35,14 +35,10 @@ struct FlexHead {
 };
 
 // Where the first countP ranks of a stable descending order (ties to the lower index, core's
-// rankDescending) end, without the order's indices: the countP-th value's key, the first rank holding it and
-// the first past it (binary searches in the sorted values). `need` of the blocks equal to it are taken,
-// lowest index first; `all` when that is every one of them.
-struct PooledCut {
-  uint32_t kth;
-  int need;
-  bool all;
-};
+// rankDescending) end, without the order's indices (lines::CoverCut: the countP-th value's key, and how many
+// of the values equal to it are taken, lowest index first; `all` when that is every one of them). The cover
+// select finds it with the count; after a sort, binary searches in the sorted values do.
+using PooledCut = CoverCut;
 struct FlexScratch {
   FlexHead* heads = nullptr;
   double* gamma = nullptr;  // [Hq]
@@ -82,8 +78,11 @@ void layout(Carve& c, FlexScratch& f, const Problem& p) {
   const size_t lineValues = slots * Nkv;
   f.vertical = c.take<float>(2 * lineValues);
   f.slash = f.vertical ? f.vertical + lineValues : nullptr;
-  f.sortedV = c.take<float>(2 * lineValues);
-  f.sortedS = f.sortedV ? f.sortedV + lineValues : nullptr;
+  if (!coverSelectFits(p.Nkv)) {  // the lines' counts sort them first
+    f.sortedV = c.take<float>(2 * lineValues);
+    f.sortedS = f.sortedV ? f.sortedV + lineValues : nullptr;
+    layoutSort(c, f.sortLines, int(2 * slots), p.Nkv, true);  // the cover counts need values alone
+  }
   f.sBlock = c.take<float>(slots * f.nbk);
   f.countV = c.take<int>(slots);
   f.countS = c.take<int>(slots);
@@ -92,10 +91,11 @@ void layout(Carve& c, FlexScratch& f, const Problem& p) {
   f.aq = c.take<float>(slots * f.nbq * p.D);
   f.meanLast = c.take<float>(slots * p.D);
   f.raw = c.take<float>(slots * blocks);
-  f.sortedP = c.take<float>(slots * blocks);
+  if (!coverSelectFits(int(blocks))) {  // the pooled count sorts its row first
+    f.sortedP = c.take<float>(slots * blocks);
+    layoutSort(c, f.sortP, int(slots), int(blocks), true);  // marked from the values, not the order
+  }
   f.squareFlags = c.take<uint8_t>(blocks);
-  layoutSort(c, f.sortLines, int(2 * slots), p.Nkv, true);  // the cover counts need values alone
-  layoutSort(c, f.sortP, int(slots), int(blocks), true);    // marked from the values, not the order
 }
 
 // Warp per (block, slot): the block's vertical sum over its key columns, and the block diagonal's slash
@@ -390,17 +390,22 @@ void pooledBranch(const MethodLaunch& m, const FlexScratch& f, cudaStream_t side
   launchSquareFlags(s, f.B, f.nbq, f.nbk, f.squareFlags);
   launchPooledDots(s, f.aq, f.avgK, f.nbq, f.nbk, f.squareFlags, f.raw);
   launchRowSoftmax(f.raw, slotCount(p) * f.nbq, f.nbk, f.pooled, side);
-  sortDescending(f.sortP, f.pooled, f.sortedP, nullptr, side);
-  CoverRows rows{};
-  rows.row[0] = CoverRow{f.sortedP, f.nbq * f.nbk, double(f.nbq), f.countP};
-  rows.n = 1;
-  launchCoverCounts(s, rows, f.gamma);
   const int slots = slotCount(p), blocks = f.nbq * f.nbk;
+  CoverRows rows{};
+  rows.n = 1;
+  if (coverSelectFits(blocks)) {  // the count and its cut at once, nothing sorted
+    rows.row[0] = CoverRow{f.pooled, blocks, double(f.nbq), f.countP, f.cuts};
+    launchCoverSelect(s, rows, f.gamma);
+  } else {
+    sortDescending(f.sortP, f.pooled, f.sortedP, nullptr, side);
+    rows.row[0] = CoverRow{f.sortedP, blocks, double(f.nbq), f.countP};
+    launchCoverCounts(s, rows, f.gamma);
+    sparge_predict_flexprefill_pooled_cut<<<(slots + 127) / 128, 128, 0, side>>>(p, blocks, f.heads, f.countP,
+                                                                                 f.sortedP, f.cuts);
+    checkLaunch("sparge_predict_flexprefill_pooled_cut");
+  }
   check(cudaMemsetAsync(f.pooledOn, 0, size_t(slots) * blocks, side), "cudaMemsetAsync");
   const unsigned chunks = unsigned((blocks + kMarkThreads * kMarkSteps - 1) / (kMarkThreads * kMarkSteps));
-  sparge_predict_flexprefill_pooled_cut<<<(slots + 127) / 128, 128, 0, side>>>(p, blocks, f.heads, f.countP,
-                                                                               f.sortedP, f.cuts);
-  checkLaunch("sparge_predict_flexprefill_pooled_cut");
   sparge_predict_flexprefill_mark_pooled<<<dim3(chunks, slots), kMarkThreads, 0, side>>>(
       p, blocks, f.heads, f.countP, f.cuts, f.pooled, f.pooledOn);
   checkLaunch("sparge_predict_flexprefill_mark_pooled");
@@ -416,7 +421,8 @@ void lineBranch(const MethodLaunch& m, const FlexScratch& f) {
   endPhase("last-query scores", m.stream);
   const LineSums sums{f.vertical, f.slash, p.Nkv, float(f.L), 0, 0};
   launchLineSums(m, f.S, f.L, f.partial, f.rowMax, f.rowSum, sums);
-  sortDescending(f.sortLines, f.vertical, f.sortedV, nullptr, m.stream);  // and the slash sums after them
+  const bool select = coverSelectFits(p.Nkv);
+  if (!select) sortDescending(f.sortLines, f.vertical, f.sortedV, nullptr, m.stream);  // and the slash sums
   endPhase("line sorts", m.stream);
   sparge_predict_flexprefill_block_sums<<<dim3((f.nbk + kBlockSumWarps - 1) / kBlockSumWarps, slotCount(p)),
                                           kBlockSumWarps * 32, sizeof(float) * 2 * f.B * kBlockSumWarps,
@@ -424,10 +430,10 @@ void lineBranch(const MethodLaunch& m, const FlexScratch& f) {
   checkLaunch("sparge_predict_flexprefill_block_sums");
   launchTileMeans(m, TileMeans{f.lastQ, f.L, f.L, true, false, 0.f, f.meanLast, f.Lpad});
   CoverRows rows{};
-  rows.row[0] = CoverRow{f.sortedV, p.Nkv, 1.0, f.countV};
-  rows.row[1] = CoverRow{f.sortedS, p.Nkv, 1.0, f.countS};
+  rows.row[0] = CoverRow{select ? f.vertical : f.sortedV, p.Nkv, 1.0, f.countV};
+  rows.row[1] = CoverRow{select ? f.slash : f.sortedS, p.Nkv, 1.0, f.countS};
   rows.n = 2;
-  launchCoverCounts(m, rows, f.gamma);
+  (select ? launchCoverSelect : launchCoverCounts)(m, rows, f.gamma);
   endPhase("block sums, line cover counts", m.stream);
 }
 

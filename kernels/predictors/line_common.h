@@ -137,18 +137,30 @@ void sortDescending(const SegmentSort& s, const float* keys, float* sortedKeys, 
 
 // Per slot of each row: how many leading values of a descending row [slot][len] (NaN last) keep their exact
 // running sum (sparge/core/cover_sum.h) <= the slot's threshold, thresholds[query head] · mul: core's
-// coverCount less its +1. All rows in one launch.
+// coverCount less its +1. All rows in one launch. launchCoverCounts takes rows sorted by sortDescending;
+// launchCoverSelect takes them in any order and sorts nothing (rows of up to 65,536 values, on a device that
+// allows its shared memory: coverSelectFits).
+// Where a count cuts its row: the descendingKey of the last value counted, how many of the values equal to it
+// are counted, and whether that is all of them (a count of 0: {0, 0, true}).
+struct CoverCut {
+  uint32_t kth;
+  int need;
+  bool all;
+};
 struct CoverRow {
-  const float* sorted = nullptr;
+  const float* values = nullptr;
   int len = 0;
   double mul = 1.0;
   int* count = nullptr;
+  CoverCut* cut = nullptr;  // launchCoverSelect writes it where given
 };
 struct CoverRows {
   CoverRow row[3];
   int n = 0;
 };
 void launchCoverCounts(const MethodLaunch& m, const CoverRows& rows, const double* thresholds);
+bool coverSelectFits(int len);
+void launchCoverSelect(const MethodLaunch& m, const CoverRows& rows, const double* thresholds);
 
 // flags [nbq][nbk] of the square blocks of side B (FlexPrefill's), the same for every head: kBlockValid
 // where the block holds a visible pair (core::blockValid).

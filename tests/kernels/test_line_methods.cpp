@@ -549,11 +549,12 @@ int expectedCover(const float* row, int len, double threshold, double mul) {
   return count;
 }
 
-// The device's γ counts (a block-wide prefix sum over the sorted rows) against expectedCover: two row
-// families in one launch (line-like rows of 7,000 values with mul 1, pooled-like rows of 5,000 with mul 300,
-// longer than one chunk of the count kernel), with thresholds that land exactly on a prefix sum (the value
-// after it must not fit), cut through a run of tied values, take every value, take none, are negative, and
-// meet a NaN, an infinity and trailing zeros.
+// The device's γ counts against expectedCover, both ways: a block-wide prefix sum over the sorted rows, and
+// the select over the same rows shuffled (no sort), with where it cuts the pooled-like rows. Two row
+// families in one launch (line-like rows of 7,000
+// values with mul 1, pooled-like rows of 5,000 with mul 300, longer than one chunk of the count kernel), with
+// thresholds that land exactly on a prefix sum (the value after it must not fit), cut through a run of tied
+// values, take every value, take none, are negative, and meet a NaN, an infinity and trailing zeros.
 TEST(LineMethods, CoverCountsMatchExactSums) {
   REQUIRE_GPU();
   constexpr int kSlots = 8, kLenA = 7000, kLenB = 5000;
@@ -628,6 +629,79 @@ TEST(LineMethods, CoverCountsMatchExactSums) {
   EXPECT_LT(wantB[2], kLenB);
   EXPECT_EQ(gotA, wantA);
   EXPECT_EQ(gotB, wantB);
+  // The select, on the rows shuffled: first rows A and B alone (their keys held in registers), then beside
+  // rows C of 40,000 values, longer than that form takes, so that all three run the form that reads its rows
+  // at each pass. Its counts must be the same, and so must where the pooled-like counts cut their rows.
+  constexpr int kLenC = 40000;
+  std::vector<float> c(size_t(kSlots) * kLenC);
+  for (int s = 0; s < kSlots; ++s)
+    for (int i = 0; i < kLenC; ++i)
+      c[size_t(s) * kLenC + i] =
+          s % 2 ? expo(rng) * 300.f / float(kLenC) : float(pick(rng)) * 300.f / (3.5f * kLenC);
+  const auto cutOf = [](const float* first, int len, int n) -> lines::CoverCut {
+    std::vector<float> row(first, first + len);
+    std::sort(row.begin(), row.end(), nanLastDescending);
+    if (n == 0) return {0, 0, true};
+    const uint32_t kth = lines::descendingKey(row[size_t(n - 1)]);
+    int lo = n - 1, up = n;
+    while (lo > 0 && lines::descendingKey(row[size_t(lo - 1)]) == kth) --lo;
+    while (up < len && lines::descendingKey(row[size_t(up)]) == kth) ++up;
+    return {kth, n - lo, n == up};
+  };
+  std::vector<int> wantC(kSlots);
+  std::vector<lines::CoverCut> wantCutB(kSlots), wantCutC(kSlots);
+  for (int s = 0; s < kSlots; ++s) {
+    wantC[size_t(s)] = expectedCover(c.data() + size_t(s) * kLenC, kLenC, thresholds[size_t(s)], 300.0);
+    wantCutB[size_t(s)] = cutOf(b.data() + size_t(s) * kLenB, kLenB, wantB[size_t(s)]);
+    wantCutC[size_t(s)] = cutOf(c.data() + size_t(s) * kLenC, kLenC, wantC[size_t(s)]);
+    std::shuffle(a.begin() + size_t(s) * kLenA, a.begin() + size_t(s + 1) * kLenA, rng);
+    std::shuffle(b.begin() + size_t(s) * kLenB, b.begin() + size_t(s + 1) * kLenB, rng);
+  }
+  EXPECT_FALSE(wantCutB[2].all);  // slot 2's count ends inside a run of ties
+  ASSERT_TRUE(lines::coverSelectFits(kLenA));
+  ASSERT_TRUE(lines::coverSelectFits(kLenC));
+  DeviceBuffer rowsC, countC, cutB, cutC;
+  rowsC.reserve(c.size() * sizeof(float), "rows C");
+  countC.reserve(kSlots * sizeof(int), "counts C");
+  cutB.reserve(kSlots * sizeof(lines::CoverCut), "cuts B");
+  cutC.reserve(kSlots * sizeof(lines::CoverCut), "cuts C");
+  check(cudaMemcpy(rowsA.get(), a.data(), a.size() * sizeof(float), cudaMemcpyHostToDevice), "rows A");
+  check(cudaMemcpy(rowsB.get(), b.data(), b.size() * sizeof(float), cudaMemcpyHostToDevice), "rows B");
+  check(cudaMemcpy(rowsC.get(), c.data(), c.size() * sizeof(float), cudaMemcpyHostToDevice), "rows C");
+  cover.row[1].cut = cutB.as<lines::CoverCut>();
+  cover.row[2] =
+      lines::CoverRow{rowsC.as<float>(), kLenC, 300.0, countC.as<int>(), cutC.as<lines::CoverCut>()};
+  const auto fetch = [&](const DeviceBuffer& from, auto& to) {
+    check(cudaMemcpy(to.data(), from.get(), to.size() * sizeof(to[0]), cudaMemcpyDeviceToHost), "select");
+  };
+  const auto expectCuts = [](const std::vector<lines::CoverCut>& got,
+                             const std::vector<lines::CoverCut>& want, const char* what) {
+    for (size_t s = 0; s < want.size(); ++s) {
+      EXPECT_EQ(got[s].kth, want[s].kth) << what << " slot " << s;
+      EXPECT_EQ(got[s].need, want[s].need) << what << " slot " << s;
+      EXPECT_EQ(got[s].all, want[s].all) << what << " slot " << s;
+    }
+  };
+  for (int rows : {2, 3}) {
+    cover.n = rows;
+    for (const DeviceBuffer* counts : {&countA, &countB, &countC})
+      check(cudaMemset(counts->get(), 0xff, kSlots * sizeof(int)), "counts");
+    lines::launchCoverSelect(m, cover, thr.as<double>());
+    std::vector<int> gotC(kSlots);
+    std::vector<lines::CoverCut> gotCutB(kSlots), gotCutC(kSlots);
+    fetch(countA, gotA);
+    fetch(countB, gotB);
+    fetch(cutB, gotCutB);
+    const char* form = rows == 2 ? "select, keys in registers" : "select, rows read at each pass";
+    EXPECT_EQ(gotA, wantA) << form;
+    EXPECT_EQ(gotB, wantB) << form;
+    expectCuts(gotCutB, wantCutB, form);
+    if (rows < 3) continue;
+    fetch(countC, gotC);
+    fetch(cutC, gotCutC);
+    EXPECT_EQ(gotC, wantC) << form;
+    expectCuts(gotCutC, wantCutC, form);
+  }
 }
 
 }  // namespace
