@@ -38,6 +38,7 @@ add_library(sparge_kernels STATIC
   ${CMAKE_CURRENT_LIST_DIR}/predictors/moba.cu
   ${CMAKE_CURRENT_LIST_DIR}/predictors/predictors.cpp
   ${CMAKE_CURRENT_LIST_DIR}/predictors/line_common.cu
+  ${CMAKE_CURRENT_LIST_DIR}/predictors/cover_select.cu
   ${CMAKE_CURRENT_LIST_DIR}/predictors/line_scores.cu
   ${CMAKE_CURRENT_LIST_DIR}/predictors/minference.cu
   ${CMAKE_CURRENT_LIST_DIR}/predictors/flexprefill.cu
