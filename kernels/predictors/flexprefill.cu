@@ -55,6 +55,7 @@ struct FlexScratch {
   SegmentSort sortLines, sortP;
   int B = 0, nbq = 0, nbk = 0, L = 0, Lpad = 0;
   bool stats = false;
+  bool selectLines = false, selectPooled = false;  // γ counts by the cover select (no sort), decided once
 };
 
 void layout(Carve& c, FlexScratch& f, const Problem& p) {
@@ -78,7 +79,7 @@ void layout(Carve& c, FlexScratch& f, const Problem& p) {
   const size_t lineValues = slots * Nkv;
   f.vertical = c.take<float>(2 * lineValues);
   f.slash = f.vertical ? f.vertical + lineValues : nullptr;
-  if (!coverSelectFits(p.Nkv)) {  // the lines' counts sort them first
+  if (!f.selectLines) {  // the lines' counts sort them first
     f.sortedV = c.take<float>(2 * lineValues);
     f.sortedS = f.sortedV ? f.sortedV + lineValues : nullptr;
     layoutSort(c, f.sortLines, int(2 * slots), p.Nkv, true);  // the cover counts need values alone
@@ -91,7 +92,7 @@ void layout(Carve& c, FlexScratch& f, const Problem& p) {
   f.aq = c.take<float>(slots * f.nbq * p.D);
   f.meanLast = c.take<float>(slots * p.D);
   f.raw = c.take<float>(slots * blocks);
-  if (!coverSelectFits(int(blocks))) {  // the pooled count sorts its row first
+  if (!f.selectPooled) {  // the pooled count sorts its row first
     f.sortedP = c.take<float>(slots * blocks);
     layoutSort(c, f.sortP, int(slots), int(blocks), true);  // marked from the values, not the order
   }
@@ -393,7 +394,7 @@ void pooledBranch(const MethodLaunch& m, const FlexScratch& f, cudaStream_t side
   const int slots = slotCount(p), blocks = f.nbq * f.nbk;
   CoverRows rows{};
   rows.n = 1;
-  if (coverSelectFits(blocks)) {  // the count and its cut at once, nothing sorted
+  if (f.selectPooled) {  // the count and its cut at once, nothing sorted
     rows.row[0] = CoverRow{f.pooled, blocks, double(f.nbq), f.countP, f.cuts};
     launchCoverSelect(s, rows, f.gamma);
   } else {
@@ -421,7 +422,7 @@ void lineBranch(const MethodLaunch& m, const FlexScratch& f) {
   endPhase("last-query scores", m.stream);
   const LineSums sums{f.vertical, f.slash, p.Nkv, float(f.L), 0, 0};
   launchLineSums(m, f.S, f.L, f.partial, f.rowMax, f.rowSum, sums);
-  const bool select = coverSelectFits(p.Nkv);
+  const bool select = f.selectLines;
   if (!select) sortDescending(f.sortLines, f.vertical, f.sortedV, nullptr, m.stream);  // and the slash sums
   endPhase("line sorts", m.stream);
   sparge_predict_flexprefill_block_sums<<<dim3((f.nbk + kBlockSumWarps - 1) / kBlockSumWarps, slotCount(p)),
@@ -533,6 +534,8 @@ void predictFlexPrefill(const MethodLaunch& launch, MethodRows& out, DeviceBuffe
   std::vector<double> gamma;
   const std::vector<FlexHead> heads = headParams(launch, f.B, f.nbk, gamma);
   for (const FlexHead& h : heads) f.stats = f.stats || !h.shortSequence;
+  f.selectLines = coverSelectFits(int(p.Nkv));
+  f.selectPooled = coverSelectFits(f.nbq * f.nbk);
   f.L = std::min(f.B, p.Nq);
   f.Lpad = (f.L + 15) / 16 * 16;
   carveScratch(scratch, "FlexPrefill scratch", [&](Carve& c) { layout(c, f, p); });

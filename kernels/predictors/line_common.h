@@ -135,11 +135,6 @@ void layoutSort(Carve& c, SegmentSort& s, int nSeg, int len, bool keysOnly = fal
 void sortDescending(const SegmentSort& s, const float* keys, float* sortedKeys, int* sortedIdx,
                     cudaStream_t stream);
 
-// Per slot of each row: how many leading values of a descending row [slot][len] (NaN last) keep their exact
-// running sum (sparge/core/cover_sum.h) <= the slot's threshold, thresholds[query head] · mul: core's
-// coverCount less its +1. All rows in one launch. launchCoverCounts takes rows sorted by sortDescending;
-// launchCoverSelect takes them in any order and sorts nothing (rows of up to 65,536 values, on a device that
-// allows its shared memory: coverSelectFits).
 // Where a count cuts its row: the descendingKey of the last value counted, how many of the values equal to it
 // are counted, and whether that is all of them (a count of 0: {0, 0, true}).
 struct CoverCut {
@@ -147,6 +142,12 @@ struct CoverCut {
   int need;
   bool all;
 };
+
+// Per slot of each row: how many leading values of a descending row [slot][len] (NaN last) keep their exact
+// running sum (sparge/core/cover_sum.h) <= the slot's threshold, thresholds[query head] · mul: core's
+// coverCount less its +1. All rows in one launch. launchCoverCounts takes rows sorted by sortDescending;
+// launchCoverSelect takes them in any order and sorts nothing (rows of up to 65,536 values, on a device that
+// allows its shared memory: coverSelectFits).
 struct CoverRow {
   const float* values = nullptr;
   int len = 0;
