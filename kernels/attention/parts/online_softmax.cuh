@@ -113,6 +113,7 @@ __device__ __forceinline__ float maxRise(const float (&rmax)[2], const float (&m
 // New running max from the block maxima (base-2 units) and the factor `alpha` that takes what was summed so
 // far to it; l is rescaled here. Returns in `muse` the max the exponentials subtract (0 for a row that has
 // seen no key yet: its scores are -inf).
+template <bool kScaleL = true>
 __device__ __forceinline__ void updateRowMax(float (&m)[2], float (&l)[2], const float (&rmax)[2],
                                              float (&muse)[2], float (&alpha)[2]) {
 #pragma unroll
@@ -121,7 +122,7 @@ __device__ __forceinline__ void updateRowMax(float (&m)[2], float (&l)[2], const
     muse[r] = finiteOr0(mnew);
     alpha[r] = ex2(m[r] - muse[r]);  // m = -inf gives 0: nothing accumulated yet
     m[r] = mnew;
-    l[r] *= alpha[r];
+    if constexpr (kScaleL) l[r] *= alpha[r];
   }
 }
 
@@ -150,7 +151,7 @@ __device__ __forceinline__ void rescaleRows(float (&m)[2], float (&l)[2], float 
 }
 
 // How the denominator sums P: the unrounded fp32 values, or P rounded to fp16 (what the fp16 P·V sees).
-enum class RowSum { Fp32, Half };
+enum class RowSum { Fp32, Half, None };
 
 // s <- P = exp2(s · scale - m + offset); l += Σ P per row.
 template <RowSum kSum, int NT>
@@ -165,8 +166,10 @@ __device__ __forceinline__ void exponentiate(float (&s)[NT][4], const float (&mu
 #pragma unroll
       for (int e = 0; e < 4; ++e) s[nt][e] = __half2float(__float2half_rn(s[nt][e]));
     }
-    l[0] += s[nt][0] + s[nt][1];
-    l[1] += s[nt][2] + s[nt][3];
+    if constexpr (kSum != RowSum::None) {
+      l[0] += s[nt][0] + s[nt][1];
+      l[1] += s[nt][2] + s[nt][3];
+    }
   }
 }
 
@@ -199,9 +202,9 @@ __device__ __forceinline__ void packPE4m3(const float (&s)[NT][4], uint32_t (&pf
 
 // Two-level accumulation: the block's P·V (fresh accumulator) is added to the fp32 output, whose rescale by
 // the block's alpha (updateRowMax) was deferred to this add: O = O · alpha + block, one FMA an element.
-template <int DT>
+template <int DT, int DB>
 __device__ __forceinline__ void addBlockRescaled(float (&acc)[DT][4], const float (&alpha)[2],
-                                                 const float (&blk)[DT][4]) {
+                                                 const float (&blk)[DB][4]) {
 #pragma unroll
   for (int dt = 0; dt < DT; ++dt)
 #pragma unroll

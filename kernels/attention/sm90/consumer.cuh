@@ -24,7 +24,7 @@ __device__ __forceinline__ void finishPending(ConsumerState<Tr>& st, const Pipe<
   if (pv) {
     mbarWait(pp.fullV(st.pendingStage), st.pendingPhase);
     wgmmaFence();
-    float blk[Tr::kDT][4];
+    float blk[Tr::kBlkTiles][4];
     issuePV<Tr>(st, blk, pp.v(st.pendingStage));
     wgmmaCommit();
     wgmmaWait<0>();
@@ -44,7 +44,7 @@ __device__ __forceinline__ bool softmaxOwnBlock(const KParams<typename Tr::T>& p
                                                 const ConsumerCtx& cx, ConsumerState<Tr>& st, int j,
                                                 const BlockVote& vote, float scale, bool pv,
                                                 float (&sc)[Tr::kNT][4], const int32_t (&si)[Tr::kNT][4],
-                                                float (&blk)[Tr::kDT][4]) {
+                                                float (&blk)[Tr::kBlkTiles][4]) {
   using namespace sm90;
   float rmax[2], alpha[2];
   // The masked copy checks visibility again although its caller did: without the check (an unconditional
@@ -120,7 +120,7 @@ __device__ __forceinline__ void ownStep(const Sm90Params<typename Tr::T>& prm, c
                                         int s, uint32_t phase, int t, float qScale) {
   using namespace sm90;
   const KParams<typename Tr::T>& p = prm.k;
-  float sc[Tr::kNT][4], blk[Tr::kDT][4];
+  float sc[Tr::kNT][4], blk[Tr::kBlkTiles][4];
   int32_t si[Tr::kNT][4];
   const bool pv = issueOwnStep<Tr>(st, pp, s, cx.wg, sc, si, blk, [&] { resolveVote(st, p, cx); });
   mbarArrive(pp.emptyK(s));

@@ -14,7 +14,8 @@
 // no faster in dense walks and slower in sparse ones (kernels/NOTES.md, "Figures behind the rules in the
 // code"). Register reallocation gives each consumer 160 registers (112 with four). Numerics: fp16/bf16 exact
 // (wgmma m64n128k16, P·V m64nDk16 with V transposed by the descriptor), and int8-fp8 (wgmma s8 m64n128k32, P
-// rounded to e4m3, P·V e4m3 m64nDk32 into a fresh per-block fp32 buffer). The 128x64 geometry (fp16/bf16)
+// rounded to e4m3, P·V e4m3 m64nDk32 into a fresh per-block fp32 buffer; the sparse walks add a ones channel
+// to V so that the same wgmma sums P for the denominator). The 128x64 geometry (fp16/bf16)
 // runs the same kernel with 64-key blocks (wgmma m64n64k16 for Q·Kᵀ): a CTA holds the two 64-row halves of
 // one LUT row's 128-row query block, in two consumers of 240 registers with the P·V overlap, which walk the
 // same blocks and vote on PV skips together (each half posts its answer after its row maxima and collects the
@@ -30,6 +31,19 @@
 namespace sparge::cuda::sm90 {
 
 #ifdef SPARGE_SM90A_DEVICE
+
+// The ones atom after each V stage (Tr::kTensorRowSums): 8 channels x 128 keys of e4m3, channel 0 all 1.0
+// (0x38), the others 0. Its rows are uniform, so the 128-byte swizzle leaves them as they are, and so does
+// the token order inside each group of 16 that the e4m3 V layout permutes.
+template <class Tr>
+__device__ __forceinline__ void writeOnesAtoms(const Pipe<Tr>& pp) {
+  constexpr int kChunks = sm90::kSwizzleAtomBytes / 16;
+  for (int i = threadIdx.x; i < Tr::kStages * kChunks; i += blockDim.x) {
+    const int chunk = i % kChunks, word = chunk < 128 / 16 ? 0x38383838 : 0;
+    sm90::stShared16(pp.v(i / kChunks) + Tr::kVTileBytes + 16 * chunk, word, word, word, word);
+  }
+  sm90::fenceProxyAsync();  // read next by wgmma (the async proxy)
+}
 
 template <class Tr, bool kDense>
 __device__ __forceinline__ void attention90(const Sm90Params<typename Tr::T>& prm) {
@@ -48,6 +62,7 @@ __device__ __forceinline__ void attention90(const Sm90Params<typename Tr::T>& pr
     }
     sm90::fenceBarrierInit();
   }
+  if constexpr (Tr::kTensorRowSums) writeOnesAtoms(pp);
   __syncthreads();
   // Warp-uniform by construction (a shuffle from lane 0): lets the compiler give each role its own registers.
   const int wg = __shfl_sync(0xffffffffu, (int)threadIdx.x / 128, 0);

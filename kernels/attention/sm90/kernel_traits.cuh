@@ -76,10 +76,17 @@ struct Sm90Traits {
   // tiles. Sparse walks, where each consumer waits for and releases every stage in order, also those
   // of blocks only other tiles visit, take as many stages as shared memory holds (up to 8): the deeper
   // the pipeline, the further one tile's walk may run ahead of the other's.
-  static constexpr int kStageBytes = kKTileBytes + kVTileBytes;
+  // Whether the tensor cores sum P for the denominator: the int8-fp8 sparse walks run P·V as m64n(D + 8)
+  // against their V tile and one more 8-channel atom whose first channel is all ones (written once after each
+  // V stage, which TMA never touches), so column D of the block buffer is the row's sum of the e4m3 P; the
+  // softmax then has no FADDs. The dense walk keeps the fp32 sums of the unrounded P: there the 6 % more P·V
+  // work cost more than the FADDs saved (kernels/NOTES.md, "The denominator on the tensor cores").
+  static constexpr bool kTensorRowSums = kFp8 && !kDense;
+  static constexpr int kVStageBytes = kVTileBytes + (kTensorRowSums ? 1024 : 0);
+  static constexpr int kStageBytes = kKTileBytes + kVStageBytes;
   static constexpr int kSparseStages = (227 * 1024 - kConsumers * kQTileBytes - 2048) / kStageBytes;
   static constexpr int kStages =
-      kDense ? (kStageBytes > 32768 ? 2 : 4) : (kSparseStages < 8 ? kSparseStages : 8);
+      kDense ? (kKTileBytes + kVTileBytes > 32768 ? 2 : 4) : (kSparseStages < 8 ? kSparseStages : 8);
   // A sparse CTA whose tiles visit less than this share of their visible blocks splits the stages into one
   // ring per tile (splitWalks): each consumer then walks only its own blocks, never waiting for or passing
   // the other tiles', at the price of loading a block several visit more than once. The thresholds are
@@ -96,10 +103,12 @@ struct Sm90Traits {
   static constexpr int kQkSteps = kQkRowBytes / 32;  // wgmma k-steps of 32 bytes
   static constexpr int kPSteps = kFp8 ? kBK / 32 : kBK / 16;
   static constexpr int kNT = kBK / 8, kDT = D / 8;
-  // Q tiles, K stages, V stages (all 1024-byte aligned), the barriers, then one 16-byte step record a stage.
+  static constexpr int kBlkTiles = kDT + (kTensorRowSums ? 1 : 0);  // the e4m3 block buffer (+ the row sums)
+  // Q tiles, K stages, V stages (each with its ones atom after it where the tensor cores sum P; all 1024-byte
+  // aligned), the barriers, then one 16-byte step record a stage.
   static constexpr int kOffK = kConsumers * kQTileBytes;
   static constexpr int kOffV = kOffK + kStages * kKTileBytes;
-  static constexpr int kOffBar = kOffV + kStages * kVTileBytes;
+  static constexpr int kOffBar = kOffV + kStages * kVStageBytes;
   static constexpr int kQBars = kSplittable ? kConsumers : 1;  // one Q barrier a ring
   static constexpr int kBarBytes = 8 * (kQBars + 4 * kStages);
   static constexpr int kOffStep = (kOffBar + kBarBytes + 15) / 16 * 16;

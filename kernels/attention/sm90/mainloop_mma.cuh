@@ -52,18 +52,18 @@ __device__ __forceinline__ void issueQK(float (&s)[Tr::kNT][4], int32_t (&si)[Tr
   }
 }
 
-// P·V of the pending block: e4m3 into a fresh fp32 block buffer (scaleD = 0 on the first k-step), 16-bit
-// straight into O (`blk` unused).
+// P·V of the pending block: e4m3 into a fresh fp32 block buffer (scaleD = 0 on the first k-step; with the
+// row sums in its last tile, Tr::kTensorRowSums), 16-bit straight into O (`blk` unused).
 template <class Tr>
-__device__ __forceinline__ void issuePV(ConsumerState<Tr>& st, float (&blk)[Tr::kDT][4], uint32_t sV) {
+__device__ __forceinline__ void issuePV(ConsumerState<Tr>& st, float (&blk)[Tr::kBlkTiles][4], uint32_t sV) {
   using namespace sm90;
   const uint64_t dv0 =
       Tr::kFp8 ? kMajorDescriptorBytes<Tr::D, 128>(sV, 0) : mnMajorDescriptor<Tr::kBK>(sV, 0);
 #pragma unroll
   for (int kk = 0; kk < Tr::kPSteps; ++kk) {
-    if constexpr (Tr::kFp8)
-      WgmmaE4m3<Tr::D>::run(blk, st.pf[kk], advanceDescriptor(dv0, kMajorStepBytes<Tr::D, 128>(kk * 32)),
-                            kk > 0);
+    if constexpr (Tr::kFp8)  // with the ones atom as channels D .. D + 7 where the tensor cores sum P
+      WgmmaE4m3<8 * Tr::kBlkTiles>::run(blk, st.pf[kk],
+                                        advanceDescriptor(dv0, kMajorStepBytes<Tr::D, 128>(kk * 32)), kk > 0);
     else  // k-step kk of 16 keys: two 8-key groups of kSwizzleAtomBytes (mnMajorDescriptor)
       WgmmaRS<typename Tr::T, Tr::D>::run(st.acc, st.pf[kk],
                                           advanceDescriptor(dv0, kk * 2u * kSwizzleAtomBytes), 1);
@@ -80,7 +80,7 @@ __device__ __forceinline__ void issuePV(ConsumerState<Tr>& st, float (&blk)[Tr::
 template <class Tr, class DecidePending>
 __device__ __forceinline__ bool issueOwnStep(ConsumerState<Tr>& st, const Pipe<Tr>& pp, int s, int wg,
                                              float (&sc)[Tr::kNT][4], int32_t (&si)[Tr::kNT][4],
-                                             float (&blk)[Tr::kDT][4], DecidePending&& decidePending) {
+                                             float (&blk)[Tr::kBlkTiles][4], DecidePending&& decidePending) {
   using namespace sm90;
   constexpr bool kLateDecision = Tr::kTilesPerRow > 1;
   if constexpr (!kLateDecision)
@@ -110,9 +110,15 @@ __device__ __forceinline__ bool issueOwnStep(ConsumerState<Tr>& st, const Pipe<T
 // After the pending block's P·V completed: an e4m3 block is added to O with the rescale its softmax deferred.
 template <class Tr>
 __device__ __forceinline__ void addPendingBlock(ConsumerState<Tr>& st, bool pv,
-                                                const float (&blk)[Tr::kDT][4]) {
+                                                const float (&blk)[Tr::kBlkTiles][4]) {
   if constexpr (Tr::kFp8)
-    if (pv) addBlockRescaled(st.acc, st.pendingAlpha, blk);
+    if (pv) {
+      addBlockRescaled(st.acc, st.pendingAlpha, blk);
+      if constexpr (Tr::kTensorRowSums) {  // channel D: the row sum in a quad's first lane, 0 in the others
+        st.l[0] = fmaf(st.l[0], st.pendingAlpha[0], blk[Tr::kDT][0]);
+        st.l[1] = fmaf(st.l[1], st.pendingAlpha[1], blk[Tr::kDT][2]);
+      }
+    }
 }
 
 // Releases the pending block's V stage once its P·V (if any) has completed.

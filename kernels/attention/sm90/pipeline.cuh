@@ -35,7 +35,7 @@ struct Pipe {
     return base + Tr::kOffK + (first + s) * Tr::kKTileBytes;
   }
   __device__ __forceinline__ uint32_t v(int s) const {
-    return base + Tr::kOffV + (first + s) * Tr::kVTileBytes;
+    return base + Tr::kOffV + (first + s) * Tr::kVStageBytes;
   }
   __device__ __forceinline__ uint32_t fullQ(int bar) const { return base + Tr::kOffBar + 8 * bar; }
   __device__ __forceinline__ uint32_t fullQ() const { return fullQ(qBar); }

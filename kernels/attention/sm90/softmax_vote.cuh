@@ -36,8 +36,9 @@ template <class Tr>
 __device__ __forceinline__ void exponentiateBlock(ConsumerState<Tr>& st, float (&s)[Tr::kNT][4],
                                                   const float (&rmax)[2], float sc, float (&alpha)[2]) {
   float muse[2];
-  updateRowMax(st.m, st.l, rmax, muse, alpha);
-  exponentiate<RowSum::Fp32>(s, muse, sc, Tr::kFp8 ? kFp8POffset : 0.f, st.l);
+  constexpr bool kTensorSums = Tr::kTensorRowSums;  // l then takes alpha with O, at the block's add
+  updateRowMax<!kTensorSums>(st.m, st.l, rmax, muse, alpha);
+  exponentiate<kTensorSums ? RowSum::None : RowSum::Fp32>(s, muse, sc, Tr::kFp8 ? kFp8POffset : 0.f, st.l);
 }
 
 // Both orders below run the exponentials also for a skipped block and then undo them, so that no branch on

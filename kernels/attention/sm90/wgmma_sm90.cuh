@@ -1,8 +1,8 @@
 // PTX wrappers for the Hopper (sm_90a) attention family: wgmma.mma_async with accumulators in the fragment
 // layout of parts/online_softmax.cuh (float or int32 [N/8][4]), fences and group waits. Shapes: fp16/bf16
 // m64n128k16 and m64n64k16 (A, B K-major in shared memory: 128- and 64-key blocks) and m64nDk16 (A from
-// registers, B MN-major: transposed V); s8 m64n128k32 (shared memory, int32 accumulators); e4m3 m64nDk32 (A
-// from registers, B K-major). scaleD = 0 overwrites the accumulators. Only usable in device code compiled for
+// registers, B MN-major: transposed V); s8 m64n128k32 (shared memory, int32 accumulators); e4m3 m64nDk32 and
+// m64n(D+8)k32 (A from registers, B K-major). scaleD = 0 overwrites the accumulators. Only usable in device code compiled for
 // sm_90a (callers guard with SPARGE_SM90A_DEVICE). The accumulator operand lists come from the
 // SPARGE_WGMMA_* macros below and are checked by ptxas.
 #pragma once
@@ -254,6 +254,35 @@ __device__ __forceinline__ void WgmmaE4m3<128>::run(float (&d)[16][4], const uin
       "}, "
       "{%64, %65, %66, %67}, %68, p, 1, 1;\n}\n"
       : SPARGE_WGMMA_ACC16("+f", d)
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(descB), "r"(scaleD));
+}
+
+// P·V with the ones atom of the tensor cores' row sums (D + 8 channels, Sm90Traits::kTensorRowSums).
+template <>
+__device__ __forceinline__ void WgmmaE4m3<72>::run(float (&d)[9][4], const uint32_t (&a)[4], uint64_t descB,
+                                                   int scaleD) {
+  asm volatile(
+      "{\n.reg .pred p;\nsetp.ne.b32 p, %41, 0;\n"
+      "wgmma.mma_async.sync.aligned.m64n72k32.f32.e4m3.e4m3 "
+      "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, "
+      "%22, %23, %24, %25, %26, %27, %28, %29, %30, %31, %32, %33, %34, %35}, "
+      "{%36, %37, %38, %39}, %40, p, 1, 1;\n}\n"
+      : SPARGE_WGMMA_ACC8("+f", d), SPARGE_WGMMA_ROW("+f", d, 8)
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(descB), "r"(scaleD));
+}
+
+template <>
+__device__ __forceinline__ void WgmmaE4m3<136>::run(float (&d)[17][4], const uint32_t (&a)[4], uint64_t descB,
+                                                    int scaleD) {
+  asm volatile(
+      "{\n.reg .pred p;\nsetp.ne.b32 p, %73, 0;\n"
+      "wgmma.mma_async.sync.aligned.m64n136k32.f32.e4m3.e4m3 "
+      "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, "
+      "%22, %23, %24, %25, %26, %27, %28, %29, %30, %31, %32, %33, %34, %35, %36, %37, %38, %39, %40, %41, "
+      "%42, %43, %44, %45, %46, %47, %48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, "
+      "%62, %63, %64, %65, %66, %67}, "
+      "{%68, %69, %70, %71}, %72, p, 1, 1;\n}\n"
+      : SPARGE_WGMMA_ACC16("+f", d), SPARGE_WGMMA_ROW("+f", d, 16)
       : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(descB), "r"(scaleD));
 }
 
