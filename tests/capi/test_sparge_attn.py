@@ -298,10 +298,19 @@ def test_cuda_vote_left_out_only_where_it_cannot_matter(numerics):
     dense, _ = call(q, k, v, 50, 1.0, False, is_sparse=False)
     assert torch.equal(call(q, k, v, 50, 1.0, False)[0], dense)  # top-k 1 walks dense
 
-    q, k, v = (t.cuda() for t in small(9, n=1000))  # no skips at λ 50: the walk without the vote is the same walk
+    # No skips at λ 50: the walk without the vote is the same walk, but for int8-fp8's denominator on Hopper,
+    # which there sums the e4m3 P that P·V multiplies (on the tensor cores) where the counted walk sums the
+    # unrounded P, as SpargeAttn does. Each P moves by at most 2^-4 in its rounding, in either direction, so
+    # over a row's hundreds of keys the two sums, and the rows, part by a small fraction of that on average.
+    q, k, v = (t.cuda() for t in small(9, n=1000))
     for causal in (False, True):
         counted, _ = call(q, k, v, 50, 0.3, True, is_causal=causal)
-        assert ulps(call(q, k, v, 50, 0.3, False, is_causal=causal)[0], counted) <= 1.0
+        fast = call(q, k, v, 50, 0.3, False, is_causal=causal)[0]
+        if numerics == "none":
+            assert ulps(fast, counted) <= 1.0
+        else:
+            rel = ((fast.float() - counted.float()).norm(dim=-1) / counted.float().norm(dim=-1)).mean().item()
+            assert rel <= 2.0 ** -6, (causal, rel)
 
     q, k, v = sink_heavy(4, gap=20)
     counted, stats = call(q, k, v, 8, 1.0, True)

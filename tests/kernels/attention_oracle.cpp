@@ -173,7 +173,7 @@ void accumulate(core::Numerics n, bool bf16, const std::vector<float>& p, const 
 }  // namespace
 
 HeadOut attention(const HeadData& h, core::Numerics n, int bq, int bk, float scale, bool causal,
-                  const core::Window& w, const std::vector<TileWalk>& walks) {
+                  const core::Window& w, const std::vector<TileWalk>& walks, bool sumRoundedP) {
   const Operands op = prepare(h, n, bq, bk);
   const int nqT = (h.nq + bq - 1) / bq, nkT = (h.nkv + bk - 1) / bk, d = h.d;
   const int tail = bq > bk ? bq / bk : 1;
@@ -232,7 +232,7 @@ HeadOut attention(const HeadData& h, core::Numerics n, int bq, int bk, float sca
           p[u] = n == core::Numerics::Int8Fp16  ? roundHalf(e)
                  : n == core::Numerics::Int8Fp8 ? e4m3Round(e)
                                                 : e;
-          row.l += n == core::Numerics::Int8Fp16 ? p[u] : e;
+          row.l += n == core::Numerics::Int8Fp16 || sumRoundedP ? p[u] : e;
         }
         accumulate(n, h.bf16, p, op, k0, bk, d, row);
       }

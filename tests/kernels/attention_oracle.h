@@ -62,8 +62,10 @@ struct HeadOut {
 // Block-sequential attention of one head in the given numerics over each tile's walk. The PV skip of a tile
 // is voted by its real rows; in quantized numerics the zero rows that pad a partial last tile vote too, with
 // a rise of 0 (their scores are 0), so that tile skips only when λ = 0.
+// With `sumRoundedP` (int8-fp8 only) the denominator sums the e4m3 P that P·V multiplies, as the Hopper
+// walk without the vote does on its tensor cores, instead of SpargeAttn's unrounded fp32 P.
 HeadOut attention(const HeadData& h, core::Numerics n, int bq, int bk, float scale, bool causal,
-                  const core::Window& w, const std::vector<TileWalk>& walks);
+                  const core::Window& w, const std::vector<TileWalk>& walks, bool sumRoundedP = false);
 
 // Exact softmax attention in double over the keys each row sees inside its walked blocks (no skip).
 std::vector<double> exactAttention(const HeadData& h, int bq, int bk, double scale, bool causal,

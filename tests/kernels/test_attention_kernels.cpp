@@ -91,6 +91,7 @@ struct Case {
   float density = 0.6f;  // share of blocks each query tile visits (sparse launches)
   int emptyFirst = 0;    // sparse launches: the first tiles visit no block (tile 1 never does)
   bool denseLaunch = false;
+  bool votes = true;  // sparse launches: false runs the walk without the PV-skip vote (int8-fp8, λ = inf)
   float lambda = 0.f;
   int opposedStretch = 64;       // K's opposed stretches (randomHeads)
   bool sharedDirection = false;  // K built around Q's direction instead of its own
@@ -101,7 +102,7 @@ struct Case {
            (bf16 ? " bf16" : " fp16") + (causal ? " causal" : "") +
            (window.bounded() ? " window " + std::to_string(window.left) + "," + std::to_string(window.right)
                              : "") +
-           (denseLaunch ? " dense" : " sparse") + " family " + (family.empty() ? "default" : family) +
+           (denseLaunch ? " dense" : votes ? " sparse" : " sparse without the vote") + " family " + (family.empty() ? "default" : family) +
            (emptyFirst > 0 ? " first " + std::to_string(emptyFirst) + " tiles empty" : "");
   }
 };
@@ -212,6 +213,7 @@ void runGpu(const Case& c, const std::vector<float>& q, const std::vector<float>
   a.emptyRows = dempty.as<int>();
   a.numerics = c.n;
   a.family = c.family == "sm80" ? AttnFamily::Sm80 : AttnFamily::Auto;
+  a.votes = c.votes;
   const ElemType t = c.bf16 ? ElemType::BF16 : ElemType::F16;
   Buf ws(quantWorkspaceBytes(p, c.n));
   if (c.n != Numerics::None)
@@ -299,12 +301,15 @@ void checkCase(const Case& c, uint32_t seed, std::vector<uint8_t>* skipMaps = nu
                               (c.g == core::kGeometry128x64 && c.n == Numerics::None);
   const bool hopper = c.family.empty() && hopperGeometry && c.D <= 128 && computeCapability(nullptr) == 90;
   EXPECT_EQ(run.sm90Launches, hopper ? 1 : 0) << "kernel family";
+  // The Hopper walk without the vote sums the e4m3 P on its tensor cores (Sm90Traits::kTensorRowSums).
+  const bool sumRoundedP = hopper && c.n == Numerics::Int8Fp8 && !c.denseLaunch && !c.votes;
   const int nq = (c.Nq + c.g.blockQ - 1) / c.g.blockQ, nk = (c.Nkv + c.g.blockK - 1) / c.g.blockK;
   for (int x = 0; x < c.B * c.Hq; ++x) {
     SCOPED_TRACE("head " + std::to_string(x));
     const oracle::HeadData h = in.head(c, x);
     const oracle::HeadOut emu =
-        oracle::attention(h, c.n, c.g.blockQ, c.g.blockK, scaleLog2Of(c), c.causal, c.window, walks[x]);
+        oracle::attention(h, c.n, c.g.blockQ, c.g.blockK, scaleLog2Of(c), c.causal, c.window, walks[x],
+                          sumRoundedP);
     const std::vector<double> exact = oracle::exactAttention(
         h, c.g.blockQ, c.g.blockK, 1.0 / std::sqrt(double(c.D)), c.causal, c.window, walks[x]);
     std::vector<float> gpu(size_t(c.Nq) * c.D);
@@ -520,6 +525,10 @@ TEST(AttentionKernels, Int8Fp8BothFamiliesMatchOracle) {
         c.causal = D == 64;
         c.lambda = 0.f;
         checkCase(c, seed++);
+        c.votes = false;  // the walk without the vote (no head votes: λ = inf)
+        c.lambda = INFINITY;
+        checkCase(c, seed++);
+        c.votes = true;
         c.denseLaunch = true;
         c.window = core::Window{200, 40};
         c.causal = false;

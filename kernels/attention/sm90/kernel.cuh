@@ -14,9 +14,9 @@
 // no faster in dense walks and slower in sparse ones (kernels/NOTES.md, "Figures behind the rules in the
 // code"). Register reallocation gives each consumer 160 registers (112 with four). Numerics: fp16/bf16 exact
 // (wgmma m64n128k16, P·V m64nDk16 with V transposed by the descriptor), and int8-fp8 (wgmma s8 m64n128k32, P
-// rounded to e4m3, P·V e4m3 m64nDk32 into a fresh per-block fp32 buffer; the sparse walks add a ones channel
-// to V so that the same wgmma sums P for the denominator). The 128x64 geometry (fp16/bf16)
-// runs the same kernel with 64-key blocks (wgmma m64n64k16 for Q·Kᵀ): a CTA holds the two 64-row halves of
+// rounded to e4m3, P·V e4m3 m64nDk32 into a fresh per-block fp32 buffer; the walk without the vote adds a
+// ones channel to V so that the same wgmma sums P for the denominator). The 128x64 geometry (fp16/bf16) runs
+// the same kernel with 64-key blocks (wgmma m64n64k16 for Q·Kᵀ): a CTA holds the two 64-row halves of
 // one LUT row's 128-row query block, in two consumers of 240 registers with the P·V overlap, which walk the
 // same blocks and vote on PV skips together (each half posts its answer after its row maxima and collects the
 // other's just before the block's P·V). Masks, the PV-skip vote (per query tile), empty rows and the output

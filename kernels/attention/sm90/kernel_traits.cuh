@@ -76,12 +76,14 @@ struct Sm90Traits {
   // tiles. Sparse walks, where each consumer waits for and releases every stage in order, also those
   // of blocks only other tiles visit, take as many stages as shared memory holds (up to 8): the deeper
   // the pipeline, the further one tile's walk may run ahead of the other's.
-  // Whether the tensor cores sum P for the denominator: the int8-fp8 sparse walks run P·V as m64n(D + 8)
-  // against their V tile and one more 8-channel atom whose first channel is all ones (written once after each
-  // V stage, which TMA never touches), so column D of the block buffer is the row's sum of the e4m3 P; the
-  // softmax then has no FADDs. The dense walk keeps the fp32 sums of the unrounded P: there the 6 % more P·V
-  // work cost more than the FADDs saved (kernels/NOTES.md, "The denominator on the tensor cores").
-  static constexpr bool kTensorRowSums = kFp8 && !kDense;
+  // Whether the tensor cores sum P for the denominator: the int8-fp8 walk without the vote (λ >= 40 and no
+  // counters, the op's default) runs P·V as m64n(D + 8) against its V tile and one more 8-channel atom whose
+  // first channel is all ones (written once after each V stage, which TMA never touches), so column D of the
+  // block buffer is the row's sum of the e4m3 P and the softmax has no FADDs. The walks the engines run for
+  // their figures (with the vote) keep SpargeAttn's fp32 sums of the unrounded P, and so does the dense walk,
+  // where the 6 % more P·V work cost more than the FADDs saved (kernels/NOTES.md, "The denominator on the
+  // tensor cores").
+  static constexpr bool kTensorRowSums = kFp8 && !kDense && !kVote;
   static constexpr int kVStageBytes = kVTileBytes + (kTensorRowSums ? 1024 : 0);
   static constexpr int kStageBytes = kKTileBytes + kVStageBytes;
   static constexpr int kSparseStages = (227 * 1024 - kConsumers * kQTileBytes - 2048) / kStageBytes;
