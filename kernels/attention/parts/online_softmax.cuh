@@ -111,8 +111,8 @@ __device__ __forceinline__ float maxRise(const float (&rmax)[2], const float (&m
 }
 
 // New running max from the block maxima (base-2 units) and the factor `alpha` that takes what was summed so
-// far to it; l is rescaled here. Returns in `muse` the max the exponentials subtract (0 for a row that has
-// seen no key yet: its scores are -inf).
+// far to it; l is rescaled here, unless kScaleL is false (its caller rescales l with O, later). Returns in
+// `muse` the max the exponentials subtract (0 for a row that has seen no key yet: its scores are -inf).
 template <bool kScaleL = true>
 __device__ __forceinline__ void updateRowMax(float (&m)[2], float (&l)[2], const float (&rmax)[2],
                                              float (&muse)[2], float (&alpha)[2]) {
@@ -150,10 +150,11 @@ __device__ __forceinline__ void rescaleRows(float (&m)[2], float (&l)[2], float 
   scaleRows(acc, alpha);
 }
 
-// How the denominator sums P: the unrounded fp32 values, or P rounded to fp16 (what the fp16 P·V sees).
+// How the denominator sums P: the unrounded fp32 values, P rounded to fp16 (what the fp16 P·V sees), or not
+// here (None: the tensor cores sum it beside P·V).
 enum class RowSum { Fp32, Half, None };
 
-// s <- P = exp2(s · scale - m + offset); l += Σ P per row.
+// s <- P = exp2(s · scale - m + offset); l += Σ P per row (but for RowSum::None).
 template <RowSum kSum, int NT>
 __device__ __forceinline__ void exponentiate(float (&s)[NT][4], const float (&muse)[2], float scale,
                                              float offset, float (&l)[2]) {
