@@ -102,7 +102,10 @@ struct Case {
            (bf16 ? " bf16" : " fp16") + (causal ? " causal" : "") +
            (window.bounded() ? " window " + std::to_string(window.left) + "," + std::to_string(window.right)
                              : "") +
-           (denseLaunch ? " dense" : votes ? " sparse" : " sparse without the vote") + " family " + (family.empty() ? "default" : family) +
+           (denseLaunch ? " dense"
+            : votes     ? " sparse"
+                        : " sparse without the vote") +
+           " family " + (family.empty() ? "default" : family) +
            (emptyFirst > 0 ? " first " + std::to_string(emptyFirst) + " tiles empty" : "");
   }
 };
@@ -307,9 +310,8 @@ void checkCase(const Case& c, uint32_t seed, std::vector<uint8_t>* skipMaps = nu
   for (int x = 0; x < c.B * c.Hq; ++x) {
     SCOPED_TRACE("head " + std::to_string(x));
     const oracle::HeadData h = in.head(c, x);
-    const oracle::HeadOut emu =
-        oracle::attention(h, c.n, c.g.blockQ, c.g.blockK, scaleLog2Of(c), c.causal, c.window, walks[x],
-                          sumRoundedP);
+    const oracle::HeadOut emu = oracle::attention(h, c.n, c.g.blockQ, c.g.blockK, scaleLog2Of(c), c.causal,
+                                                  c.window, walks[x], sumRoundedP);
     const std::vector<double> exact = oracle::exactAttention(
         h, c.g.blockQ, c.g.blockK, 1.0 / std::sqrt(double(c.D)), c.causal, c.window, walks[x]);
     std::vector<float> gpu(size_t(c.Nq) * c.D);

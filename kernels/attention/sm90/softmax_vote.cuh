@@ -36,9 +36,10 @@ template <class Tr>
 __device__ __forceinline__ void exponentiateBlock(ConsumerState<Tr>& st, float (&s)[Tr::kNT][4],
                                                   const float (&rmax)[2], float sc, float (&alpha)[2]) {
   float muse[2];
-  constexpr bool kTensorSums = Tr::kTensorRowSums;  // l then takes alpha with O, at the block's add
-  updateRowMax<!kTensorSums>(st.m, st.l, rmax, muse, alpha);
-  exponentiate<kTensorSums ? RowSum::None : RowSum::Fp32>(s, muse, sc, Tr::kFp8 ? kFp8POffset : 0.f, st.l);
+  // With the tensor cores' row sums, l takes alpha with O at the block's add (addPendingBlock).
+  constexpr RowSum kSum = Tr::kTensorRowSums ? RowSum::None : RowSum::Fp32;
+  updateRowMax<!Tr::kTensorRowSums>(st.m, st.l, rmax, muse, alpha);
+  exponentiate<kSum>(s, muse, sc, Tr::kFp8 ? kFp8POffset : 0.f, st.l);
 }
 
 // Both orders below run the exponentials also for a skipped block and then undo them, so that no branch on
