@@ -143,10 +143,15 @@ __device__ void bitonicSortDescending(float* keys, int* idx, int np) {
 
 // How many of the sorted probabilities the head selects (at least one): top-k, or the cdf accumulated in
 // fp32 with each prefix rounded to fp16 and compared with float(τ), as the CPU engine does.
+// Top-k's count before the at-least-one rule.
+__device__ __forceinline__ int topkCount(const HeadParamsDev& prm, int nk) {
+  return (int)truncf(prm.topk * (float)nk);
+}
+
 __device__ __forceinline__ int selectedCount(const HeadParamsDev& prm, const float* sorted, int nk) {
   int n = 0;
   if (prm.mode == 1) {
-    n = (int)truncf(prm.topk * (float)nk);
+    n = topkCount(prm, nk);
   } else {
     float c = 0.f;
     for (int r = 0; r < nk; ++r) {
@@ -277,8 +282,10 @@ __global__ void __launch_bounds__(256)
 // row made selection latency-bound: kernels/NOTES.md, v9 and v13). Lane l holds the row's
 // sorting positions l*E .. l*E+E-1 in registers: bitonic steps with j < E swap inside a thread, the others
 // exchange with lane l ^ (j/E); the same network positions and comparisons as bitonicSortDescending, padded
-// to 32*E, so the same order (a strict total order without NaN; no swap at all in an all-NaN row). Dynamic
-// smem per warp: the sorted probabilities (32*E floats, for the CDF), then the selected and final-mask rows.
+// to 32*E, so the same order (a strict total order without NaN; no swap at all in an all-NaN row). Top-k
+// rows without a NaN skip the sort: their count does not depend on the order, and the first n of it are the
+// n smallest words, found by bisection (markSmallest) in a fraction of the sort's instructions. Dynamic smem
+// per warp: the sorted probabilities (32*E floats, for the CDF), then the selected and final-mask rows.
 constexpr int kSelectWarps = 4, kSelectWarpKeys = 1024;
 
 template <typename T, int E>
@@ -324,7 +331,17 @@ __global__ void __launch_bounds__(kSelectWarps * 32)
   }
   __syncwarp();
   for (int j = lane; j < nk; j += 32) sel[j] = 0;
-  if (!allMasked) {  // an all-NaN row selects nothing (see sparge_predict_select)
+  __syncwarp();
+  bool nan = false;
+#pragma unroll
+  for (int e = 0; e < E; ++e) nan = nan || key[e] != key[e];
+  if (!allMasked && r.prm.mode == 1 && !__any_sync(0xffffffffu, nan)) {
+    // Top-k takes a count that does not depend on the order: the smallest words without the sort.
+    uint32_t word[E];
+#pragma unroll
+    for (int e = 0; e < E; ++e) word[e] = descendingKey(key[e]);
+    markSmallest<E>(word, min(max(topkCount(r.prm, nk), 1), nk), nk, sel);
+  } else if (!allMasked) {  // an all-NaN row selects nothing (see sparge_predict_select)
     bitonicSortWarp<E>(key, id);
 #pragma unroll
     for (int e = 0; e < E; ++e) sorted[lane * E + e] = key[e];

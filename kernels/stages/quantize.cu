@@ -155,41 +155,67 @@ __device__ __forceinline__ int fp8VKeyAt(int p) {
   return (p & ~15) + 2 * ((p & 15) >> 2) + (p & 1) + 8 * ((p >> 1) & 1);
 }
 
-// Keys of one CTA of the V transpose: its fp32 tile [keys][D + 1] stays within the 48 KB of static shared
-// memory (64 keys up to D 128, 32 at D 256; fp8VTokens pads to a multiple of either).
+// Keys of one CTA of the V transpose: its fp32 tile [keys][D] stays within the 48 KB of static shared memory
+// (64 keys up to D 128, 32 at D 256; fp8VTokens pads to a multiple of either).
 constexpr int fp8VSliceKeys(int d) {
   return d > 128 ? 32 : 64;
 }
+
+// The V transpose's tile in shared memory: [kKeys][D] floats, each row's 16-byte quads permuted so that both
+// of its accesses are free of bank conflicts. Rows fill with 16-byte stores, eight lanes a row: the quads
+// 2l and 2l + 1 of lane l, whose bit 3 is folded into bit 0 so that the eight lanes' quads fall in eight
+// different quads of 32 banks. The rounding pass reads one float a lane: a warp takes kGroups groups of 16
+// positions (one lane per group) times 32 / kGroups consecutive channels, and XOR-ing the quad with the key's
+// group spreads the groups over the banks those channels leave free.
+template <int kKeys, int D>
+struct VTile {
+  static constexpr int kGroups = kKeys / 16;  // 16-position groups a warp reads at once
+  static constexpr int kChannels = 32 / kGroups;
+  __device__ __forceinline__ static int quad(int key, int q) {
+    return q ^ ((key >> 4) * (8 / kGroups)) ^ ((q >> 3) & 1);
+  }
+  __device__ __forceinline__ static int at(int key, int d) {
+    return key * D + 4 * quad(key, d >> 2) + (d & 3);
+  }
+};
 
 // One CTA per (key slice, head): transposes to [D][keys], permutes, scales and rounds to e4m3.
 template <typename T, int D>
 __global__ void __launch_bounds__(kQuantThreads)
     sparge_quant_v_fp8(const T* v, int nKv, int nPad, const float* amax, uint8_t* out, float* vScale) {
   constexpr int kKeys = fp8VSliceKeys(D);
-  static_assert(kKeys % 16 == 0, "whole permuted groups of 16 keys");
-  __shared__ float tile[kKeys][D + 1];
+  using Tile = VTile<kKeys, D>;
+  static_assert(kKeys % 16 == 0 && 8 % Tile::kGroups == 0, "whole permuted groups of 16 keys, 1-8 a warp");
+  __shared__ __align__(16) float tile[kKeys * D];
   __shared__ float recp[D];  // per channel 2.25 / amax (0 for an all-zero channel), divided once a CTA
   const int bh = blockIdx.y, k0 = blockIdx.x * kKeys;
   const float* am = amax + (size_t)bh * D;
   for (int d = threadIdx.x; d < D; d += kQuantThreads) recp[d] = am[d] > 0.f ? kFp8VRange / am[d] : 0.f;
   const T* src = v + (size_t)bh * nKv * D;
   for (int x = threadIdx.x; x < kKeys * D / 8; x += kQuantThreads) {  // 16-byte loads, keys past nKv zero
-    const int key = x / (D / 8), d0 = (x % (D / 8)) * 8;
+    const int key = x / (D / 8), q = (x % (D / 8)) * 2;
     uint4 raw = make_uint4(0, 0, 0, 0);
-    if (k0 + key < nKv) raw = *reinterpret_cast<const uint4*>(src + (size_t)(k0 + key) * D + d0);
+    if (k0 + key < nKv) raw = *reinterpret_cast<const uint4*>(src + (size_t)(k0 + key) * D + 4 * q);
     const T* e = reinterpret_cast<const T*>(&raw);
-#pragma unroll
-    for (int u = 0; u < 8; ++u) tile[key][d0 + u] = vHalf(e[u]);
+    float4* row = reinterpret_cast<float4*>(tile + key * D);
+    row[Tile::quad(key, q)] = make_float4(vHalf(e[0]), vHalf(e[1]), vHalf(e[2]), vHalf(e[3]));
+    row[Tile::quad(key, q + 1)] = make_float4(vHalf(e[4]), vHalf(e[5]), vHalf(e[6]), vHalf(e[7]));
   }
   __syncthreads();
   uint8_t* dst = out + (size_t)bh * D * nPad + k0;
-  // Each thread writes 4 consecutive positions of one channel.
-  for (int x = threadIdx.x; x < D * kKeys / 4; x += kQuantThreads) {
-    const int d = x / (kKeys / 4), p0 = (x % (kKeys / 4)) * 4;
-    float f[4];
+  // Each lane writes the 16 positions of one group of one channel (one 16-byte store).
+  const int lane = threadIdx.x & 31, group = lane % Tile::kGroups;
+  for (int d0 = (threadIdx.x >> 5) * Tile::kChannels; d0 < D; d0 += kQuantThreads / 32 * Tile::kChannels) {
+    const int d = d0 + lane / Tile::kGroups;
+    const float r = recp[d];
+    uint32_t w[4];
 #pragma unroll
-    for (int u = 0; u < 4; ++u) f[u] = tile[fp8VKeyAt(p0 + u)][d] * recp[d];
-    *reinterpret_cast<uint32_t*>(dst + (size_t)d * nPad + p0) = packE4m3x4(f[0], f[1], f[2], f[3]);
+    for (int u = 0; u < 4; ++u) {
+      const int p = 16 * group + 4 * u;
+      w[u] = packE4m3x4(tile[Tile::at(fp8VKeyAt(p), d)] * r, tile[Tile::at(fp8VKeyAt(p + 1), d)] * r,
+                        tile[Tile::at(fp8VKeyAt(p + 2), d)] * r, tile[Tile::at(fp8VKeyAt(p + 3), d)] * r);
+    }
+    *reinterpret_cast<uint4*>(dst + (size_t)d * nPad + 16 * group) = make_uint4(w[0], w[1], w[2], w[3]);
   }
   if (blockIdx.x == 0)
     for (int d = threadIdx.x; d < D; d += kQuantThreads) vScale[(size_t)bh * D + d] = am[d] / kFp8VRange;

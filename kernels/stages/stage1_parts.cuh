@@ -171,6 +171,54 @@ __device__ __forceinline__ void bitonicSortWarp(float (&key)[E], int (&id)[E]) {
   }
 }
 
+// The n-th smallest (1 <= n <= 32·E) of the warp's 32·E keys: bisection from the top over the bits in which
+// the keys differ (the others are every key's, so the cut starts with them). Called by the whole warp.
+template <int E>
+__device__ __forceinline__ uint32_t warpNthSmallest(const uint32_t (&x)[E], int n) {
+  uint32_t every = 0xffffffffu, some = 0u;
+#pragma unroll
+  for (int e = 0; e < E; ++e) every &= x[e], some |= x[e];
+  every = __reduce_and_sync(0xffffffffu, every);
+  some = __reduce_or_sync(0xffffffffu, some);
+  uint32_t cut = every;
+  for (uint32_t open = some ^ every; open;) {
+    const uint32_t bit = 0x80000000u >> __clz(open);
+    open ^= bit;
+    const uint32_t probe = cut | bit;
+    int below = 0;
+#pragma unroll
+    for (int e = 0; e < E; ++e) below += x[e] < probe;
+    if (__reduce_add_sync(0xffffffffu, below) < n) cut = probe;
+  }
+  return cut;
+}
+
+// Marks in sel[] the ids (lane·E + e) of the n smallest (key, id) pairs of the warp, ties to the lower id:
+// the first n in bitonicSortWarp's order, without the sort. Ids from `count` on are padding, whose keys the
+// caller keeps above every other. Called by the whole warp.
+template <int E>
+__device__ __forceinline__ void markSmallest(const uint32_t (&key)[E], int n, int count, uint8_t* sel) {
+  const int lane = threadIdx.x & 31;
+  const uint32_t cut = warpNthSmallest<E>(key, n);
+  int below = 0, ties = 0;
+#pragma unroll
+  for (int e = 0; e < E; ++e) below += key[e] < cut, ties += key[e] == cut;
+  const int tiesTaken = n - __reduce_add_sync(0xffffffffu, below);
+  int before = ties;  // ties in this lane and the lanes below it, then below it only
+#pragma unroll
+  for (int o = 1; o < 32; o <<= 1) {
+    const int t = __shfl_up_sync(0xffffffffu, before, o);
+    if (lane >= o) before += t;
+  }
+  before -= ties;
+#pragma unroll
+  for (int e = 0; e < E; ++e) {
+    const bool tie = key[e] == cut;
+    if ((key[e] < cut || (tie && before < tiesTaken)) && lane * E + e < count) sel[lane * E + e] = 1;
+    before += tie;
+  }
+}
+
 // The delta-encoded LUT of one row (first entry absolute, then gaps; zero padded to nk) and its block
 // count, from the final mask row in shared memory. Called by one whole warp.
 __device__ inline void writeDeltaLut(const uint8_t* fin, int nk, int32_t* lutRow, int32_t* validCount) {

@@ -281,6 +281,64 @@ TEST(CudaStage1, LongRowsMatchCpuInBothSelectionKernels) {
   }
 }
 
+// Key blocks of a few repeated patterns (every row of a block the same vector) give rows of exactly tied
+// probabilities: top-k must take the tied blocks at its boundary lowest index first, as the CPU engine's
+// stable order does. Exact agreement, no near-tie allowance; rows of every lane width of the warp kernel.
+TEST(CudaStage1, TopKTakesTiedBlocksLowestFirst) {
+  REQUIRE_GPU();
+  for (int nk : {24, 100, 200, 400})
+    for (int patterns : {1, 3}) {
+      SCOPED_TRACE("nk " + std::to_string(nk) + " patterns " + std::to_string(patterns));
+      const int D = 64, BK = core::kGeometry128x64.blockK, n = nk * BK;
+      auto e = makeEntry(Shape{1, 2, 1, 512, n, D, DType::Float16, false}, 900 + (uint32_t)nk);
+      std::mt19937 rng(nk);
+      std::normal_distribution<float> nd(0.f, 1.f);
+      std::vector<std::vector<float>> pattern(patterns, std::vector<float>(D));
+      for (auto& v : pattern)
+        for (float& x : v) x = roundTo(nd(rng), DType::Float16);
+      for (int t = 0; t < n; ++t) {
+        const int j = t / BK, which = patterns == 1 ? 0 : (j % 5 == 0 ? 0 : j % 5 < 3 ? 1 : 2);
+        std::copy(pattern[which].begin(), pattern[which].end(), e->k.data() + (size_t)t * D);
+      }
+      core::HeadParams p;
+      p.theta = -0.1;
+      p.mode = core::SelectMode::TopK;
+      p.topk = 0.3;
+      const core::RunConfig cfg =
+          makeConfig(core::kGeometry128x64, false, p);  // smoothing would zero one pattern
+      CudaEngine gpu;
+      gpu.setEntry(e);
+      core::RunOptions opt;
+      opt.computeError = false;
+      const core::EntryResult gr = gpu.run(cfg, opt);
+      const int want = int(0.3f * float(nk));
+      for (const core::HeadResult& hr : gr.heads) {
+        const core::EntryInfo& in = e->info;
+        const core::BlockStats st =
+            core::computeBlockStats(e->qHead(0, hr.head), in.tokensQ, e->kHead(0, 0), in.tokensKV, D,
+                                    in.dtype, cfg.geometry, cfg.smoothK, false, in.window);
+        const core::Stage1Mask cm = core::selectBlocks(st, p, {false, false}, in.tokensQ, in.tokensKV);
+        for (int i = 0; i < hr.nq; ++i) {
+          const size_t row = (size_t)i * nk;
+          int taken = 0;
+          for (int j = 0; j < nk; ++j) {
+            ASSERT_EQ(hr.blockMask[row + j], cm.mask[row + j])
+                << "head " << hr.head << " block (" << i << "," << j << ")";
+            taken += hr.blockMask[row + j];
+          }
+          EXPECT_EQ(taken, want) << "head " << hr.head << " row " << i;
+          // Within one probability, the taken blocks come before the others.
+          for (int j = 1; j < nk; ++j)
+            for (int j0 = 0; j0 < j; ++j0) {
+              if (hr.pooledProb[row + j0] != hr.pooledProb[row + j]) continue;
+              ASSERT_GE(hr.blockMask[row + j0], hr.blockMask[row + j])
+                  << "row " << i << " blocks " << j0 << ", " << j;
+            }
+        }
+      }
+    }
+}
+
 // ---------------------------------------------------------------------------------------------
 // Stage 2: outputs and PV-skip maps for the GPU's own mask, against the CPU kernel on the same mask.
 
