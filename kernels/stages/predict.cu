@@ -141,13 +141,13 @@ __device__ void bitonicSortDescending(float* keys, int* idx, int np) {
   }
 }
 
-// How many of the sorted probabilities the head selects (at least one): top-k, or the cdf accumulated in
-// fp32 with each prefix rounded to fp16 and compared with float(τ), as the CPU engine does.
 // Top-k's count before the at-least-one rule.
 __device__ __forceinline__ int topkCount(const HeadParamsDev& prm, int nk) {
   return (int)truncf(prm.topk * (float)nk);
 }
 
+// How many of the sorted probabilities the head selects (at least one): top-k, or the cdf accumulated in
+// fp32 with each prefix rounded to fp16 and compared with float(τ), as the CPU engine does.
 __device__ __forceinline__ int selectedCount(const HeadParamsDev& prm, const float* sorted, int nk) {
   int n = 0;
   if (prm.mode == 1) {
