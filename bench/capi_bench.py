@@ -5,7 +5,9 @@ over N x D x causal x top-k; then a CUDA-graph replay and a torch.compile'd call
 against the eager call. Random N(0, 1) fp16 data, B 1, H 32, simthreshd1 -0.1, pvthreshd 50 (as
 bench/compare_spargeattn.py). Times: median of --repeat CUDA-event measurements after --warmup-ms of untimed
 running; per top-k the op and SpargeAttn's call take --rounds such measurements each, in turns whose order
-flips every round, and the median over the rounds is the cell's figure (each round's is in the JSON).
+flips every round, and the median over the rounds is the cell's figure (each round's is in the JSON). While
+each is timed, nvidia-smi samples the SM clock and power every 20 ms (machine_info.ClockSampler): under a
+sustained load a board may sit at its power limit, and the clock each call ran at is recorded beside its time.
 
 usage: python3 bench/capi_bench.py [--spargeattn DIR] [--json OUT] [--quick] [--repeat 10] [--warmup-ms 200]
                                    [--rounds 3]
@@ -81,6 +83,7 @@ def cell(torch, api, fa3, N, D, causal, topks, args):
         _, stats = sparge_attn.attention(q, k, v, simthreshd1=-0.1, topk=t, pvthreshd=50, is_causal=causal,
                                          return_sparsity=True)
         calls = {"ours": fn}
+        spans = {"ours": [], "spargeattn": []}
         if api is not None:
             call = lambda: api(q, k, v, is_causal=causal, topk=t, simthreshd1=-0.1, pvthreshd=50)  # noqa
             try:
@@ -88,10 +91,18 @@ def cell(torch, api, fa3, N, D, causal, topks, args):
                 calls["spargeattn"] = call
             except Exception as e:  # a shape upstream rejects
                 r["spargeattn"][t] = {"error": str(e).splitlines()[0][:160]}
-        rounds = alternating_rounds(calls, run, args.rounds)
-        r["ours"][t] = {**rounds["ours"], "stage1_sparsity": stats.stage1, "pv_skip_rate": stats.pv_skip_rate}
+
+        def run_watched(name):
+            start = time.perf_counter()
+            ms = run(calls[name])
+            spans[name].append((start, time.perf_counter()))
+            return ms
+
+        rounds = alternating_rounds({name: name for name in calls}, run_watched, args.rounds)
+        r["ours"][t] = {**rounds["ours"], "stage1_sparsity": stats.stage1, "pv_skip_rate": stats.pv_skip_rate,
+                        "gpu": args.sampler.during(spans["ours"])}
         if "spargeattn" in rounds:
-            r["spargeattn"][t] = rounds["spargeattn"]
+            r["spargeattn"][t] = {**rounds["spargeattn"], "gpu": args.sampler.during(spans["spargeattn"])}
     for t, x in r["ours"].items():
         x["tops"] = flops / (x["ms"] * 1e-3) / 1e12
         theirs = r["spargeattn"].get(t, {}).get("ms")
@@ -166,6 +177,12 @@ def summary(cells, fa3_name):
     s = {"cells": len(ratios), "min_speedup": min(ratios) if ratios else None,
          "median_speedup": statistics.median(ratios) if ratios else None,
          "cells_at_1_3_or_more": sum(r >= 1.3 for r in ratios), "fa3": fa3_name}
+    shares = [x["gpu"]["power_limited_share"] for c in cells for side in ("ours", "spargeattn")
+              for x in c[side].values() if x.get("gpu", {}).get("power_limited_share") is not None]
+    # Timings (the op's or SpargeAttn's, one a cell and top-k) with clock samples, and those at which the board
+    # held the clock down for power in most samples.
+    s["timings_with_clock_samples"] = len(shares)
+    s["timings_power_limited"] = sum(share > 0.5 for share in shares) if shares else None
     for c in cells:
         if c["tokens"] == 32768 and c["head_dim"] == 128 and not c["causal"] and 0.1 in c["ours"]:
             s["32k_d128_topk0.1_of_dense_exact"] = c["ours"][0.1]["of_dense_exact"]
@@ -175,9 +192,20 @@ def summary(cells, fa3_name):
     return s
 
 
+def clock_mhz(timing):
+    """The median SM clock a call was timed at, in MHz, or "-" where nothing was sampled."""
+    mhz = timing.get("gpu", {}).get("sm_clock_mhz")
+    return "-" if mhz is None else f"{mhz:.0f}"
+
+
+def clocks(ours, theirs):
+    """The median SM clocks the two calls were timed at: "ours/theirs" in MHz."""
+    return f"{clock_mhz(ours)}/{clock_mhz(theirs)}"
+
+
 def print_table(cells):
     print("N      D    mask    top-k  ours ms  SpargeAttn ms  speedup  of dense  dense fp16 ms  FA3 ms  "
-          "FA3 fp8 ms  SDPA ms")
+          "FA3 fp8 ms  SDPA ms  MHz ours/SA")
     for c in cells:
         for t, x in c["ours"].items():
             sa = c["spargeattn"].get(t, {}).get("ms")
@@ -186,7 +214,7 @@ def print_table(cells):
                   f"{x['speedup_vs_spargeattn'] and round(x['speedup_vs_spargeattn'], 2)!s:>7}  "
                   f"{x['of_dense_exact']:8.3f}  {c['dense_exact_ms']:13.3f}  "
                   f"{c.get('fa3_ms', float('nan')):6.3f}  {c.get('fa3_fp8_ms', float('nan')):10.3f}  "
-                  f"{c['sdpa_ms']:7.3f}", flush=True)
+                  f"{c['sdpa_ms']:7.3f}  {clocks(x, c['spargeattn'].get(t, {}))}", flush=True)
 
 
 def main():
@@ -208,6 +236,7 @@ def main():
         except Exception as e:
             print(f"SpargeAttn not importable: {e}")
     fa3_name, fa3 = load_fa3()
+    args.sampler = machine_info.ClockSampler()
     import sparge_attn
     print(f"device {torch.cuda.get_device_name()}, torch {torch.__version__}, sparge_attn {sparge_attn.version()}, "
           f"FlashAttention-3: {fa3_name or 'not importable'}, repeat {args.repeat} after {args.warmup_ms}+ ms")
@@ -216,6 +245,7 @@ def main():
     topks = [1.0, 0.2] if args.quick else [1.0, 0.5, 0.2, 0.1]
     t0 = time.time()
     cells = [cell(torch, api, fa3, n, d, c, topks, args) for n, d, c in grid]
+    args.sampler.close()
     print_table(cells)
     extra = graph_and_compile(torch)
     if args.profile:

@@ -119,6 +119,7 @@ def render_capi_bench(doc, name):
     """bench/capi_bench.py: the sparge_attn op as PyTorch calls it, against SpargeAttn and the dense kernels."""
     s = doc.get("summary", {})
     g = doc.get("graph_and_compile", {})
+    clocked = bool(s.get("timings_with_clock_samples"))
     out = [f"### The sparge_attn op from PyTorch ({name})", "", provenance(doc) + ".",
            f"torch {doc.get('torch')}; sparge_attn {doc.get('sparge_attn')}; B=1 H=32 fp16 random data, int8-fp8, "
            "θ -0.1, λ 50, no counters asked for (so ours leaves out the P·V-skip vote, which cannot change the "
@@ -130,10 +131,14 @@ def render_capi_bench(doc, name):
            f"Speedup over SpargeAttn's whole call: min {fmt(s.get('min_speedup'), 2)}, median "
            f"{fmt(s.get('median_speedup'), 2)}, {s.get('cells_at_1_3_or_more')} of {s.get('cells')} cells at 1.3 or "
            f"more. CUDA graph replay equal to eager: {g.get('graph_equal')}; torch.compile equal: "
-           f"{g.get('compile_equal')} (with CUDA graphs: {g.get('compile_cudagraphs_equal')}).", "",
+           f"{g.get('compile_equal')} (with CUDA graphs: {g.get('compile_cudagraphs_equal')})."
+           + (f" SM clock: nvidia-smi's median over the samples (every 20 ms) taken while each call was timed; * where "
+              f"the board held the clock down for power (its power limit) in most of them: "
+              f"{s.get('timings_power_limited')} of {s.get('timings_with_clock_samples')} timings." if clocked else ""),
+           "",
            "| N | D | causal | top-k | ours | SpargeAttn | speedup | of our dense | our dense fp16 | FA3 | "
-           "FA3 FP8 | ours vs best dense | SDPA |",
-           "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
+           "FA3 FP8 | ours vs best dense | SDPA |" + (" SM MHz ours / SpargeAttn |" if clocked else ""),
+           "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |" + (" --- |" if clocked else "")]
     for c in doc.get("cells", []):
         for topk, o in c.get("ours", {}).items():
             theirs = c.get("spargeattn", {}).get(topk) or {}
@@ -142,8 +147,18 @@ def render_capi_bench(doc, name):
                        f"{fmt(o['ms'])} | {fmt(sa)} | {speedup_cell(o, theirs)} | "
                        f"{fmt(o['ms'] / c['dense_exact_ms'])} | {fmt(c['dense_exact_ms'])} | "
                        f"{fmt(c.get('fa3_ms'))} | {fmt(c.get('fa3_fp8_ms'))} | "
-                       f"{fmt(o.get('speedup_vs_best_dense'), 2)} | {fmt(c.get('sdpa_ms'))} |")
+                       f"{fmt(o.get('speedup_vs_best_dense'), 2)} | {fmt(c.get('sdpa_ms'))} |"
+                       + (f" {clock_cell(o)} / {clock_cell(theirs)} |" if clocked else ""))
     return out
+
+
+def clock_cell(timing):
+    """The median SM clock a call was timed at (MHz), with a star where the board held the clock down for
+    power in most of the samples."""
+    gpu = timing.get("gpu") or {}
+    if gpu.get("sm_clock_mhz") is None:
+        return fmt(None)
+    return f"{gpu['sm_clock_mhz']:.0f}" + ("*" if (gpu.get("power_limited_share") or 0) > 0.5 else "")
 
 
 def render_apply_parity(doc, name):
