@@ -332,10 +332,7 @@ __global__ void __launch_bounds__(kSelectWarps * 32)
   __syncwarp();
   for (int j = lane; j < nk; j += 32) sel[j] = 0;
   __syncwarp();
-  bool nan = false;
-#pragma unroll
-  for (int e = 0; e < E; ++e) nan = nan || key[e] != key[e];
-  if (!allMasked && r.prm.mode == 1 && !__any_sync(0xffffffffu, nan)) {
+  if (!allMasked && r.prm.mode == 1 && !warpHasNaN<E>(key)) {
     // Top-k takes a count that does not depend on the order: the smallest words without the sort.
     uint32_t word[E];
 #pragma unroll

@@ -150,16 +150,22 @@ __device__ __forceinline__ void bitonicSortWords(uint64_t (&w)[E]) {
   }
 }
 
+// Whether any of the warp's 32·E keys is NaN (a NaN compares unequal to itself). Called by the whole warp.
+template <int E>
+__device__ __forceinline__ bool warpHasNaN(const float (&key)[E]) {
+  bool nan = false;
+#pragma unroll
+  for (int e = 0; e < E; ++e) nan = nan || key[e] != key[e];
+  return __any_sync(0xffffffffu, nan);
+}
+
 // The warp's 32·E (key, id) pairs sorted by key descending, ties to the lower id, by a bitonic network in
 // registers. Without NaN keys the network runs on sortWord's words (the same compare-exchanges, so the same
 // order); a warp with a NaN key runs it on the pairs, whose compare never swaps a NaN (the CPU engine's
 // order for such rows).
 template <int E>
 __device__ __forceinline__ void bitonicSortWarp(float (&key)[E], int (&id)[E]) {
-  bool nan = false;
-#pragma unroll
-  for (int e = 0; e < E; ++e) nan = nan || key[e] != key[e];
-  if (__any_sync(0xffffffffu, nan)) return bitonicSortFloatPairs<E>(key, id);
+  if (warpHasNaN<E>(key)) return bitonicSortFloatPairs<E>(key, id);
   uint64_t w[E];
 #pragma unroll
   for (int e = 0; e < E; ++e) w[e] = sortWord(key[e], id[e]);
