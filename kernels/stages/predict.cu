@@ -141,17 +141,12 @@ __device__ void bitonicSortDescending(float* keys, int* idx, int np) {
   }
 }
 
-// Top-k's count before the at-least-one rule.
-__device__ __forceinline__ int topkCount(const HeadParamsDev& prm, int nk) {
-  return (int)truncf(prm.topk * (float)nk);
-}
-
 // How many of the sorted probabilities the head selects (at least one): top-k, or the cdf accumulated in
 // fp32 with each prefix rounded to fp16 and compared with float(τ), as the CPU engine does.
 __device__ __forceinline__ int selectedCount(const HeadParamsDev& prm, const float* sorted, int nk) {
   int n = 0;
   if (prm.mode == 1) {
-    n = topkCount(prm, nk);
+    n = (int)truncf(prm.topk * (float)nk);
   } else {
     float c = 0.f;
     for (int r = 0; r < nk; ++r) {
@@ -337,7 +332,8 @@ __global__ void __launch_bounds__(kSelectWarps * 32)
     uint32_t word[E];
 #pragma unroll
     for (int e = 0; e < E; ++e) word[e] = descendingKey(key[e]);
-    markSmallest<E>(word, min(max(topkCount(r.prm, nk), 1), nk), nk, sel);
+    // Top-k's count does not read the sorted row.
+    markSmallest<E>(word, min(selectedCount(r.prm, sorted, nk), nk), nk, sel);
   } else if (!allMasked) {  // an all-NaN row selects nothing (see sparge_predict_select)
     bitonicSortWarp<E>(key, id);
 #pragma unroll
