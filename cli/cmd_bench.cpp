@@ -481,6 +481,11 @@ void registerBench(CLI::App& app, Action& action) {
       "Also time Stage 1 of these block predictors (comma-separated: xattention, moba, ...) beside "
       "the dense walk, with their default parameters and the fixed options below");
   addMethodFixedOptions(*cmd, o->methodOptions);
+  cmd->add_option(
+         "--moba-topk", o->methodOptions.mobaTopk,
+         "MoBA: key blocks per query token, its own included (default 3; above 9 the gate chooses by "
+         "bisecting the scores' bits)")
+      ->check(CLI::Range(int64_t(1), int64_t(1000000000)));
   cmd->add_flag("--no-cudnn", o->noCudnn, "Do not time cuDNN's fused attention next to our dense kernel");
   cmd->add_option("--json", o->json, "Write the results as JSON to this file");
   cmd->add_option(

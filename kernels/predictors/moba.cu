@@ -115,17 +115,35 @@ __device__ long long chooseByCut(const TileChoice& tc, const float* s, int j0, i
   return pairs;
 }
 
-// The `want`-th largest key of the blocks of [j0, j1] other than `own` (want <= their count).
-__device__ unsigned cutOf(const float* s, int j0, int j1, int own, int want) {
+// The `want`-th largest key of the blocks of [j0, j1] other than `own` (want <= their count). `own` and the
+// positions past j1 hand in key 0, which is never counted above a cut and so never changes it (at most it
+// opens more bits to the bisection). Rows of up to 32·E blocks first go into registers, E a lane, so that
+// the bisection's passes read no shared memory. Called by the whole warp.
+template <int E>
+__device__ __forceinline__ unsigned cutInRegisters(const float* s, int j0, int j1, int own, int want) {
   const int lane = threadIdx.x & 31;
-  unsigned prefix = 0;
-  for (int bit = 31; bit >= 0; --bit) {
-    const unsigned probe = prefix | (1u << bit);
-    int n = 0;
-    for (int j = j0 + lane; j <= j1; j += 32) n += j != own && orderKey(s[j]) >= probe;
-    if (__reduce_add_sync(0xffffffffu, n) >= want) prefix = probe;
+  uint32_t key[E];
+#pragma unroll
+  for (int e = 0; e < E; ++e) {
+    const int j = j0 + lane + 32 * e;
+    key[e] = j <= j1 && j != own ? orderKey(s[j]) : 0u;
   }
-  return prefix;
+  return warpNthOf<true>(
+      [&](auto&& f) {
+#pragma unroll
+        for (int e = 0; e < E; ++e) f(key[e]);
+      },
+      want);
+}
+__device__ unsigned cutOf(const float* s, int j0, int j1, int own, int want) {
+  const int lane = threadIdx.x & 31, n = j1 - j0 + 1;
+  if (n <= 32 * 8) return cutInRegisters<8>(s, j0, j1, own, want);
+  if (n <= 32 * 16) return cutInRegisters<16>(s, j0, j1, own, want);
+  return warpNthOf<true>(
+      [&](auto&& f) {
+        for (int j = j0 + lane; j <= j1; j += 32) f(j != own ? orderKey(s[j]) : 0u);
+      },
+      want);
 }
 
 // One token's choice from its gate scores s[nk] (the warp's row; taken blocks are overwritten with NaN).

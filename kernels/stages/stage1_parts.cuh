@@ -1,7 +1,7 @@
 // Device parts shared by SpargeAttn's Stage 1 (predict.cu) and the other methods' predictors
 // (kernels/predictors): mma fragments read straight from row-major rows, CTA reductions, the bitonic sort of
-// a row in a warp's registers (descending, ties to the lower index), and the delta-encoded LUT of a final
-// mask row.
+// a row in a warp's registers (descending, ties to the lower index), the n-th smallest or largest of a warp's
+// keys and the n smallest marked without a sort, and the delta-encoded LUT of a final mask row.
 #pragma once
 
 #include <cuda_runtime.h>
@@ -177,26 +177,38 @@ __device__ __forceinline__ void bitonicSortWarp(float (&key)[E], int (&id)[E]) {
   }
 }
 
-// The n-th smallest (1 <= n <= 32·E) of the warp's 32·E keys: bisection from the top over the bits in which
-// the keys differ (the others are every key's, so the cut starts with them). Called by the whole warp.
-template <int E>
-__device__ __forceinline__ uint32_t warpNthSmallest(const uint32_t (&x)[E], int n) {
+// The n-th smallest (kLargest: largest) of the keys the warp's lanes hold (1 <= n <= their count), each lane
+// handing its own to `f` through eachKey(f) (a lane may hold none): bisection from the top over the bits in
+// which the keys differ (the others are every key's, so the cut starts with them). The largest are the
+// smallest of the complemented keys; the complement goes on the probe, not on every key. Called by the whole
+// warp.
+template <bool kLargest, class EachKey>
+__device__ __forceinline__ uint32_t warpNthOf(const EachKey& eachKey, int n) {
   uint32_t every = 0xffffffffu, some = 0u;
-#pragma unroll
-  for (int e = 0; e < E; ++e) every &= x[e], some |= x[e];
+  eachKey([&](uint32_t k) { every &= k, some |= k; });
   every = __reduce_and_sync(0xffffffffu, every);
   some = __reduce_or_sync(0xffffffffu, some);
-  uint32_t cut = every;
+  uint32_t cut = kLargest ? ~some : every;  // in complemented keys when kLargest
   for (uint32_t open = some ^ every; open;) {
     const uint32_t bit = 0x80000000u >> __clz(open);
     open ^= bit;
-    const uint32_t probe = cut | bit;
-    int below = 0;
-#pragma unroll
-    for (int e = 0; e < E; ++e) below += x[e] < probe;
-    if (__reduce_add_sync(0xffffffffu, below) < n) cut = probe;
+    const uint32_t probe = cut | bit, bound = kLargest ? ~probe : probe;
+    int before = 0;
+    eachKey([&](uint32_t k) { before += kLargest ? k > bound : k < bound; });
+    if (__reduce_add_sync(0xffffffffu, before) < n) cut = probe;
   }
-  return cut;
+  return kLargest ? ~cut : cut;
+}
+
+// The same over 32·E keys held E a lane in registers.
+template <int E>
+__device__ __forceinline__ uint32_t warpNthSmallest(const uint32_t (&x)[E], int n) {
+  return warpNthOf<false>(
+      [&](auto&& f) {
+#pragma unroll
+        for (int e = 0; e < E; ++e) f(x[e]);
+      },
+      n);
 }
 
 // Marks in sel[] the ids (lane·E + e) of the n smallest (key, id) pairs of the warp, ties to the lower id:

@@ -22,6 +22,7 @@ exit_codes)
   expect_exit 2 "--warmup-ms: Value -5 not in range 0 to 600000" -- "$SPARGE" bench --warmup-ms -5
   expect_exit 1 "--method: 'nosuch' is not known" -- "$SPARGE" bench --method xattention,nosuch
   expect_exit 1 "--method: times Stage 1 on the GPU" -- "$SPARGE" bench --engine cpu --method moba
+  expect_exit 2 "--moba-topk: Value 0 not in range 1 to 1000000000" -- "$SPARGE" bench --method moba --moba-topk 0
   expect_exit 2 "--warmup-ms: Value -1 not in range 0 to 600000" -- "$SPARGE" run x.h5 --warmup-ms -1
   expect_exit 1 "does/not/exist.h5" -- "$SPARGE" info does/not/exist.h5
   echo "not hdf5" > "$WORK/bad.h5"

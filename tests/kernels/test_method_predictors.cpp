@@ -188,6 +188,26 @@ TEST(CudaMethods, RandomCapturesMatchCpuEngine) {
   }
 }
 
+// MoBA's score rows over long key rows, at top-k 12 and 48: its bisection for the cut holds rows of up to
+// 256 and 512 blocks in registers and reads longer ones from shared memory: one case each (300, 500 and 700
+// blocks of 64 keys, a partial last one in the second), two query tiles whose tokens own a block.
+TEST(CudaMethods, MobaLongRowsMatchCpuEngine) {
+  REQUIRE_GPU();
+  using core::DType;
+  Tally t;
+  const int keys[] = {300 * 64, 500 * 64 - 7, 700 * 64};
+  for (int k = 0; k < 3; ++k) {
+    auto e = fixture::makeEntry({1, 2, 1, 256, keys[k], 64, DType::Float16, false}, 41 + uint32_t(k));
+    core::RunConfig cfg = fixture::makeConfig(core::kGeometry128x64, true, core::HeadParams{}, false);
+    core::HeadParams p;
+    p.moba.topk = 12;
+    runBoth(Method::Moba, e, cfg, "long rows " + std::to_string(keys[k]), t, {p});
+    p.moba.topk = 48;
+    runBoth(Method::Moba, e, cfg, "long rows " + std::to_string(keys[k]), t, {p});
+  }
+  expectAgreement(t, "long key rows, moba");
+}
+
 std::string samplePath() {
   if (const char* env = std::getenv("SPARGE_SAMPLE_CAPTURE")) return env;
   return SPARGE_SAMPLE_CAPTURE;
