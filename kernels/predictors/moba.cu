@@ -93,6 +93,25 @@ __device__ void writeTileChoice(const GateArgs& g, const TileChoice& tc, int bh,
   if (threadIdx.x == 0) atomicAdd(&g.pairs[bh], ctaPairs);
 }
 
+// A token's score row as keys for warpNthOf: the blocks of [j0, j1] other than `own`, lane-strided, read from
+// shared memory at every pass (rows too long for registers). `own` hands in key 0, which is never counted
+// above a cut and so never changes it (at most it opens more bits to the bisection): no branch at each key.
+struct ScoreRowKeys {
+  const float* s;
+  int j0, j1, own;
+
+  template <class F>
+  __device__ __forceinline__ void each(F&& f) const {
+    for (int j = j0 + (threadIdx.x & 31); j <= j1; j += 32) f(j != own ? orderKey(s[j]) : 0u);
+  }
+  template <class P>
+  __device__ __forceinline__ int count(P&& p) const {
+    int c = 0;
+    each([&](uint32_t k) { c += p(k); });
+    return c;
+  }
+};
+
 // The blocks of [j0, j1] other than `own` whose key is above `cut`, then those equal to it, lowest first,
 // until `want` are chosen. Called by the whole warp; returns the lane's pairs.
 __device__ long long chooseByCut(const TileChoice& tc, const float* s, int j0, int j1, int own, unsigned cut,
@@ -115,35 +134,25 @@ __device__ long long chooseByCut(const TileChoice& tc, const float* s, int j0, i
   return pairs;
 }
 
-// The `want`-th largest key of the blocks of [j0, j1] other than `own` (want <= their count). `own` and the
-// positions past j1 hand in key 0, which is never counted above a cut and so never changes it (at most it
-// opens more bits to the bisection). Rows of up to 32·E blocks first go into registers, E a lane, so that
-// the bisection's passes read no shared memory. Called by the whole warp.
+// The `want`-th largest key of the blocks of [j0, j1] other than `own` (want <= their count), by bisection.
+// Rows of up to 32·E blocks go into registers first, E a lane (key 0 where a lane has no block, as in
+// ScoreRowKeys), so that the passes read no shared memory. Called by the whole warp.
 template <int E>
 __device__ __forceinline__ unsigned cutInRegisters(const float* s, int j0, int j1, int own, int want) {
   const int lane = threadIdx.x & 31;
   uint32_t key[E];
 #pragma unroll
   for (int e = 0; e < E; ++e) {
-    const int j = j0 + lane + 32 * e;
+    const int j = j0 + 32 * e + lane;
     key[e] = j <= j1 && j != own ? orderKey(s[j]) : 0u;
   }
-  return warpNthOf<true>(
-      [&](auto&& f) {
-#pragma unroll
-        for (int e = 0; e < E; ++e) f(key[e]);
-      },
-      want);
+  return warpNthOf<true>(KeysInRegisters<E>{key}, want);
 }
 __device__ unsigned cutOf(const float* s, int j0, int j1, int own, int want) {
-  const int lane = threadIdx.x & 31, n = j1 - j0 + 1;
+  const int n = j1 - j0 + 1;
   if (n <= 32 * 8) return cutInRegisters<8>(s, j0, j1, own, want);
   if (n <= 32 * 16) return cutInRegisters<16>(s, j0, j1, own, want);
-  return warpNthOf<true>(
-      [&](auto&& f) {
-        for (int j = j0 + lane; j <= j1; j += 32) f(j != own ? orderKey(s[j]) : 0u);
-      },
-      want);
+  return warpNthOf<true>(ScoreRowKeys{s, j0, j1, own}, want);
 }
 
 // One token's choice from its gate scores s[nk] (the warp's row; taken blocks are overwritten with NaN).
@@ -426,16 +435,32 @@ __global__ void sparge_predict_moba_shares(const int* __restrict__ heads, int Hq
   if (i == 0 && threadIdx.x == 0) out.elementPairs[bh] = double(pairs[bh]);
 }
 
-// Warps per CTA whose score rows fit in the device's shared memory (4, 2 or 1); throws when none does.
-int gateWarps(int nk, size_t* smem) {
-  const size_t limit = deviceSharedMemoryOptin();
+// Warps per CTA (4, 2 or 1, each with the score rows of 16 tokens in shared memory) that keep the most warps
+// on an SM, more warps a CTA on ties: a warp chooses one token at a time, each step of its bisection waiting
+// for a warp-wide sum, so warps in flight are what hides that. Throws when no count fits.
+int gateWarps(const void* kernel, int nk, size_t* smem) {
+  cudaFuncAttributes attrs{};
+  check(cudaFuncGetAttributes(&attrs, kernel), "cudaFuncGetAttributes(sparge_predict_moba_gate)");
+  const size_t limit = deviceSharedMemoryOptin() - attrs.sharedSizeBytes;  // less the kernel's static part
+  check(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)limit),
+        "cudaFuncSetAttribute(sparge_predict_moba_gate)");
+  const auto bytesOf = [nk](int w) {
+    return (size_t)w * 16 * nk * sizeof(float) + (size_t)nk * (sizeof(int) + 2);
+  };
+  int best = 0, bestOnSm = 0;
   for (int w : {4, 2, 1}) {
-    *smem = (size_t)w * 16 * nk * sizeof(float) + (size_t)nk * (sizeof(int) + 2);
-    if (*smem <= limit) return w;
+    const size_t bytes = bytesOf(w);
+    int ctas = 0;
+    if (bytes <= limit)
+      check(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&ctas, kernel, w * 32, bytes),
+            "cudaOccupancyMaxActiveBlocksPerMultiprocessor(sparge_predict_moba_gate)");
+    if (w * ctas > bestOnSm) best = w, bestOnSm = w * ctas, *smem = bytes;
   }
-  throw Error("MoBA gate", std::to_string(nk) + " key blocks need " + std::to_string(*smem / 1024) +
-                               " KB of shared memory a block; this GPU allows " +
-                               std::to_string(limit / 1024) + " KB: use --engine cpu");
+  if (best == 0)
+    throw Error("MoBA gate", std::to_string(nk) + " key blocks need " + std::to_string(bytesOf(1) / 1024) +
+                                 " KB of shared memory a block; this GPU allows " +
+                                 std::to_string(limit / 1024) + " KB: use --engine cpu");
+  return best;
 }
 
 // The register kernel for every head whose top-k leaves at most kRegisterTopk other blocks (M m16 tiles of
@@ -458,11 +483,8 @@ void gateInRegisters(const MethodLaunch& l, const T* gateKeys, const GateArgs& g
 template <typename T, int D>
 void gateInRows(const MethodLaunch& l, const T* gateKeys, const GateArgs& g) {
   size_t smem = 0;
-  const int warps = gateWarps(g.nk, &smem);
   auto kernel = sparge_predict_moba_gate<T, D>;
-  if (smem > 48 * 1024)
-    check(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem),
-          "cudaFuncSetAttribute(sparge_predict_moba_gate)");
+  const int warps = gateWarps(reinterpret_cast<const void*>(kernel), g.nk, &smem);
   const Problem& p = l.problem;
   dim3 grid((p.Nq + kTokens - 1) / kTokens, p.B * p.nHeads);
   kernel<<<grid, warps * 32, smem, l.stream>>>(static_cast<const T*>(l.qkv.q), gateKeys, g);

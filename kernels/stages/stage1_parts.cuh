@@ -177,15 +177,15 @@ __device__ __forceinline__ void bitonicSortWarp(float (&key)[E], int (&id)[E]) {
   }
 }
 
-// The n-th smallest (kLargest: largest) of the keys the warp's lanes hold (1 <= n <= their count), each lane
-// handing its own to `f` through eachKey(f) (a lane may hold none): bisection from the top over the bits in
-// which the keys differ (the others are every key's, so the cut starts with them). The largest are the
-// smallest of the complemented keys; the complement goes on the probe, not on every key. Called by the whole
-// warp.
-template <bool kLargest, class EachKey>
-__device__ __forceinline__ uint32_t warpNthOf(const EachKey& eachKey, int n) {
+// The n-th smallest (kLargest: largest) of the keys the warp's lanes hold (1 <= n <= their count), read
+// through `keys` (a lane may hold none): keys.each(f) hands each of the lane's keys to f, keys.count(p)
+// counts those for which p holds. Bisection from the top over the bits in which the keys differ (the others
+// are every key's, so the cut starts with them). The largest are the smallest of the complemented keys; the
+// complement goes on the probe, not on every key. Called by the whole warp.
+template <bool kLargest, class Keys>
+__device__ __forceinline__ uint32_t warpNthOf(const Keys& keys, int n) {
   uint32_t every = 0xffffffffu, some = 0u;
-  eachKey([&](uint32_t k) { every &= k, some |= k; });
+  keys.each([&](uint32_t k) { every &= k, some |= k; });
   every = __reduce_and_sync(0xffffffffu, every);
   some = __reduce_or_sync(0xffffffffu, some);
   uint32_t cut = kLargest ? ~some : every;  // in complemented keys when kLargest
@@ -193,23 +193,31 @@ __device__ __forceinline__ uint32_t warpNthOf(const EachKey& eachKey, int n) {
     const uint32_t bit = 0x80000000u >> __clz(open);
     open ^= bit;
     const uint32_t probe = cut | bit, bound = kLargest ? ~probe : probe;
-    int before = 0;
-    eachKey([&](uint32_t k) { before += kLargest ? k > bound : k < bound; });
+    const int before = keys.count([&](uint32_t k) { return kLargest ? k > bound : k < bound; });
     if (__reduce_add_sync(0xffffffffu, before) < n) cut = probe;
   }
   return kLargest ? ~cut : cut;
 }
 
-// The same over 32·E keys held E a lane in registers.
+// A warp's keys held E a lane in registers, for warpNthOf.
 template <int E>
-__device__ __forceinline__ uint32_t warpNthSmallest(const uint32_t (&x)[E], int n) {
-  return warpNthOf<false>(
-      [&](auto&& f) {
+struct KeysInRegisters {
+  const uint32_t (&key)[E];
+
+  template <class F>
+  __device__ __forceinline__ void each(F&& f) const {
 #pragma unroll
-        for (int e = 0; e < E; ++e) f(x[e]);
-      },
-      n);
-}
+    for (int e = 0; e < E; ++e) f(key[e]);
+  }
+  // In four sums: one running sum chained every key's add behind the one before.
+  template <class P>
+  __device__ __forceinline__ int count(P&& p) const {
+    int c[4] = {0, 0, 0, 0};
+#pragma unroll
+    for (int e = 0; e < E; ++e) c[e % 4] += p(key[e]);
+    return (c[0] + c[1]) + (c[2] + c[3]);
+  }
+};
 
 // Marks in sel[] the ids (lane·E + e) of the n smallest (key, id) pairs of the warp, ties to the lower id:
 // the first n in bitonicSortWarp's order, without the sort. Ids from `count` on are padding, whose keys the
@@ -217,10 +225,10 @@ __device__ __forceinline__ uint32_t warpNthSmallest(const uint32_t (&x)[E], int 
 template <int E>
 __device__ __forceinline__ void markSmallest(const uint32_t (&key)[E], int n, int count, uint8_t* sel) {
   const int lane = threadIdx.x & 31;
-  const uint32_t cut = warpNthSmallest<E>(key, n);
-  int below = 0, ties = 0;
-#pragma unroll
-  for (int e = 0; e < E; ++e) below += key[e] < cut, ties += key[e] == cut;
+  const KeysInRegisters<E> keys{key};
+  const uint32_t cut = warpNthOf<false>(keys, n);
+  const int below = keys.count([&](uint32_t k) { return k < cut; });
+  const int ties = keys.count([&](uint32_t k) { return k == cut; });
   const int tiesTaken = n - __reduce_add_sync(0xffffffffu, below);
   int before = ties;  // ties in this lane and the lanes below it, then below it only
 #pragma unroll
