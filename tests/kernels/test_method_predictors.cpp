@@ -188,9 +188,10 @@ TEST(CudaMethods, RandomCapturesMatchCpuEngine) {
   }
 }
 
-// MoBA's score rows over long key rows, at top-k 12 and 48: its bisection for the cut holds rows of up to
-// 256 and 512 blocks in registers and reads longer ones from shared memory: one case each (300, 500 and 700
-// blocks of 64 keys, a partial last one in the second), two query tiles whose tokens own a block.
+// MoBA's score rows over long key rows, at top-k 12 and 48: its bisection for the cut holds rows of up to 512
+// blocks in registers (16 a lane past 256; the random captures' short rows take 8) and reads longer ones from
+// shared memory at every step. Rows of 300 and 500 blocks of 64 keys (a partial last one in the second) and
+// of 700; two query tiles whose tokens own a block.
 TEST(CudaMethods, MobaLongRowsMatchCpuEngine) {
   REQUIRE_GPU();
   using core::DType;
