@@ -177,12 +177,12 @@ def summary(cells, fa3_name):
     s = {"cells": len(ratios), "min_speedup": min(ratios) if ratios else None,
          "median_speedup": statistics.median(ratios) if ratios else None,
          "cells_at_1_3_or_more": sum(r >= 1.3 for r in ratios), "fa3": fa3_name}
-    shares = [x["gpu"]["power_limited_share"] for c in cells for side in ("ours", "spargeattn")
-              for x in c[side].values() if x.get("gpu", {}).get("power_limited_share") is not None]
+    gpus = [x["gpu"] for c in cells for side in ("ours", "spargeattn")
+            for x in c[side].values() if x.get("gpu", {}).get("power_limited_share") is not None]
     # Timings (the op's or SpargeAttn's, one a cell and top-k) with clock samples, and those at which the board
     # held the clock down for power in most samples.
-    s["timings_with_clock_samples"] = len(shares)
-    s["timings_power_limited"] = sum(share > 0.5 for share in shares) if shares else None
+    s["timings_with_clock_samples"] = len(gpus)
+    s["timings_power_limited"] = sum(machine_info.mostly_power_limited(g) for g in gpus) if gpus else None
     for c in cells:
         if c["tokens"] == 32768 and c["head_dim"] == 128 and not c["causal"] and 0.1 in c["ours"]:
             s["32k_d128_topk0.1_of_dense_exact"] = c["ours"][0.1]["of_dense_exact"]

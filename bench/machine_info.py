@@ -81,6 +81,11 @@ def summarize(samples):
             "power_limited_share": sum(s[3] for s in samples) / len(samples), "samples": len(samples)}
 
 
+def mostly_power_limited(gpu):
+    """Whether the board held the clock down for power in most of a timing's samples (a summarize() dict)."""
+    return (gpu.get("power_limited_share") or 0) > 0.5
+
+
 class ClockSampler:
     """nvidia-smi sampling GPU `index` every `period_ms` in the background while a benchmark runs, each sample
     stamped with time.perf_counter() as it arrives; during(spans) says what the spans of time saw. A sustained

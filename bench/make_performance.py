@@ -15,6 +15,8 @@ import sys
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
+sys.path.insert(0, HERE)
+import machine_info  # noqa: E402  (pure Python: the power-limit rule the bench records with)
 
 
 def fmt(x, digits=3):
@@ -158,7 +160,7 @@ def clock_cell(timing):
     gpu = timing.get("gpu") or {}
     if gpu.get("sm_clock_mhz") is None:
         return fmt(None)
-    return f"{gpu['sm_clock_mhz']:.0f}" + ("*" if (gpu.get("power_limited_share") or 0) > 0.5 else "")
+    return f"{gpu['sm_clock_mhz']:.0f}" + ("*" if machine_info.mostly_power_limited(gpu) else "")
 
 
 def render_apply_parity(doc, name):

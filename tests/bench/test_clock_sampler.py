@@ -50,3 +50,10 @@ def test_without_nvidia_smi_nothing_is_sampled(monkeypatch):
     sampler = machine_info.ClockSampler()
     assert sampler.during([(0.0, 1e12)])["samples"] == 0
     sampler.close()
+
+
+def test_a_timing_is_power_limited_only_in_most_of_its_samples():
+    assert machine_info.mostly_power_limited({"power_limited_share": 0.6}) is True
+    assert machine_info.mostly_power_limited({"power_limited_share": 0.5}) is False
+    assert machine_info.mostly_power_limited({"power_limited_share": None}) is False
+    assert machine_info.mostly_power_limited({}) is False
