@@ -118,10 +118,8 @@ __device__ long long chooseByCut(const TileChoice& tc, const float* s, int j0, i
                                  int want, KeySpan r, int BK) {
   const int lane = threadIdx.x & 31;
   long long pairs = 0;
-  int above = 0;
-  for (int j = j0 + lane; j <= j1; j += 32) above += j != own && orderKey(s[j]) > cut;
-  above = __reduce_add_sync(0xffffffffu, above);
-  int ties = want - above;
+  const int above = ScoreRowKeys{s, j0, j1, own}.count([&](uint32_t k) { return k > cut; });
+  int ties = want - __reduce_add_sync(0xffffffffu, above);
   for (int base = j0; base <= j1; base += 32) {
     const int j = base + lane;
     const bool in = j <= j1 && j != own;
